@@ -1,0 +1,318 @@
+"""Configuration: the model (paper §3, presets from Table 3), training (§5) and decoding (§6.1).
+
+Three frozen, keyword-only dataclasses and one precedence chain:
+
+    preset  ->  YAML file  ->  --set key=value
+
+Every key lives in exactly one of the three sections, so ``--set d_model=256`` and
+``--set model.d_model=256`` mean the same. Unknown keys and values of the wrong type raise
+``ValueError`` naming the key and listing what is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+Norm = Literal["post", "pre"]
+Positions = Literal["sinusoidal", "learned"]
+Tie = Literal["none", "decoder", "all"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+
+
+def _check(obj: Any) -> None:
+    """Type-check every field of a config dataclass against its annotation."""
+    hints = typing.get_type_hints(type(obj))
+    name = type(obj).__name__
+    for f in fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        if typing.get_origin(hint) is Literal:
+            allowed = typing.get_args(hint)
+            if value not in allowed:
+                raise ValueError(f"{name}.{f.name}={value!r}: expected one of {', '.join(map(repr, allowed))}")
+        elif hint is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name}.{f.name}={value!r}: expected a number")
+            object.__setattr__(obj, f.name, float(value))
+        elif hint in (int, bool, str):
+            if type(value) is not hint:
+                raise ValueError(f"{name}.{f.name}={value!r}: expected {hint.__name__}, got {type(value).__name__}")
+
+
+def _positive(obj: Any, *names: str, zero_ok: bool = False) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if v < 0 or (v == 0 and not zero_ok):
+            kind = "non-negative" if zero_ok else "positive"
+            raise ValueError(f"{type(obj).__name__}.{n}={v!r}: expected a {kind} value")
+
+
+def _probability(obj: Any, *names: str) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not 0.0 <= v < 1.0:
+            raise ValueError(f"{type(obj).__name__}.{n}={v!r}: expected a probability in [0, 1)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Hyperparameters of the network (paper §3 and Table 3). Defaults are the `base` model."""
+
+    src_vocab_size: int = 37000
+    tgt_vocab_size: int = 37000
+    d_model: int = 512          # D
+    d_ff: int = 2048            # F, inner size of the position-wise FFN (§3.3)
+    n_heads: int = 8            # H; d_k = d_v = D / H (§3.2.2)
+    n_layers: int = 6           # N, for the encoder and for the decoder
+    p_drop: float = 0.1         # residual dropout and dropout on embeddings + positions (§5.4)
+    p_attn: float = 0.0         # dropout on attention probabilities (not in the paper; tensor2tensor's option)
+    p_ffn: float = 0.0          # dropout after the FFN's ReLU (not in the paper; tensor2tensor's option)
+    norm: Norm = "post"         # "post": LayerNorm(x + Sublayer(x)) as in the paper; "pre": x + Sublayer(LayerNorm(x))
+    positions: Positions = "sinusoidal"   # §3.5; "learned" is the paper's Table 3 row (E)
+    tie: Tie = "all"            # §3.4: "all" shares src/tgt embeddings and the pre-softmax matrix
+    max_positions: int = 1024   # longest sequence (tokens, BOS/EOS included) the model accepts
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    unk_id: int = 3
+
+    def __post_init__(self) -> None:
+        _check(self)
+        _positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions")
+        _probability(self, "p_drop", "p_attn", "p_ffn")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"ModelConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"ModelConfig: sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.tie == "all" and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"ModelConfig: tie='all' shares one vocabulary, but src_vocab_size={self.src_vocab_size} "
+                f"!= tgt_vocab_size={self.tgt_vocab_size}; use tie='decoder' or 'none'"
+            )
+        ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+        if len(set(ids.values())) != len(ids):
+            raise ValueError(f"ModelConfig: special token ids must be distinct, got {ids}")
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        for k, v in ids.items():
+            if not 0 <= v < smallest:
+                raise ValueError(f"ModelConfig.{k}={v}: expected an id in [0, {smallest})")
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.n_heads
+
+    @classmethod
+    def preset(cls, name: str, *, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """A named preset (``tiny``, ``small``, ``base``, ``big``) with any field overridden.
+
+        ``vocab_size`` sets both vocabulary sizes (one shared vocabulary, as in the paper).
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}: expected one of {', '.join(PRESETS)}")
+        values = dict(PRESETS[name])
+        if vocab_size is not None:
+            values.update(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
+        values.update(overrides)
+        return from_dict(cls, values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # A few thousand parameters: for unit tests and the copy task.
+    "tiny": dict(d_model=32, d_ff=64, n_heads=4, n_layers=2, p_drop=0.0, src_vocab_size=16, tgt_vocab_size=16),
+    # Multi30k scale (~29k sentence pairs): fits a 2-core CPU.
+    "small": dict(d_model=256, d_ff=1024, n_heads=4, n_layers=3, p_drop=0.1, src_vocab_size=8000, tgt_vocab_size=8000),
+    # Table 3, "base": 65M parameters with a 37k shared vocabulary.
+    "base": dict(d_model=512, d_ff=2048, n_heads=8, n_layers=6, p_drop=0.1),
+    # Table 3, "big": 213M parameters.
+    "big": dict(d_model=1024, d_ff=4096, n_heads=16, n_layers=6, p_drop=0.3),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """The training recipe (paper §5). Names are the ones users set with ``--set``."""
+
+    max_tokens: int = 4096          # per batch, source or target side, padding counted (§5.1 batches by tokens)
+    update_freq: int = 1            # batches accumulated per optimizer step (paper: ~25k tokens per step)
+    precision: Precision = "auto"   # auto = bf16 where the hardware runs it fast, else fp32; fp16 is CUDA-only
+    lr_factor: float = 1.0          # multiplier on the §5.3 rate
+    warmup: int = 4000              # warmup_steps of §5.3
+    adam_beta1: float = 0.9         # §5.3
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1    # eps_ls of §5.4
+    clip_norm: float = 0.0          # gradient clipping (0 = off; not in the paper)
+    seed: int = 1
+    max_steps: int = 0              # 0 = no limit
+    max_epochs: int = 0
+    max_minutes: float = 0.0
+    save_every_steps: int = 1000
+    keep_last: int = 5              # step checkpoints kept on disk (best/ and last/ are kept apart)
+    valid_every_steps: int = 1000   # also validated at the end of every epoch
+    valid_bleu: bool = True         # greedy-decode the validation set and score it with sacreBLEU
+    valid_max_sentences: int = 0    # 0 = the whole validation set
+    early_stop_metric: Literal["valid_bleu", "valid_loss"] = "valid_bleu"
+    patience: int = 0               # stop after this many validations without improvement (0 = never)
+    average_last: int = 0           # at the end, average the last K checkpoints into averaged/ (paper: 5 / 20)
+    loss_chunk_tokens: int = 2048   # target tokens per chunk of the vocabulary projection (0 = all at once)
+    compile: bool = False           # torch.compile the model
+    threads: int = 0                # CPU threads (0 = all cores)
+    device: str = "auto"            # auto | cpu | cuda | cuda:N | mps
+    log_every_steps: int = 50
+    tensorboard: bool = True        # write TensorBoard events when tensorboard is installed
+
+    def __post_init__(self) -> None:
+        _check(self)
+        _positive(self, "max_tokens", "update_freq", "save_every_steps", "valid_every_steps", "log_every_steps")
+        _positive(self, "warmup", "max_steps", "max_epochs", "max_minutes", "keep_last", "patience",
+                  "average_last", "loss_chunk_tokens", "threads", "valid_max_sentences", "clip_norm",
+                  "lr_factor", zero_ok=True)
+        _probability(self, "label_smoothing", "adam_beta1", "adam_beta2")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeConfig:
+    """Decoding (paper §6.1: beam 4, length penalty alpha 0.6, max length = source length + 50)."""
+
+    beam: int = 4
+    lenpen: float = 0.6             # alpha of the GNMT length penalty ((5 + |Y|) / 6) ** alpha
+    max_len_a: float = 1.0          # max output length = a * source length + b
+    max_len_b: int = 50
+    nbest: int = 1
+    batch_tokens: int = 6000        # source tokens per translation batch
+    sampling: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check(self)
+        _positive(self, "beam", "nbest", "batch_tokens", "temperature")
+        _positive(self, "max_len_a", "max_len_b", "top_k", "lenpen", zero_ok=True)
+        if self.nbest > self.beam:
+            raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"DecodeConfig.top_p={self.top_p}: expected a value in (0, 1]")
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+def from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """Build a config dataclass, failing clearly on unknown keys."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+    return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything a run needs: the three sections, saved together as ``config.json``."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        unknown = set(d) - set(SECTIONS)
+        if unknown:
+            raise ValueError(f"unknown config section(s) {sorted(unknown)}; expected {list(SECTIONS)}")
+        return cls(**{name: from_dict(c, d.get(name, {})) for name, c in SECTIONS.items()})
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def _owner(key: str) -> tuple[str, str]:
+    """Which section a (possibly dotted) key belongs to."""
+    if "." in key:
+        section, name = key.split(".", 1)
+        if section not in SECTIONS:
+            raise ValueError(f"unknown config section {section!r} in {key!r}; expected one of {', '.join(SECTIONS)}")
+        return section, name
+    owners = [s for s, c in SECTIONS.items() if key in {f.name for f in fields(c)}]
+    if not owners:
+        valid = {s: sorted(f.name for f in fields(c)) for s, c in SECTIONS.items()}
+        listing = "; ".join(f"{s}: {', '.join(v)}" for s, v in valid.items())
+        raise ValueError(f"unknown config key {key!r}. Valid keys — {listing}")
+    return owners[0], key
+
+
+def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``["d_model=256", "train.warmup=800"]`` -> ``{"model": {"d_model": 256}, "train": {"warmup": 800}}``.
+
+    Values are parsed as YAML scalars: ``0.1`` is a float, ``true`` a bool, ``post`` a string.
+    """
+    out: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        section, name = _owner(key.strip())
+        out[section][name] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except FileNotFoundError:
+        raise ValueError(f"config file not found: {p}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"{p}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: expected a mapping with sections {', '.join(SECTIONS)} (and optionally 'preset')")
+    return data
+
+
+def resolve(
+    preset: str | None = None,
+    yaml_path: str | Path | None = None,
+    sets: list[str] | None = None,
+    base: RunConfig | None = None,
+) -> RunConfig:
+    """Apply the precedence chain: ``base`` (or defaults) -> preset -> YAML -> ``--set``.
+
+    A YAML file may name its own ``preset:``; an explicit ``preset`` argument wins over it.
+    """
+    layers: list[dict[str, dict[str, Any]]] = []
+    doc = load_yaml(yaml_path) if yaml_path else {}
+    preset = preset or doc.pop("preset", None)
+    doc.pop("preset", None)
+    if preset:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
+        layers.append({"model": dict(PRESETS[preset])})
+    unknown = set(doc) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"{yaml_path}: unknown section(s) {sorted(unknown)}; expected {', '.join(SECTIONS)} or preset")
+    for section, values in doc.items():
+        if not isinstance(values, dict):
+            raise ValueError(f"{yaml_path}: section {section!r} must be a mapping, got {values!r}")
+    layers.append(doc)
+    layers.append(parse_sets(sets or []))
+    merged = (base or RunConfig()).to_dict()
+    for layer in layers:
+        for section, values in layer.items():
+            merged[section].update(values)
+    return RunConfig.from_dict(merged)

@@ -1,0 +1,95 @@
+"""Label-smoothed cross-entropy (paper §5.4, eps_ls = 0.1), plain and chunked.
+
+Shape legend: N target tokens (batch x length, flattened), D d_model, V vocabulary.
+
+The smoothed target distribution q for a token y puts 1 - eps on y and spreads eps evenly over the
+V - 2 classes that are neither y nor padding; padding positions (y == pad) contribute nothing.
+The loss of a token is the cross-entropy H(q, p) = -sum_c q_c log p_c; ``nll`` is -log p_y.
+
+:func:`chunked_label_smoothed_loss` computes the same numbers from decoder hidden states, a chunk of
+tokens at a time, and works out the gradient analytically as it goes (dH/dz = p - q), so the
+(N x V) logits never exist at once and nothing is recomputed in the backward pass. This is the
+seeds' ``loss_backprop`` memory optimization done as a proper autograd function: no detached
+graphs, no manual ``.backward()`` calls, correct gradients for tied weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def smoothed_targets(target: Tensor, vocab_size: int, eps: float, pad_id: int) -> Tensor:
+    """target (N,) -> q (N, V): 1 - eps on the target, eps / (V - 2) elsewhere, 0 on padding (column and rows)."""
+    q = torch.full((target.shape[0], vocab_size), eps / (vocab_size - 2), device=target.device)
+    q.scatter_(1, target[:, None], 1.0 - eps)
+    q[:, pad_id] = 0.0
+    q[target == pad_id] = 0.0
+    return q
+
+
+def label_smoothed_loss(logp: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
+    """logp (N, V) log-probabilities, target (N,) -> (summed smoothed loss, summed NLL) over non-pad tokens."""
+    logp = logp.float()
+    V = logp.shape[-1]
+    valid = target != pad_id
+    nll = -logp.gather(1, target[:, None]).squeeze(1)                             # (N,)
+    # -sum of log p_c over the V - 2 smoothing classes: all classes, less the target (log p_y = -nll), less padding
+    others = -(logp.sum(-1) + nll - logp[:, pad_id])                              # (N,)
+    loss = (1.0 - eps) * nll + eps / (V - 2) * others
+    zero = torch.zeros((), device=logp.device)
+    return torch.where(valid, loss, zero).sum(), torch.where(valid, nll, zero).sum()
+
+
+class _ChunkedLoss(torch.autograd.Function):
+    """Forward computes loss, NLL and both gradients chunk by chunk; backward only scales them."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int
+    ) -> tuple[Tensor, Tensor]:
+        V = weight.shape[0]
+        w = weight.to(hidden.dtype)
+        grad_h = torch.empty_like(hidden)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for start in range(0, hidden.shape[0], chunk):
+            h, y = hidden[start : start + chunk], target[start : start + chunk]  # (n, D), (n,)
+            z = (h @ w.t()).float()                                               # (n, V) logits
+            logp = torch.log_softmax(z, dim=-1)
+            chunk_loss, chunk_nll = label_smoothed_loss(logp, y, eps, pad_id)
+            loss += chunk_loss
+            nll += chunk_nll
+            # dH(q, softmax(z))/dz = softmax(z) - q, with q from `smoothed_targets` (rows of padding: 0)
+            g = logp.exp_()
+            g[y == pad_id] = 0.0
+            g.sub_(smoothed_targets(y, V, eps, pad_id))
+            g = g.to(hidden.dtype)
+            grad_h[start : start + chunk] = g @ w                                 # (n, D)
+            grad_w += (g.t() @ h).float()                                         # (V, D)
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.weight_dtype = weight.dtype
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_loss.to(grad_h.dtype), (grad_w * grad_loss).to(ctx.weight_dtype), None, None, None, None
+
+
+def chunked_label_smoothed_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int = 2048
+) -> tuple[Tensor, Tensor]:
+    """hidden (N, D) decoder states, weight (V, D) pre-softmax matrix, target (N,) -> (summed loss, summed NLL).
+
+    Same values and gradients as ``label_smoothed_loss(log_softmax(hidden @ weight.T), ...)``, with peak
+    memory of one (chunk x V) block instead of (N x V). ``chunk <= 0`` processes everything at once.
+    """
+    if chunk <= 0:
+        chunk = max(1, hidden.shape[0])
+    loss, nll = _ChunkedLoss.apply(hidden, weight, target, eps, pad_id, chunk)
+    return loss, nll

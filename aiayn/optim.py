@@ -1,0 +1,35 @@
+"""Optimizer and learning rate (paper §5.3).
+
+Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9, and the rate
+
+    lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+which grows linearly for the first ``warmup`` steps and then decays with the inverse square root
+of the step. ``step`` counts optimizer updates from 1; at step 0 (before any update) the rate is 0,
+never a division by zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from .config import TrainConfig
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The §5.3 rate for update number ``step`` (1-based); 0.0 at step 0; no warmup when ``warmup`` is 0."""
+    if step <= 0:
+        return 0.0
+    ramp = step * warmup ** -1.5 if warmup > 0 else float("inf")
+    return factor * d_model ** -0.5 * min(step ** -0.5, ramp)
+
+
+def make_optimizer(params: Iterable[torch.nn.Parameter], cfg: TrainConfig, device: torch.device) -> torch.optim.Adam:
+    """Adam(beta1, beta2, eps) of §5.3, the fused multi-tensor kernel where PyTorch has one for the device."""
+    params = list(params)
+    fused = device.type in ("cpu", "cuda")
+    return torch.optim.Adam(
+        params, lr=0.0, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps, fused=fused or None,
+    )

@@ -1,0 +1,73 @@
+"""Configuration: presets, the precedence chain preset -> YAML -> --set, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aiayn.config import DecodeConfig, RunConfig, TrainConfig, parse_sets, resolve
+
+
+def test_precedence_preset_then_yaml_then_set(tmp_path: Path) -> None:
+    y = tmp_path / "r.yaml"
+    y.write_text("preset: small\nmodel: {p_drop: 0.3, d_ff: 512}\ntrain: {warmup: 800, max_tokens: 2048}\n")
+    cfg = resolve(yaml_path=y, sets=["d_ff=768", "train.warmup=1000", "precision=fp32", "beam=5"])
+    assert cfg.model.d_model == 256            # preset
+    assert cfg.model.p_drop == 0.3             # YAML over preset
+    assert cfg.model.d_ff == 768               # --set over YAML
+    assert cfg.train.warmup == 1000 and cfg.train.max_tokens == 2048
+    assert cfg.train.precision == "fp32" and cfg.decode.beam == 5
+
+
+def test_explicit_preset_wins_over_yaml_preset(tmp_path: Path) -> None:
+    y = tmp_path / "r.yaml"
+    y.write_text("preset: small\n")
+    assert resolve(preset="base", yaml_path=y).model.d_model == 512
+
+
+def test_unknown_key_lists_valid_keys() -> None:
+    with pytest.raises(ValueError, match=r"unknown config key 'max_token'.*max_tokens"):
+        parse_sets(["max_token=100"])
+
+
+def test_wrong_type_names_the_field() -> None:
+    with pytest.raises(ValueError, match=r"TrainConfig.max_tokens='lots'"):
+        resolve(sets=["max_tokens=lots"])
+    with pytest.raises(ValueError, match="warmup"):
+        resolve(sets=["warmup=1.5"])
+    with pytest.raises(ValueError, match="precision"):
+        resolve(sets=["precision=fp8"])
+
+
+def test_bad_yaml_is_a_clear_error(tmp_path: Path) -> None:
+    y = tmp_path / "bad.yaml"
+    y.write_text("model: [1, 2\n")
+    with pytest.raises(ValueError, match="invalid YAML"):
+        resolve(yaml_path=y)
+    y.write_text("modle: {d_model: 5}\n")
+    with pytest.raises(ValueError, match="unknown section"):
+        resolve(yaml_path=y)
+    with pytest.raises(ValueError, match="not found"):
+        resolve(yaml_path=tmp_path / "missing.yaml")
+
+
+def test_run_config_json_round_trip(tmp_path: Path) -> None:
+    cfg = resolve(preset="small", sets=["label_smoothing=0.2", "lenpen=1.0"])
+    cfg.save(tmp_path / "config.json")
+    assert RunConfig.load(tmp_path / "config.json") == cfg
+
+
+def test_train_and_decode_validation() -> None:
+    with pytest.raises(ValueError, match="update_freq"):
+        TrainConfig(update_freq=0)
+    with pytest.raises(ValueError, match="nbest"):
+        DecodeConfig(beam=2, nbest=3)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        TrainConfig(label_smoothing=1.0)
+    assert TrainConfig(lr_factor=2).lr_factor == 2.0  # ints are accepted for float fields
+
+
+@pytest.mark.parametrize("recipe", sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")))
+def test_shipped_recipes_resolve(recipe: Path) -> None:
+    resolve(yaml_path=recipe)

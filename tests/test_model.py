@@ -1,0 +1,229 @@
+"""The network (paper §3): sizes, invariants, parity with a naive reference, cached decoding."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from aiayn import ModelConfig, Transformer, make_model
+from aiayn.model import attention, fast_attention, padding_mask, sinusoids
+
+from .reference import reference_log_probs
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def tiny(**overrides) -> Transformer:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("tiny", src_vocab_size=23, tgt_vocab_size=23, **overrides)
+    return Transformer(cfg).eval()
+
+
+def rand_batch(B: int = 3, S: int = 7, T: int = 6, V: int = 23, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (B, S), generator=g)
+    tgt = torch.randint(4, V, (B, T), generator=g)
+    tgt[:, 0] = BOS
+    # ragged lengths: sentence b keeps S - b source and T - b target tokens
+    for b in range(B):
+        src[b, S - b :] = PAD
+        tgt[b, T - b :] = PAD
+    return src, tgt
+
+
+# --- sizes ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset, paper_millions", [("base", 65), ("big", 213)])
+def test_parameter_count_matches_table3(preset: str, paper_millions: int) -> None:
+    model = Transformer(ModelConfig.preset(preset, vocab_size=37000))
+    n = sum(p.numel() for p in model.parameters())
+    assert abs(n / 1e6 - paper_millions) / paper_millions < 0.05, n
+
+
+def test_tying_all_shares_one_matrix() -> None:
+    m = tiny()
+    assert m.src_embed.lut.weight is m.tgt_embed.lut.weight is m.out_proj.weight
+    m2 = tiny(tie="none")
+    assert m2.out_proj.weight is not m2.tgt_embed.lut.weight
+    assert m2.src_embed.lut.weight is not m2.tgt_embed.lut.weight
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="n_heads"):
+        ModelConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="norm"):
+        ModelConfig(norm="sandwich")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="p_drop"):
+        ModelConfig(p_drop=1.5)
+    with pytest.raises(ValueError, match="d_model"):
+        ModelConfig(d_model="512")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tie"):
+        ModelConfig(src_vocab_size=100, tgt_vocab_size=200, tie="all")
+    with pytest.raises(ValueError, match="unknown preset"):
+        ModelConfig.preset("huge")
+    with pytest.raises(ValueError, match="distinct"):
+        ModelConfig(pad_id=1, bos_id=1)
+
+
+def test_config_json_round_trip() -> None:
+    cfg = ModelConfig.preset("small", norm="pre", positions="learned", tie="decoder")
+    assert ModelConfig(**cfg.to_dict()) == cfg
+    assert dataclasses.replace(cfg, d_model=512).d_k == 128
+
+
+def test_make_model_for_annotated_transformer_readers() -> None:
+    m = make_model(11, 11, N=2, d_model=32, d_ff=64, h=4, dropout=0.0)
+    assert m.cfg.n_layers == 2 and m.cfg.tie == "all"
+
+
+# --- invariants ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_decoder_is_causal(norm: str) -> None:
+    m = tiny(norm=norm)
+    src, tgt = rand_batch()
+    out = m(src, tgt)
+    for t in range(tgt.shape[1] - 1):
+        changed = tgt.clone()
+        changed[:, t + 1 :] = torch.randint(4, 23, changed[:, t + 1 :].shape)
+        out2 = m(src, changed)
+        torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_padding_invariance(norm: str) -> None:
+    """Extra padding on either side leaves every real position's output unchanged."""
+    m = tiny(norm=norm)
+    src, tgt = rand_batch()
+    out = m(src, tgt)
+    padded = m(torch.nn.functional.pad(src, (0, 5), value=PAD), torch.nn.functional.pad(tgt, (0, 4), value=PAD))
+    real = tgt != PAD
+    torch.testing.assert_close(padded[:, : tgt.shape[1]][real], out[real], atol=1e-5, rtol=0)
+
+
+def test_sentence_output_independent_of_batch() -> None:
+    m = tiny()
+    src, tgt = rand_batch(B=4)
+    out = m(src, tgt)
+    for b in range(4):
+        S, T = int((src[b] != PAD).sum()), int((tgt[b] != PAD).sum())
+        alone = m(src[b : b + 1, :S], tgt[b : b + 1, :T])
+        torch.testing.assert_close(alone[0], out[b, :T], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("norm, positions, tie", [("post", "sinusoidal", "all"), ("pre", "learned", "none")])
+def test_cached_decoding_equals_full_forward(norm: str, positions: str, tie: str) -> None:
+    m = tiny(norm=norm, positions=positions, tie=tie)
+    src, tgt = rand_batch()
+    full = m(src, tgt)
+    with torch.no_grad():
+        cache = m.init_cache(m.encode(src), src)
+        for t in range(tgt.shape[1]):
+            logp, cache = m.decode_step(tgt[:, t], cache)
+            real = tgt[:, t] != PAD
+            torch.testing.assert_close(logp[real], full[real, t], atol=1e-5, rtol=0)
+    assert cache.step == tgt.shape[1]
+
+
+def test_cache_select_reorders_hypotheses() -> None:
+    m = tiny()
+    src, tgt = rand_batch()
+    with torch.no_grad():
+        cache = m.init_cache(m.encode(src), src)
+        _, cache = m.decode_step(tgt[:, 0], cache)
+        idx = torch.tensor([2, 2, 0])
+        logp_sel, _ = m.decode_step(tgt[idx, 1], cache.select(idx))
+        logp, _ = m.decode_step(tgt[:, 1], cache)
+    torch.testing.assert_close(logp_sel, logp[idx])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fast_attention_equals_explicit(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(3, 2, 5, 8, generator=g).to(dtype) for _ in range(3))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
+    tol = dict(atol=1e-5, rtol=0) if dtype == torch.float32 else dict(atol=2e-2, rtol=0)
+    for m, causal in [(mask, False), (None, True), (None, False)]:
+        fast = fast_attention(q, k, v, m, causal, 0.0, False)
+        slow, _ = attention(q, k, v, m, causal)
+        torch.testing.assert_close(fast, slow, **tol)
+    # queries that are the last positions of a longer key sequence (a cached prefix)
+    fast = fast_attention(q[:, :, -2:], k, v, None, True, 0.0, False)
+    torch.testing.assert_close(fast, attention(q, k, v, None, True)[0][:, :, -2:], **tol)
+
+
+def test_attention_probabilities_sum_to_one_over_keys() -> None:
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 4, 8, generator=g) for _ in range(3))
+    _, probs = attention(q, k, v, causal=True)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 3, 4))
+    assert torch.all(probs.triu(1) == 0)
+
+
+def test_parity_with_naive_reference() -> None:
+    """Same weights, same log-probabilities as a loop-per-head, sentence-at-a-time float64 transcription."""
+    m = tiny(tie="none")
+    src, tgt = rand_batch()
+    out = m.double()(src, tgt)
+    for b in range(src.shape[0]):
+        s = [int(t) for t in src[b] if t != PAD]
+        y = [int(t) for t in tgt[b] if t != PAD]
+        ref = reference_log_probs(m, s, y)
+        # float64 on both sides; the model's position table is stored in float32 (error ~1e-8)
+        torch.testing.assert_close(out[b, : len(y)], ref, atol=1e-6, rtol=0)
+
+
+def test_eval_is_deterministic_and_train_is_not() -> None:
+    m = tiny(p_drop=0.3, p_attn=0.2, p_ffn=0.2)
+    src, tgt = rand_batch()
+    torch.testing.assert_close(m(src, tgt), m(src, tgt), atol=0, rtol=0)
+    m.train()
+    assert not torch.allclose(m(src, tgt), m(src, tgt))
+
+
+def test_attention_maps_have_documented_shapes() -> None:
+    m = tiny()
+    src, tgt = rand_batch(B=2, S=7, T=5)
+    maps = m.attention_maps(src, tgt)
+    assert len(maps.encoder) == len(maps.cross) == m.cfg.n_layers
+    assert maps.encoder[0].shape == (2, 4, 7, 7)
+    assert maps.decoder_self[0].shape == (2, 4, 5, 5)
+    assert maps.cross[0].shape == (2, 4, 5, 7)
+    # no probability mass on source padding
+    assert torch.all(maps.cross[0][1, :, :, 6] == 0)
+
+
+def test_sinusoids_match_formula() -> None:
+    pe = sinusoids(50, 16)
+    for pos in (0, 1, 17, 49):
+        for i in range(8):
+            angle = pos / 10000 ** (2 * i / 16)
+            assert abs(pe[pos, 2 * i].item() - torch.tensor(angle).sin().item()) < 1e-6
+            assert abs(pe[pos, 2 * i + 1].item() - torch.tensor(angle).cos().item()) < 1e-6
+
+
+def test_too_long_input_is_a_clear_error() -> None:
+    m = tiny(max_positions=8)
+    with pytest.raises(ValueError, match="max_positions=8"):
+        m.encode(torch.full((1, 9), 5))
+
+
+def test_padding_mask_shape_and_convention() -> None:
+    mask = padding_mask(torch.tensor([[5, 6, 0]]), pad_id=0)
+    assert mask.shape == (1, 1, 1, 3) and mask.dtype == torch.bool
+    assert mask.tolist() == [[[[True, True, False]]]]
+
+
+def test_bf16_autocast_close_to_fp32() -> None:
+    m = tiny()
+    src, tgt = rand_batch()
+    ref = m(src, tgt)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = m(src, tgt)
+    assert low.dtype == torch.float32
+    real = tgt != PAD
+    assert (low[real].exp() - ref[real].exp()).abs().max() < 0.05
