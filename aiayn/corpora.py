@@ -1,0 +1,236 @@
+"""Known parallel corpora: Multi30k (bundled, offline), IWSLT14 de-en and WMT14 en-de (downloaded).
+
+``fetch(name, src, tgt, cache_dir)`` returns the train/valid/test :class:`~aiayn.data.Source` of a
+corpus as plain text files under ``cache_dir/<name>/``, downloading and checking the archives the
+first time (or using archives already placed in ``cache_dir``, for machines without internet).
+Splits follow the standard recipes so that BLEU is comparable with published figures:
+
+- multi30k: task 1, train (29,000) / val (1,014) / test_2016_flickr (1,000), raw text.
+- iwslt14: fairseq's prepare-iwslt14.sh split: every 23rd line of the TED training talks is
+  validation, the rest training; test = dev2010 + TEDX dev2012 + tst2010-2012.
+- wmt14: Europarl v7 + CommonCrawl + News Commentary v9 for training (4.5M pairs, as in the
+  paper), newstest2013 for validation, newstest2014 (full) for test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import logging
+import re
+import shutil
+import tarfile
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .data import DataError, Source, read_lines
+
+log = logging.getLogger(__name__)
+
+BUNDLED = Path(__file__).parent / "bundled"
+
+
+@dataclass(frozen=True)
+class Archive:
+    url: str
+    checksum: str | None = None   # "sha1:<hex>", "md5:<hex>" or "sha256:<hex>"; None where none is published
+    size: int | None = None
+
+    @property
+    def filename(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _digest(path: Path, algo: str) -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(path: Path, archive: Archive) -> None:
+    if archive.size is not None and path.stat().st_size != archive.size:
+        raise DataError(f"{path}: {path.stat().st_size} bytes, expected {archive.size}; delete it and retry")
+    if archive.checksum:
+        algo, want = archive.checksum.split(":", 1)
+        got = _digest(path, algo)
+        if got != want:
+            raise DataError(f"{path}: {algo} {got} does not match the published {want}; delete it and retry")
+
+
+def download(archive: Archive, cache_dir: Path) -> Path:
+    """The archive in ``cache_dir`` — downloaded (to a .part file, then renamed) unless already there."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / archive.filename
+    if not path.exists():
+        part = path.with_name(path.name + ".part")
+        log.info("downloading %s", archive.url)
+        try:
+            with urllib.request.urlopen(archive.url, timeout=60) as r, open(part, "wb") as f:
+                shutil.copyfileobj(r, f, 1 << 20)
+        except OSError as e:
+            part.unlink(missing_ok=True)
+            raise DataError(f"cannot download {archive.url}: {e}. Without internet, place {archive.filename} in "
+                            f"{cache_dir} yourself") from None
+        part.rename(path)
+    verify(path, archive)
+    if archive.checksum is None:
+        log.info("%s sha256 %s (no published checksum to compare)", path.name, _digest(path, "sha256"))
+    return path
+
+
+def extract(tar_path: Path, member: str, out: Path) -> Path:
+    """Copy one member of a tar archive to ``out`` (streamed; member paths never touch the filesystem)."""
+    try:
+        with tarfile.open(tar_path) as tar:
+            f = tar.extractfile(member)
+            if f is None:
+                raise KeyError(member)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "wb") as g:
+                shutil.copyfileobj(f, g, 1 << 20)
+    except KeyError:
+        raise DataError(f"{tar_path} has no member {member!r}; is it the right archive?") from None
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise DataError(f"{tar_path}: cannot read ({e}); delete it and retry") from None
+    return out
+
+
+def _write(path: Path, lines: Iterable[str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+_SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
+
+
+def sgm_segments(path: Path) -> list[str]:
+    """Segments of a WMT/IWSLT SGML or XML file, cleaned as sacreBLEU does (entities unescaped, spaces collapsed)."""
+    out = []
+    for line in read_lines(path):
+        m = _SEG.search(line)
+        if m:
+            out.append(re.sub(r"\s+", " ", html.unescape(m.group(1)).strip()))
+    return out
+
+
+# --- the corpora ------------------------------------------------------------------------------------------------
+
+
+def _multi30k(cache: Path, src: str, tgt: str) -> dict[str, Source]:
+    base = BUNDLED / "multi30k"
+    return {split: Source(base / f"{name}.{src}.gz", base / f"{name}.{tgt}.gz")
+            for split, name in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))}
+
+
+IWSLT14_ARCHIVE = Archive("http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz")
+_IWSLT_SKIP = ("<url>", "<talkid>", "<keywords>", "<speaker>", "<reviewer", "<translator")
+_IWSLT_TEST = ("TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012")
+
+
+def _iwslt_train_lines(path: Path) -> list[str]:
+    out = []
+    for line in read_lines(path):
+        if line.lstrip().startswith(_IWSLT_SKIP):
+            continue
+        out.append(re.sub(r"</?(title|description)>", "", line).strip())
+    return out
+
+
+def _iwslt14(cache: Path, src: str, tgt: str, archive: Archive = IWSLT14_ARCHIVE) -> dict[str, Source]:
+    tgz = download(archive, cache.parent)
+    out: dict[str, dict[str, list[str]]] = {"train": {}, "valid": {}, "test": {}}
+    for lang in (src, tgt):
+        raw = extract(tgz, f"de-en/train.tags.de-en.{lang}", cache / f"raw.train.{lang}")
+        lines = _iwslt_train_lines(raw)
+        out["train"][lang] = [x for i, x in enumerate(lines, 1) if i % 23]
+        out["valid"][lang] = [x for i, x in enumerate(lines, 1) if i % 23 == 0]
+        test: list[str] = []
+        for name in _IWSLT_TEST:
+            xml = extract(tgz, f"de-en/IWSLT14.{name}.de-en.{lang}.xml", cache / f"raw.{name}.{lang}.xml")
+            test += sgm_segments(xml)
+        out["test"][lang] = test
+    return _write_splits(cache, out, src, tgt)
+
+
+WMT14_TRAIN = (
+    Archive("http://www.statmt.org/europarl/v7/de-en.tgz", "sha1:53bb5408d22977c89284bd755717e6bbb5b12bc5", 197785698),
+    Archive("http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+            "sha1:1c0ad85f0ebaf1d543acb009607205f5dae6627d", 918311367),
+    Archive("http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz",
+            "sha1:c7ae7f50cd45c2f3014d78ddba25a4a8a851e27a", 80418416),
+)
+WMT14_TRAIN_MEMBERS = (
+    "europarl-v7.de-en.{lang}", "commoncrawl.de-en.{lang}", "training/news-commentary-v9.de-en.{lang}",
+)
+# checksums as published in sacreBLEU's dataset list
+WMT13_TEST = Archive("https://statmt.org/wmt13/test.tgz", "md5:48eca5d02f637af44e85186847141f67")
+WMT14_TEST = Archive("https://statmt.org/wmt14/test-full.tgz", "md5:a8cd784e006feb32ac6f3d9ec7eb389a")
+
+
+def _wmt14(cache: Path, src: str, tgt: str, train: tuple[Archive, ...] = WMT14_TRAIN,
+           dev: Archive = WMT13_TEST, test: Archive = WMT14_TEST) -> dict[str, Source]:
+    for lang in (src, tgt):
+        with open(cache / f"train.{lang}", "wb") as out:
+            for archive, member in zip(train, WMT14_TRAIN_MEMBERS, strict=True):
+                part = extract(download(archive, cache.parent), member.format(lang=lang), cache / "part")
+                with open(part, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+                part.unlink()
+    dev_tgz, test_tgz = download(dev, cache.parent), download(test, cache.parent)
+    splits: dict[str, dict[str, list[str]]] = {"valid": {}, "test": {}}
+    for lang in (src, tgt):
+        splits["valid"][lang] = sgm_segments(extract(dev_tgz, f"test/newstest2013-src.{lang}.sgm", cache / "part"))
+        # newstest2014 full, as sacreBLEU reads it: the source language from "-src", the target from "-ref"
+        role = "src" if lang == src else "ref"
+        splits["test"][lang] = sgm_segments(
+            extract(test_tgz, f"test-full/newstest2014-deen-{role}.{lang}.sgm", cache / "part"))
+    (cache / "part").unlink(missing_ok=True)
+    sources = _write_splits(cache, splits, src, tgt)
+    sources["train"] = Source(cache / f"train.{src}", cache / f"train.{tgt}")
+    return sources
+
+
+def _write_splits(cache: Path, splits: dict[str, dict[str, list[str]]], src: str, tgt: str) -> dict[str, Source]:
+    sources = {}
+    for split, by_lang in splits.items():
+        if len(by_lang[src]) != len(by_lang[tgt]):
+            raise DataError(f"{split}: {len(by_lang[src])} {src} vs {len(by_lang[tgt])} {tgt} segments in the archive")
+        for lang in (src, tgt):
+            _write(cache / f"{split}.{lang}", by_lang[lang])
+        sources[split] = Source(cache / f"{split}.{src}", cache / f"{split}.{tgt}")
+    return sources
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    langs: tuple[str, str]
+    build: Callable[[Path, str, str], dict[str, Source]]
+    about: str
+
+
+CORPORA = {
+    "multi30k": Corpus("multi30k", ("de", "en"), _multi30k,
+                       "Multi30k task 1 (Elliott et al., 2016), bundled: 29k train, 1,014 val, 1,000 test_2016_flickr"),
+    "iwslt14": Corpus("iwslt14", ("de", "en"), _iwslt14,
+                      "IWSLT14 German-English TED talks (fairseq's split), ~160k pairs"),
+    "wmt14": Corpus("wmt14", ("de", "en"), _wmt14,
+                    "WMT14 English-German (the paper's data): 4.5M pairs, newstest2013 valid, newstest2014 test"),
+}
+
+
+def fetch(name: str, src: str, tgt: str, cache_dir: str | Path) -> dict[str, Source]:
+    """The splits of a known corpus for the direction src -> tgt (either direction of its language pair)."""
+    if name not in CORPORA:
+        raise DataError(f"unknown corpus {name!r}; known: {', '.join(CORPORA)}")
+    corpus = CORPORA[name]
+    if {src, tgt} != set(corpus.langs):
+        raise DataError(f"{name} has languages {corpus.langs}; got --src {src} --tgt {tgt}")
+    cache = Path(cache_dir) / name
+    cache.mkdir(parents=True, exist_ok=True)
+    return corpus.build(cache, src, tgt)

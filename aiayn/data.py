@@ -1,0 +1,473 @@
+"""Data: parallel text -> a prepared data directory -> token-bucketed batches (paper §5.1).
+
+A data directory (written by :func:`prepare`, atomically) holds:
+
+    manifest.json          languages, counts, filters, vocabulary, input hashes, versions
+    spm.model              the joint SentencePiece model (source and target share it)
+    {split}.{lang}.bin     token ids of every sentence, concatenated (uint16 or uint32, no BOS/EOS)
+    {split}.{lang}.idx.npy offsets into the .bin: sentence i is ids[offsets[i]:offsets[i+1]]
+    {valid,test}.{lang}    the raw text of the evaluation splits (references are scored raw)
+
+Training reads the binaries through numpy memmaps, so corpora larger than RAM work and nothing
+is tokenized twice. Shape legend for batches: B sentences, S source length, T target length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "valid", "test")
+
+
+class DataError(ValueError):
+    """Bad input data: the message names the file, the line and what to do."""
+
+
+# --- reading parallel text ---------------------------------------------------------------------------------
+
+
+def read_lines(path: Path, errors: str = "strict", hasher: Any = None) -> Iterator[str]:
+    """Lines of a UTF-8 text file (plain or .gz), without the newline.
+
+    Lines are split on b"\\n" only: characters such as U+2028 or \\x0b inside a sentence never break
+    the alignment of a parallel corpus (``str.splitlines`` would). Invalid UTF-8 raises
+    :class:`DataError` with the file and line number, unless ``errors="replace"``.
+    """
+    opener = gzip.open if path.name.endswith(".gz") else open
+    n = 0
+    try:
+        with opener(path, "rb") as f:
+            for n, raw in enumerate(f, 1):  # noqa: B007 - n is used in the error messages below
+                if hasher is not None:
+                    hasher.update(raw)
+                try:
+                    line = raw.decode("utf-8", errors=errors)
+                except UnicodeDecodeError as e:
+                    bad = raw[max(0, e.start - 12) : e.end + 12]
+                    raise DataError(f"{path}:{n}: invalid UTF-8 at byte {e.start} ({bad!r}); fix the file or "
+                                    "re-run with --encoding-errors replace") from None
+                if n == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                yield line.rstrip("\n").rstrip("\r")
+    except (OSError, EOFError, zlib.error) as e:
+        if isinstance(e, FileNotFoundError):
+            raise DataError(f"{path}: file not found") from None
+        raise DataError(f"{path}: cannot read after line {n}: {e}") from None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one split's sentence pairs come from: two line-aligned files, or one two-column TSV."""
+
+    src_path: Path
+    tgt_path: Path | None = None  # None: src_path is a TSV with source<TAB>target
+
+    def files(self) -> list[Path]:
+        return [self.src_path] + ([self.tgt_path] if self.tgt_path else [])
+
+
+def find_source(prefix: str | Path, src: str, tgt: str) -> Source:
+    """``PREFIX.<src>`` / ``PREFIX.<tgt>`` (plain or .gz), or a ``.tsv``/``.tsv.gz`` file."""
+    p = Path(prefix)
+    if p.name.endswith((".tsv", ".tsv.gz")):
+        if not p.is_file():
+            raise DataError(f"{p}: file not found")
+        return Source(p)
+    found = []
+    for lang in (src, tgt):
+        candidates = [p.parent / f"{p.name}.{lang}", p.parent / f"{p.name}.{lang}.gz"]
+        hit = next((c for c in candidates if c.is_file()), None)
+        if hit is None:
+            raise DataError(f"no file {candidates[0]} or {candidates[1]} (expected line-aligned PREFIX.{src} and "
+                            f"PREFIX.{tgt}, plain or .gz, or a PREFIX.tsv)")
+        found.append(hit)
+    return Source(found[0], found[1])
+
+
+def read_pairs(source: Source, errors: str = "strict", hasher: Any = None) -> Iterator[tuple[str, str]]:
+    """Sentence pairs of a :class:`Source`, checking that both sides have the same number of lines."""
+    if source.tgt_path is None:
+        for n, line in enumerate(read_lines(source.src_path, errors, hasher), 1):
+            cols = line.split("\t")
+            if len(cols) != 2:
+                raise DataError(f"{source.src_path}:{n}: expected 2 tab-separated columns (source, target), "
+                                f"found {len(cols)}")
+            yield cols[0], cols[1]
+        return
+    end = object()
+    a = read_lines(source.src_path, errors, hasher)
+    b = read_lines(source.tgt_path, errors, hasher)
+    n = 0
+    for n, (x, y) in enumerate(itertools.zip_longest(a, b, fillvalue=end), 1):  # noqa: B007
+        if x is end or y is end:
+            na = n - 1 + (x is not end) + sum(1 for _ in a)
+            nb = n - 1 + (y is not end) + sum(1 for _ in b)
+            raise DataError(f"line counts differ: {source.src_path} has {na} lines, {source.tgt_path} has {nb}")
+        yield x, y  # type: ignore[misc]
+    if n == 0:
+        raise DataError(f"{' and '.join(map(str, source.files()))}: empty (no sentence pairs)")
+
+
+# --- preparing a data directory ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    src: str
+    tgt: str
+    vocab_size: int = 8000
+    model_type: str = "bpe"
+    character_coverage: float | None = None
+    encoding_errors: str = "strict"    # or "replace"
+    max_len: int = 256                 # training pairs longer than this (tokens, either side) are dropped
+    max_ratio: float = 3.0             # ... and pairs whose longer side has more than this x the tokens of the other
+    min_len_for_ratio: int = 10        # the ratio filter ignores pairs whose longer side is shorter than this
+
+
+def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:
+    if ns == 0 or nt == 0:
+        return "empty"
+    if max(ns, nt) > o.max_len:
+        return "too_long"
+    if max(ns, nt) >= o.min_len_for_ratio and max(ns, nt) > o.max_ratio * min(ns, nt):
+        return "ratio"
+    return None
+
+
+def _versions() -> dict[str, str]:
+    import sentencepiece
+
+    from . import __version__
+
+    return {"aiayn": __version__, "sentencepiece": sentencepiece.__version__, "numpy": np.__version__,
+            "torch": torch.__version__}
+
+
+def _validate_and_hash(sources: dict[str, Source], opts: PrepareOptions) -> tuple[dict[str, Any], str]:
+    """Read every input once: check encodings and line counts, count pairs, hash the bytes."""
+    info: dict[str, Any] = {}
+    total = hashlib.sha256(json.dumps(dataclasses.asdict(opts), sort_keys=True).encode())
+    for split, source in sources.items():
+        h = hashlib.sha256()
+        n = sum(1 for _ in read_pairs(source, opts.encoding_errors, h))
+        info[split] = {"files": [str(p) for p in source.files()], "sha256": h.hexdigest(), "pairs_in": n}
+        total.update(split.encode() + h.digest())
+    return info, total.hexdigest()
+
+
+def _check_out_dir(out: Path, digest: str, force: bool) -> bool:
+    """True when ``out`` already holds this exact preparation (reuse it)."""
+    if not out.exists():
+        return False
+    manifest = out / "manifest.json"
+    if not out.is_dir() or (any(out.iterdir()) and not manifest.is_file()):
+        raise DataError(f"{out} exists and is not an aiayn data directory; choose another --out "
+                        "(nothing was deleted)")
+    if not manifest.is_file():
+        return False  # an empty directory
+    old = json.loads(manifest.read_text())
+    if old.get("hash") == digest and not force:
+        return True
+    if not force:
+        raise DataError(f"{out} holds data prepared from other inputs or options; pass --force to rebuild it "
+                        "or choose another --out")
+    return False
+
+
+class _BinWriter:
+    """Appends sentences of ids to ``{split}.{lang}.bin`` and records offsets."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype = path, dtype
+        self.f = open(f"{path}.bin", "wb")  # noqa: SIM115 - closed in finish()
+        self.lengths: list[int] = []
+
+    def add(self, sentences: list[list[int]]) -> None:
+        lengths = [len(s) for s in sentences]
+        flat = np.fromiter(itertools.chain.from_iterable(sentences), dtype=self.dtype, count=sum(lengths))
+        flat.tofile(self.f)
+        self.lengths.extend(lengths)
+
+    def finish(self) -> int:
+        self.f.close()
+        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        np.save(f"{self.path}.idx.npy", offsets)
+        return int(offsets[-1])
+
+
+def _encode_split(
+    split: str, source: Source, tok: Tokenizer, tmp: Path, opts: PrepareOptions, dtype: np.dtype, chunk: int
+) -> dict[str, Any]:
+    writers = {lang: _BinWriter(tmp / f"{split}.{lang}", dtype) for lang in (opts.src, opts.tgt)}
+    raw = None
+    if split != "train":
+        raw = {lang: open(tmp / f"{split}.{lang}", "w", encoding="utf-8") for lang in (opts.src, opts.tgt)}  # noqa: SIM115
+    dropped = {"empty": 0, "too_long": 0, "ratio": 0}
+    pairs = read_pairs(source, opts.encoding_errors)
+    while block := list(itertools.islice(pairs, chunk)):
+        src_lines, tgt_lines = (list(x) for x in zip(*block, strict=True))
+        src_ids, tgt_ids = tok.encode(src_lines), tok.encode(tgt_lines)
+        if split == "train":  # evaluation splits are never filtered: every line is translated and scored
+            keep = [_filter_reason(len(s), len(t), opts) for s, t in zip(src_ids, tgt_ids, strict=True)]
+            for reason in keep:
+                if reason:
+                    dropped[reason] += 1
+            src_ids = [s for s, r in zip(src_ids, keep, strict=True) if r is None]
+            tgt_ids = [t for t, r in zip(tgt_ids, keep, strict=True) if r is None]
+        writers[opts.src].add(src_ids)
+        writers[opts.tgt].add(tgt_ids)
+        if raw is not None:
+            raw[opts.src].write("".join(line + "\n" for line in src_lines))
+            raw[opts.tgt].write("".join(line + "\n" for line in tgt_lines))
+    if raw is not None:
+        for f in raw.values():
+            f.close()
+    n = len(writers[opts.src].lengths)
+    stats = {"pairs": n, "dropped": dropped, "src_tokens": writers[opts.src].finish(),
+             "tgt_tokens": writers[opts.tgt].finish()}
+    if n == 0:
+        raise DataError(f"{split}: no sentence pairs left after filtering ({dropped}); check the input or relax "
+                        "--max-len / --max-ratio")
+    return stats
+
+
+def prepare(
+    sources: dict[str, Source], out: str | Path, opts: PrepareOptions, force: bool = False, chunk: int = 50_000,
+) -> Path:
+    """Build a data directory from parallel text; returns its path. Reuses an identical earlier build.
+
+    Everything is written to a temporary sibling directory and renamed into place at the end, so a
+    failure never leaves a half-written data directory.
+    """
+    out = Path(out)
+    if "train" not in sources or "valid" not in sources:
+        raise DataError("prepare needs a train and a valid split")
+    t0 = time.perf_counter()
+    inputs, digest = _validate_and_hash(sources, opts)
+    if _check_out_dir(out, digest, force):
+        log.info("%s already holds this data (same inputs and options): reusing it", out)
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        train_lines = (line for pair in read_pairs(sources["train"], opts.encoding_errors) for line in pair)
+        tok = Tokenizer.train(train_lines, tmp / "spm.model", opts.vocab_size, opts.model_type,
+                              opts.character_coverage)
+        dtype = np.dtype(np.uint16 if tok.vocab_size <= 2**16 else np.uint32)
+        splits = {s: _encode_split(s, src, tok, tmp, opts, dtype, chunk) for s, src in sources.items()}
+        for s in splits:
+            splits[s].update(inputs[s])
+        manifest = {
+            "format": FORMAT_VERSION, "src": opts.src, "tgt": opts.tgt, "hash": digest, "dtype": dtype.name,
+            "vocab": {"size": tok.vocab_size, "model_type": opts.model_type, "pad_id": PAD_ID, "bos_id": BOS_ID,
+                      "eos_id": EOS_ID, "unk_id": 3, "file": "spm.model"},
+            "options": dataclasses.asdict(opts), "splits": splits, "versions": _versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - t0, 2),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if out.exists():
+            trash = out.parent / f".{out.name}.old-{os.getpid()}"
+            out.rename(trash)
+            shutil.rmtree(trash)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+# --- reading a data directory ----------------------------------------------------------------------------------
+
+
+class TokenArray:
+    """Sentences of token ids stored as one flat memmap plus offsets."""
+
+    def __init__(self, stem: Path, dtype: str) -> None:
+        self.offsets = np.load(f"{stem}.idx.npy")
+        n = int(self.offsets[-1])
+        self.ids = np.memmap(f"{stem}.bin", dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+        self.lengths = np.diff(self.offsets).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+
+class DataDir:
+    """A prepared data directory: manifest, tokenizer, and splits as :class:`TokenArray` pairs."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        mf = self.path / "manifest.json"
+        if not mf.is_file():
+            raise DataError(f"{self.path} is not a prepared data directory (no manifest.json); run `aiayn prepare`")
+        self.manifest = json.loads(mf.read_text())
+        if self.manifest.get("format") != FORMAT_VERSION:
+            raise DataError(f"{mf}: format {self.manifest.get('format')} is not supported (expected "
+                            f"{FORMAT_VERSION}); re-run `aiayn prepare --force`")
+        self.src, self.tgt = self.manifest["src"], self.manifest["tgt"]
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["vocab"]["size"])
+
+    @property
+    def spm_path(self) -> Path:
+        return self.path / self.manifest["vocab"]["file"]
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer(self.spm_path)
+
+    def has_split(self, split: str) -> bool:
+        return split in self.manifest["splits"]
+
+    def split(self, split: str) -> tuple[TokenArray, TokenArray]:
+        if not self.has_split(split):
+            raise DataError(f"{self.path} has no {split!r} split (has: {', '.join(self.manifest['splits'])})")
+        dtype = self.manifest["dtype"]
+        return (TokenArray(self.path / f"{split}.{self.src}", dtype),
+                TokenArray(self.path / f"{split}.{self.tgt}", dtype))
+
+    def raw(self, split: str, side: str) -> Path:
+        """The raw text of an evaluation split (``side`` is 'src' or 'tgt')."""
+        return self.path / f"{split}.{self.src if side == 'src' else self.tgt}"
+
+
+# --- batches ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """Padded tensors of one batch; source ends with EOS, target input starts with BOS (teacher forcing)."""
+
+    src: torch.Tensor       # (B, S)  x_1 .. x_n EOS, then padding
+    tgt_in: torch.Tensor    # (B, T)  BOS y_1 .. y_m, then padding
+    tgt_out: torch.Tensor   # (B, T)  y_1 .. y_m EOS, then padding
+    indices: np.ndarray     # (B,) example numbers in the split
+    n_src_tokens: int       # non-padding tokens
+    n_tgt_tokens: int
+
+    def to(self, device: torch.device | str) -> Batch:
+        nb = torch.device(device).type == "cuda"
+        return dataclasses.replace(self, src=self.src.to(device, non_blocking=nb),
+                                   tgt_in=self.tgt_in.to(device, non_blocking=nb),
+                                   tgt_out=self.tgt_out.to(device, non_blocking=nb))
+
+
+def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray) -> Batch:
+    """Build a :class:`Batch` from example numbers."""
+    B = len(indices)
+    ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
+    s = np.full((B, int(ls.max())), PAD_ID, dtype=np.int64)
+    t_in = np.full((B, int(lt.max())), PAD_ID, dtype=np.int64)
+    t_out = np.full_like(t_in, PAD_ID)
+    for row, i in enumerate(indices):
+        x, y = src[i], tgt[i]
+        s[row, : len(x)] = x
+        s[row, len(x)] = EOS_ID
+        t_in[row, 0] = BOS_ID
+        t_in[row, 1 : len(y) + 1] = y
+        t_out[row, : len(y)] = y
+        t_out[row, len(y)] = EOS_ID
+    return Batch(torch.from_numpy(s), torch.from_numpy(t_in), torch.from_numpy(t_out), np.asarray(indices),
+                 int(ls.sum()), int(lt.sum()))
+
+
+class TokenBatchSampler:
+    """Batches of sentence pairs grouped by length, each within ``max_tokens`` (paper §5.1).
+
+    A batch of n pairs costs n x (longest source) source tokens and n x (longest target) target
+    tokens, padding included; both must be <= max_tokens. Pairs are sorted by length (random tie
+    order per epoch), cut greedily into batches, and the batch order is shuffled per epoch from
+    ``seed``; the same (seed, epoch) always gives the same batches, so training resumes from
+    (epoch, position) exactly. With ``world`` data-parallel ranks, the batch count is made a multiple
+    of ``world`` by splitting the largest batches, and rank r takes every world-th batch: ranks get
+    disjoint batches of equal count and every pair appears exactly once per epoch.
+    """
+
+    def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int, seed: int = 1,
+                 shuffle: bool = True, rank: int = 0, world: int = 1) -> None:
+        self.ls, self.lt = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+        longest = int(max(self.ls.max(initial=0), self.lt.max(initial=0)))
+        if longest > max_tokens:
+            raise ValueError(f"max_tokens={max_tokens} is smaller than the longest example ({longest} tokens); "
+                             "raise max_tokens or prepare the data with a smaller --max-len")
+        if not 0 <= rank < world:
+            raise ValueError(f"rank={rank} must be in [0, world={world})")
+        self.max_tokens, self.seed, self.shuffle, self.rank, self.world = max_tokens, seed, shuffle, rank, world
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+
+    def _all_batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch])
+        tie = rng.random(len(self.ls)) if self.shuffle else np.arange(len(self.ls))
+        # by the longer side (which sets the batch size), then target, then source length: 4.2% padding on
+        # Multi30k at 4,096 tokens, against 6.4% sorting by (target, source)
+        order = np.lexsort((tie, self.ls, self.lt, np.maximum(self.ls, self.lt)))
+        batches, start, max_s, max_t = [], 0, 0, 0
+        ls, lt, cap = self.ls[order].tolist(), self.lt[order].tolist(), self.max_tokens
+        for j in range(len(order)):
+            s, t = max(max_s, ls[j]), max(max_t, lt[j])
+            if (j - start + 1) * max(s, t) > cap:
+                batches.append(order[start:j])
+                start, s, t = j, ls[j], lt[j]
+            max_s, max_t = s, t
+        if start < len(order):
+            batches.append(order[start:])
+        while len(batches) % self.world:                     # equal counts per rank: split the largest batch
+            big = max(range(len(batches)), key=lambda i: len(batches[i]))
+            if len(batches[big]) < 2:
+                raise ValueError(f"cannot give {self.world} ranks a batch each: only {len(self.ls)} examples")
+            half = len(batches[big]) // 2
+            batches[big : big + 1] = [batches[big][:half], batches[big][half:]]
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of ``epoch`` (lists of example numbers), in training order."""
+        if self._cache is None or self._cache[0] != epoch:
+            self._cache = (epoch, self._all_batches(epoch)[self.rank :: self.world])
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches(0))
+
+    def iter_from(self, epoch: int, position: int = 0) -> Iterator[np.ndarray]:
+        """The batches of ``epoch`` from ``position`` on (resuming mid-epoch)."""
+        yield from self.epoch_batches(epoch)[position:]
+
+
+def padding_fraction(batches: list[np.ndarray], src_lengths: np.ndarray, tgt_lengths: np.ndarray) -> float:
+    """Padding tokens / all tokens (both sides) over ``batches``, with EOS/BOS counted as tokens."""
+    pad = real = 0
+    for b in batches:
+        for lengths in (src_lengths[b] + 1, tgt_lengths[b] + 1):
+            real += int(lengths.sum())
+            pad += int(lengths.max()) * len(b) - int(lengths.sum())
+    return pad / max(1, pad + real)
