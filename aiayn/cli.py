@@ -7,6 +7,7 @@ with status 2; they never show a traceback. Ctrl-C exits with 130 (training save
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -62,7 +63,7 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train", help="PREFIX of the training files (PREFIX.de, PREFIX.en), or a .tsv file")
     p.add_argument("--valid", help="PREFIX of the validation files")
     p.add_argument("--test", help="PREFIX of the test files (optional)")
-    p.add_argument("--corpus", choices=["multi30k", "iwslt14", "wmt14"],
+    p.add_argument("--corpus", choices=["multi30k", "iwslt14", "wmt14", "copy"],
                    help="a known corpus instead of --train/--valid/--test (multi30k is bundled and works offline)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="where downloaded corpora go (%(default)s)")
     p.add_argument("--src", help="source language code (file suffix)")
@@ -81,6 +82,178 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_prepare)
 
 
+# --- train, average ------------------------------------------------------------------------------------------
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from .config import RunConfig, resolve
+    from .train import Trainer, TrainingError
+
+    sets = list(a.set or [])
+    for flag, key in ((a.max_steps, "max_steps"), (a.max_epochs, "max_epochs"), (a.max_minutes, "max_minutes")):
+        if flag is not None:
+            sets.append(f"{key}={flag}")
+    saved = a.out / "config.json"
+    base = RunConfig.load(saved) if saved.is_file() else None
+    cfg = resolve(a.preset, a.config, sets, base=base)
+    trainer = Trainer(a.data, a.out, cfg)
+    try:
+        trainer.train()
+    except TrainingError as e:
+        print(f"aiayn train: {e}", file=sys.stderr)
+        return 1
+    log.info("run dir: %s  (translate with: aiayn translate --model %s)", a.out, a.out)
+    return 130 if (trainer.stop_reason or "").startswith("stopped by") else 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model on a data dir (re-run to resume)",
+                       description="Train a Transformer. Settings: preset -> --config YAML -> --set key=value. "
+                       "Re-running the same command on an existing run dir resumes it exactly.")
+    p.add_argument("--data", required=True, type=Path, help="a data dir written by `aiayn prepare`")
+    p.add_argument("--out", required=True, type=Path, help="the run dir (created, or resumed if it exists)")
+    p.add_argument("--config", type=Path, help="a YAML recipe (see configs/)")
+    p.add_argument("--preset", choices=["tiny", "small", "base", "big"], help="model size preset (paper Table 3)")
+    p.add_argument("--max-steps", type=int, help="stop after this many optimizer updates")
+    p.add_argument("--max-epochs", type=int, help="stop after this many epochs")
+    p.add_argument("--max-minutes", type=float, help="stop after this much training time")
+    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override any config field, e.g. max_tokens=8192")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_average(a: argparse.Namespace) -> int:
+    from . import checkpoint
+
+    steps = sorted((d for d in (a.model / "checkpoints").glob("step_*") if checkpoint.is_checkpoint(d)),
+                   key=lambda d: int(d.name.split("_")[1]))
+    if len(steps) < 2:
+        raise ValueError(f"{a.model} has {len(steps)} step checkpoints; averaging needs at least 2")
+    chosen = steps[-a.last :]
+    out = checkpoint.average(chosen, a.out or a.model / "averaged", {"step": int(chosen[-1].name.split("_")[1])})
+    log.info("averaged %s into %s", ", ".join(d.name for d in chosen), out)
+    return 0
+
+
+def _add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("average", help="average the last N checkpoints of a run (paper §6.1)")
+    p.add_argument("--model", required=True, type=Path, help="the run dir")
+    p.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints (default 5)")
+    p.add_argument("--out", type=Path, help="where to write (default RUN_DIR/averaged, which translate prefers)")
+    p.set_defaults(func=cmd_average)
+
+
+# --- translate, evaluate -----------------------------------------------------------------------------------------
+
+
+def _decode_overrides(a: argparse.Namespace) -> dict[str, object]:
+    keys = ("beam", "lenpen", "nbest", "batch_tokens", "max_len_a", "max_len_b", "temperature", "top_k", "top_p")
+    out = {k: getattr(a, k, None) for k in keys}
+    if getattr(a, "sampling", False):
+        out["sampling"] = True
+    return out
+
+
+def _add_decode_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
+    p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: the run's, 4)")
+    p.add_argument("--lenpen", type=float, help="length penalty alpha (default: the run's, 0.6)")
+    p.add_argument("--max-len-a", type=float, help="max output length = a * source length + b (default 1)")
+    p.add_argument("--max-len-b", type=int, help="(default 50)")
+    p.add_argument("--batch-tokens", type=int, help="source tokens x beam per batch (default 6000)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "auto"],
+                   help="inference precision (default fp32)")
+
+
+def _read_input(path: Path | None) -> list[str]:
+    raw = path.read_bytes() if path else sys.stdin.buffer.read()
+    text = raw.decode("utf-8", errors="replace")
+    if "\ufffd" in text and "\ufffd" not in raw.decode("utf-8", errors="ignore"):
+        log.warning("the input has invalid UTF-8; the bad bytes were replaced with U+FFFD")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def cmd_translate(a: argparse.Namespace) -> int:
+    from .translate import Translator
+
+    translator = Translator.load(a.model, device=a.device, precision=a.precision)
+    lines = _read_input(a.input)
+    overrides = _decode_overrides(a)
+    out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
+    try:
+        if a.nbest and a.nbest > 1:
+            nb = translator.translate_hypotheses(lines, **{**overrides, "beam": max(a.nbest, a.beam or 0) or None})
+            for i, hyps in enumerate(nb):
+                for h, text in zip(hyps, translator.detokenize([h.tokens for h in hyps]), strict=True):
+                    out.write(f"{i}\t{h.score:.4f}\t{text}\n")
+        else:
+            for line in translator.translate(lines, **overrides):
+                out.write(line + "\n")
+    finally:
+        if a.output:
+            out.close()
+    return 0
+
+
+def _add_translate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("translate", help="translate text (stdin -> stdout by default)",
+                       description="Translate one sentence per line. N lines in, N lines out, in order.")
+    _add_decode_flags(p)
+    p.add_argument("--input", type=Path, help="input file (default: stdin)")
+    p.add_argument("--output", type=Path, help="output file (default: stdout)")
+    p.add_argument("--nbest", type=int, help="print the N best as 'line<TAB>score<TAB>text'")
+    p.add_argument("--sampling", action="store_true", help="sample instead of searching")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--top-p", type=float)
+    p.set_defaults(func=cmd_translate)
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    import time
+
+    from .data import read_lines
+    from .evaluate import score
+    from .translate import Translator
+
+    src = list(read_lines(a.src, "replace"))
+    ref = list(read_lines(a.ref, "replace"))
+    if len(src) != len(ref):
+        raise ValueError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}")
+    translator = Translator.load(a.model, device=a.device, precision=a.precision)
+    t0 = time.perf_counter()
+    hyps = translator.translate(src, **_decode_overrides(a))
+    seconds = time.perf_counter() - t0
+    hyp_path = a.hyps or (a.model if a.model.is_dir() else a.model.parent) / "hyps" / f"{a.src.name}.hyp"
+    hyp_path.parent.mkdir(parents=True, exist_ok=True)
+    hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    s = score(hyps, ref)
+    result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
+              "sentences": len(hyps), "seconds": round(seconds, 2), "sentences_per_s": round(len(hyps) / seconds, 1),
+              "hypotheses": str(hyp_path)}
+    if a.json:
+        print(json.dumps(result))
+    else:
+        print(f"BLEU {s['bleu']:.2f}  (lowercased {s['bleu_lc']:.2f})  chrF {s['chrf']:.2f}  "
+              f"{len(hyps)} sentences in {seconds:.1f} s")
+        print(f"  {s['signature']}")
+        print(f"  hypotheses: {hyp_path}")
+    return 0
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU (BLEU, chrF)")
+    _add_decode_flags(p)
+    p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
+    p.add_argument("--ref", required=True, type=Path, help="raw reference file (plain or .gz)")
+    p.add_argument("--hyps", type=Path, help="where to write the hypotheses (default RUN_DIR/hyps/SRC.hyp)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_evaluate)
+
+
 # --- main -------------------------------------------------------------------------------------------------------
 
 
@@ -94,7 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [_add_prepare]
+ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate,
+]
 
 
 def main(argv: list[str] | None = None) -> int:

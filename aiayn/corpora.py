@@ -127,6 +127,18 @@ def _multi30k(cache: Path, src: str, tgt: str) -> dict[str, Source]:
             for split, name in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))}
 
 
+def _copy(cache: Path, src: str, tgt: str) -> dict[str, Source]:
+    """The seeds' synthetic copy task: random strings of the letters a-j (length 4-24); the target is the source."""
+    import random
+
+    rng = random.Random(1234)
+    splits: dict[str, dict[str, list[str]]] = {}
+    for split, n in (("train", 20000), ("valid", 500), ("test", 500)):
+        lines = [" ".join(rng.choice("abcdefghij") for _ in range(rng.randint(4, 24))) for _ in range(n)]
+        splits[split] = {src: lines, tgt: lines}
+    return _write_splits(cache, splits, src, tgt)
+
+
 IWSLT14_ARCHIVE = Archive("http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz")
 _IWSLT_SKIP = ("<url>", "<talkid>", "<keywords>", "<speaker>", "<reviewer", "<translator")
 _IWSLT_TEST = ("TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012")
@@ -215,6 +227,7 @@ class Corpus:
 
 
 CORPORA = {
+    "copy": Corpus("copy", ("in", "out"), _copy, "synthetic copy task (the seeds' first experiment): 20k/500/500"),
     "multi30k": Corpus("multi30k", ("de", "en"), _multi30k,
                        "Multi30k task 1 (Elliott et al., 2016), bundled: 29k train, 1,014 val, 1,000 test_2016_flickr"),
     "iwslt14": Corpus("iwslt14", ("de", "en"), _iwslt14,

@@ -91,5 +91,34 @@ def chunked_label_smoothed_loss(
     """
     if chunk <= 0:
         chunk = max(1, hidden.shape[0])
+    if not (torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)):
+        # evaluation: the same sums, chunk by chunk, without working out gradients
+        loss = nll = torch.zeros((), device=hidden.device)
+        w = weight.to(hidden.dtype)
+        for start in range(0, hidden.shape[0], chunk):
+            logp = torch.log_softmax((hidden[start : start + chunk] @ w.t()).float(), dim=-1)
+            chunk_loss, chunk_nll = label_smoothed_loss(logp, target[start : start + chunk], eps, pad_id)
+            loss, nll = loss + chunk_loss, nll + chunk_nll
+        return loss, nll
     loss, nll = _ChunkedLoss.apply(hidden, weight, target, eps, pad_id, chunk)
     return loss, nll
+
+
+class SequenceLoss(torch.nn.Module):
+    """The training objective of a batch: encode, decode, then the chunked smoothed loss on hidden states.
+
+    ``forward(src, tgt_in, tgt_out) -> (summed smoothed loss, summed NLL)``. Wrapping the model in a
+    module lets data parallelism (DDP) and ``torch.compile`` see one forward that ends in the loss.
+    """
+
+    def __init__(self, model: Any, eps: float, chunk: int) -> None:
+        super().__init__()
+        self.model, self.eps, self.chunk = model, eps, chunk
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> tuple[Tensor, Tensor]:
+        m = self.model
+        hidden = m.decode(tgt_in, m.encode(src), src)                           # (B, T, D)
+        return chunked_label_smoothed_loss(
+            hidden.reshape(-1, hidden.shape[-1]), m.out_proj.weight, tgt_out.reshape(-1), self.eps, m.cfg.pad_id,
+            self.chunk,
+        )

@@ -1,0 +1,124 @@
+"""Checkpoints: safetensors + JSON, written atomically; resume; averaging of the last N (paper §6.1).
+
+A checkpoint is a directory:
+
+    model.safetensors       the weights (tied matrices stored once); never pickled
+    checkpoint.json         step, epoch, metrics at save time
+    optimizer.safetensors   Adam moments and step counts            (training checkpoints only)
+    trainer.json            data position, schedule, early-stopping state, Adam hyperparameters
+    rng.safetensors         CPU and CUDA random-number-generator states
+
+It is written to a hidden temporary sibling and renamed into place, so a crash (even kill -9)
+leaves either the previous checkpoint or the new one, never a mix. Loading cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
+
+MODEL, META, OPTIM = "model.safetensors", "checkpoint.json", "optimizer.safetensors"
+TRAINER, RNG = "trainer.json", "rng.safetensors"
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / MODEL).is_file() and (path / META).is_file()
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move a finished ``tmp`` directory to ``final`` atomically, replacing what was there."""
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save(
+    path: str | Path, model: torch.nn.Module, meta: dict[str, Any], optimizer: torch.optim.Optimizer | None = None,
+    trainer_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint directory atomically. With ``optimizer``, also everything needed to resume."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_model(model, str(tmp / MODEL))
+    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        tensors = {f"{i}.{k}": v.contiguous() for i, s in state["state"].items() for k, v in s.items()}
+        save_file(tensors, str(tmp / OPTIM))
+        rng = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+        save_file(rng, str(tmp / RNG))
+        (tmp / TRAINER).write_text(json.dumps({**(trainer_state or {}), "param_groups": state["param_groups"]},
+                                              indent=2) + "\n")
+    _replace_dir(tmp, final)
+    return final
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint's weights into ``model`` (strict); returns its checkpoint.json."""
+    p = Path(path)
+    if not is_checkpoint(p):
+        raise FileNotFoundError(f"{p} is not a checkpoint (expected {MODEL} and {META})")
+    missing, unexpected = load_model(model, str(p / MODEL), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{p / MODEL} does not fit this model: missing {sorted(missing)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]}")
+    return json.loads((p / META).read_text())
+
+
+def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Restore the optimizer and RNG states of a training checkpoint; returns its trainer state."""
+    p = Path(path)
+    trainer = json.loads((p / TRAINER).read_text())
+    tensors = load_file(str(p / OPTIM))
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        i, name = key.split(".", 1)
+        state.setdefault(int(i), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": trainer.pop("param_groups")})
+    rng = load_file(str(p / RNG))
+    torch.set_rng_state(rng["cpu"])
+    if torch.cuda.is_available():
+        cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]
+        if cuda:
+            torch.cuda.set_rng_state_all(cuda)
+    return trainer
+
+
+def average(paths: list[Path], out: str | Path, meta: dict[str, Any]) -> Path:
+    """Write to ``out`` a checkpoint whose weights are the element-wise mean of ``paths`` (paper §6.1 averages
+    the last 5 checkpoints of base models, the last 20 of big ones). Means are accumulated in float64."""
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
+    for p in paths:
+        tensors = load_file(str(Path(p) / MODEL))
+        if total and set(tensors) != set(total):
+            raise ValueError(f"{p} holds different tensors from {paths[0]}; only checkpoints of one run can be averaged")
+        for k, v in tensors.items():
+            if k in total and total[k].shape != v.shape:
+                raise ValueError(f"{p}: {k} has shape {tuple(v.shape)}, expected {tuple(total[k].shape)}")
+            total[k] = total.get(k, torch.zeros(v.shape, dtype=torch.float64)) + v.double()
+            dtypes[k] = v.dtype
+    final = Path(out)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_file({k: (v / len(paths)).to(dtypes[k]).contiguous() for k, v in total.items()}, str(tmp / MODEL))
+    (tmp / META).write_text(json.dumps({**meta, "averaged": [str(p) for p in paths]}, indent=2) + "\n")
+    _replace_dir(tmp, final)
+    return final

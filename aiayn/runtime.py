@@ -1,0 +1,83 @@
+"""Where and how computation runs: device auto-detection, precision, threads, memory readings."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import sys
+from collections.abc import Iterator
+
+import torch
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto``: CUDA if present, else Apple MPS, else CPU. Anything else is passed to ``torch.device``."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device={name!r}: expected auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={name!r} but CUDA is not available here; use device=cpu or auto")
+    return device
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX)."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto`` -> bf16 where the hardware runs it fast (CUDA with bf16, CPUs with AVX512-BF16/AMX), else fp32."""
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision=fp16 needs a CUDA GPU (it relies on a gradient scaler); use bf16 or fp32 here")
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device.type == "cpu" and cpu_has_fast_bf16():
+        return "bf16"
+    return "fp32"
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
+    """Mixed precision for the forward pass: matmuls in bf16/fp16, numerically sensitive ops in fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def set_threads(n: int = 0) -> int:
+    """Use ``n`` intra-op threads (0: all cores this process may use). Returns the number set."""
+    if n <= 0:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    torch.set_num_threads(n)
+    return n
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Temporarily switch a model to eval mode (no dropout), restoring its mode afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)

@@ -1,0 +1,206 @@
+"""Decoding, apart from the model: greedy, beam search (paper §6.1) and sampling, on the incremental cache.
+
+Shape legend: B sentences, k beam size, N = B x k hypotheses, V vocabulary, t decoding step.
+
+Length rules, defined once here:
+- a sentence of n source tokens (EOS not counted) may produce at most ``max_len_a * n + max_len_b``
+  tokens before EOS (paper: n + 50), never more than the model's positions allow;
+- when a hypothesis reaches that limit, EOS is its only allowed next token;
+- the GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha divides the log-probability, with |Y|
+  counting EOS (paper: alpha = 0.6).
+
+All functions run under ``torch.inference_mode`` and return token ids without BOS/EOS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .config import ModelConfig
+from .model import DecoderCache, Transformer
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]      # without BOS and EOS
+    score: float           # log-probability / length penalty (what beam search ranks by)
+    logprob: float         # sum of token log-probabilities, EOS included
+
+
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha; 1 when alpha is 0."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
+    """(B,) the longest output (tokens before EOS) allowed for each source sentence."""
+    n = (src != model.cfg.pad_id).sum(1) - 1                       # source tokens, EOS not counted
+    limit = (a * n.float() + b).floor().long()
+    return limit.clamp(min=1, max=model.cfg.max_positions - 1)
+
+
+def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig) -> Tensor:
+    """Forbid BOS and PAD everywhere; force EOS where ``step`` reached the limit. logp (..., V), limit (...,)."""
+    logp[..., cfg.pad_id] = float("-inf")
+    logp[..., cfg.bos_id] = float("-inf")
+    at_limit = step >= limit
+    if at_limit.any():
+        eos = logp[..., cfg.eos_id].clone()
+        logp[at_limit] = float("-inf")
+        logp[..., cfg.eos_id] = torch.where(at_limit, eos, logp[..., cfg.eos_id])
+    return logp
+
+
+# --- greedy and sampling ------------------------------------------------------------------------------------------
+
+
+def _one_best(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int) -> list[Hypothesis]:
+    """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch."""
+    cfg = model.cfg
+    B = src.shape[0]
+    limit = max_lengths(model, src, a, b)
+    cache = model.init_cache(model.encode(src), src)
+    rows = torch.arange(B, device=src.device)                     # original sentence of each active row
+    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
+    out = torch.full((B, int(limit.max()) + 1), cfg.pad_id, dtype=torch.long, device=src.device)
+    logprob = torch.zeros(B, device=src.device)
+    length = torch.zeros(B, dtype=torch.long, device=src.device)
+    for t in range(int(limit.max()) + 1):
+        logp, cache = model.decode_step(tokens, cache)            # (n, V)
+        logp = _allowed(logp, t, limit[rows], cfg)
+        tokens = pick(logp)                                       # (n,)
+        out[rows, t] = tokens
+        logprob[rows] += logp.gather(1, tokens[:, None]).squeeze(1)
+        done = tokens == cfg.eos_id
+        length[rows[done]] = t
+        if done.all():
+            break
+        if done.any():                                            # retire finished sentences
+            keep = (~done).nonzero().squeeze(1)
+            rows, tokens, cache = rows[keep], tokens[keep], cache.select(keep)
+    return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
+
+
+@torch.inference_mode()
+def greedy(model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
+    """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded."""
+    return _one_best(model, src, lambda logp: logp.argmax(-1), max_len_a, max_len_b)
+
+
+@torch.inference_mode()
+def sample(
+    model: Transformer, src: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+    max_len_a: float = 1.0, max_len_b: int = 50, generator: torch.Generator | None = None,
+) -> list[Hypothesis]:
+    """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
+    and/or the smallest set whose probability reaches top_p (nucleus sampling)."""
+
+    def pick(logp: Tensor) -> Tensor:
+        scores = logp / temperature
+        if top_k > 0:
+            kth = scores.topk(min(top_k, scores.shape[-1]), dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if top_p < 1.0:
+            sorted_scores, order = scores.sort(dim=-1, descending=True)
+            probs = sorted_scores.softmax(-1)
+            outside = probs.cumsum(-1) - probs >= top_p               # tokens after the nucleus is full
+            scores = scores.scatter(1, order, sorted_scores.masked_fill(outside, float("-inf")))
+        return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
+
+    return _one_best(model, src, pick, max_len_a, max_len_b)
+
+
+# --- beam search ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Finished:
+    """Up to k finished hypotheses per sentence, kept in tensors (no per-hypothesis Python objects)."""
+
+    tokens: Tensor    # (B, k, L) ids, EOS and padding after the end
+    score: Tensor     # (B, k) normalized score, -inf in empty slots
+    logprob: Tensor   # (B, k)
+    length: Tensor    # (B, k) tokens before EOS
+    count: Tensor     # (B,) slots used
+
+    @classmethod
+    def empty(cls, B: int, k: int, L: int, pad: int, device: torch.device) -> _Finished:
+        return cls(torch.full((B, k, L), pad, dtype=torch.long, device=device),
+                   torch.full((B, k), float("-inf"), device=device), torch.zeros(B, k, device=device),
+                   torch.zeros(B, k, dtype=torch.long, device=device), torch.zeros(B, dtype=torch.long, device=device))
+
+    def add(self, rows: Tensor, is_new: Tensor, seqs: Tensor, t: int, score: Tensor, logprob: Tensor) -> None:
+        """Store the marked candidates. rows (n,) sentence ids; is_new, score, logprob (n, c); seqs (n, c, t)."""
+        slot = self.count[rows, None] + is_new.long().cumsum(1) - 1         # (n, c) target slot of each candidate
+        ok = is_new & (slot < self.tokens.shape[1])
+        r, c = ok.nonzero(as_tuple=True)
+        b, s = rows[r], slot[r, c]
+        self.tokens[b, s, :t] = seqs[r, c]
+        self.score[b, s], self.logprob[b, s], self.length[b, s] = score[r, c], logprob[r, c], t
+        self.count.index_add_(0, rows, ok.long().sum(1))
+
+    def nbest(self, n: int) -> list[list[Hypothesis]]:
+        order = self.score.argsort(dim=1, descending=True)[:, :n].tolist()
+        tok, sc, lp, ln = self.tokens.tolist(), self.score.tolist(), self.logprob.tolist(), self.length.tolist()
+        return [[Hypothesis(tok[b][j][: ln[b][j]], sc[b][j], lp[b][j]) for j in row] for b, row in enumerate(order)]
+
+
+def _expand(cache: DecoderCache, k: int) -> DecoderCache:
+    B = cache.src_mask.shape[0]
+    return cache.select(torch.arange(B, device=cache.src_mask.device).repeat_interleave(k))
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
+    max_len_b: int = 50, nbest: int = 1,
+) -> list[list[Hypothesis]]:
+    """Beam search (§6.1), batched over sentences x beams on the incremental cache.
+
+    At each step the 2k best continuations of a sentence's k beams are ranked; those ending in EOS
+    within the top k are retired as finished (scored with the length penalty), the k best others
+    continue. A sentence is done once it has k finished hypotheses, and leaves the batch; the search
+    stops when every sentence is done. Returns the ``nbest`` best finished hypotheses per sentence.
+    """
+    cfg, k = model.cfg, beam
+    B, dev = src.shape[0], src.device
+    limit = max_lengths(model, src, max_len_a, max_len_b)                   # (B,)
+    L = int(limit.max()) + 1
+    cache = _expand(model.init_cache(model.encode(src), src), k)           # N = B x k rows
+    fin = _Finished.empty(B, k, L, cfg.pad_id, dev)
+    rows = torch.arange(B, device=dev)                                     # active sentences
+    scores = torch.full((B, k), float("-inf"), device=dev)
+    scores[:, 0] = 0.0                                                     # one live beam at the start
+    seqs = torch.empty(B, k, 0, dtype=torch.long, device=dev)
+    tokens = torch.full((B * k,), cfg.bos_id, dtype=torch.long, device=dev)
+    for t in range(L):
+        n = rows.shape[0]
+        logp, cache = model.decode_step(tokens, cache)                     # (n*k, V)
+        V = logp.shape[-1]
+        logp = _allowed(logp.view(n, k, V), t, limit[rows, None].expand(n, k), cfg)
+        cand = (scores[:, :, None] + logp).view(n, k * V)                  # (n, k*V)
+        top, idx = cand.topk(2 * k, dim=1)                                 # (n, 2k), best first
+        beam_of, tok = idx // V, idx % V
+        prefix = seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, t))   # (n, 2k, t)
+        is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
+        rank = torch.arange(2 * k, device=dev)
+        fin.add(rows, is_eos & (rank < k), prefix, t, top / length_penalty(t + 1, lenpen), top)
+        # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
+        cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]        # (n, k)
+        scores, beam_of, tok = top.gather(1, cont), beam_of.gather(1, cont), tok.gather(1, cont)
+        seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, t)), tok[:, :, None]], dim=2)
+        flat = (torch.arange(n, device=dev)[:, None] * k + beam_of).view(-1)
+        cache = cache.select_self(flat)
+        tokens = tok.view(-1)
+        done = fin.count[rows] >= k
+        if done.all():
+            break
+        if done.any():                                                     # retire finished sentences
+            keep = (~done).nonzero().squeeze(1)
+            rows, scores, seqs, tokens = rows[keep], scores[keep], seqs[keep], tok[keep].view(-1)
+            cache = cache.select((keep[:, None] * k + torch.arange(k, device=dev)).view(-1))
+    return fin.nbest(nbest)

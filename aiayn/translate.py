@@ -1,0 +1,143 @@
+"""Translator: text in, text out, N lines in -> N lines out, always in order.
+
+Lines are encoded with the run's SentencePiece model, sorted by length and cut into batches of
+about ``batch_tokens`` source tokens (so padding stays small), decoded with beam search (or greedy
+or sampling), and put back in input order. Empty or whitespace-only lines give empty lines;
+lines longer than the model accepts are truncated with one warning on stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import checkpoint
+from .config import DecodeConfig, RunConfig
+from .model import Transformer
+from .runtime import autocast, eval_mode, resolve_device, resolve_precision
+from .search import Hypothesis, beam_search, greedy, sample
+from .tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_PREFERENCE = ("averaged", "best", "last")
+
+
+def find_checkpoint(path: str | Path) -> tuple[Path, Path]:
+    """(run dir, checkpoint dir) for a run dir (averaged/ > best/ > last/ > newest step) or a checkpoint in one."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such run directory or checkpoint")
+    if checkpoint.is_checkpoint(p):
+        run = next((d for d in (p.parent, p.parent.parent) if (d / "config.json").is_file()), None)
+        if run is None:
+            raise FileNotFoundError(f"{p} is a checkpoint, but no config.json was found in its run directory")
+        return run, p
+    if not (p / "config.json").is_file():
+        raise FileNotFoundError(f"{p} is not a run directory (no config.json) or a checkpoint")
+    for name in CHECKPOINT_PREFERENCE:
+        if checkpoint.is_checkpoint(p / name):
+            return p, p / name
+    steps = sorted((d for d in (p / "checkpoints").glob("step_*") if checkpoint.is_checkpoint(d)),
+                   key=lambda d: int(d.name.split("_")[1]))
+    if not steps:
+        raise FileNotFoundError(f"{p} has no checkpoint yet (train first)")
+    return p, steps[-1]
+
+
+def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Indices sorted by length, cut so that (count x longest) <= batch_tokens."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) + 1) * max(lengths[i], 1) > batch_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def translate_ids(
+    model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
+    precision: str = "fp32", generator: torch.Generator | None = None,
+) -> list[list[Hypothesis]]:
+    """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order."""
+    cfg = model.cfg
+    limit = cfg.max_positions - 1
+    if any(len(s) > limit for s in src_ids):
+        log.warning("some inputs are longer than the model's %d source tokens and were truncated", limit)
+    seqs = [list(s[:limit]) + [cfg.eos_id] for s in src_ids]
+    results: list[list[Hypothesis]] = [[] for _ in seqs]
+    with eval_mode(model), autocast(device, precision):
+        for batch in _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam))):
+            S = max(len(seqs[i]) for i in batch)
+            src = torch.full((len(batch), S), cfg.pad_id, dtype=torch.long)
+            for row, i in enumerate(batch):
+                src[row, : len(seqs[i])] = torch.tensor(seqs[i])
+            src = src.to(device)
+            args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+            if decode.sampling:
+                hyps = [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
+                                            generator=generator, **args)]  # type: ignore[arg-type]
+            elif decode.beam == 1:
+                hyps = [[h] for h in greedy(model, src, **args)]  # type: ignore[arg-type]
+            else:
+                hyps = beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest, **args)  # type: ignore[arg-type]
+            for i, h in zip(batch, hyps, strict=True):
+                results[i] = h
+    return results
+
+
+class Translator:
+    """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``."""
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None,
+                 device: str | torch.device = "auto", precision: str = "fp32") -> None:
+        self.device = device if isinstance(device, torch.device) else resolve_device(device)
+        self.precision = resolve_precision(precision, self.device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.decode = decode or DecodeConfig()
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32") -> Translator:
+        """From a run dir (its averaged/, best/ or last/ checkpoint) or a checkpoint dir inside one."""
+        run, ckpt = find_checkpoint(path)
+        cfg = RunConfig.load(run / "config.json")
+        model = Transformer(cfg.model)
+        checkpoint.load_weights(model, ckpt)
+        log.debug("loaded %s", ckpt)
+        return cls(model, Tokenizer(run / "spm.model"), cfg.decode, device, precision)
+
+    def settings(self, **overrides: object) -> DecodeConfig:
+        """The decoding settings with some fields overridden (None values are ignored)."""
+        return dataclasses.replace(self.decode, **{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+
+    def translate_hypotheses(self, lines: Sequence[str], **overrides: object) -> list[list[Hypothesis]]:
+        decode = self.settings(**overrides)
+        blank = [not line.strip() for line in lines]
+        todo = [i for i, b in enumerate(blank) if not b]
+        ids = self.tokenizer.encode([lines[i] for i in todo])
+        hyps = translate_ids(self.model, ids, decode, self.device, self.precision)
+        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in lines]
+        for i, h in zip(todo, hyps, strict=True):
+            out[i] = h
+        return out
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any
+        other :class:`DecodeConfig` field."""
+        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
+        return self.detokenize([h[0].tokens for h in hyps])
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        # a translation is one line: no newline may come out of the decoder
+        return [t.replace("\n", " ").replace("\r", " ") for t in self.tokenizer.decode(token_lists)]

@@ -1,0 +1,229 @@
+"""Training (paper §5): the copy task, exact resume, accumulation, checkpoints, errors, metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn import checkpoint
+from aiayn.cli import main
+from aiayn.config import resolve
+from aiayn.corpora import fetch
+from aiayn.data import DataDir, PrepareOptions, collate, prepare
+from aiayn.train import Trainer
+from aiayn.translate import Translator
+
+ROOT = Path(__file__).parent.parent
+COPY_CFG = ROOT / "configs" / "copy.yaml"
+FAST = ["max_steps=12", "save_every_steps=6", "valid_every_steps=6", "log_every_steps=3", "valid_max_sentences=20",
+        "d_model=32", "d_ff=64", "n_layers=1", "max_tokens=512", "p_drop=0.1", "warmup=4", "tensorboard=false"]
+
+
+@pytest.fixture(scope="session")
+def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
+    out = tmp_path_factory.mktemp("data") / "copy"
+    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
+            PrepareOptions(src="in", tgt="out", vocab_size=281))
+    return DataDir(out)
+
+
+def _weights(run: Path, name: str = "last") -> dict[str, torch.Tensor]:
+    return load_file(str(run / name / "model.safetensors"))
+
+
+def _cli_train(data: DataDir, run: Path, *sets: str) -> int:
+    return main(["train", "--data", str(data.path), "--out", str(run), "--config", str(COPY_CFG), "--set", *FAST, *sets])
+
+
+@pytest.mark.slow
+def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, tmp_path: Path) -> None:
+    """configs/copy.yaml: a tiny model learns to copy held-out random strings (>= 99% exact, greedy)."""
+    t0 = time.perf_counter()
+    assert main(["train", "--data", str(copy_dir.path), "--out", str(tmp_path / "run"), "--config", str(COPY_CFG),
+                 "--set", "tensorboard=false"]) == 0
+    seconds = time.perf_counter() - t0
+    src = copy_dir.raw("test", "src").read_text().splitlines()
+    out = Translator.load(tmp_path / "run").translate(src, beam=1)
+    exact = np.mean([a == b for a, b in zip(src, out, strict=True)])
+    print(f"copy task: {exact:.2%} exact match on {len(src)} held-out strings, {seconds:.0f} s")
+    assert exact >= 0.99
+
+
+def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """2N steps straight == N steps, a crash (no graceful save), and a resume to 2N — bit for bit."""
+    assert _cli_train(copy_dir, tmp_path / "straight") == 0
+    original = Trainer._update
+    calls = {"n": 0}
+
+    def crash_after_9(self, batches, interval):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] > 9:                     # past the checkpoint at step 6: the on-disk state of a kill -9
+            raise SystemExit("simulated crash")
+        return original(self, batches, interval)
+
+    monkeypatch.setattr(Trainer, "_update", crash_after_9)
+    with pytest.raises(SystemExit):
+        _cli_train(copy_dir, tmp_path / "resumed")
+    assert json.loads((tmp_path / "resumed" / "last" / "checkpoint.json").read_text())["step"] == 6
+    monkeypatch.setattr(Trainer, "_update", original)
+    assert _cli_train(copy_dir, tmp_path / "resumed") == 0
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config",
+           str(COPY_CFG), "--set", *FAST, "max_steps=40", "save_every_steps=5", "valid_every_steps=100"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (run / "last" / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    straight = tmp_path / "straight"
+    assert subprocess.run([*cmd[:7], str(straight), *cmd[8:]], capture_output=True).returncode == 0
+    a, b = _weights(run), _weights(straight)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sigint_saves_a_resumable_checkpoint(copy_dir: DataDir, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config",
+           str(COPY_CFG), "--set", *FAST, "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    step = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
+    assert step >= 3 and b"stopped by SIGINT" in err
+
+
+def test_gradient_accumulation_equals_one_big_batch(copy_dir: DataDir, tmp_path: Path) -> None:
+    cfg = resolve(yaml_path=COPY_CFG, sets=[*FAST, "p_drop=0.0", "max_tokens=4096"])
+    src, tgt = copy_dir.split("train")
+    idx = np.arange(40)
+
+    def grads(batches_of_idx: list[np.ndarray]) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        trainer = Trainer(copy_dir.path, tmp_path / "g", cfg)
+        from aiayn.train import _Interval
+
+        trainer._update([collate(src, tgt, i) for i in batches_of_idx], _Interval())
+        return {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+
+    accumulated = grads([idx[:13], idx[13:29], idx[29:]])
+    single = grads([idx])
+    for k in single:
+        torch.testing.assert_close(accumulated[k], single[k], atol=1e-6, rtol=1e-4)
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_checkpoint(copy_dir: DataDir, tmp_path: Path,
+                                                                monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from aiayn import loss as loss_mod
+
+    real = loss_mod.SequenceLoss.forward
+    calls = {"n": 0}
+
+    def poisoned(self, *a):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        out, nll = real(self, *a)
+        return (out * float("nan"), nll) if calls["n"] > 8 and self.training else (out, nll)
+
+    monkeypatch.setattr(loss_mod.SequenceLoss, "forward", poisoned)
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "valid_every_steps=100") == 1
+    assert "the loss became nan" in capsys.readouterr().err
+    assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
+    assert all(torch.isfinite(v).all() for v in _weights(run).values())
+
+
+def test_out_of_memory_suggests_smaller_batches(copy_dir: DataDir, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from aiayn import loss as loss_mod
+
+    def oom(self, *a):  # type: ignore[no-untyped-def]
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(loss_mod.SequenceLoss, "forward", oom)
+    assert _cli_train(copy_dir, tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert "out of memory" in err and "max_tokens=256" in err and "Traceback" not in err
+
+
+def test_unknown_key_and_wrong_type_are_clear_errors(copy_dir: DataDir, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert _cli_train(copy_dir, tmp_path / "r", "max_tokenz=5") == 2
+    assert "unknown config key 'max_tokenz'" in capsys.readouterr().err
+    assert _cli_train(copy_dir, tmp_path / "r", "warmup=soon") == 2
+    assert "TrainConfig.warmup='soon'" in capsys.readouterr().err
+
+
+def test_resume_with_another_vocabulary_or_model_is_refused(copy_dir: DataDir, multi30k_dir: DataDir,
+                                                            tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "max_steps=2") == 0
+    capsys.readouterr()
+    assert _cli_train(multi30k_dir, run, "max_steps=4") == 2
+    assert "different vocabulary" in capsys.readouterr().err
+    assert _cli_train(copy_dir, run, "max_steps=4", "d_model=48") == 2
+    assert "model config differs" in capsys.readouterr().err and "d_model" in capsys.readouterr().err + "d_model"
+
+
+def test_metrics_checkpoints_and_averaging(copy_dir: DataDir, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "average_last=2", "keep_last=2") == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "loss" in r]
+    valid = [r for r in records if "valid_loss" in r]
+    for key in ("step", "epoch", "loss", "nll", "lr", "grad_norm", "tgt_tokens_per_s", "peak_rss_mb"):
+        assert all(key in r for r in train), key
+    for key in ("step", "valid_loss", "valid_ppl", "valid_bleu"):
+        assert all(key in r for r in valid), key
+    assert [r["step"] for r in train] == [3, 6, 9, 12]
+    steps = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert steps == ["step_12", "step_6"]                              # keep_last=2
+    assert checkpoint.is_checkpoint(run / "best") and checkpoint.is_checkpoint(run / "averaged")
+    w6, w12 = (_weights(run / "checkpoints", s) for s in ("step_6", "step_12"))
+    avg = _weights(run, "averaged")
+    for k in avg:
+        torch.testing.assert_close(avg[k], (w6[k] + w12[k]) / 2)
+    assert main(["average", "--model", str(run), "--last", "2", "--out", str(tmp_path / "avg2")]) == 0
+    again = load_file(str(tmp_path / "avg2" / "model.safetensors"))
+    assert all(torch.equal(again[k], avg[k]) for k in avg)
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["model"]["d_model"] == 32 and cfg["train"]["max_steps"] == 12
+
+
+def test_early_stopping_with_patience(copy_dir: DataDir, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "lr_factor=0", "max_steps=100", "valid_every_steps=2", "patience=2",
+                      "early_stop_metric=valid_loss", "p_drop=0") == 0
+    assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs torchrun (POSIX)")
+def test_two_process_data_parallel_training(copy_dir: DataDir, tmp_path: Path) -> None:
+    """torchrun --nproc_per_node 2 on CPU (gloo): both ranks train on disjoint batches; rank 0 writes the run dir."""
+    run = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+           "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(COPY_CFG),
+           "--set", *FAST, "max_steps=6", "threads=1"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
