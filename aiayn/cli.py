@@ -254,6 +254,26 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_evaluate)
 
 
+# --- demo --------------------------------------------------------------------------------------------------------
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    run_demo(a.out, a.minutes, a.src, a.tgt, a.set)
+    return 0
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="prepare + train + evaluate + translate on the bundled Multi30k, time-bounded")
+    p.add_argument("--minutes", type=float, default=15.0, help="training time (default %(default)s)")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where data and run go (default %(default)s)")
+    p.add_argument("--src", default="de", choices=["de", "en"])
+    p.add_argument("--tgt", default="en", choices=["de", "en"])
+    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override recipe settings")
+    p.set_defaults(func=cmd_demo)
+
+
 # --- main -------------------------------------------------------------------------------------------------------
 
 
@@ -268,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate,
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo,
 ]
 
 

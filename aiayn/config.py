@@ -272,12 +272,24 @@ def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+RECIPES = Path(__file__).parent / "configs"
+
+
+def recipe_path(name: str | Path) -> Path:
+    """A YAML file, or the name of a shipped recipe (``multi30k-de-en`` -> aiayn/configs/multi30k-de-en.yaml)."""
+    p = Path(name)
+    if not p.exists() and p.suffix == "" and (RECIPES / f"{p.name}.yaml").is_file():
+        return RECIPES / f"{p.name}.yaml"
+    return p
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
+    p = recipe_path(path)
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except FileNotFoundError:
-        raise ValueError(f"config file not found: {p}") from None
+        shipped = ", ".join(sorted(r.stem for r in RECIPES.glob("*.yaml")))
+        raise ValueError(f"config file not found: {p} (shipped recipes: {shipped})") from None
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: invalid YAML: {e}") from None
     if not isinstance(data, dict):

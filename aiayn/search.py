@@ -49,7 +49,7 @@ def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig) -> Tensor
     logp[..., cfg.bos_id] = float("-inf")
     at_limit = step >= limit
     if at_limit.any():
-        eos = logp[..., cfg.eos_id].clone()
+        eos = logp[..., cfg.eos_id].clamp(min=-1e4)   # a forced EOS is never impossible, even if p(EOS) underflows
         logp[at_limit] = float("-inf")
         logp[..., cfg.eos_id] = torch.where(at_limit, eos, logp[..., cfg.eos_id])
     return logp

@@ -1,0 +1,188 @@
+"""Decoding (paper §6.1): beam search against a scripted fake decoder, and invariants on a real model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from aiayn import ModelConfig, Transformer
+from aiayn.search import beam_search, greedy, length_penalty, sample
+
+PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
+
+
+@dataclass
+class FakeCache:
+    prefix: torch.Tensor   # (N, t) tokens decoded so far
+    src_mask: torch.Tensor
+    step: int = 0
+
+    def select(self, index: torch.Tensor) -> FakeCache:
+        return FakeCache(self.prefix[index], self.src_mask[index], self.step)
+
+    select_self = select
+
+
+class ScriptedDecoder:
+    """A "model" whose next-token distribution is a table keyed by the decoded prefix (default: EOS)."""
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab: int = 8) -> None:
+        self.table, self.V = table, vocab
+        self.cfg = ModelConfig.preset("tiny", src_vocab_size=vocab, tgt_vocab_size=vocab, max_positions=64)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        return src
+
+    def init_cache(self, memory: torch.Tensor, src: torch.Tensor) -> FakeCache:
+        return FakeCache(torch.empty(src.shape[0], 0, dtype=torch.long), src != PAD)
+
+    def decode_step(self, tokens: torch.Tensor, cache: FakeCache) -> tuple[torch.Tensor, FakeCache]:
+        prefix = cache.prefix if cache.step == 0 else torch.cat([cache.prefix, tokens[:, None]], 1)
+        logp = torch.full((tokens.shape[0], self.V), float("-inf"))
+        for row, p in enumerate(prefix.tolist()):
+            for tok, prob in self.table.get(tuple(p), {EOS: 1.0}).items():
+                logp[row, tok] = math.log(prob)
+        return logp, FakeCache(prefix, cache.src_mask, cache.step + 1)
+
+
+# After "a" the model hesitates; after "b" it is sure to stop:
+#   P(a) = .6, P(b) = .4;  P(. | a) = {EOS .3, a .36, b .34};  P(. | b) = {EOS .9, a .05, b .05}; then EOS.
+SCRIPT = {(): {A: 0.6, B: 0.4}, (A,): {EOS: 0.3, A: 0.36, B: 0.34}, (B,): {EOS: 0.9, A: 0.05, B: 0.05}}
+SRC = torch.tensor([[7, 7, 7, EOS]])
+
+
+def test_beam_search_by_hand() -> None:
+    """Beam 2, no length penalty.
+
+    t=0: beams a (.6), b (.4).
+    t=1: the 2k = 4 best continuations: b EOS .36, a a .216, a b .204, a EOS .18.
+         "b" EOS is within the top k = 2: finished with log .36. The two best others continue: "a a", "a b".
+    t=2: both can only end: "a a" EOS (.216) and "a b" EOS (.204): the second finished slot takes "a a".
+    Two finished: done. Best: "b" (log .36 = -1.0217), then "a a" (log .216 = -1.5325).
+    Greedy takes "a" (.6), then "a" (.36), then EOS: log .216 — worse than the beam's "b".
+    """
+    fake = ScriptedDecoder(SCRIPT)
+    nbest = beam_search(fake, SRC, beam=2, lenpen=0.0, nbest=2)[0]  # type: ignore[arg-type]
+    assert [h.tokens for h in nbest] == [[B], [A, A]]
+    assert nbest[0].logprob == pytest.approx(math.log(0.36))
+    assert nbest[1].logprob == pytest.approx(math.log(0.216))
+    assert nbest[0].score == pytest.approx(math.log(0.36))       # alpha = 0: score = log-probability
+    g = greedy(fake, SRC)[0]  # type: ignore[arg-type]
+    assert g.tokens == [A, A] and g.logprob == pytest.approx(math.log(0.216))
+
+
+def test_length_penalty_reranks() -> None:
+    """With alpha = 1 the scores are divided by (5 + |Y|) / 6, |Y| counting EOS:
+    "b" EOS: log .36 / (7/6) = -0.8757;  "a a" EOS: log .216 / (8/6) = -1.1494. "b" still wins, scores change."""
+    nbest = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=1.0, nbest=2)[0]  # type: ignore[arg-type]
+    assert nbest[0].score == pytest.approx(math.log(0.36) / (7 / 6))
+    assert nbest[1].score == pytest.approx(math.log(0.216) / (8 / 6))
+    assert length_penalty(2, 0.6) == pytest.approx((7 / 6) ** 0.6)
+
+
+def test_long_hypothesis_wins_with_length_penalty() -> None:
+    """P(a)=.5 then "a" continues with certainty for 3 tokens; P(EOS)=.5 at t=0.
+    Without penalty: "" (log .5 / 1) ties "a a a" (log .5); with alpha=2 the longer one wins:
+    log .5 / ((5+1)/6)^2 = -0.693 vs log .5 / ((5+4)/6)^2 = -0.308."""
+    script = {(): {EOS: 0.5, A: 0.5}, (A,): {A: 1.0}, (A, A): {A: 1.0}, (A, A, A): {EOS: 1.0}}
+    best = beam_search(ScriptedDecoder(script), SRC, beam=2, lenpen=2.0)[0][0]  # type: ignore[arg-type]
+    assert best.tokens == [A, A, A]
+
+
+def test_max_length_forces_eos() -> None:
+    never_stops = {(): {A: 1.0}} | {(A,) * n: {A: 1.0} for n in range(1, 20)}
+    fake = ScriptedDecoder(never_stops)
+    for hyps in (beam_search(fake, SRC, beam=3, max_len_a=0.0, max_len_b=4)[0], greedy(fake, SRC, 0.0, 4)):  # type: ignore[arg-type]
+        assert hyps[0].tokens == [A] * 4
+    # source length 3 (EOS not counted), a=1, b=2: at most 5 tokens
+    assert greedy(fake, SRC, 1.0, 2)[0].tokens == [A] * 5  # type: ignore[arg-type]
+
+
+def test_sentences_finish_independently_in_a_batch() -> None:
+    src = torch.tensor([[7, 7, 7, EOS], [7, EOS, PAD, PAD]])
+    out = beam_search(ScriptedDecoder(SCRIPT), src, beam=2, lenpen=0.0)  # type: ignore[arg-type]
+    assert [h[0].tokens for h in out] == [[B], [B]]
+
+
+# --- a real (random) model -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(3)
+    m = Transformer(ModelConfig.preset("tiny", src_vocab_size=40, tgt_vocab_size=40, d_model=48, n_heads=4))
+    with torch.no_grad():   # sharpen the random model so that it stops at varied lengths
+        m.out_proj.weight.mul_(6.0)
+    return m.eval()
+
+
+def _src(seed: int = 0, B: int = 6) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((B, 9), PAD)
+    for b in range(B):
+        n = int(torch.randint(2, 9, (1,), generator=g))
+        src[b, :n] = torch.randint(4, 40, (n,), generator=g)
+        src[b, n] = EOS
+    return src
+
+
+def test_beam_one_equals_greedy(model: Transformer) -> None:
+    src = _src()
+    g = greedy(model, src, 1.0, 10)
+    b = beam_search(model, src, beam=1, lenpen=0.0, max_len_b=10)
+    assert [h.tokens for h in g] == [h[0].tokens for h in b]
+    for x, y in zip(g, b, strict=True):
+        assert x.logprob == pytest.approx(y[0].logprob, abs=1e-4)
+
+
+def test_cached_greedy_equals_recomputing_the_prefix(model: Transformer) -> None:
+    src = _src(1)
+    cached = greedy(model, src, 1.0, 10)
+    for b in range(src.shape[0]):
+        s = src[b : b + 1, : int((src[b] != PAD).sum())]
+        prefix = [BOS]
+        with torch.no_grad():
+            for _ in range(int((s != PAD).sum()) - 1 + 10):   # the length limit: n + 10 tokens, then EOS
+                logp = model(s, torch.tensor([prefix]))[0, -1]
+                logp[[PAD, BOS]] = float("-inf")
+                nxt = int(logp.argmax())
+                if nxt == EOS:
+                    break
+                prefix.append(nxt)
+        assert cached[b].tokens == prefix[1:]
+
+
+def test_translation_does_not_depend_on_the_batch(model: Transformer) -> None:
+    src = _src(2)
+    together = beam_search(model, src, beam=4, max_len_b=10)
+    for b in range(src.shape[0]):
+        alone = beam_search(model, src[b : b + 1, : int((src[b] != PAD).sum())], beam=4, max_len_b=10)
+        assert alone[0][0].tokens == together[b][0].tokens
+        assert alone[0][0].score == pytest.approx(together[b][0].score, abs=1e-4)
+
+
+def test_scores_equal_a_forward_rescoring(model: Transformer) -> None:
+    src = _src(3)
+    hyps = beam_search(model, src, beam=4, lenpen=0.6, nbest=3, max_len_b=10)
+    for b, nbest in enumerate(hyps):
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for h in nbest:
+            tgt_in = torch.tensor([[BOS] + h.tokens])
+            tgt_out = torch.tensor(h.tokens + [EOS])
+            with torch.no_grad():
+                logp = model(src[b : b + 1], tgt_in)[0]
+            total = float(logp.gather(1, tgt_out[:, None]).sum())
+            assert h.logprob == pytest.approx(total, abs=1e-3)
+            assert h.score == pytest.approx(total / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-3)
+
+
+def test_sampling_is_seeded_and_restricted(model: Transformer) -> None:
+    src = _src(4)
+    a = sample(model, src, top_k=3, generator=torch.Generator().manual_seed(0), max_len_b=8)
+    b = sample(model, src, top_k=3, generator=torch.Generator().manual_seed(0), max_len_b=8)
+    assert [h.tokens for h in a] == [h.tokens for h in b]
+    nucleus = sample(model, src, top_p=1e-6, generator=torch.Generator().manual_seed(1), max_len_b=8)
+    assert [h.tokens for h in nucleus] == [h.tokens for h in greedy(model, src, 1.0, 8)]  # tiny nucleus = argmax
