@@ -43,6 +43,35 @@ def label_smoothed_loss(logp: Tensor, target: Tensor, eps: float, pad_id: int) -
     return torch.where(valid, loss, zero).sum(), torch.where(valid, nll, zero).sum()
 
 
+def _chunk(z: Tensor, y: Tensor, eps: float, pad_id: int, grad_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Loss, NLL and (optionally) dH/dz = softmax(z) - q for a chunk of fp32 logits z (n, V) of non-pad targets y.
+
+    Works from z without a log-softmax tensor (log p_c = z_c - lse):
+        nll    = lse - z_y
+        others = -(sum_c log p_c - log p_y - log p_pad) = (V - 2) lse - sum(z) + z_y + z_pad
+    and overwrites z with exp(z - max) to get the softmax: 6 passes over the (n x V) block.
+    """
+    V = z.shape[-1]
+    c = eps / (V - 2)
+    z_y = z.gather(1, y[:, None]).squeeze(1)
+    z_pad, z_sum = z[:, pad_id].clone(), z.sum(-1)
+    top = z.amax(-1, keepdim=True)
+    # clamp: exp of anything below -80 is < 2e-35, and would be a slow denormal float on CPUs
+    e = z.sub_(top).clamp_(min=-80.0).exp_()                                  # (n, V), in place of z
+    total = e.sum(-1, keepdim=True)
+    lse = (top + total.log()).squeeze(1)
+    nll = lse - z_y
+    loss = (1.0 - eps) * nll + c * ((V - 2) * lse - z_sum + z_y + z_pad)
+    if grad_dtype is None:
+        return loss.sum(), nll.sum(), None
+    # g = softmax - q: q is c everywhere, 1 - eps on the target, 0 on padding
+    g = e.mul_(total.reciprocal()).sub_(c).to(grad_dtype)                   # softmax - c
+    rows = torch.arange(len(y), device=y.device)
+    g[rows, y] += c - (1.0 - eps)
+    g[:, pad_id] += c
+    return loss.sum(), nll.sum(), g
+
+
 class _ChunkedLoss(torch.autograd.Function):
     """Forward computes loss, NLL and both gradients chunk by chunk; backward only scales them."""
 
@@ -50,27 +79,24 @@ class _ChunkedLoss(torch.autograd.Function):
     def forward(
         ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int
     ) -> tuple[Tensor, Tensor]:
-        V = weight.shape[0]
+        keep = (target != pad_id).nonzero().squeeze(1)                         # padding costs nothing
+        h_all, y_all = hidden.index_select(0, keep), target.index_select(0, keep)
         w = weight.to(hidden.dtype)
-        grad_h = torch.empty_like(hidden)
+        grad_h = torch.empty_like(h_all)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
         nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        for start in range(0, hidden.shape[0], chunk):
-            h, y = hidden[start : start + chunk], target[start : start + chunk]  # (n, D), (n,)
+        for start in range(0, h_all.shape[0], chunk):
+            h, y = h_all[start : start + chunk], y_all[start : start + chunk]    # (n, D), (n,)
             z = (h @ w.t()).float()                                               # (n, V) logits
-            logp = torch.log_softmax(z, dim=-1)
-            chunk_loss, chunk_nll = label_smoothed_loss(logp, y, eps, pad_id)
+            chunk_loss, chunk_nll, g = _chunk(z, y, eps, pad_id, hidden.dtype)
             loss += chunk_loss
             nll += chunk_nll
-            # dH(q, softmax(z))/dz = softmax(z) - q, with q from `smoothed_targets` (rows of padding: 0)
-            g = logp.exp_()
-            g[y == pad_id] = 0.0
-            g.sub_(smoothed_targets(y, V, eps, pad_id))
-            g = g.to(hidden.dtype)
-            grad_h[start : start + chunk] = g @ w                                 # (n, D)
+            assert g is not None
+            grad_h[start : start + chunk] = g @ w                                 # (n, D) (mm with out= is slower)
             grad_w += (g.t() @ h).float()                                         # (V, D)
-        ctx.save_for_backward(grad_h, grad_w)
+        full_grad_h = torch.zeros_like(hidden).index_copy_(0, keep, grad_h)
+        ctx.save_for_backward(full_grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -94,10 +120,12 @@ def chunked_label_smoothed_loss(
     if not (torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)):
         # evaluation: the same sums, chunk by chunk, without working out gradients
         loss = nll = torch.zeros((), device=hidden.device)
+        keep = (target != pad_id).nonzero().squeeze(1)
+        h_all, y_all = hidden.index_select(0, keep), target.index_select(0, keep)
         w = weight.to(hidden.dtype)
-        for start in range(0, hidden.shape[0], chunk):
-            logp = torch.log_softmax((hidden[start : start + chunk] @ w.t()).float(), dim=-1)
-            chunk_loss, chunk_nll = label_smoothed_loss(logp, target[start : start + chunk], eps, pad_id)
+        for start in range(0, h_all.shape[0], chunk):
+            z = (h_all[start : start + chunk] @ w.t()).float()
+            chunk_loss, chunk_nll, _ = _chunk(z, y_all[start : start + chunk], eps, pad_id, None)
             loss, nll = loss + chunk_loss, nll + chunk_nll
         return loss, nll
     loss, nll = _ChunkedLoss.apply(hidden, weight, target, eps, pad_id, chunk)

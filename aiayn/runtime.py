@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import sys
@@ -64,6 +65,22 @@ def set_threads(n: int = 0) -> int:
         n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     torch.set_num_threads(n)
     return n
+
+
+def keep_freed_memory() -> None:
+    """Ask glibc's malloc to keep freed memory instead of returning it to the OS.
+
+    By default every buffer over 32 MB (and the top of the heap) goes back to the kernel when freed
+    and is page-faulted back in, zero-filled, at the next step: measured here, that made a 65 MB
+    copy 4x slower and a whole small-model training step 20-40% slower. Same effect as setting
+    MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment. No-op off glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 30)   # M_MMAP_THRESHOLD: serve allocations up to 1 GiB from the heap
+        libc.mallopt(-1, 1 << 31)   # M_TRIM_THRESHOLD: keep up to 2 GiB of free heap
+    except (OSError, AttributeError):
+        pass
 
 
 def peak_rss_mb() -> float:

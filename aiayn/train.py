@@ -44,7 +44,15 @@ from .evaluate import score
 from .loss import SequenceLoss
 from .model import Transformer
 from .optim import make_optimizer, noam_lr
-from .runtime import autocast, eval_mode, peak_rss_mb, resolve_device, resolve_precision, set_threads
+from .runtime import (
+    autocast,
+    eval_mode,
+    keep_freed_memory,
+    peak_rss_mb,
+    resolve_device,
+    resolve_precision,
+    set_threads,
+)
 from .translate import translate_ids
 
 log = logging.getLogger(__name__)
@@ -98,6 +106,7 @@ class Trainer:
         self.cfg = self._reconcile(cfg)
         t = self.cfg.train
         set_threads(t.threads)
+        keep_freed_memory()
         self.device = resolve_device(t.device)
         if self.world > 1:
             self._init_distributed()

@@ -19,7 +19,7 @@ import torch
 from . import checkpoint
 from .config import DecodeConfig, RunConfig
 from .model import Transformer
-from .runtime import autocast, eval_mode, resolve_device, resolve_precision
+from .runtime import autocast, eval_mode, keep_freed_memory, resolve_device, resolve_precision
 from .search import Hypothesis, beam_search, greedy, sample
 from .tokenizer import Tokenizer
 
@@ -101,6 +101,7 @@ class Translator:
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None,
                  device: str | torch.device = "auto", precision: str = "fp32") -> None:
+        keep_freed_memory()
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
         self.model = model.to(self.device).eval()

@@ -1,0 +1,226 @@
+"""Training steps of aiayn and its peers on identical batches: one place that builds each implementation.
+
+Every implementation gets the same model sizes, the same batches (token-bucketed, padding counted),
+label-smoothed cross-entropy (eps 0.1) normalized per target token, Adam(0.9, 0.98, 1e-9), and the
+same precision policy (fp32, or bf16 autocast for the peers). Used by ``train_bench.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PAD, BOS, EOS = 0, 1, 2
+
+# (d_model, n_layers, n_heads, d_ff, vocab) of the two benchmarked presets
+SIZES = {"small": (256, 3, 4, 1024, 8000), "base": (512, 6, 8, 2048, 32000)}
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_tgt: int
+    n_src: int
+
+
+def make_batches(vocab: int, n_batches: int, max_tokens: int = 4096, seed: int = 0) -> list[Batch]:
+    """Multi30k-like sentence pairs (lengths 13 +- 5 tokens, target close to source), grouped by length
+    with aiayn's token-bucketed sampler (padding counted on both sides), random token ids."""
+    from aiayn.data import TokenBatchSampler
+
+    rng = np.random.default_rng(seed)
+    n = 40000
+    ls = np.clip(np.rint(rng.normal(13, 5, n)), 3, 60).astype(np.int64)
+    lt = np.clip(ls + np.rint(rng.normal(0, 2, n)), 3, 60).astype(np.int64)
+    batches = TokenBatchSampler(ls + 1, lt + 1, max_tokens, seed=seed).epoch_batches(0)[:n_batches]
+    out = []
+    for idx in batches:
+        S, T = int(ls[idx].max()) + 1, int(lt[idx].max()) + 1
+        src = torch.full((len(idx), S), PAD)
+        tgt = torch.full((len(idx), T + 1), PAD)
+        for r, i in enumerate(idx):
+            src[r, : ls[i]] = torch.from_numpy(rng.integers(4, vocab, ls[i]))
+            src[r, ls[i]] = EOS
+            tgt[r, 0] = BOS
+            tgt[r, 1 : lt[i] + 1] = torch.from_numpy(rng.integers(4, vocab, lt[i]))
+            tgt[r, lt[i] + 1] = EOS
+        tgt_out = tgt[:, 1:].clone()
+        tgt_in = tgt[:, :-1].clone()
+        tgt_in[tgt_in == EOS] = PAD
+        out.append(Batch(src, tgt_in, tgt_out, int((tgt_out != PAD).sum()), int((src != PAD).sum())))
+    return out
+
+
+def padding_fraction(batches: list[Batch]) -> float:
+    real = sum(b.n_tgt + b.n_src for b in batches)
+    total = sum(b.src.numel() + b.tgt_out.numel() for b in batches)
+    return 1 - real / total
+
+
+def train_flops(batches: list[Batch], d: int, layers: int, d_ff: int, vocab: int) -> float:
+    """Matmul FLOPs of forward + backward (3 x forward), on the padded shapes:
+    encoder 2*S*(4D^2 + 2DF) + attention 4*S*S*D per layer; decoder 2*T*(4D^2 + 2DF) + 2*(T*2D^2 + S*2D^2)
+    + attention 4*T*T*D + 4*T*S*D per layer; output projection 2*T*D*V; per sentence."""
+    total = 0.0
+    for b in batches:
+        B, S = b.src.shape
+        T = b.tgt_in.shape[1]
+        enc = 2 * S * (4 * d * d + 2 * d * d_ff) + 4 * S * S * d
+        dec = 2 * T * (4 * d * d + 2 * d * d_ff) + 2 * (T * 2 * d * d + S * 2 * d * d) + 4 * T * T * d + 4 * T * S * d
+        total += B * (layers * (enc + dec) + 2 * T * d * vocab)
+    return 3 * total
+
+
+def _adam(params, fused: bool = False) -> torch.optim.Adam:  # type: ignore[no-untyped-def]
+    return torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
+
+
+def _autocast(precision: str):  # type: ignore[no-untyped-def]
+    import contextlib
+
+    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+
+
+def _ce(logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD,
+                           label_smoothing=0.1, reduction="sum")
+
+
+Step = Callable[[Batch], float]
+
+
+def build_aiayn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
+    from aiayn import ModelConfig, Transformer
+    from aiayn.config import TrainConfig
+    from aiayn.loss import SequenceLoss
+    from aiayn.optim import make_optimizer
+    from aiayn.runtime import autocast, keep_freed_memory
+
+    keep_freed_memory()
+    d, n, h, f, v = SIZES[size]
+    model = Transformer(ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n, n_heads=h, d_ff=f,
+                                    p_drop=dropout)).train()
+    opt = make_optimizer(model.parameters(), TrainConfig(), torch.device("cpu"))
+    loss_fn = SequenceLoss(model, 0.1, 2048)
+    dev = torch.device("cpu")
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        with autocast(dev, precision):
+            loss, _ = loss_fn(b.src, b.tgt_in, b.tgt_out)
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return float(loss) / b.n_tgt
+
+    return step, model
+
+
+class _SinusoidalEmbedding(nn.Module):
+    def __init__(self, vocab: int, d: int, dropout: float) -> None:
+        super().__init__()
+        self.emb, self.scale, self.drop = nn.Embedding(vocab, d, padding_idx=PAD), math.sqrt(d), nn.Dropout(dropout)
+        pos = torch.arange(1024)[:, None] * torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))
+        pe = torch.zeros(1024, d)
+        pe[:, 0::2], pe[:, 1::2] = pos.sin(), pos.cos()
+        self.register_buffer("pe", pe)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.emb(x) * self.scale + self.pe[: x.shape[1]])
+
+
+class TorchNNTransformer(nn.Module):
+    """torch.nn.Transformer (post-norm, batch-first) with shared embeddings and a tied output projection."""
+
+    def __init__(self, size: str, dropout: float) -> None:
+        super().__init__()
+        d, n, h, f, v = SIZES[size]
+        self.embed = _SinusoidalEmbedding(v, d, dropout)
+        self.core = nn.Transformer(d, h, n, n, f, dropout, batch_first=True)
+        self.out = nn.Linear(d, v, bias=False)
+        self.out.weight = self.embed.emb.weight
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        T = tgt_in.shape[1]
+        causal = nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool)
+        hidden = self.core(self.embed(src), self.embed(tgt_in), tgt_mask=causal, src_key_padding_mask=src == PAD,
+                           tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=src == PAD, tgt_is_causal=True)
+        return self.out(hidden)
+
+
+def build_torch_nn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
+    model = TorchNNTransformer(size, dropout).train()
+    opt = _adam(model.parameters())
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        with _autocast(precision):
+            loss = _ce(model(b.src, b.tgt_in), b.tgt_out)
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return float(loss) / b.n_tgt
+
+    return step, model
+
+
+def marian_config(size: str, dropout: float = 0.1):  # type: ignore[no-untyped-def]
+    from transformers import MarianConfig
+
+    d, n, h, f, v = SIZES[size]
+    return MarianConfig(vocab_size=v, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
+                        decoder_attention_heads=h, encoder_ffn_dim=f, decoder_ffn_dim=f, max_position_embeddings=512,
+                        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=BOS, bos_token_id=BOS,
+                        forced_eos_token_id=None, dropout=dropout, attention_dropout=0.0, activation_dropout=0.0,
+                        activation_function="relu", scale_embedding=True, share_encoder_decoder_embeddings=True)
+
+
+def build_hf_marian(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
+    from transformers import MarianMTModel
+
+    model = MarianMTModel(marian_config(size, dropout)).train()
+    opt = _adam(model.parameters())
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        with _autocast(precision):
+            logits = model(input_ids=b.src, attention_mask=(b.src != PAD).long(), decoder_input_ids=b.tgt_in,
+                           decoder_attention_mask=(b.tgt_in != PAD).long()).logits
+            loss = _ce(logits, b.tgt_out)
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return float(loss) / b.n_tgt
+
+    return step, model
+
+
+def build_annotated(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
+    from annotated import LabelSmoothing, batch_masks, make_model
+
+    d, n, h, f, v = SIZES[size]
+    model = make_model(v, v, N=n, d_model=d, d_ff=f, h=h, dropout=dropout).train()
+    crit = LabelSmoothing(v, PAD, 0.1)
+    opt = _adam(model.parameters())
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        src_mask, tgt_mask = batch_masks(b.src, b.tgt_in, PAD)
+        with _autocast(precision):
+            out = model(b.src, b.tgt_in, src_mask, tgt_mask)
+            logp = model.generator(out)
+            loss = crit(logp.float().reshape(-1, logp.shape[-1]), b.tgt_out.reshape(-1))
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return float(loss) / b.n_tgt
+
+    return step, model
+
+
+BUILDERS = {"aiayn": build_aiayn, "torch.nn.Transformer": build_torch_nn, "HF MarianMTModel": build_hf_marian,
+            "Annotated Transformer (seeds)": build_annotated}
