@@ -43,7 +43,9 @@ def label_smoothed_loss(logp: Tensor, target: Tensor, eps: float, pad_id: int) -
     return torch.where(valid, loss, zero).sum(), torch.where(valid, nll, zero).sum()
 
 
-def _chunk(z: Tensor, y: Tensor, eps: float, pad_id: int, grad_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor | None]:
+def _chunk(
+    z: Tensor, y: Tensor, eps: float, pad_id: int, grad_dtype: torch.dtype | None
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """Loss, NLL and (optionally) dH/dz = softmax(z) - q for a chunk of fp32 logits z (n, V) of non-pad targets y.
 
     Works from z without a log-softmax tensor (log p_c = z_c - lse):
