@@ -161,8 +161,8 @@ def _add_decode_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len-b", type=int, help="(default 50)")
     p.add_argument("--batch-tokens", type=int, help="source tokens x beam per batch (default 6000)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "auto"],
-                   help="inference precision (default fp32)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "int8", "auto"],
+                   help="inference precision: fp32 (default), bf16/fp16 weights, int8 quantized linear layers (CPU)")
 
 
 def _read_input(path: Path | None) -> list[str]:
@@ -274,6 +274,27 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# --- plot --------------------------------------------------------------------------------------------------------
+
+
+def cmd_plot(a: argparse.Namespace) -> int:
+    from .plots import all_plots
+
+    for path in all_plots(a.model, a.out, a.sentence):
+        log.info("wrote %s", path)
+    return 0
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="plots: positional encoding, learning rate, label smoothing, a run's "
+                       "training curves and attention maps (needs matplotlib)")
+    p.add_argument("--model", type=Path, help="a run dir (for training curves and attention maps)")
+    p.add_argument("--out", type=Path, default=Path("plots"), help="output directory (default %(default)s)")
+    p.add_argument("--sentence", default="Ein Mann fährt mit dem Fahrrad über eine Brücke.",
+                   help="source sentence for the attention maps")
+    p.set_defaults(func=cmd_plot)
+
+
 # --- main -------------------------------------------------------------------------------------------------------
 
 
@@ -288,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo,
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot,
 ]
 
 

@@ -157,7 +157,8 @@ class TrainConfig:
     max_minutes: float = 0.0
     save_every_steps: int = 1000
     keep_last: int = 5              # step checkpoints kept on disk (best/ and last/ are kept apart)
-    valid_every_steps: int = 1000   # also validated at the end of every epoch
+    valid_every_steps: int = 1000
+    valid_each_epoch: bool = True   # also validate at the end of every epoch
     valid_bleu: bool = True         # greedy-decode the validation set and score it with sacreBLEU
     valid_max_sentences: int = 0    # 0 = the whole validation set
     early_stop_metric: Literal["valid_bleu", "valid_loss"] = "valid_bleu"
@@ -187,6 +188,7 @@ class DecodeConfig:
     lenpen: float = 0.6             # alpha of the GNMT length penalty ((5 + |Y|) / 6) ** alpha
     max_len_a: float = 1.0          # max output length = a * source length + b
     max_len_b: int = 50
+    min_len: int = 0                # no EOS before this many tokens
     nbest: int = 1
     batch_tokens: int = 6000        # source tokens per translation batch
     sampling: bool = False
@@ -197,7 +199,7 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         _check(self)
         _positive(self, "beam", "nbest", "batch_tokens", "temperature")
-        _positive(self, "max_len_a", "max_len_b", "top_k", "lenpen", zero_ok=True)
+        _positive(self, "max_len_a", "max_len_b", "min_len", "top_k", "lenpen", zero_ok=True)
         if self.nbest > self.beam:
             raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
         if not 0.0 < self.top_p <= 1.0:

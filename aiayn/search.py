@@ -5,7 +5,8 @@ Shape legend: B sentences, k beam size, N = B x k hypotheses, V vocabulary, t de
 Length rules, defined once here:
 - a sentence of n source tokens (EOS not counted) may produce at most ``max_len_a * n + max_len_b``
   tokens before EOS (paper: n + 50), never more than the model's positions allow;
-- when a hypothesis reaches that limit, EOS is its only allowed next token;
+- when a hypothesis reaches that limit, EOS is its only allowed next token; before ``min_len`` tokens
+  EOS is not allowed (0 by default; benchmarks force a fixed output length with min = max);
 - the GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha divides the log-probability, with |Y|
   counting EOS (paper: alpha = 0.6).
 
@@ -43,10 +44,13 @@ def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
     return limit.clamp(min=1, max=model.cfg.max_positions - 1)
 
 
-def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig) -> Tensor:
-    """Forbid BOS and PAD everywhere; force EOS where ``step`` reached the limit. logp (..., V), limit (...,)."""
+def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig, min_len: int = 0) -> Tensor:
+    """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit.
+    logp (..., V), limit (...,)."""
     logp[..., cfg.pad_id] = float("-inf")
     logp[..., cfg.bos_id] = float("-inf")
+    if step < min_len:
+        logp[..., cfg.eos_id] = float("-inf")
     at_limit = step >= limit
     if at_limit.any():
         eos = logp[..., cfg.eos_id].clamp(min=-1e4)   # a forced EOS is never impossible, even if p(EOS) underflows
@@ -58,7 +62,9 @@ def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig) -> Tensor
 # --- greedy and sampling ------------------------------------------------------------------------------------------
 
 
-def _one_best(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int) -> list[Hypothesis]:
+def _one_best(
+    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0
+) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch."""
     cfg = model.cfg
     B = src.shape[0]
@@ -71,7 +77,7 @@ def _one_best(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor],
     length = torch.zeros(B, dtype=torch.long, device=src.device)
     for t in range(int(limit.max()) + 1):
         logp, cache = model.decode_step(tokens, cache)            # (n, V)
-        logp = _allowed(logp, t, limit[rows], cfg)
+        logp = _allowed(logp, t, limit[rows], cfg, min_len)
         tokens = pick(logp)                                       # (n,)
         out[rows, t] = tokens
         logprob[rows] += logp.gather(1, tokens[:, None]).squeeze(1)
@@ -86,15 +92,17 @@ def _one_best(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor],
 
 
 @torch.inference_mode()
-def greedy(model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
+def greedy(
+    model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 0
+) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded."""
-    return _one_best(model, src, lambda logp: logp.argmax(-1), max_len_a, max_len_b)
+    return _one_best(model, src, lambda logp: logp.argmax(-1), max_len_a, max_len_b, min_len)
 
 
 @torch.inference_mode()
 def sample(
     model: Transformer, src: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-    max_len_a: float = 1.0, max_len_b: int = 50, generator: torch.Generator | None = None,
+    max_len_a: float = 1.0, max_len_b: int = 50, generator: torch.Generator | None = None, min_len: int = 0,
 ) -> list[Hypothesis]:
     """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
     and/or the smallest set whose probability reaches top_p (nucleus sampling)."""
@@ -111,7 +119,7 @@ def sample(
             scores = scores.scatter(1, order, sorted_scores.masked_fill(outside, float("-inf")))
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
-    return _one_best(model, src, pick, max_len_a, max_len_b)
+    return _one_best(model, src, pick, max_len_a, max_len_b, min_len)
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
@@ -157,7 +165,7 @@ def _expand(cache: DecoderCache, k: int) -> DecoderCache:
 @torch.inference_mode()
 def beam_search(
     model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-    max_len_b: int = 50, nbest: int = 1,
+    max_len_b: int = 50, nbest: int = 1, min_len: int = 0,
 ) -> list[list[Hypothesis]]:
     """Beam search (§6.1), batched over sentences x beams on the incremental cache.
 
@@ -181,7 +189,7 @@ def beam_search(
         n = rows.shape[0]
         logp, cache = model.decode_step(tokens, cache)                     # (n*k, V)
         V = logp.shape[-1]
-        logp = _allowed(logp.view(n, k, V), t, limit[rows, None].expand(n, k), cfg)
+        logp = _allowed(logp.view(n, k, V), t, limit[rows, None].expand(n, k), cfg, min_len)
         cand = (scores[:, :, None] + logp).view(n, k * V)                  # (n, k*V)
         top, idx = cand.topk(2 * k, dim=1)                                 # (n, 2k), best first
         beam_of, tok = idx // V, idx % V

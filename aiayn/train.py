@@ -18,6 +18,7 @@ same batches, same dropout masks, same optimizer state.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 
 # Settings that may change when a run is resumed (they do not alter the training trajectory).
 RESUMABLE_CHANGES = {"max_steps", "max_epochs", "max_minutes", "patience", "save_every_steps", "keep_last",
-                     "valid_every_steps", "valid_bleu", "valid_max_sentences", "average_last", "log_every_steps",
+                     "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "average_last", "log_every_steps",
                      "threads", "device", "tensorboard", "compile"}
 
 
@@ -207,7 +208,7 @@ class Trainer:
         for i, batch in enumerate(batches):
             b = batch.to(self.device)
             sync = i == len(batches) - 1 or self.world == 1
-            ctx = self.loss_fn.no_sync() if not sync else _nullcontext()  # type: ignore[operator]
+            ctx = self.loss_fn.no_sync() if not sync else contextlib.nullcontext()  # type: ignore[operator]
             with ctx:
                 with autocast(self.device, self.precision):
                     loss, nll = self.loss_fn(b.src, b.tgt_in, b.tgt_out)
@@ -222,6 +223,11 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         limit = self.cfg.train.clip_norm if self.cfg.train.clip_norm > 0 else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit))
+        if not math.isfinite(grad_norm) and self.precision != "fp16":   # fp16: the scaler skips the step
+            raise TrainingError(
+                f"the gradient norm became {grad_norm} at step {self.state.step + 1}; stopping before the update. "
+                f"The last good checkpoint is intact in {self.run_dir / 'last'}. Try clip_norm=1 or a smaller "
+                "lr_factor")
         lr = noam_lr(self.state.step + 1, self.cfg.model.d_model, self.cfg.train.warmup, self.cfg.train.lr_factor)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -435,7 +441,8 @@ class Trainer:
     def _end_epoch(self) -> None:
         self.state.epoch += 1
         self.state.position = 0
-        if self.state.step % self.cfg.train.valid_every_steps != 0:   # not validated at this very step already
+        t = self.cfg.train
+        if t.valid_each_epoch and self.state.step % t.valid_every_steps != 0:   # not just validated at this step
             self._validate_and_log()
 
     def _finish(self) -> None:
@@ -458,10 +465,3 @@ def _describe(cfg: RunConfig) -> str:
     m = cfg.model
     return f"d_model {m.d_model}, {m.n_layers}+{m.n_layers} layers, {m.n_heads} heads, d_ff {m.d_ff}, V {m.tgt_vocab_size}"
 
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -83,7 +83,7 @@ def translate_ids(
             for row, i in enumerate(batch):
                 src[row, : len(seqs[i])] = torch.tensor(seqs[i])
             src = src.to(device)
-            args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+            args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
             if decode.sampling:
                 hyps = [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
                                             generator=generator, **args)]  # type: ignore[arg-type]
@@ -96,15 +96,36 @@ def translate_ids(
     return results
 
 
+def reduce_precision(model: Transformer, precision: str) -> Transformer:
+    """An inference copy of ``model`` in bf16/fp16, or with int8 dynamically quantized linear layers."""
+    if precision in ("bf16", "fp16"):
+        return model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+    if precision == "int8":
+        if next(model.parameters()).device.type != "cpu":
+            raise ValueError("precision=int8 (dynamic quantization) runs on CPUs only; use bf16 or fp16 on GPUs")
+        import warnings
+
+        from torch.ao.quantization import quantize_dynamic
+
+        with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
+            warnings.simplefilter("ignore")
+            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)  # type: ignore[no-any-return]
+    if precision != "fp32":
+        raise ValueError(f"precision={precision!r}: expected fp32, bf16, fp16, int8 or auto")
+    return model
+
+
 class Translator:
     """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``."""
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None,
                  device: str | torch.device = "auto", precision: str = "fp32") -> None:
+        """``precision``: fp32; bf16 or fp16 (weights and activations in that type, log-probabilities in fp32);
+        int8 (dynamically quantized linear layers, CPU); auto (bf16 where the hardware is fast at it)."""
         keep_freed_memory()
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
-        self.precision = resolve_precision(precision, self.device)
-        self.model = model.to(self.device).eval()
+        self.precision = precision if precision == "int8" else resolve_precision(precision, self.device)
+        self.model = reduce_precision(model.to(self.device).eval(), self.precision)
         self.tokenizer = tokenizer
         self.decode = decode or DecodeConfig()
 
@@ -127,7 +148,7 @@ class Translator:
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.tokenizer.encode([lines[i] for i in todo])
-        hyps = translate_ids(self.model, ids, decode, self.device, self.precision)
+        hyps = translate_ids(self.model, ids, decode, self.device)
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in lines]
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h

@@ -1,0 +1,92 @@
+"""Data preparation: time and memory on Multi30k and on a 10x replicated Multi30k, and the encoding
+throughput of the prepare pipeline against raw SentencePiece encoding of the same lines.
+
+    python benchmarks/prepare_bench.py
+
+Each preparation runs in its own process (fresh peak RSS). Prints a table; JSON to results/prepare.json.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+BUNDLED = HERE.parent / "aiayn" / "bundled" / "multi30k"
+
+
+def _replicate(out: Path, times: int) -> None:
+    for lang in ("de", "en"):
+        lines = gzip.open(BUNDLED / f"train.{lang}.gz", "rt", encoding="utf-8").read()
+        with open(out / f"train.{lang}", "w", encoding="utf-8") as f:
+            for _ in range(times):
+                f.write(lines)
+
+
+def _child(prefix: str, out: str) -> None:
+    """Run one preparation and print its time and peak memory."""
+    from aiayn.data import PrepareOptions, find_source, prepare
+
+    t0 = time.perf_counter()
+    sources = {"train": find_source(prefix, "de", "en"), "valid": find_source(BUNDLED / "val", "de", "en")}
+    prepare(sources, out, PrepareOptions(src="de", tgt="en", vocab_size=8000), force=True)
+    print(json.dumps({"seconds": time.perf_counter() - t0,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
+    """Lines/s of the prepare pipeline's encode step (read, decode, encode, filter, write) vs raw encoding."""
+    from aiayn.data import PrepareOptions, _encode_split, find_source
+    from aiayn.tokenizer import Tokenizer
+
+    import numpy as np
+
+    tok = Tokenizer(data_dir / "spm.model")
+    src = find_source(prefix, "de", "en")
+    lines = [line.rstrip("\n") for lang in ("de", "en") for line in open(f"{prefix}.{lang}", encoding="utf-8")]
+    t0 = time.perf_counter()
+    tok.encode(lines)
+    raw = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        _encode_split("train", src, tok, Path(tmp), PrepareOptions(src="de", tgt="en"), np.dtype(np.uint16), 50_000)
+        pipeline = time.perf_counter() - t0
+    return {"lines": len(lines), "raw_lines_per_s": len(lines) / raw, "pipeline_lines_per_s": len(lines) / pipeline,
+            "ratio": raw / pipeline}
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3])
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        for times in (1, 10):
+            d = t / f"x{times}"
+            d.mkdir()
+            _replicate(d, times)
+            res = subprocess.run([sys.executable, __file__, "--child", str(d / "train"), str(t / f"data{times}")],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(res.stdout.strip().splitlines()[-1])
+            r.update(pairs=29000 * times)
+            rows.append(r)
+        enc = encoding_ratio(t / "data10", t / "x10" / "train")
+    print(f"| corpus | pairs | prepare seconds | peak RSS MB |\n|---|---:|---:|---:|")
+    for r in rows:
+        print(f"| Multi30k x{r['pairs'] // 29000} | {r['pairs']:,} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} |")
+    print(f"\nencoding {enc['lines']:,} lines on {os.cpu_count()} cores: pipeline {enc['pipeline_lines_per_s']:,.0f} "
+          f"lines/s, raw SentencePiece {enc['raw_lines_per_s']:,.0f} lines/s -> {100 * enc['ratio']:.0f}% of raw")
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "prepare.json").write_text(json.dumps({"prepare": rows, "encoding": enc}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""``make bench``: training and translation throughput of aiayn against its peers, one table.
+
+Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
+Results: a table on stdout, raw JSON in benchmarks/results/<date>.json (and latest.json), a plot in
+benchmarks/results/throughput.png when matplotlib is installed.
+
+    python benchmarks/run.py                 # everything (about 25 minutes on 2 cores)
+    python benchmarks/run.py --only train --sizes small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+TRAIN_IMPLS = ["aiayn", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
+TRANSLATE = [  # (engine, precisions)
+    ("aiayn", ["fp32", "bf16", "int8"]),
+    ("HF generate", ["fp32", "bf16"]),
+    ("CTranslate2", ["float32", "int8", "int8_float32"]),
+]
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
+    """Best GFLOP/s of an (n x n) @ (n x n) matmul in this process."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    best = 0.0
+    for _ in range(3):
+        a @ b
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def run_row(script: str, args: list[str], timeout: int = 1800) -> dict:
+    cmd = [sys.executable, str(HERE / script), *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
+    lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
+    if res.returncode != 0 or not lines:
+        return {"error": (res.stderr or res.stdout)[-400:].strip(), "args": args}
+    return json.loads(lines[-1])
+
+
+def train_rows(sizes: list[str], steps: dict[str, int]) -> list[dict]:
+    rows = []
+    for size in sizes:
+        for precision in ("bf16", "fp32"):
+            for impl in TRAIN_IMPLS:
+                r = run_row("train_bench.py", ["--impl", impl, "--size", size, "--precision", precision,
+                                               "--steps", str(steps[size])])
+                r.update(impl=impl, size=size, precision=precision)
+                rows.append(r)
+                print(_train_line(r, {}), flush=True)
+    return rows
+
+
+def translate_rows(sizes: list[str]) -> list[dict]:
+    rows = []
+    for size in sizes:
+        for beam in (1, 4):
+            for engine, precisions in TRANSLATE:
+                for precision in precisions:
+                    r = run_row("translate_bench.py", ["--engine", engine, "--size", size, "--precision", precision,
+                                                       "--beam", str(beam)])
+                    r.update(engine=engine, size=size, precision=precision, beam=beam)
+                    rows.append(r)
+                    print(_translate_line(r), flush=True)
+    return rows
+
+
+def _train_line(r: dict, peaks: dict[str, float]) -> str:
+    if "error" in r:
+        return f"| {r['size']} | {r['precision']} | {r['impl']} | failed: {r['error'][-120:]} |"
+    pct = f"{100 * r['gflops'] / peaks[r['precision']]:.0f}%" if peaks else ""
+    return (f"| {r['size']} | {r['precision']} | {r['impl']} | {r['tgt_tokens_per_s']:,.0f} | {r.get('ratio', '')} | "
+            f"{r['gflops']:.0f} | {pct} | {r['peak_rss_mb']:,.0f} | {100 * r['padding']:.1f}% |")
+
+
+def _translate_line(r: dict) -> str:
+    if "error" in r:
+        return f"| {r['size']} | beam {r['beam']} | {r['engine']} {r['precision']} | failed: {r['error'][-120:]} |"
+    return (f"| {r['size']} | {r['beam']} | {r['engine']} | {r['precision']} | {r['sentences_per_s']:,.0f} | "
+            f"{r['tgt_tokens_per_s']:,.0f} | {r.get('ratio', '')} |")
+
+
+def add_ratios(train: list[dict], translate: list[dict]) -> None:
+    """Training: aiayn / the fastest peer in the same size and precision. Translation: / the fastest other engine."""
+    for r in train:
+        peers = [p["tgt_tokens_per_s"] for p in train if "error" not in p and p["impl"] != "aiayn"
+                 and p["size"] == r["size"] and p["precision"] == r["precision"]]
+        if r["impl"] == "aiayn" and "error" not in r and peers:
+            r["ratio"] = f"{r['tgt_tokens_per_s'] / max(peers):.2f}x best peer"
+    for r in translate:
+        others = [p["sentences_per_s"] for p in translate if "error" not in p and p["engine"] != "aiayn"
+                  and p["size"] == r["size"] and p["beam"] == r["beam"]]
+        if r["engine"] == "aiayn" and "error" not in r and others:
+            r["ratio"] = f"{r['sentences_per_s'] / max(others):.2f}x best other"
+
+
+def print_tables(result: dict) -> None:
+    peaks = result["matmul_peak_gflops"]
+    print(f"\nmatmul peak in this run: fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
+          f"{result['machine']}")
+    if result["train"]:
+        print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)")
+        print("| size | precision | implementation | target tok/s | vs peers | GFLOP/s | % of peak | peak RSS MB | padding |")
+        print("|---|---|---|---:|---|---:|---:|---:|---:|")
+        for r in result["train"]:
+            print(_train_line(r, peaks))
+        print("GFLOP/s = 3 x forward matmul FLOPs on the padded batch (see peers.train_flops) / time.")
+    if result["translate"]:
+        print("\nTranslation (500 sentences of 13 +- 5 tokens, batches of 32, outputs forced to 20 tokens)")
+        print("| size | beam | engine | precision | sentences/s | target tok/s | vs others |")
+        print("|---|---:|---|---|---:|---:|---|")
+        for r in result["translate"]:
+            print(_translate_line(r))
+
+
+def plot(result: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    rows = [r for r in result["train"] if "error" not in r]
+    sizes = sorted({r["size"] for r in rows}, key=["small", "base"].index)
+    fig, axes = plt.subplots(1, max(1, len(sizes)), figsize=(6 * max(1, len(sizes)), 4), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=False):
+        impls = [i for i in TRAIN_IMPLS if any(r["impl"] == i and r["size"] == size for r in rows)]
+        for k, precision in enumerate(("bf16", "fp32")):
+            vals = [next((r["tgt_tokens_per_s"] for r in rows if r["impl"] == i and r["size"] == size
+                          and r["precision"] == precision), 0) for i in impls]
+            ax.barh([j + 0.4 * k for j in range(len(impls))], vals, height=0.4, label=precision)
+        ax.set_yticks([j + 0.2 for j in range(len(impls))], [i.replace(" (seeds)", "\n(seeds)") for i in impls])
+        ax.set_xlabel("target tokens / s (training)")
+        ax.set_title(f"{size} model, {result['machine']}", fontsize=9)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=["train", "translate"])
+    ap.add_argument("--sizes", nargs="*", default=["small", "base"])
+    ap.add_argument("--steps-small", type=int, default=20)
+    ap.add_argument("--steps-base", type=int, default=8)
+    a = ap.parse_args()
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.processor() or platform.machine()}, "
+        f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}",
+        "matmul_peak_gflops": {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)},
+        "train": [], "translate": [],
+    }
+    if a.only in (None, "train"):
+        result["train"] = train_rows(a.sizes, {"small": a.steps_small, "base": a.steps_base})
+    if a.only in (None, "translate"):
+        result["translate"] = translate_rows(a.sizes)
+    add_ratios(result["train"], result["translate"])
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{time.strftime('%Y%m%d-%H%M')}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    print_tables(result)
+    plot(result, RESULTS / "throughput.png")
+    print(f"\nraw results: {out}")
+
+
+if __name__ == "__main__":
+    main()

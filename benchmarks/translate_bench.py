@@ -1,0 +1,147 @@
+"""One translation-throughput measurement, in its own process:
+
+    python benchmarks/translate_bench.py --engine aiayn --size small --precision bf16 --beam 4
+
+500 source sentences of 13 +- 5 random tokens, sorted by length and cut into batches of 32 (the same
+batches for every engine), every output forced to exactly 20 tokens (minimum = maximum length) so that
+all engines do the same work whatever their random weights predict. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from peers import BOS, EOS, PAD, SIZES, marian_config  # noqa: E402
+
+N_SENT, BATCH, OUT_LEN = 500, 32, 20
+
+
+def sources(vocab: int, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(np.rint(rng.normal(13, 5, N_SENT)), 3, 40).astype(int)
+    sents = [rng.integers(4, vocab, n).tolist() for n in lengths]
+    return sorted(sents, key=len)
+
+
+def padded(batch: list[list[int]]) -> torch.Tensor:
+    S = max(len(s) for s in batch) + 1
+    t = torch.full((len(batch), S), PAD)
+    for i, s in enumerate(batch):
+        t[i, : len(s)] = torch.tensor(s)
+        t[i, len(s)] = EOS
+    return t
+
+
+def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
+    from aiayn import ModelConfig, Transformer
+    from aiayn.search import beam_search, greedy
+    from aiayn.translate import reduce_precision
+
+    d, n, h, f, v = SIZES[size]
+    torch.manual_seed(0)
+    model = reduce_precision(Transformer(ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n,
+                                                     n_heads=h, d_ff=f)).eval(), precision)
+    args = dict(max_len_a=0.0, max_len_b=OUT_LEN, min_len=OUT_LEN)
+
+    def translate(src: torch.Tensor) -> None:
+        if beam == 1:
+            out = greedy(model, src, **args)  # type: ignore[arg-type]
+        else:
+            out = [h[0] for h in beam_search(model, src, beam=beam, **args)]  # type: ignore[arg-type]
+        assert all(len(o.tokens) == OUT_LEN for o in out)
+
+    return _time(translate, batches)
+
+
+def run_hf(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
+    from transformers import MarianMTModel
+
+    torch.manual_seed(0)
+    model = MarianMTModel(marian_config(size, 0.0)).eval()
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+
+    def translate(src: torch.Tensor) -> None:
+        with torch.inference_mode():
+            out = model.generate(input_ids=src, attention_mask=(src != PAD).long(), num_beams=beam, do_sample=False,
+                                 min_new_tokens=OUT_LEN + 1, max_new_tokens=OUT_LEN + 1, decoder_start_token_id=BOS,
+                                 early_stopping=True)
+        assert out.shape[1] >= OUT_LEN
+
+    return _time(translate, batches)
+
+
+def run_ct2(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+    from transformers import MarianMTModel
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        MarianMTModel(marian_config(size, 0.0)).save_pretrained(f"{tmp}/hf")
+        _write_vocab(f"{tmp}/hf", SIZES[size][4])
+        TransformersConverter(f"{tmp}/hf").convert(f"{tmp}/ct2", quantization=None, force=True)
+        translator = ctranslate2.Translator(f"{tmp}/ct2", device="cpu", compute_type=precision,
+                                            inter_threads=1, intra_threads=torch.get_num_threads())
+
+        def translate(src: torch.Tensor) -> None:
+            tokens = [[f"t{i}" for i in row if i not in (PAD, EOS)] for row in src.tolist()]
+            # 21 decoding steps, as the others (20 tokens, then EOS or a 21st token)
+            res = translator.translate_batch(tokens, beam_size=beam, min_decoding_length=OUT_LEN + 1,
+                                             max_decoding_length=OUT_LEN + 1, max_batch_size=BATCH)
+            assert all(len(r.hypotheses[0]) >= OUT_LEN for r in res)
+
+        return _time(translate, batches)
+
+
+def _write_vocab(path: str, vocab: int) -> None:
+    """A vocabulary for the converter: ids 0..V-1 named t0..tV-1, with Marian's special tokens."""
+    names = {PAD: "<pad>", BOS: "<s>", EOS: "</s>", 3: "<unk>"}
+    vocab_map = {names.get(i, f"t{i}"): i for i in range(vocab)}
+    with open(f"{path}/vocab.json", "w") as f:
+        json.dump(vocab_map, f)
+    for name in ("source.spm", "target.spm"):
+        open(f"{path}/{name}", "w").close()
+    with open(f"{path}/tokenizer_config.json", "w") as f:
+        json.dump({"source_lang": "xx", "target_lang": "yy", "model_max_length": 512}, f)
+
+
+def _time(translate, batches: list[list[list[int]]]) -> float:  # type: ignore[no-untyped-def]
+    tensors = [padded(b) for b in batches]
+    translate(tensors[0])   # warm-up
+    t0 = time.perf_counter()
+    for src in tensors:
+        translate(src)
+    return time.perf_counter() - t0
+
+
+ENGINES = {"aiayn": run_aiayn, "HF generate": run_hf, "CTranslate2": run_ct2}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", required=True, choices=list(ENGINES))
+    ap.add_argument("--size", default="small", choices=list(SIZES))
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--beam", type=int, default=1)
+    a = ap.parse_args()
+    sents = sources(SIZES[a.size][4])
+    batches = [sents[i : i + BATCH] for i in range(0, len(sents), BATCH)]
+    seconds = ENGINES[a.engine](a.size, a.precision, a.beam, batches)
+    print(json.dumps({"engine": a.engine, "size": a.size, "precision": a.precision, "beam": a.beam,
+                      "sentences_per_s": N_SENT / seconds, "tgt_tokens_per_s": N_SENT * OUT_LEN / seconds,
+                      "seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+if __name__ == "__main__":
+    main()

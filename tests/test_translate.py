@@ -1,0 +1,118 @@
+"""Translator and the translate / evaluate commands: N lines in, N lines out, always, in order."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.data import DataDir
+from aiayn.evaluate import score
+from aiayn.translate import Translator, find_checkpoint
+
+
+@pytest.fixture(scope="module")
+def run_dir(multi30k_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("runs") / "tiny"
+    assert main(["train", "--data", str(multi30k_dir.path), "--out", str(run), "--preset", "tiny", "--set",
+                 "max_steps=3", "max_tokens=1024", "valid_bleu=false", "tensorboard=false", "max_positions=64",
+                 "save_every_steps=3"]) == 0
+    return run
+
+
+AWKWARD = [
+    "Ein Mann fährt Fahrrad.",
+    "",
+    "   \t ",
+    "Zwei Hunde 🐕🐕 spielen im Schnee ❄️.",
+    "这是一个中文句子。",
+    "Ελληνικά και русский текст",
+    " ".join(["sehr"] * 200),            # longer than max_positions=64 tokens: truncated
+    "Ende.",
+]
+
+
+def test_n_lines_in_n_lines_out(run_dir: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    t = Translator.load(run_dir)
+    with caplog.at_level(logging.WARNING):
+        for beam in (1, 3):
+            out = t.translate(AWKWARD, beam=beam)
+            assert len(out) == len(AWKWARD)
+            assert out[1] == "" and out[2] == ""
+            assert all("\n" not in o for o in out)
+    assert sum("truncated" in r.message for r in caplog.records) == 2   # once per call, not once per line
+
+
+def test_order_is_kept_whatever_the_batching(run_dir: Path) -> None:
+    t = Translator.load(run_dir)
+    lines = [f"Satz {i} " + "wort " * (i % 7) for i in range(40)]
+    big = t.translate(lines, beam=2, batch_tokens=100000)
+    small = t.translate(lines, beam=2, batch_tokens=30)
+    assert big == small
+    assert [t.translate([line], beam=2)[0] for line in lines[:5]] == big[:5]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
+    t = Translator.load(run_dir, precision=precision)
+    assert len(t.translate(AWKWARD, beam=2)) == len(AWKWARD)
+
+
+def test_nbest_and_sampling(run_dir: Path) -> None:
+    t = Translator.load(run_dir)
+    hyps = t.translate_hypotheses(["Ein Mann."], beam=4, nbest=3)
+    assert len(hyps[0]) == 3 and hyps[0][0].score >= hyps[0][1].score >= hyps[0][2].score
+    assert len(t.translate(["Ein Mann.", "Eine Frau."], sampling=True, top_k=5)) == 2
+
+
+def test_cli_translate_stdin_stdout_with_invalid_utf8(run_dir: Path, tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "in.de"
+    src.write_bytes(b"Ein Hund.\n\xff\xfe kaputt\n\nletzte Zeile ohne Zeilenende")
+    out = tmp_path / "out.en"
+    assert main(["translate", "--model", str(run_dir), "--input", str(src), "--output", str(out), "--beam", "2"]) == 0
+    assert len(out.read_text().split("\n")) == 5 and out.read_text().endswith("\n")   # 4 lines, each ended
+    assert main(["translate", "--model", str(run_dir), "--input", str(src), "--nbest", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8 and lines[0].split("\t")[0] == "0" and lines[-1].split("\t")[0] == "3"
+
+
+def test_cli_evaluate_json(run_dir: Path, multi30k_dir: DataDir, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "v.de"
+    ref = tmp_path / "v.en"
+    src.write_text("\n".join(multi30k_dir.raw("valid", "src").read_text().splitlines()[:20]) + "\n")
+    ref.write_text("\n".join(multi30k_dir.raw("valid", "tgt").read_text().splitlines()[:20]) + "\n")
+    assert main(["evaluate", "--model", str(run_dir), "--src", str(src), "--ref", str(ref), "--beam", "2",
+                 "--json", "--hyps", str(tmp_path / "h.txt")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"bleu", "bleu_lc", "chrf", "signature", "sentences", "seconds"} <= set(result)
+    assert result["sentences"] == 20 and "tok:13a" in result["signature"]
+    assert len((tmp_path / "h.txt").read_text().splitlines()) == 20
+    ref.write_text("only one line\n")
+    assert main(["evaluate", "--model", str(run_dir), "--src", str(src), "--ref", str(ref)]) == 2
+    assert "lines" in capsys.readouterr().err
+
+
+def test_find_checkpoint_preference(run_dir: Path) -> None:
+    run, ckpt = find_checkpoint(run_dir)
+    assert run == run_dir and ckpt.name in ("averaged", "best", "last")
+    assert find_checkpoint(run_dir / "last") == (run_dir, run_dir / "last")
+    with pytest.raises(FileNotFoundError, match="no such run"):
+        find_checkpoint(run_dir / "nope")
+
+
+def test_score_is_sacrebleu_on_every_line() -> None:
+    s = score(["a cat sat on the mat", "hello world"], ["A cat sat on the mat", "hello world"])
+    assert s["bleu"] < s["bleu_lc"] == 100.0
+    with pytest.raises(ValueError, match="every line"):
+        score(["one"], ["one", "two"])
+
+
+def test_plots(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    assert main(["plot", "--model", str(run_dir), "--out", str(tmp_path / "p")]) == 0
+    names = sorted(p.name for p in (tmp_path / "p").glob("*.png"))
+    assert names == ["attention_cross.png", "attention_decoder_self.png", "attention_encoder.png", "label_smoothing.png",
+                     "learning_rate.png", "positional_encoding.png", "training_curves.png"]
