@@ -35,7 +35,7 @@ def _plt() -> Any:
 
 def positional_encoding(path: Path, d_model: int = 64, positions: int = 100) -> Path:
     plt = _plt()
-    pe = sinusoids(positions, d_model)
+    pe = sinusoids(positions, d_model).numpy()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
     a.imshow(pe.T, aspect="auto", cmap="RdBu")
     a.set(xlabel="position", ylabel="dimension", title=f"PE (d_model={d_model})")
@@ -63,7 +63,7 @@ def learning_rate(path: Path, steps: int = 20000) -> Path:
 
 def label_smoothing(path: Path) -> Path:
     plt = _plt()
-    q = smoothed_targets(torch.tensor([2, 1, 0, 3]), vocab_size=6, eps=0.4, pad_id=0)
+    q = smoothed_targets(torch.tensor([2, 1, 0, 3]), vocab_size=6, eps=0.4, pad_id=0).numpy()
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.imshow(q, cmap="viridis")
     ax.set(xlabel="vocabulary", ylabel="target position", title="smoothed targets (eps 0.4, pad 0)")
@@ -118,7 +118,7 @@ def attention(run_dir: Path, sentence: str, out_dir: Path) -> list[Path]:
         for i, layer in enumerate(layers):
             for h in range(H):
                 ax = axes[i][h]
-                ax.imshow(layer[0, h].float(), cmap="viridis", vmin=0, vmax=1)
+                ax.imshow(layer[0, h].float().numpy(), cmap="viridis", vmin=0, vmax=1)
                 ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
                 ax.set_yticks(range(len(rows)), rows, fontsize=6)
                 ax.set_title(f"layer {i + 1} head {h + 1}", fontsize=8)

@@ -60,7 +60,8 @@ log = logging.getLogger(__name__)
 
 # Settings that may change when a run is resumed (they do not alter the training trajectory).
 RESUMABLE_CHANGES = {"max_steps", "max_epochs", "max_minutes", "patience", "save_every_steps", "keep_last",
-                     "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "average_last", "log_every_steps",
+                     "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "average_last",
+                     "log_every_steps",
                      "threads", "device", "tensorboard", "compile"}
 
 

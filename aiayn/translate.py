@@ -109,7 +109,7 @@ def reduce_precision(model: Transformer, precision: str) -> Transformer:
 
         with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
             warnings.simplefilter("ignore")
-            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)  # type: ignore[no-any-return]
+            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     if precision != "fp32":
         raise ValueError(f"precision={precision!r}: expected fp32, bf16, fp16, int8 or auto")
     return model
@@ -149,7 +149,8 @@ class Translator:
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.tokenizer.encode([lines[i] for i in todo])
         hyps = translate_ids(self.model, ids, decode, self.device)
-        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in lines]
+        # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
+        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h
         return out

@@ -43,10 +43,10 @@ def _child(prefix: str, out: str) -> None:
 
 def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
     """Lines/s of the prepare pipeline's encode step (read, decode, encode, filter, write) vs raw encoding."""
+    import numpy as np
+
     from aiayn.data import PrepareOptions, _encode_split, find_source
     from aiayn.tokenizer import Tokenizer
-
-    import numpy as np
 
     tok = Tokenizer(data_dir / "spm.model")
     src = find_source(prefix, "de", "en")
@@ -79,7 +79,7 @@ def main() -> None:
             r.update(pairs=29000 * times)
             rows.append(r)
         enc = encoding_ratio(t / "data10", t / "x10" / "train")
-    print(f"| corpus | pairs | prepare seconds | peak RSS MB |\n|---|---:|---:|---:|")
+    print("| corpus | pairs | prepare seconds | peak RSS MB |\n|---|---:|---:|---:|")
     for r in rows:
         print(f"| Multi30k x{r['pairs'] // 29000} | {r['pairs']:,} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} |")
     print(f"\nencoding {enc['lines']:,} lines on {os.cpu_count()} cores: pipeline {enc['pipeline_lines_per_s']:,.0f} "

@@ -115,7 +115,8 @@ def print_tables(result: dict) -> None:
           f"{result['machine']}")
     if result["train"]:
         print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)")
-        print("| size | precision | implementation | target tok/s | vs peers | GFLOP/s | % of peak | peak RSS MB | padding |")
+        print("| size | precision | implementation | target tok/s | vs peers | GFLOP/s | % of peak | peak RSS MB "
+              "| padding |")
         print("|---|---|---|---:|---|---:|---:|---:|---:|")
         for r in result["train"]:
             print(_train_line(r, peaks))

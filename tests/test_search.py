@@ -186,3 +186,11 @@ def test_sampling_is_seeded_and_restricted(model: Transformer) -> None:
     assert [h.tokens for h in a] == [h.tokens for h in b]
     nucleus = sample(model, src, top_p=1e-6, generator=torch.Generator().manual_seed(1), max_len_b=8)
     assert [h.tokens for h in nucleus] == [h.tokens for h in greedy(model, src, 1.0, 8)]  # tiny nucleus = argmax
+
+
+def test_min_len_forbids_an_early_eos() -> None:
+    """With min_len 2, SCRIPT's best ("b" then EOS at t=1) is forbidden: at t=1 the candidates are
+    "a a" .216, "a b" .204, "b a" .02, "b b" .02; the first two continue and end at t=2: "a a" wins."""
+    best = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=0.0, min_len=2)[0][0]  # type: ignore[arg-type]
+    assert best.tokens == [A, A] and best.logprob == pytest.approx(math.log(0.216))
+    assert greedy(ScriptedDecoder(SCRIPT), SRC, min_len=2)[0].tokens == [A, A]  # type: ignore[arg-type]

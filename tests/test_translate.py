@@ -19,7 +19,7 @@ def run_dir(multi30k_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> 
     run = tmp_path_factory.mktemp("runs") / "tiny"
     assert main(["train", "--data", str(multi30k_dir.path), "--out", str(run), "--preset", "tiny", "--set",
                  "max_steps=3", "max_tokens=1024", "valid_bleu=false", "tensorboard=false", "max_positions=64",
-                 "save_every_steps=3"]) == 0
+                 "save_every_steps=3", "log_every_steps=1"]) == 0
     return run
 
 
