@@ -104,16 +104,20 @@ def fast_attention(
 ) -> Tensor:
     """Eq. (1) by the fastest kernel for the dtype and device, (B, H, T, K) -> (B, H, T, K).
 
-    fp32, and anything on GPUs: PyTorch's fused ``scaled_dot_product_attention``.
-    bf16/fp16 on CPU: explicit batched matmuls; measured on a 2-core Xeon, SDPA's reduced-precision
-    backward was 5-8x slower than the explicit path at translation shapes (see docs/performance.md).
+    GPUs, and fp32 on CPU: PyTorch's fused ``scaled_dot_product_attention``.
+    CPU in bf16/fp16, and one query at a time (incremental decoding) on CPU: explicit batched matmuls.
+    Measured on this project's 2-core CPU, SDPA's reduced-precision backward was 5-8x slower than the
+    explicit path at translation shapes, and a single-query SDPA call 1.1-3.5x slower
+    (see docs/performance.md).
     """
     T, S = q.shape[-2], k.shape[-2]
+    if causal and T == 1:
+        causal = False        # a single query, the newest position, may see every key
     if causal and T != S:
         # queries are the last T of S positions (a cached prefix): causality aligned bottom-right
         tri = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
         mask, causal = (tri if mask is None else mask & tri), False
-    if q.dtype == torch.float32 or q.device.type != "cpu":
+    if q.device.type != "cpu" or (q.dtype == torch.float32 and T > 1):
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
         )

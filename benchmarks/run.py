@@ -103,10 +103,17 @@ def add_ratios(train: list[dict], translate: list[dict]) -> None:
         if r["impl"] == "aiayn" and "error" not in r and peers:
             r["ratio"] = f"{r['tgt_tokens_per_s'] / max(peers):.2f}x best peer"
     for r in translate:
-        others = [p["sentences_per_s"] for p in translate if "error" not in p and p["engine"] != "aiayn"
-                  and p["size"] == r["size"] and p["beam"] == r["beam"]]
-        if r["engine"] == "aiayn" and "error" not in r and others:
-            r["ratio"] = f"{r['sentences_per_s'] / max(others):.2f}x best other"
+        if r["engine"] != "aiayn" or "error" in r:
+            continue
+        same = [p for p in translate if "error" not in p and p["size"] == r["size"] and p["beam"] == r["beam"]]
+        others = [p["sentences_per_s"] for p in same if not p["engine"].startswith("aiayn")]
+        hf = [p["sentences_per_s"] for p in same if p["engine"] == "HF generate" and p["precision"] == r["precision"]]
+        nocache = [p["sentences_per_s"] for p in same if p["engine"] == "aiayn (no cache)"
+                   and p["precision"] == r["precision"]]
+        parts = [f"{r['sentences_per_s'] / max(others):.2f}x best other"] if others else []
+        parts += [f"{r['sentences_per_s'] / hf[0]:.2f}x HF {r['precision']}"] if hf else []
+        parts += [f"{r['sentences_per_s'] / nocache[0]:.2f}x no cache"] if nocache else []
+        r["ratio"] = ", ".join(parts)
 
 
 def print_tables(result: dict) -> None:

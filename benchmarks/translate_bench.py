@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +43,40 @@ def padded(batch: list[list[int]]) -> torch.Tensor:
     return t
 
 
-def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
+class _Prefix:
+    """What search.py needs of a cache, for decoding that recomputes the whole prefix at every step."""
+
+    def __init__(self, memory: torch.Tensor, src: torch.Tensor, prefix: torch.Tensor) -> None:
+        self.memory, self.src, self.prefix = memory, src, prefix
+        self.src_mask = src[:, None, None, :]            # only its first dimension (rows) is used by search.py
+
+    def select(self, index: torch.Tensor) -> _Prefix:
+        return _Prefix(self.memory[index], self.src[index], self.prefix[index])
+
+    def select_self(self, index: torch.Tensor) -> _Prefix:
+        return _Prefix(self.memory, self.src, self.prefix[index])
+
+
+class Uncached(torch.nn.Module):
+    """The same model decoding without its incremental cache: step t runs the decoder over all t tokens."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.cfg = model, model.cfg
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        return self.model.encode(src)
+
+    def init_cache(self, memory: torch.Tensor, src: torch.Tensor) -> _Prefix:
+        return _Prefix(memory, src, torch.empty(src.shape[0], 0, dtype=torch.long))
+
+    def decode_step(self, tokens: torch.Tensor, cache: _Prefix) -> tuple[torch.Tensor, _Prefix]:
+        prefix = torch.cat([cache.prefix, tokens[:, None]], dim=1)
+        hidden = self.model.decode(prefix, cache.memory, cache.src)[:, -1]
+        return self.model.generator(hidden), _Prefix(cache.memory, cache.src, prefix)
+
+
+def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]], cache: bool = True) -> float:
     from aiayn import ModelConfig, Transformer
     from aiayn.search import beam_search, greedy
     from aiayn.translate import reduce_precision
@@ -51,6 +85,8 @@ def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]
     torch.manual_seed(0)
     model = reduce_precision(Transformer(ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n,
                                                      n_heads=h, d_ff=f)).eval(), precision)
+    if not cache:
+        model = Uncached(model)
     args = dict(max_len_a=0.0, max_len_b=OUT_LEN, min_len=OUT_LEN)
 
     def translate(src: torch.Tensor) -> None:
@@ -88,8 +124,14 @@ def run_ct2(size: str, precision: str, beam: int, batches: list[list[list[int]]]
 
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        MarianMTModel(marian_config(size, 0.0)).save_pretrained(f"{tmp}/hf")
-        _write_vocab(f"{tmp}/hf", SIZES[size][4])
+        # CTranslate2's Marian loader expects <pad> as the last vocabulary entry, and drops it (the decoder
+        # starts from a zero embedding instead): one extra row here, so the converted model has exactly V.
+        v = SIZES[size][4]
+        cfg = marian_config(size, 0.0)
+        cfg.vocab_size = cfg.decoder_vocab_size = v + 1
+        cfg.pad_token_id = cfg.decoder_start_token_id = v
+        MarianMTModel(cfg).save_pretrained(f"{tmp}/hf")
+        _write_vocab(f"{tmp}/hf", v)
         TransformersConverter(f"{tmp}/hf").convert(f"{tmp}/ct2", quantization=None, force=True)
         translator = ctranslate2.Translator(f"{tmp}/ct2", device="cpu", compute_type=precision,
                                             inter_threads=1, intra_threads=torch.get_num_threads())
@@ -105,13 +147,19 @@ def run_ct2(size: str, precision: str, beam: int, batches: list[list[list[int]]]
 
 
 def _write_vocab(path: str, vocab: int) -> None:
-    """A vocabulary for the converter: ids 0..V-1 named t0..tV-1, with Marian's special tokens."""
-    names = {PAD: "<pad>", BOS: "<s>", EOS: "</s>", 3: "<unk>"}
-    vocab_map = {names.get(i, f"t{i}"): i for i in range(vocab)}
+    """A vocabulary for the converter: ids 0..V-1 named t0..tV-1 (EOS and UNK with Marian's names), <pad> = V."""
+    names = {EOS: "</s>", 3: "<unk>"}
+    vocab_map = {names.get(i, f"t{i}"): i for i in range(vocab)} | {"<pad>": vocab}
     with open(f"{path}/vocab.json", "w") as f:
         json.dump(vocab_map, f)
+    # MarianTokenizer insists on loading SentencePiece models (unused here: the engines get token ids/names)
+    import sentencepiece as spm
+
+    words = [" ".join(f"w{i % 50}" for i in range(j, j + 12)) for j in range(200)]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(words), model_prefix=f"{path}/tiny", vocab_size=40,
+                                   minloglevel=2)
     for name in ("source.spm", "target.spm"):
-        open(f"{path}/{name}", "w").close()
+        shutil.copy(f"{path}/tiny.model", f"{path}/{name}")
     with open(f"{path}/tokenizer_config.json", "w") as f:
         json.dump({"source_lang": "xx", "target_lang": "yy", "model_max_length": 512}, f)
 
@@ -125,7 +173,11 @@ def _time(translate, batches: list[list[list[int]]]) -> float:  # type: ignore[n
     return time.perf_counter() - t0
 
 
-ENGINES = {"aiayn": run_aiayn, "HF generate": run_hf, "CTranslate2": run_ct2}
+def run_aiayn_uncached(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
+    return run_aiayn(size, precision, beam, batches, cache=False)
+
+
+ENGINES = {"aiayn": run_aiayn, "aiayn (no cache)": run_aiayn_uncached, "HF generate": run_hf, "CTranslate2": run_ct2}
 
 
 def main() -> None:
