@@ -4,7 +4,7 @@ Every row runs in its own process (so its peak memory is its own), on the same b
 Results: a table on stdout, raw JSON in benchmarks/results/<date>.json (and latest.json), a plot in
 benchmarks/results/throughput.png when matplotlib is installed.
 
-    python benchmarks/run.py                 # everything (about 25 minutes on 2 cores)
+    python benchmarks/run.py                 # everything (about 30 minutes on 2 cores)
     python benchmarks/run.py --only train --sizes small
 """
 
@@ -26,6 +26,7 @@ RESULTS = HERE / "results"
 TRAIN_IMPLS = ["aiayn", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
 TRANSLATE = [  # (engine, precisions)
     ("aiayn", ["fp32", "bf16", "int8"]),
+    ("aiayn (no cache)", ["bf16"]),
     ("HF generate", ["fp32", "bf16"]),
     ("CTranslate2", ["float32", "int8", "int8_float32"]),
 ]
