@@ -74,6 +74,12 @@ def _chunk(
     return loss.sum(), nll.sum(), g
 
 
+def _non_pad(hidden: Tensor, target: Tensor, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The rows of hidden (N, D) and target (N,) whose target is not padding, and their indices."""
+    keep = (target != pad_id).nonzero().squeeze(1)
+    return keep, hidden.index_select(0, keep), target.index_select(0, keep)
+
+
 class _ChunkedLoss(torch.autograd.Function):
     """Forward computes loss, NLL and both gradients chunk by chunk; backward only scales them."""
 
@@ -81,8 +87,7 @@ class _ChunkedLoss(torch.autograd.Function):
     def forward(
         ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int
     ) -> tuple[Tensor, Tensor]:
-        keep = (target != pad_id).nonzero().squeeze(1)                         # padding costs nothing
-        h_all, y_all = hidden.index_select(0, keep), target.index_select(0, keep)
+        keep, h_all, y_all = _non_pad(hidden, target, pad_id)                   # padding costs nothing
         w = weight.to(hidden.dtype)
         grad_h = torch.empty_like(h_all)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
@@ -122,8 +127,7 @@ def chunked_label_smoothed_loss(
     if not (torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)):
         # evaluation: the same sums, chunk by chunk, without working out gradients
         loss = nll = torch.zeros((), device=hidden.device)
-        keep = (target != pad_id).nonzero().squeeze(1)
-        h_all, y_all = hidden.index_select(0, keep), target.index_select(0, keep)
+        _, h_all, y_all = _non_pad(hidden, target, pad_id)
         w = weight.to(hidden.dtype)
         for start in range(0, h_all.shape[0], chunk):
             z = (h_all[start : start + chunk] @ w.t()).float()

@@ -97,7 +97,8 @@ def translate_ids(
 
 
 def reduce_precision(model: Transformer, precision: str) -> Transformer:
-    """An inference copy of ``model`` in bf16/fp16, or with int8 dynamically quantized linear layers."""
+    """``model`` for inference in ``precision``: converted in place to bf16/fp16, or a copy with int8
+    dynamically quantized linear layers (CPU); fp32 leaves it as it is."""
     if precision in ("bf16", "fp16"):
         return model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
     if precision == "int8":
@@ -124,7 +125,7 @@ class Translator:
         int8 (dynamically quantized linear layers, CPU); auto (bf16 where the hardware is fast at it)."""
         keep_freed_memory()
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
-        self.precision = precision if precision == "int8" else resolve_precision(precision, self.device)
+        self.precision = resolve_precision(precision, self.device)
         self.model = reduce_precision(model.to(self.device).eval(), self.precision)
         self.tokenizer = tokenizer
         self.decode = decode or DecodeConfig()
