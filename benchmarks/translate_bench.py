@@ -10,6 +10,7 @@ all engines do the same work whatever their random weights predict. Prints one J
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -173,11 +174,8 @@ def _time(translate, batches: list[list[list[int]]]) -> float:  # type: ignore[n
     return time.perf_counter() - t0
 
 
-def run_aiayn_uncached(size: str, precision: str, beam: int, batches: list[list[list[int]]]) -> float:
-    return run_aiayn(size, precision, beam, batches, cache=False)
-
-
-ENGINES = {"aiayn": run_aiayn, "aiayn (no cache)": run_aiayn_uncached, "HF generate": run_hf, "CTranslate2": run_ct2}
+ENGINES = {"aiayn": run_aiayn, "aiayn (no cache)": functools.partial(run_aiayn, cache=False), "HF generate": run_hf,
+           "CTranslate2": run_ct2}
 
 
 def main() -> None:
