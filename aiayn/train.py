@@ -44,7 +44,7 @@ from .data import Batch, DataDir, TokenArray, TokenBatchSampler, collate
 from .evaluate import score
 from .loss import SequenceLoss
 from .model import Transformer
-from .optim import make_optimizer, noam_lr
+from .optim import cooldown_factor, make_optimizer, noam_lr
 from .runtime import (
     autocast,
     eval_mode,
@@ -58,7 +58,8 @@ from .translate import translate_ids
 
 log = logging.getLogger(__name__)
 
-# Settings that may change when a run is resumed (they do not alter the training trajectory).
+# Settings that may change when a run is resumed (they do not alter the training trajectory, except that with a
+# cooldown the limits move where the rate starts to fall: extending a cooled-down run raises the rate again).
 RESUMABLE_CHANGES = {"max_steps", "max_epochs", "max_minutes", "patience", "save_every_steps", "keep_last",
                      "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "average_last",
                      "log_every_steps",
@@ -229,7 +230,7 @@ class Trainer:
                 f"the gradient norm became {grad_norm} at step {self.state.step + 1}; stopping before the update. "
                 f"The last good checkpoint is intact in {self.run_dir / 'last'}. Try clip_norm=1 or a smaller "
                 "lr_factor")
-        lr = noam_lr(self.state.step + 1, self.cfg.model.d_model, self.cfg.train.warmup, self.cfg.train.lr_factor)
+        lr = self.lr(self.state.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.scaler.step(self.optimizer)
@@ -343,13 +344,27 @@ class Trainer:
             "step": self.state.step, "epoch": round(self.state.epoch + self.state.position / max(1, n_batches), 3),
             "loss": iv.loss / max(1, iv.tgt_tokens), "nll": iv.nll / max(1, iv.tgt_tokens),
             "ppl": math.exp(min(iv.nll / max(1, iv.tgt_tokens), 50.0)),
-            "lr": noam_lr(self.state.step, self.cfg.model.d_model, self.cfg.train.warmup, self.cfg.train.lr_factor),
+            "lr": self.optimizer.param_groups[0]["lr"],
             "grad_norm": iv.grad_norm, "tgt_tokens_per_s": iv.tgt_tokens * self.world / seconds,
             "src_tokens_per_s": iv.src_tokens * self.world / seconds, "peak_rss_mb": round(peak_rss_mb(), 1),
             "elapsed_s": round(self.state.seconds, 1),
         }
 
     # -- the loop -------------------------------------------------------------------------------------------------
+
+    def progress(self) -> float:
+        """How far the run is toward the limit that ends it first (max_steps or max_minutes), in [0, 1]."""
+        t, done = self.cfg.train, 0.0
+        if t.max_steps:
+            done = self.state.step / t.max_steps
+        if t.max_minutes:
+            done = max(done, self.state.seconds / (t.max_minutes * 60))
+        return min(1.0, done)
+
+    def lr(self, step: int) -> float:
+        """The rate for update ``step``: §5.3 times the cooldown multiplier (1 without a cooldown)."""
+        t = self.cfg.train
+        return noam_lr(step, self.cfg.model.d_model, t.warmup, t.lr_factor) * cooldown_factor(self.progress(), t.cooldown)
 
     def _limits_reached(self) -> str | None:
         t = self.cfg.train
@@ -416,6 +431,10 @@ class Trainer:
                 now = time.perf_counter()
                 self.state.seconds += now - last_tick
                 last_tick = now
+                if self.world > 1 and t.max_minutes:   # one clock for all ranks: they must stop (and cool) together
+                    clock = torch.tensor([self.state.seconds], dtype=torch.float64, device=self.device)
+                    dist.broadcast(clock, 0)
+                    self.state.seconds = float(clock)
                 bar.update(1)
                 if self.state.step % t.log_every_steps == 0:
                     rec = self._train_record(interval, len(batches))

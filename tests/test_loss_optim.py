@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aiayn.loss import chunked_label_smoothed_loss, label_smoothed_loss, smoothed_targets
-from aiayn.optim import noam_lr
+from aiayn.optim import cooldown_factor, noam_lr
 
 
 def _data(N: int = 37, D: int = 16, V: int = 50, seed: int = 0):  # type: ignore[no-untyped-def]
@@ -84,3 +84,9 @@ def test_noam_schedule_shape() -> None:
     assert all(a <= b for a, b in zip(rates[:40], rates[1:41], strict=True))
     assert all(a >= b for a, b in zip(rates[40:-1], rates[41:], strict=True))
     assert noam_lr(4000, 512, 4000, factor=2.0) == pytest.approx(2 * peak)
+
+
+def test_cooldown_is_linear_to_zero_over_the_last_fraction() -> None:
+    assert [cooldown_factor(p, 0.25) for p in (0.0, 0.5, 0.75, 0.875, 1.0)] == [1.0, 1.0, 1.0, 0.5, 0.0]
+    assert cooldown_factor(1.2, 0.25) == 0.0                  # past the end (a late clock tick): never negative
+    assert cooldown_factor(0.99, 0.0) == 1.0                  # off

@@ -20,6 +20,7 @@ from aiayn.cli import main
 from aiayn.config import resolve
 from aiayn.corpora import fetch
 from aiayn.data import DataDir, PrepareOptions, collate, prepare
+from aiayn.optim import noam_lr
 from aiayn.train import Trainer
 from aiayn.translate import Translator
 
@@ -209,6 +210,21 @@ def test_metrics_checkpoints_and_averaging(copy_dir: DataDir, tmp_path: Path) ->
     assert cfg["model"]["d_model"] == 32 and cfg["train"]["max_steps"] == 12
 
 
+def test_cooldown_brings_the_logged_rate_down_to_zero_at_max_steps(copy_dir: DataDir, tmp_path: Path) -> None:
+    """cooldown=0.5 over max_steps=12: the §5.3 rate until step 6, then x (12 - (step - 1)) / 6 at each update."""
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "cooldown=0.5", "log_every_steps=1", "valid_every_steps=100",
+                      "save_every_steps=100") == 0
+    lrs = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    k = json.loads((run / "config.json").read_text())["train"]["lr_factor"]
+    for step in range(1, 13):
+        factor = min(1.0, (12 - (step - 1)) / 6)            # progress is read before the update
+        assert lrs[step] == pytest.approx(noam_lr(step, 32, 4, k) * factor), step
+    assert lrs[12] < lrs[11] < lrs[8] and lrs[12] == pytest.approx(noam_lr(12, 32, 4, k) / 6)
+    with pytest.raises(ValueError, match="cooldown needs the run's length"):
+        resolve(None, COPY_CFG, ["max_steps=0", "cooldown=0.2"])
+
+
 def test_early_stopping_with_patience(copy_dir: DataDir, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
     assert _cli_train(copy_dir, run, "lr_factor=0", "max_steps=100", "valid_every_steps=2", "patience=2",
@@ -223,7 +239,7 @@ def test_two_process_data_parallel_training(copy_dir: DataDir, tmp_path: Path) -
     run = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
            "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(COPY_CFG),
-           "--set", *FAST, "max_steps=6", "threads=1"]
+           "--set", *FAST, "max_steps=6", "threads=1", "max_minutes=30", "cooldown=0.5"]   # one clock for both ranks
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
