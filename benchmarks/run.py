@@ -122,15 +122,17 @@ def print_tables(result: dict) -> None:
     print(f"\nmatmul peak in this run: fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
           f"{result['machine']}")
     if result["train"]:
-        print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)")
+        print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)"
+              + (f"; rows from the run of {result['train_from']}" if result.get("train_from") else ""))
         print("| size | precision | implementation | target tok/s | vs peers | GFLOP/s | % of peak | peak RSS MB "
               "| padding |")
         print("|---|---|---|---:|---|---:|---:|---:|---:|")
         for r in result["train"]:
-            print(_train_line(r, peaks))
+            print(_train_line(r, result.get("train_matmul_peak_gflops", peaks)))
         print("GFLOP/s = 3 x forward matmul FLOPs on the padded batch (see peers.train_flops) / time.")
     if result["translate"]:
-        print("\nTranslation (500 sentences of 13 +- 5 tokens, batches of 32, outputs forced to 20 tokens)")
+        print("\nTranslation (500 sentences of 13 +- 5 tokens, batches of 32, outputs forced to 20 tokens)"
+              + (f"; rows from the run of {result['translate_from']}" if result.get("translate_from") else ""))
         print("| size | beam | engine | precision | sentences/s | target tok/s | vs others |")
         print("|---|---:|---|---|---:|---:|---|")
         for r in result["translate"]:
@@ -182,6 +184,15 @@ def main() -> None:
         result["translate"] = translate_rows(a.sizes)
     add_ratios(result["train"], result["translate"])
     RESULTS.mkdir(exist_ok=True)
+    latest = RESULTS / "latest.json"
+    if a.only and latest.exists():   # a partial run keeps the other half of the last full table, labelled
+        previous = json.loads(latest.read_text())
+        other = "translate" if a.only == "train" else "train"
+        result[other] = previous.get(other, [])
+        result[f"{other}_from"] = previous.get(f"{other}_from", previous.get("date"))
+        if other == "train":
+            result["train_matmul_peak_gflops"] = previous.get("train_matmul_peak_gflops",
+                                                              previous["matmul_peak_gflops"])
     out = RESULTS / f"{time.strftime('%Y%m%d-%H%M')}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
