@@ -147,7 +147,7 @@ class TrainConfig:
     lr_factor: float = 1.0          # multiplier on the §5.3 rate
     warmup: int = 4000              # warmup_steps of §5.3
     cooldown: float = 0.0           # last fraction of the run over which the rate falls linearly to 0 (not in
-                                    # the paper); the run ends at max_steps or max_minutes, whichever comes first
+                                    # the paper); the run ends at max_steps, max_epochs or max_minutes, whichever comes first
     adam_beta1: float = 0.9         # §5.3
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -182,8 +182,8 @@ class TrainConfig:
         _probability(self, "label_smoothing", "adam_beta1", "adam_beta2")
         if not 0.0 <= self.cooldown <= 1.0:
             raise ValueError(f"TrainConfig.cooldown={self.cooldown!r}: expected a fraction of the run in [0, 1]")
-        if self.cooldown > 0 and not (self.max_steps or self.max_minutes):
-            raise ValueError("TrainConfig.cooldown needs the run's length: set max_steps or max_minutes")
+        if self.cooldown > 0 and not (self.max_steps or self.max_epochs or self.max_minutes):
+            raise ValueError("TrainConfig.cooldown needs the run's length: set max_steps, max_epochs or max_minutes")
 
 
 @dataclass(frozen=True, kw_only=True)

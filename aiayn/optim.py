@@ -9,7 +9,7 @@ of the step. ``step`` counts optimizer updates from 1; at step 0 (before any upd
 never a division by zero.
 
 Not in the paper: ``cooldown`` brings the rate linearly down to 0 over the last fraction of a run of
-known length (a step or time budget). On a fixed budget the model then ends at a low-noise point
+known length (a step, epoch or time budget). On a fixed budget the model then ends at a low-noise point
 instead of mid-descent, which is what checkpoint averaging otherwise approximates.
 """
 

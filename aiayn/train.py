@@ -353,10 +353,13 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def progress(self) -> float:
-        """How far the run is toward the limit that ends it first (max_steps or max_minutes), in [0, 1]."""
+        """How far the run is toward the limit that ends it first (max_steps, max_epochs or max_minutes), in [0, 1]."""
         t, done = self.cfg.train, 0.0
         if t.max_steps:
             done = self.state.step / t.max_steps
+        if t.max_epochs:
+            per_epoch = len(self.sampler.epoch_batches(self.state.epoch))   # cached for the current epoch
+            done = max(done, (self.state.epoch + self.state.position / max(1, per_epoch)) / t.max_epochs)
         if t.max_minutes:
             done = max(done, self.state.seconds / (t.max_minutes * 60))
         return min(1.0, done)

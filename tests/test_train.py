@@ -223,6 +223,20 @@ def test_cooldown_brings_the_logged_rate_down_to_zero_at_max_steps(copy_dir: Dat
     assert lrs[12] < lrs[11] < lrs[8] and lrs[12] == pytest.approx(noam_lr(12, 32, 4, k) / 6)
     with pytest.raises(ValueError, match="cooldown needs the run's length"):
         resolve(None, COPY_CFG, ["max_steps=0", "cooldown=0.2"])
+    assert resolve(None, COPY_CFG, ["max_steps=0", "max_epochs=3", "cooldown=0.2"]).train.cooldown == 0.2
+
+
+def test_cooldown_follows_an_epoch_limit(copy_dir: DataDir, tmp_path: Path) -> None:
+    """max_epochs=1, cooldown=1: the factor at update s of an n-batch epoch is 1 - (s - 1) / n."""
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "max_steps=0", "max_epochs=1", "cooldown=1.0", "log_every_steps=1",
+                      "valid_every_steps=1000", "save_every_steps=1000", "valid_each_epoch=false") == 0
+    lrs = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    k = json.loads((run / "config.json").read_text())["train"]["lr_factor"]
+    n = max(lrs)
+    assert n > 2
+    for step in (1, n // 2, n):
+        assert lrs[step] == pytest.approx(noam_lr(step, 32, 4, k) * (1 - (step - 1) / n)), step
 
 
 def test_early_stopping_with_patience(copy_dir: DataDir, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
