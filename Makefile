@@ -35,6 +35,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[bench]"
+	@# OpenNMT-py pins torch<2.3: its code goes to benchmarks/.peers without dependencies (see peers.py)
+	$(BIN)/python -m pip install -q --upgrade --no-deps --target benchmarks/.peers "OpenNMT-py==3.5.1" \
+		"pyonmttok>=1.37,<2" configargparse || echo "OpenNMT-py could not be installed; its rows will say so"
 	$(BIN)/python benchmarks/run.py
 
 clean:

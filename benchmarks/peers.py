@@ -222,5 +222,83 @@ def build_annotated(size: str, precision: str, dropout: float = 0.1) -> tuple[St
     return step, model
 
 
-BUILDERS = {"aiayn": build_aiayn, "torch.nn.Transformer": build_torch_nn, "HF MarianMTModel": build_hf_marian,
-            "Annotated Transformer (seeds)": build_annotated}
+PEERS_DIR = __import__("pathlib").Path(__file__).parent / ".peers"
+
+
+def _import_opennmt() -> None:
+    """OpenNMT-py 3.5.1 pins torch<2.3, so ``make bench`` installs it without its dependencies into
+    benchmarks/.peers (the venv's torch stays). Its package __init__ imports every data transform; the
+    optional libraries those need (spaCy, fastText, ...) play no part in a training step, so they are
+    stubbed when absent."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import sys
+    import types
+
+    if PEERS_DIR.is_dir() and str(PEERS_DIR) not in sys.path:
+        sys.path.insert(0, str(PEERS_DIR))
+    missing = {m for m in ("spacy", "fasttext", "ahocorasick", "rapidfuzz", "flask", "waitress", "tensorboard")
+               if importlib.util.find_spec(m) is None}
+
+    class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+            return importlib.machinery.ModuleSpec(name, self, is_package=True) if name.split(".")[0] in missing \
+                else None
+
+        def create_module(self, spec):  # type: ignore[no-untyped-def]
+            module = types.ModuleType(spec.name)
+            module.__path__ = []  # type: ignore[attr-defined]
+            module.__getattr__ = lambda attr: None  # type: ignore[method-assign]
+            return module
+
+        def exec_module(self, module):  # type: ignore[no-untyped-def]
+            pass
+
+    sys.meta_path.insert(0, _Stub())
+
+
+def build_opennmt(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
+    """OpenNMT-py's Transformer as its model builder assembles it for ``-share_embeddings
+    -share_decoder_embeddings -position_encoding`` (pre-norm, its 3.x default), its generator a Linear
+    tied to the embeddings, its loss CrossEntropyLoss(label_smoothing) on fp32 scores as in onmt.utils.loss,
+    its parameters initialised as ``-param_init 0 -param_init_glorot`` does."""
+    _import_opennmt()
+    from onmt.decoders.transformer import TransformerDecoder
+    from onmt.encoders.transformer import TransformerEncoder
+    from onmt.modules import Embeddings
+
+    d, n, h, f, v = SIZES[size]
+    src_emb = Embeddings(d, v, PAD, position_encoding=True, dropout=dropout)
+    tgt_emb = Embeddings(d, v, PAD, position_encoding=True, dropout=dropout)
+    tgt_emb.word_lut.weight = src_emb.word_lut.weight
+    encoder = TransformerEncoder(n, d, h, f, dropout, 0.0, src_emb, 0, 0)
+    decoder = TransformerDecoder(n, d, h, f, False, "scaled-dot", dropout, 0.0, tgt_emb, 0, 0, False, False, 0, 0)
+    generator = nn.Linear(d, v)
+    generator.weight = tgt_emb.word_lut.weight
+    model = nn.ModuleDict({"encoder": encoder, "decoder": decoder, "generator": generator}).train()
+    for module in model.modules():  # its layers are built with skip_init; onmt's -param_init_glorot recipe
+        for name, param in module.named_parameters(recurse=False):
+            if name == "weight" and param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+            elif name == "bias":
+                nn.init.zeros_(param)
+    opt = _adam(model.parameters())
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        src, src_len = b.src.unsqueeze(-1), (b.src != PAD).sum(1)
+        with _autocast(precision):
+            enc_out, _, src_len = encoder(src, src_len)
+            decoder.init_state(src, enc_out, None)
+            dec_out, _ = decoder(b.tgt_in.unsqueeze(-1), enc_out, src_len=src_len)
+            loss = _ce(generator(dec_out), b.tgt_out)
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return float(loss) / b.n_tgt
+
+    return step, model
+
+
+BUILDERS = {"aiayn": build_aiayn, "OpenNMT-py": build_opennmt, "torch.nn.Transformer": build_torch_nn,
+            "HF MarianMTModel": build_hf_marian, "Annotated Transformer (seeds)": build_annotated}

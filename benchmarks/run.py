@@ -23,7 +23,7 @@ import torch
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
-TRAIN_IMPLS = ["aiayn", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
+TRAIN_IMPLS = ["aiayn", "OpenNMT-py", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
 TRANSLATE = [  # (engine, precisions)
     ("aiayn", ["fp32", "bf16", "int8"]),
     ("aiayn (no cache)", ["bf16"]),
