@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -97,6 +98,22 @@ def _ce(logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
 Step = Callable[[Batch], float]
 
 
+def _peer_step(model: nn.Module, precision: str, loss_sum: Callable[[Batch], torch.Tensor]) -> Step:
+    """One full training step of a peer: its summed loss under the precision policy, normalized per target
+    token, backward, Adam."""
+    opt = _adam(model.parameters())
+
+    def step(b: Batch) -> float:
+        opt.zero_grad(set_to_none=True)
+        with _autocast(precision):
+            loss = loss_sum(b)
+        (loss / b.n_tgt).backward()
+        opt.step()
+        return loss.item() / b.n_tgt
+
+    return step
+
+
 def build_aiayn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
     from aiayn import ModelConfig, Transformer
     from aiayn.config import TrainConfig
@@ -157,17 +174,7 @@ class TorchNNTransformer(nn.Module):
 
 def build_torch_nn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
     model = TorchNNTransformer(size, dropout).train()
-    opt = _adam(model.parameters())
-
-    def step(b: Batch) -> float:
-        opt.zero_grad(set_to_none=True)
-        with _autocast(precision):
-            loss = _ce(model(b.src, b.tgt_in), b.tgt_out)
-        (loss / b.n_tgt).backward()
-        opt.step()
-        return float(loss) / b.n_tgt
-
-    return step, model
+    return _peer_step(model, precision, lambda b: _ce(model(b.src, b.tgt_in), b.tgt_out)), model
 
 
 def marian_config(size: str, dropout: float = 0.1):  # type: ignore[no-untyped-def]
@@ -185,19 +192,13 @@ def build_hf_marian(size: str, precision: str, dropout: float = 0.1) -> tuple[St
     from transformers import MarianMTModel
 
     model = MarianMTModel(marian_config(size, dropout)).train()
-    opt = _adam(model.parameters())
 
-    def step(b: Batch) -> float:
-        opt.zero_grad(set_to_none=True)
-        with _autocast(precision):
-            logits = model(input_ids=b.src, attention_mask=(b.src != PAD).long(), decoder_input_ids=b.tgt_in,
-                           decoder_attention_mask=(b.tgt_in != PAD).long()).logits
-            loss = _ce(logits, b.tgt_out)
-        (loss / b.n_tgt).backward()
-        opt.step()
-        return float(loss) / b.n_tgt
+    def loss_sum(b: Batch) -> torch.Tensor:
+        logits = model(input_ids=b.src, attention_mask=(b.src != PAD).long(), decoder_input_ids=b.tgt_in,
+                       decoder_attention_mask=(b.tgt_in != PAD).long()).logits
+        return _ce(logits, b.tgt_out)
 
-    return step, model
+    return _peer_step(model, precision, loss_sum), model
 
 
 def build_annotated(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, nn.Module]:
@@ -206,23 +207,16 @@ def build_annotated(size: str, precision: str, dropout: float = 0.1) -> tuple[St
     d, n, h, f, v = SIZES[size]
     model = make_model(v, v, N=n, d_model=d, d_ff=f, h=h, dropout=dropout).train()
     crit = LabelSmoothing(v, PAD, 0.1)
-    opt = _adam(model.parameters())
 
-    def step(b: Batch) -> float:
-        opt.zero_grad(set_to_none=True)
+    def loss_sum(b: Batch) -> torch.Tensor:
         src_mask, tgt_mask = batch_masks(b.src, b.tgt_in, PAD)
-        with _autocast(precision):
-            out = model(b.src, b.tgt_in, src_mask, tgt_mask)
-            logp = model.generator(out)
-            loss = crit(logp.float().reshape(-1, logp.shape[-1]), b.tgt_out.reshape(-1))
-        (loss / b.n_tgt).backward()
-        opt.step()
-        return float(loss) / b.n_tgt
+        logp = model.generator(model(b.src, b.tgt_in, src_mask, tgt_mask))
+        return crit(logp.float().reshape(-1, logp.shape[-1]), b.tgt_out.reshape(-1))
 
-    return step, model
+    return _peer_step(model, precision, loss_sum), model
 
 
-PEERS_DIR = __import__("pathlib").Path(__file__).parent / ".peers"
+PEERS_DIR = Path(__file__).parent / ".peers"
 
 
 def _import_opennmt() -> None:
@@ -283,21 +277,15 @@ def build_opennmt(size: str, precision: str, dropout: float = 0.1) -> tuple[Step
                 nn.init.xavier_uniform_(param)
             elif name == "bias":
                 nn.init.zeros_(param)
-    opt = _adam(model.parameters())
 
-    def step(b: Batch) -> float:
-        opt.zero_grad(set_to_none=True)
-        src, src_len = b.src.unsqueeze(-1), (b.src != PAD).sum(1)
-        with _autocast(precision):
-            enc_out, _, src_len = encoder(src, src_len)
-            decoder.init_state(src, enc_out, None)
-            dec_out, _ = decoder(b.tgt_in.unsqueeze(-1), enc_out, src_len=src_len)
-            loss = _ce(generator(dec_out), b.tgt_out)
-        (loss / b.n_tgt).backward()
-        opt.step()
-        return float(loss) / b.n_tgt
+    def loss_sum(b: Batch) -> torch.Tensor:
+        src = b.src.unsqueeze(-1)
+        enc_out, _, src_len = encoder(src, (b.src != PAD).sum(1))
+        decoder.init_state(src, enc_out, None)
+        dec_out, _ = decoder(b.tgt_in.unsqueeze(-1), enc_out, src_len=src_len)
+        return _ce(generator(dec_out), b.tgt_out)
 
-    return step, model
+    return _peer_step(model, precision, loss_sum), model
 
 
 BUILDERS = {"aiayn": build_aiayn, "OpenNMT-py": build_opennmt, "torch.nn.Transformer": build_torch_nn,
