@@ -79,8 +79,11 @@ class Uncached(torch.nn.Module):
 
 def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]], cache: bool = True) -> float:
     from aiayn import ModelConfig, Transformer
+    from aiayn.runtime import keep_freed_memory
     from aiayn.search import beam_search, greedy
     from aiayn.translate import reduce_precision
+
+    keep_freed_memory()                  # as `aiayn translate` (Translator) does
 
     d, n, h, f, v = SIZES[size]
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import beam_search, greedy, length_penalty, sample
+from aiayn.search import beam_search, beam_topk, greedy, length_penalty, sample
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -105,6 +105,28 @@ def test_sentences_finish_independently_in_a_batch() -> None:
     src = torch.tensor([[7, 7, 7, EOS], [7, EOS, PAD, PAD]])
     out = beam_search(ScriptedDecoder(SCRIPT), src, beam=2, lenpen=0.0)  # type: ignore[arg-type]
     assert [h[0].tokens for h in out] == [[B], [B]]
+
+
+@pytest.mark.parametrize("n, k, V, block", [(3, 2, 8, 64), (5, 4, 1000, 64), (2, 5, 300, 16), (4, 1, 130, 16)])
+def test_blockwise_topk_equals_topk_over_every_candidate(n: int, k: int, V: int, block: int) -> None:
+    """beam_topk searches only the blocks whose maximum ranks high; it must return what a topk over the
+    whole (n, k*V) sum returns: the same values, each at a (beam, token) that holds it. V not a multiple
+    of the block, ties (rounded scores) and dead beams (-inf, as at the first step) included."""
+    g = torch.Generator().manual_seed(V)
+    for trial in range(3):
+        logp = torch.randn(n, k, V, generator=g).log_softmax(-1)
+        scores = torch.randn(n, k, generator=g)
+        if trial == 1:
+            logp = (logp * 4).round() / 4
+        if trial == 2:
+            scores[:, 1:] = float("-inf")
+        m = min(2 * k, V)
+        want = (scores[:, :, None] + logp).view(n, k * V).topk(m, dim=1).values
+        top, beam_of, tok = beam_topk(logp, scores, m, block=block)
+        assert torch.equal(top, want)
+        rows = torch.arange(n)[:, None]
+        assert torch.equal(scores.gather(1, beam_of) + logp[rows, beam_of, tok], top)
+        assert not (tok >= V).any()
 
 
 # --- a real (random) model -------------------------------------------------------------------------------------------
