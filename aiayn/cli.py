@@ -117,7 +117,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer updates")
     p.add_argument("--max-epochs", type=int, help="stop after this many epochs")
     p.add_argument("--max-minutes", type=float, help="stop after this much training time")
-    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override any config field, e.g. max_tokens=8192")
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
+                   help="override any config field, e.g. max_tokens=8192 (repeatable; later ones win)")
     p.set_defaults(func=cmd_train)
 
 
@@ -270,7 +271,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where data and run go (default %(default)s)")
     p.add_argument("--src", default="de", choices=["de", "en"])
     p.add_argument("--tgt", default="en", choices=["de", "en"])
-    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="override recipe settings")
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE", help="override recipe settings (repeatable)")
     p.set_defaults(func=cmd_demo)
 
 

@@ -71,3 +71,15 @@ def test_train_and_decode_validation() -> None:
 @pytest.mark.parametrize("recipe", sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")))
 def test_shipped_recipes_resolve(recipe: Path) -> None:
     resolve(yaml_path=recipe)
+
+
+@pytest.mark.parametrize("command", ["train", "demo"])
+def test_repeated_set_flags_all_apply(command: str) -> None:
+    """``--set a=1 --set b=2 c=3`` keeps every override (argparse's default would keep only the last flag)."""
+    from aiayn.cli import build_parser
+
+    required = ["--data", "d", "--out", "o"] if command == "train" else []
+    a = build_parser().parse_args([command, *required, "--set", "d_model=192", "--set", "n_layers=4", "d_ff=768"])
+    assert a.set == ["d_model=192", "n_layers=4", "d_ff=768"]
+    cfg = resolve("small", None, a.set)
+    assert (cfg.model.d_model, cfg.model.n_layers, cfg.model.d_ff) == (192, 4, 768)
