@@ -80,6 +80,12 @@ def _non_pad(hidden: Tensor, target: Tensor, pad_id: int) -> tuple[Tensor, Tenso
     return keep, hidden.index_select(0, keep), target.index_select(0, keep)
 
 
+def _matmul_dtype(x: Tensor) -> torch.dtype:
+    """The dtype autocast would run a matmul of x in (x's own dtype outside autocast)."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+
+
 class _ChunkedLoss(torch.autograd.Function):
     """Forward computes loss, NLL and both gradients chunk by chunk; backward only scales them."""
 
@@ -88,7 +94,10 @@ class _ChunkedLoss(torch.autograd.Function):
         ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int
     ) -> tuple[Tensor, Tensor]:
         keep, h_all, y_all = _non_pad(hidden, target, pad_id)                   # padding costs nothing
-        w = weight.to(hidden.dtype)
+        # Under autocast, cast the states and the matrix once here (not in each of the 3 matmuls per chunk)
+        # and keep dH/dz in the matmul dtype: the matmuls would round it to that dtype anyway.
+        dtype = _matmul_dtype(hidden)
+        h_all, w = h_all.to(dtype), weight.to(dtype)
         grad_h = torch.empty_like(h_all)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -96,13 +105,13 @@ class _ChunkedLoss(torch.autograd.Function):
         for start in range(0, h_all.shape[0], chunk):
             h, y = h_all[start : start + chunk], y_all[start : start + chunk]    # (n, D), (n,)
             z = (h @ w.t()).float()                                               # (n, V) logits
-            chunk_loss, chunk_nll, g = _chunk(z, y, eps, pad_id, hidden.dtype)
+            chunk_loss, chunk_nll, g = _chunk(z, y, eps, pad_id, dtype)
             loss += chunk_loss
             nll += chunk_nll
             assert g is not None
             grad_h[start : start + chunk] = g @ w                                 # (n, D) (mm with out= is slower)
             grad_w += (g.t() @ h).float()                                         # (V, D)
-        full_grad_h = torch.zeros_like(hidden).index_copy_(0, keep, grad_h)
+        full_grad_h = torch.zeros_like(hidden).index_copy_(0, keep, grad_h.to(hidden.dtype))
         ctx.save_for_backward(full_grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(nll)
@@ -128,7 +137,8 @@ def chunked_label_smoothed_loss(
         # evaluation: the same sums, chunk by chunk, without working out gradients
         loss = nll = torch.zeros((), device=hidden.device)
         _, h_all, y_all = _non_pad(hidden, target, pad_id)
-        w = weight.to(hidden.dtype)
+        dtype = _matmul_dtype(hidden)
+        h_all, w = h_all.to(dtype), weight.to(dtype)
         for start in range(0, h_all.shape[0], chunk):
             z = (h_all[start : start + chunk] @ w.t()).float()
             chunk_loss, chunk_nll, _ = _chunk(z, y_all[start : start + chunk], eps, pad_id, None)
