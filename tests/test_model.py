@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, make_model
-from aiayn.model import attention, fast_attention, padding_mask, sinusoids
+from aiayn.model import add_dropout, attention, dropout, fast_attention, padding_mask, sinusoids
 
 from .reference import reference_log_probs
 
@@ -227,3 +227,21 @@ def test_bf16_autocast_close_to_fp32() -> None:
     assert low.dtype == torch.float32
     real = tgt != PAD
     assert (low[real].exp() - ref[real].exp()).abs().max() < 0.05
+
+
+def test_add_dropout_is_the_residual_sum_with_the_same_mask_and_gradient() -> None:
+    """The one-pass residual sum x + dropout(y) (addcmul with the keep mask) draws the same decisions as
+    ``dropout`` and gives the same values and gradients; outside training it is the plain sum."""
+    x, y = torch.randn(64, 32, requires_grad=True), torch.randn(64, 32, requires_grad=True)
+    torch.manual_seed(3)
+    fused = add_dropout(x, y, 0.3, True)
+    gx1, gy1 = torch.autograd.grad(fused.square().sum(), (x, y))
+    torch.manual_seed(3)
+    plain = x + dropout(y, 0.3, True)
+    gx2, gy2 = torch.autograd.grad(plain.square().sum(), (x, y))
+    torch.testing.assert_close(fused, plain)
+    torch.testing.assert_close((gx1, gy1), (gx2, gy2))
+    dropped = (fused == x).float().mean().item()
+    assert 0.25 < dropped < 0.35, dropped
+    assert torch.equal(add_dropout(x, y, 0.3, False), x + y)
+    assert torch.equal(add_dropout(x, y, 1.0, True), x)
