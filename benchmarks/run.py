@@ -2,7 +2,8 @@
 
 Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
 Results: a table on stdout, raw JSON in benchmarks/results/<date>.json (and latest.json), a plot in
-benchmarks/results/throughput.png when matplotlib is installed.
+benchmarks/results/<date>.png when matplotlib is installed. bf16 rows run only where the CPU has native
+bf16 (AVX512-BF16 or AMX) or a GPU is present.
 
     python benchmarks/run.py                 # everything (about 30 minutes on 2 cores)
     python benchmarks/run.py --only train --sizes small
@@ -25,9 +26,9 @@ import torch
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 TRAIN_IMPLS = ["aiayn", "OpenNMT-py", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
-TRANSLATE = [  # (engine, precisions)
+TRANSLATE = [  # (engine, precisions); the no-cache row runs in the fastest precision this CPU has
     ("aiayn", ["fp32", "bf16", "int8"]),
-    ("aiayn (no cache)", ["bf16"]),
+    ("aiayn (no cache)", ["bf16", "fp32"]),
     ("HF generate", ["fp32", "bf16"]),
     ("CTranslate2", ["float32", "int8", "int8_float32"]),
 ]
@@ -44,6 +45,20 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
         a @ b
         best = max(best, 2 * n**3 / (time.perf_counter() - t) / 1e9)
     return best
+
+
+def precisions_here() -> list[str]:
+    """bf16 only where the CPU multiplies in bf16 natively (AVX512-BF16 or AMX): elsewhere (e.g. AVX2 only)
+    PyTorch emulates it ~100x slower than fp32, and a bf16 row would take hours and say nothing."""
+    from aiayn.runtime import cpu_has_fast_bf16
+
+    return ["bf16", "fp32"] if cpu_has_fast_bf16() or torch.cuda.is_available() else ["fp32"]
+
+
+def machine() -> str:
+    bf16 = "native bf16" if "bf16" in precisions_here() else "no native bf16: bf16 rows skipped"
+    return (f"{platform.processor() or platform.machine()} {torch.backends.cpu.get_cpu_capability()} ({bf16}), "
+            f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
 
 
 def run_row(script: str, args: list[str], timeout: int = 1800) -> dict:
@@ -75,7 +90,7 @@ def train_rows(sizes: list[str], steps: dict[str, int], rounds: int = 1) -> list
     for _ in range(rounds):
         rows = []
         for size in sizes:
-            for precision in ("bf16", "fp32"):
+            for precision in precisions_here():
                 for impl in TRAIN_IMPLS:
                     r = run_row("train_bench.py", ["--impl", impl, "--size", size, "--precision", precision,
                                                    "--steps", str(steps[size])])
@@ -93,7 +108,7 @@ def translate_rows(sizes: list[str], rounds: int = 1) -> list[dict]:
         for size in sizes:
             for beam in (1, 4):
                 for engine, precisions in TRANSLATE:
-                    for precision in precisions:
+                    for precision in _translate_precisions(engine, precisions):
                         r = run_row("translate_bench.py", ["--engine", engine, "--size", size, "--precision",
                                                            precision, "--beam", str(beam)])
                         r.update(engine=engine, size=size, precision=precision, beam=beam)
@@ -103,10 +118,15 @@ def translate_rows(sizes: list[str], rounds: int = 1) -> list[dict]:
     return best_of(measured, "sentences_per_s")
 
 
+def _translate_precisions(engine: str, precisions: list[str]) -> list[str]:
+    here = [p for p in precisions if p != "bf16" or "bf16" in precisions_here()]
+    return here[:1] if engine == "aiayn (no cache)" else here
+
+
 def _train_line(r: dict, peaks: dict[str, float]) -> str:
     if "error" in r:
         return f"| {r['size']} | {r['precision']} | {r['impl']} | failed: {r['error'][-120:]} |"
-    pct = f"{100 * r['gflops'] / peaks[r['precision']]:.0f}%" if peaks else ""
+    pct = f"{100 * r['gflops'] / peaks[r['precision']]:.0f}%" if peaks.get(r["precision"]) else ""
     return (f"| {r['size']} | {r['precision']} | {r['impl']} | {r['tgt_tokens_per_s']:,.0f} | {r.get('ratio', '')} | "
             f"{r['gflops']:.0f} | {pct} | {r['peak_rss_mb']:,.0f} | {100 * r['padding']:.1f}% |")
 
@@ -141,8 +161,8 @@ def add_ratios(train: list[dict], translate: list[dict]) -> None:
 
 def print_tables(result: dict) -> None:
     peaks = result["matmul_peak_gflops"]
-    print(f"\nmatmul peak in this run: fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
-          f"{result['machine']}")
+    print("\nmatmul peak in this run: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())
+          + f"; {result['machine']}")
     if result["train"]:
         rounds = result.get("train_rounds", result.get("rounds", 1))
         print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)"
@@ -201,9 +221,9 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.processor() or platform.machine()}, "
-        f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}",
-        "matmul_peak_gflops": {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)},
+        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+        "matmul_peak_gflops": {p: matmul_peak(torch.bfloat16 if p == "bf16" else torch.float32)
+                               for p in precisions_here()},
         "rounds": a.rounds, "train": [], "translate": [],
     }
     if a.only in (None, "train"):
@@ -213,8 +233,9 @@ def main() -> None:
     add_ratios(result["train"], result["translate"])
     RESULTS.mkdir(exist_ok=True)
     latest = RESULTS / "latest.json"
-    if a.only and latest.exists():   # a partial run keeps the other half of the last full table, labelled
-        previous = json.loads(latest.read_text())
+    previous = json.loads(latest.read_text()) if latest.exists() else {}
+    if a.only and previous.get("machine") == result["machine"]:
+        # a partial run keeps the other half of the last table from the same machine, labelled
         other = "translate" if a.only == "train" else "train"
         result[other] = previous.get(other, [])
         result[f"{other}_from"] = previous.get(f"{other}_from", previous.get("date"))
@@ -226,7 +247,7 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
     print_tables(result)
-    plot(result, RESULTS / "throughput.png")
+    plot(result, out.with_suffix(".png"))
     print(f"\nraw results: {out}")
 
 
