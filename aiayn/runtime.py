@@ -7,6 +7,7 @@ import ctypes
 import os
 import resource
 import sys
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -42,6 +43,10 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto`` -> bf16 where the hardware runs it fast (CUDA with bf16, CPUs with AVX512-BF16/AMX), else fp32."""
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("precision=fp16 needs a CUDA GPU (it relies on a gradient scaler); use bf16 or fp32 here")
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
+        warnings.warn("precision=bf16 on a CPU without native bf16 (AVX512-BF16 or AMX): PyTorch emulates its "
+                      "matrix products, about 100x slower than fp32 here; use precision=fp32 (or auto, which picks "
+                      "it), or precision=int8 to translate", stacklevel=2)
     if precision != "auto":
         return precision
     if device.type == "cuda":

@@ -83,3 +83,17 @@ def test_repeated_set_flags_all_apply(command: str) -> None:
     assert a.set == ["d_model=192", "n_layers=4", "d_ff=768"]
     cfg = resolve("small", None, a.set)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.model.d_ff) == (192, 4, 768)
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from aiayn import runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: False)
+    cpu = torch.device("cpu")
+    with pytest.warns(UserWarning, match="without native bf16"):
+        assert runtime.resolve_precision("bf16", cpu) == "bf16"
+    assert runtime.resolve_precision("auto", cpu) == "fp32"          # auto never picks the emulated path
+    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: True)
+    assert runtime.resolve_precision("auto", cpu) == "bf16"

@@ -55,6 +55,7 @@ def test_order_is_kept_whatever_the_batching(run_dir: Path) -> None:
     assert [t.translate([line], beam=2)[0] for line in lines[:5]] == big[:5]
 
 
+@pytest.mark.filterwarnings("ignore:precision=bf16 on a CPU without native bf16")   # slow there, still correct
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
 def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
     t = Translator.load(run_dir, precision=precision)
