@@ -106,8 +106,11 @@ def reduce_precision(model: Transformer, precision: str) -> Transformer:
             raise ValueError("precision=int8 (dynamic quantization) runs on CPUs only; use bf16 or fp16 on GPUs")
         import warnings
 
-        from torch.ao.quantization import quantize_dynamic
-
+        try:
+            from torch.ao.quantization import quantize_dynamic
+        except ImportError:
+            raise ValueError(f"precision=int8 uses torch.ao.quantization.quantize_dynamic, which PyTorch "
+                             f"{torch.__version__} does not have; use precision=fp32 or bf16") from None
         with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)

@@ -117,3 +117,16 @@ def test_plots(run_dir: Path, tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "p").glob("*.png"))
     assert names == ["attention_cross.png", "attention_decoder_self.png", "attention_encoder.png", "label_smoothing.png",
                      "learning_rate.png", "positional_encoding.png", "training_curves.png"]
+
+
+def test_int8_without_torch_ao_quantization_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyTorch that has dropped torch.ao's eager quantization gets a message, not an ImportError traceback."""
+    import sys
+
+    from aiayn import ModelConfig, Transformer
+    from aiayn.translate import reduce_precision
+
+    monkeypatch.setitem(sys.modules, "torch.ao.quantization", None)     # makes the import fail
+    model = Transformer(ModelConfig(src_vocab_size=16, tgt_vocab_size=16, d_model=8, n_layers=1, n_heads=2, d_ff=16))
+    with pytest.raises(ValueError, match="precision=int8 uses torch.ao.quantization"):
+        reduce_precision(model, "int8")
