@@ -198,7 +198,7 @@ def plot(result: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, max(1, len(sizes)), figsize=(6 * max(1, len(sizes)), 4), squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=False):
         impls = [i for i in TRAIN_IMPLS if any(r["impl"] == i and r["size"] == size for r in rows)]
-        for k, precision in enumerate(("bf16", "fp32")):
+        for k, precision in enumerate(p for p in ("bf16", "fp32") if any(r["precision"] == p for r in rows)):
             vals = [next((r["tgt_tokens_per_s"] for r in rows if r["impl"] == i and r["size"] == size
                           and r["precision"] == precision), 0) for i in impls]
             ax.barh([j + 0.4 * k for j in range(len(impls))], vals, height=0.4, label=precision)
