@@ -3,7 +3,7 @@
 Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
 Results: a table on stdout, raw JSON in benchmarks/results/<date>.json (and latest.json), a plot in
 benchmarks/results/<date>.png when matplotlib is installed. bf16 rows run only where the CPU has native
-bf16 (AVX512-BF16 or AMX) or a GPU is present.
+bf16 (AVX512-BF16 or AMX); every row runs on the CPU.
 
     python benchmarks/run.py                 # everything (about 30 minutes on 2 cores)
     python benchmarks/run.py --only train --sizes small
@@ -13,6 +13,7 @@ bf16 (AVX512-BF16 or AMX) or a GPU is present.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -47,12 +48,14 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
     return best
 
 
+@functools.cache
 def precisions_here() -> list[str]:
-    """bf16 only where the CPU multiplies in bf16 natively (AVX512-BF16 or AMX): elsewhere (e.g. AVX2 only)
-    PyTorch emulates it ~100x slower than fp32, and a bf16 row would take hours and say nothing."""
-    from aiayn.runtime import cpu_has_fast_bf16
+    """Every row runs on the CPU: bf16 only where it multiplies in bf16 natively (what ``precision=auto``
+    picks); elsewhere (e.g. AVX2 only) PyTorch emulates it ~100x slower than fp32, and a bf16 row would take
+    hours and say nothing."""
+    from aiayn.runtime import resolve_precision
 
-    return ["bf16", "fp32"] if cpu_has_fast_bf16() or torch.cuda.is_available() else ["fp32"]
+    return ["bf16", "fp32"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]
 
 
 def machine() -> str:
