@@ -9,8 +9,9 @@ and are built in one place, :func:`padding_mask`; causality is a flag, never a s
 Rows with nothing to attend to give zeros, never NaN.
 
 State is returned, not stored: attention maps come back from :meth:`Transformer.attention_maps`
-and the incremental-decoding cache is a value passed to and returned from
-:meth:`Transformer.decode_step`.
+and the incremental-decoding cache is passed to and returned from :meth:`Transformer.decode_step`
+(its key/value buffers are reused from step to step; :class:`KeyValueCache` says how, and guards
+against reading a buffer that changed).
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ from torch import Tensor, nn
 
 from .config import ModelConfig
 
-__all__ = ["Transformer", "make_model", "attention", "padding_mask", "DecoderCache", "AttentionMaps"]
+__all__ = ["Transformer", "make_model", "attention", "padding_mask", "additive_mask", "DecoderCache", "KeyValueCache",
+           "AttentionMaps"]
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """(B, S) token ids -> (B, 1, 1, S) bool, True where a key is a real token (may be attended)."""
     return (tokens != pad_id)[:, None, None, :]
+
+
+def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A bool mask (True = may attend) as the term softmax's input adds: 0 where allowed, -inf where not."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
 def _keep_mask(shape: torch.Size, p: float) -> tuple[Tensor, float]:
@@ -99,12 +106,15 @@ def attention(
 ) -> tuple[Tensor, Tensor]:
     """Eq. (1), written out: softmax(Q K^T / sqrt(d_k)) V.
 
-    q (B, H, T, K), k and v (B, H, S, K); mask broadcastable to (B, H, T, S), True = may attend.
+    q (B, H, T, K), k and v (B, H, S, K); mask broadcastable to (B, H, T, S): bool with True = may attend,
+    or additive (0 = may attend, -inf = may not; see :func:`additive_mask`).
     Returns the output (B, H, T, K) and the attention probabilities (B, H, T, S).
     This is the explicit path: it returns the probabilities (for plots) and is the test oracle
     for the fast path (:func:`fast_attention`).
     """
     scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5                      # (B, H, T, S)
+    if mask is not None and mask.is_floating_point():
+        scores, mask = scores + mask, mask > float("-inf")
     allowed = mask
     if causal:
         T, S = scores.shape[-2:]
@@ -143,7 +153,23 @@ def fast_attention(
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
         )
+    if T == 1 and not (training and p_drop > 0):
+        return _one_query_attention(q, k, v, mask)
     return attention(q, k, v, mask, causal, p_drop, training)[0]
+
+
+def _one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """Eq. (1) for one query per row (incremental decoding on CPU), (B, H, 1, K) -> (B, H, 1, K).
+
+    The same arithmetic as :func:`attention` in fewer passes over the scores: scaled and masked in
+    place, with the mask additive (see :func:`additive_mask`) where the caller made it once for many
+    steps. Every row must have a key it may attend to (in decoding: its source's EOS, its own position).
+    Measured on a 2-core CPU: 147 vs 292 us for encoder-decoder attention at (128, 4, 1, 64) x 16 keys.
+    """
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, 1, S)
+    if mask is not None:
+        scores = scores.add_(mask) if mask.is_floating_point() else scores.masked_fill_(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
 # --- §3.2.2 Multi-head attention -----------------------------------------------------------------------
@@ -187,13 +213,13 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, causal: bool = False,
-        memory_kv: tuple[Tensor, Tensor] | None = None, past_kv: tuple[Tensor, Tensor] | None = None,
+        memory_kv: tuple[Tensor, Tensor] | None = None, past_kv: KeyValueCache | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor] | None]:
-        """x (B, T, D) -> (output (B, T, D), probabilities (B, H, T, S) or None, new self-attention K/V).
+    ) -> tuple[Tensor, Tensor | None, KeyValueCache | None]:
+        """x (B, T, D) -> (output (B, T, D), probabilities (B, H, T, S) or None, extended ``past_kv`` or None).
 
-        Self-attention: pass ``causal`` for the decoder; with ``past_kv`` (cached keys/values of
-        earlier positions) the new keys/values are appended and returned for the next step.
+        Self-attention: pass ``causal`` for the decoder; with ``past_kv`` (the keys/values of earlier
+        positions) the new keys/values are appended and x attends to all of them.
         Encoder-decoder attention: pass ``memory_kv`` from :meth:`project_memory`.
         """
         if self.cross:
@@ -202,9 +228,9 @@ class MultiHeadAttention(nn.Module):
             new_kv = None
         else:
             q, k, v = self._heads(self.qkv_proj(x), 3)
+            new_kv = None
             if past_kv is not None:
-                k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)   # (B, H, t+T, K)
-            new_kv = (k, v)
+                new_kv, k, v = past_kv.append(k, v)                                        # (B, H, t+T, K)
         if need_weights:
             out, probs = attention(q, k, v, mask, causal, self.p_attn, self.training)
             return self._merge(out), probs, new_kv
@@ -336,9 +362,9 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-        past_kv: tuple[Tensor, Tensor] | None = None, need_weights: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor | None, Tensor | None]]:
-        """x (B, T, D) -> (B, T, D), this layer's self-attention K/V (for the cache), (self, cross) probabilities.
+        past_kv: KeyValueCache | None = None, need_weights: bool = False,
+    ) -> tuple[Tensor, KeyValueCache | None, tuple[Tensor | None, Tensor | None]]:
+        """x (B, T, D) -> (B, T, D), the extended ``past_kv`` (None without it), (self, cross) probabilities.
 
         Without ``past_kv`` the self-attention is causal over the T positions (training, scoring);
         with it, x holds the newest position(s) and attends to the whole cached prefix.
@@ -353,11 +379,79 @@ class DecoderLayer(nn.Module):
         )
         x = self.res_cross.after(x, y)
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
-        assert kv is not None
         return x, kv, (p_self, p_cross)
 
 
 # --- The model -------------------------------------------------------------------------------------------
+
+
+class KeyValueCache:
+    """One decoder layer's self-attention keys and values for the t positions decoded so far.
+
+    Causal self-attention (§3.2.3) never lets a position see later ones, so what was computed for
+    earlier positions stays valid and is kept instead of recomputed. The buffers are time-major,
+    (capacity, N, H, K), and the capacity doubles when full: appending a position writes one
+    contiguous slice (no copy of the prefix). Beam search's reordering is done in place by
+    :meth:`reorder_`, moving only the rows whose hypothesis changed.
+
+    Caches made from one another share a buffer. Appending never changes positions an older cache
+    sees (appending to an older cache a second time copies first), so those stay valid; an in-place
+    reorder does change them, and any older cache of that buffer then refuses to be used.
+    """
+
+    def __init__(self, k: Tensor, v: Tensor, length: int, shared: list[int] | None = None) -> None:
+        self.k, self.v, self.length = k, v, length
+        # shared by the caches of one buffer: [positions written, number of in-place reorders]
+        self._shared = shared if shared is not None else [length, 0]
+        self._version = self._shared[1]
+
+    @classmethod
+    def empty(cls, n: int, heads: int, d_k: int, like: Tensor, capacity: int = 16) -> KeyValueCache:
+        """No positions yet, for n rows; dtype and device of ``like``."""
+        buf = like.new_empty((capacity, n, heads, d_k))
+        return cls(buf, torch.empty_like(buf), 0)
+
+    def _check(self) -> None:
+        if self._version != self._shared[1]:
+            raise RuntimeError("this decoding cache's buffer was reordered in place (DecoderCache.select_self) "
+                               "after it was made; continue from the reordered cache, or copy with select() first")
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[KeyValueCache, Tensor, Tensor]:
+        """k, v (N, H, T, K) of T new positions -> the extended cache, and all keys and values (N, H, t+T, K)
+        (strided views of the buffers)."""
+        self._check()
+        t, T = self.length, k.shape[2]
+        kb, vb, shared = self.k, self.v, self._shared
+        if shared[0] != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
+            kb = kb.new_empty((max(2 * kb.shape[0], t + T),) + kb.shape[1:])
+            vb = torch.empty_like(kb)
+            kb[:t], vb[:t], shared = self.k[:t], self.v[:t], [t, 0]
+        kb[t : t + T], vb[t : t + T] = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)
+        shared[0] = t + T
+        return KeyValueCache(kb, vb, t + T, shared), kb[: t + T].permute(1, 2, 0, 3), vb[: t + T].permute(1, 2, 0, 3)
+
+    def select(self, index: Tensor) -> KeyValueCache:
+        """Row i of the result is row index[i] of this cache: a copy of the filled positions."""
+        self._check()
+        t = self.length
+        kb = self.k.new_empty((self.k.shape[0], index.shape[0]) + self.k.shape[2:])
+        vb = torch.empty_like(kb)
+        torch.index_select(self.k[:t], 1, index, out=kb[:t])
+        torch.index_select(self.v[:t], 1, index, out=vb[:t])
+        return KeyValueCache(kb, vb, t)
+
+    def reorder_(self, index: Tensor) -> KeyValueCache:
+        """In place, for index (N,) over the same N rows: row i becomes row index[i]. Only the rows with
+        index[i] != i are copied (beam search keeps most hypotheses in their row, see search.py)."""
+        self._check()
+        t = self.length
+        moved = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+        if moved.numel():
+            src = index[moved]
+            for buf in (self.k, self.v):
+                buf[:t].index_copy_(1, moved, buf[:t].index_select(1, src))   # gathered first: sources may move too
+        self._shared[1] += 1
+        return KeyValueCache(self.k, self.v, t, self._shared)
 
 
 @dataclass
@@ -365,12 +459,13 @@ class DecoderCache:
     """Incremental-decoding state for a batch of N hypotheses (N = B sentences x beams).
 
     memory_kv: per layer, the encoder-decoder keys/values (N, H, S, K), computed once per source.
-    self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far (N, H, t, K).
-    src_mask:  (N, 1, 1, S).   step: t, the position of the next token.
+    self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far.
+    src_mask:  (N, 1, 1, S) additive (0 at real source tokens, -inf at padding; made once per source).
+    step:      t, the position of the next token.
     """
 
     memory_kv: list[tuple[Tensor, Tensor]]
-    self_kv: list[tuple[Tensor, Tensor]] | None
+    self_kv: list[KeyValueCache]
     src_mask: Tensor
     step: int = 0
 
@@ -379,16 +474,15 @@ class DecoderCache:
         pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, index)  # noqa: E731
         return DecoderCache(
             memory_kv=[(pick(k), pick(v)) for k, v in self.memory_kv],
-            self_kv=None if self.self_kv is None else [(pick(k), pick(v)) for k, v in self.self_kv],
+            self_kv=[kv.select(index) for kv in self.self_kv],
             src_mask=pick(self.src_mask),
             step=self.step,
         )
 
     def select_self(self, index: Tensor) -> DecoderCache:
-        """Reorder only the decoded prefixes (beams of one sentence share its source keys/values)."""
-        assert self.self_kv is not None
-        pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, index)  # noqa: E731
-        return DecoderCache(self.memory_kv, [(pick(k), pick(v)) for k, v in self.self_kv], self.src_mask, self.step)
+        """Reorder only the decoded prefixes, in place (beam search: the beams of a sentence share its
+        source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
+        return DecoderCache(self.memory_kv, [kv.reorder_(index) for kv in self.self_kv], self.src_mask, self.step)
 
 
 @dataclass
@@ -511,10 +605,12 @@ class Transformer(nn.Module):
 
     def init_cache(self, memory: Tensor, src: Tensor) -> DecoderCache:
         """Start incremental decoding: project the memory's keys/values once per layer."""
+        memory_kv = [layer.cross_attn.project_memory(memory) for layer in self.decoder]
+        N, H, _, K = memory_kv[0][0].shape
         return DecoderCache(
-            memory_kv=[layer.cross_attn.project_memory(memory) for layer in self.decoder],
-            self_kv=None,
-            src_mask=padding_mask(src, self.cfg.pad_id),
+            memory_kv=memory_kv,
+            self_kv=[KeyValueCache.empty(N, H, K, like=memory_kv[0][0]) for _ in self.decoder],
+            src_mask=additive_mask(padding_mask(src, self.cfg.pad_id), memory_kv[0][0].dtype),
         )
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
@@ -525,8 +621,8 @@ class Transformer(nn.Module):
         x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.step)       # (N, 1, D)
         new_kv = []
         for i, layer in enumerate(self.decoder):
-            past = None if cache.self_kv is None else cache.self_kv[i]
-            x, kv, _ = layer(x, cache.memory_kv[i], cache.src_mask, past_kv=past)
+            x, kv, _ = layer(x, cache.memory_kv[i], cache.src_mask, past_kv=cache.self_kv[i])
+            assert kv is not None
             new_kv.append(kv)
         logp = self.generator(self.dec_norm(x))[:, 0]                              # (N, V)
         return logp, DecoderCache(cache.memory_kv, new_kv, cache.src_mask, cache.step + 1)

@@ -185,6 +185,20 @@ def beam_topk(logp: Tensor, scores: Tensor, m: int, block: int = 64) -> tuple[Te
     return top, pick // V, pick % V
 
 
+def stay_in_place(parent: Tensor) -> Tensor:
+    """parent (n, k): the beam each of a sentence's k continuing candidates extends -> an order (n, k) of
+    the candidates that leaves as many as possible in their parent's row, so that reordering the cache
+    moves few rows (the order of live beams does not matter to the search). The best candidate of each
+    parent keeps the parent's row; the others fill the rows left free, in order."""
+    n, k = parent.shape
+    earlier = torch.ones(k, k, dtype=torch.bool, device=parent.device).tril(-1)        # [i, j]: j before i
+    first = ~((parent[:, :, None] == parent[:, None, :]) & earlier).any(2)             # (n, k) best child
+    taken = torch.zeros_like(parent).scatter_add_(1, parent, first.long()) > 0        # (n, k) rows kept
+    free = taken.long().argsort(dim=1, stable=True)                                    # free rows first
+    slot = torch.where(first, parent, free.gather(1, ((~first).long().cumsum(1) - 1).clamp(min=0)))
+    return slot.argsort(dim=1)                                                         # candidate of each row
+
+
 def _expand(cache: DecoderCache, k: int) -> DecoderCache:
     B = cache.src_mask.shape[0]
     return cache.select(torch.arange(B, device=cache.src_mask.device).repeat_interleave(k))
@@ -225,6 +239,7 @@ def beam_search(
         fin.add(rows, is_eos & (rank < k), prefix, t, top / length_penalty(t + 1, lenpen), top)
         # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
         cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]        # (n, k)
+        cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))
         scores, beam_of, tok = top.gather(1, cont), beam_of.gather(1, cont), tok.gather(1, cont)
         seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, t)), tok[:, :, None]], dim=2)
         flat = (torch.arange(n, device=dev)[:, None] * k + beam_of).view(-1)

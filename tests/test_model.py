@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, make_model
-from aiayn.model import add_dropout, attention, dropout, fast_attention, padding_mask, sinusoids
+from aiayn.model import (
+    KeyValueCache,
+    add_dropout,
+    additive_mask,
+    attention,
+    dropout,
+    fast_attention,
+    padding_mask,
+    sinusoids,
+)
 
 from .reference import reference_log_probs
 
@@ -139,6 +148,61 @@ def test_cache_select_reorders_hypotheses() -> None:
         logp_sel, _ = m.decode_step(tgt[idx, 1], cache.select(idx))
         logp, _ = m.decode_step(tgt[:, 1], cache)
     torch.testing.assert_close(logp_sel, logp[idx])
+
+
+def test_cached_decoding_past_the_initial_capacity() -> None:
+    m = tiny()
+    src, tgt = rand_batch(T=40)                    # the cache starts with room for 16 positions and doubles
+    full = m(src, tgt)
+    with torch.no_grad():
+        cache = m.init_cache(m.encode(src), src)
+        for t in range(40):
+            logp, cache = m.decode_step(tgt[:, t], cache)
+            real = tgt[:, t] != PAD
+            torch.testing.assert_close(logp[real], full[real, t], atol=1e-5, rtol=0)
+    assert cache.self_kv[0].k.shape[0] >= 40
+
+
+def test_key_value_cache_append_select_reorder() -> None:
+    g = torch.Generator().manual_seed(3)
+    N, H, K = 4, 2, 3
+    steps = [(torch.randn(N, H, 1, K, generator=g), torch.randn(N, H, 1, K, generator=g)) for _ in range(20)]
+    cache = KeyValueCache.empty(N, H, K, like=steps[0][0], capacity=2)
+    for t, (k, v) in enumerate(steps):
+        cache, ks, vs = cache.append(k, v)
+        assert ks.shape == (N, H, t + 1, K)
+        torch.testing.assert_close(ks, torch.cat([s[0] for s in steps[: t + 1]], dim=2), rtol=0, atol=0)
+        torch.testing.assert_close(vs, torch.cat([s[1] for s in steps[: t + 1]], dim=2), rtol=0, atol=0)
+    every_k = torch.cat([s[0] for s in steps], dim=2)
+    # appending to an older cache a second time copies: the newer cache keeps what it saw
+    older = cache
+    newer, _, _ = older.append(*steps[0])
+    _, ks, _ = older.append(*steps[1])
+    torch.testing.assert_close(ks[:, :, -1:], steps[1][0], rtol=0, atol=0)
+    torch.testing.assert_close(newer.k[20], steps[0][0][:, :, 0], rtol=0, atol=0)
+    # select copies rows; reorder_ moves them in place, to the same result
+    index = torch.tensor([1, 1, 3, 0])
+    picked = older.select(index)
+    reordered = older.reorder_(index)
+    for c in (picked, reordered):
+        torch.testing.assert_close(c.k[:20].permute(1, 2, 0, 3), every_k[index], rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="reordered in place"):
+        older.append(*steps[0])                    # its buffer changed under it: refuses, never reads stale rows
+    reordered.append(*steps[0])                    # the reordered cache goes on
+
+
+def test_one_query_attention_with_additive_mask_equals_explicit() -> None:
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(3, 2, 1, 8, generator=g)
+    k, v = (torch.randn(3, 2, 5, 8, generator=g) for _ in range(2))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
+    bias = additive_mask(mask, torch.float32)
+    assert bias.dtype == torch.float32 and bias[1, 0, 0].tolist() == [0, 0, 0, float("-inf"), float("-inf")]
+    slow, probs = attention(q, k, v, mask)
+    assert probs[1, :, :, 3:].abs().max() == 0
+    for m in (mask, bias):
+        torch.testing.assert_close(fast_attention(q, k, v, m, False, 0.0, False), slow, atol=1e-6, rtol=0)
+        torch.testing.assert_close(attention(q, k, v, m)[0], slow, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import beam_search, beam_topk, greedy, length_penalty, sample
+from aiayn.search import beam_search, beam_topk, greedy, length_penalty, sample, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -216,3 +216,13 @@ def test_min_len_forbids_an_early_eos() -> None:
     best = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=0.0, min_len=2)[0][0]  # type: ignore[arg-type]
     assert best.tokens == [A, A] and best.logprob == pytest.approx(math.log(0.216))
     assert greedy(ScriptedDecoder(SCRIPT), SRC, min_len=2)[0].tokens == [A, A]  # type: ignore[arg-type]
+
+
+def test_stay_in_place_keeps_each_parents_best_child_in_its_row() -> None:
+    parent = torch.tensor([[0, 1, 2, 3], [2, 2, 0, 2], [3, 3, 3, 3], [1, 0, 1, 3]])   # candidates, best first
+    order = stay_in_place(parent)                      # order[r] = the candidate that takes row r
+    assert sorted(order[0].tolist()) == [0, 1, 2, 3]
+    assert order.tolist() == [[0, 1, 2, 3], [2, 1, 0, 3], [1, 2, 3, 0], [1, 0, 2, 3]]
+    rows = parent.gather(1, order)                     # the parent of the hypothesis in each row
+    stays = (rows == torch.arange(4)).sum(1)
+    assert stays.tolist() == [len(set(p)) for p in parent.tolist()]   # every distinct parent keeps its row
