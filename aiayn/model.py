@@ -604,8 +604,13 @@ class Transformer(nn.Module):
     # -- incremental decoding -------------------------------------------------------------------------------
 
     def init_cache(self, memory: Tensor, src: Tensor) -> DecoderCache:
-        """Start incremental decoding: project the memory's keys/values once per layer."""
-        memory_kv = [layer.cross_attn.project_memory(memory) for layer in self.decoder]
+        """Start incremental decoding: project the memory's keys/values once per layer.
+
+        They are stored contiguous, (N, H, S, K): each step's attention matmuls would otherwise copy the
+        strided views of the fused projection (measured: ~0.1 ms per layer and step for 32 sentences).
+        """
+        memory_kv = [(k.contiguous(), v.contiguous())
+                     for k, v in (layer.cross_attn.project_memory(memory) for layer in self.decoder)]
         N, H, _, K = memory_kv[0][0].shape
         return DecoderCache(
             memory_kv=memory_kv,

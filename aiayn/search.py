@@ -96,7 +96,7 @@ def greedy(
     model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 0
 ) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded."""
-    return _one_best(model, src, lambda logp: logp.argmax(-1), max_len_a, max_len_b, min_len)
+    return _one_best(model, src, block_argmax, max_len_a, max_len_b, min_len)
 
 
 @torch.inference_mode()
@@ -157,6 +157,27 @@ class _Finished:
         return [[Hypothesis(tok[b][j][: ln[b][j]], sc[b][j], lp[b][j]) for j in row] for b, row in enumerate(order)]
 
 
+def _block_maxima(x: Tensor, block: int) -> Tensor:
+    """(..., V) -> (..., ceil(V / block)): the maximum of each run of ``block`` entries along the last axis."""
+    V = x.shape[-1]
+    whole = V // block * block
+    maxima = x[..., :whole].reshape(*x.shape[:-1], V // block, block).amax(-1)
+    if whole < V:                                                              # the last, shorter block
+        maxima = torch.cat([maxima, x[..., whole:].amax(-1, keepdim=True)], dim=-1)
+    return maxima
+
+
+def block_argmax(logp: Tensor, block: int = 64) -> Tensor:
+    """``logp.argmax(-1)`` for (n, V), the first index of the maximum, ~3x faster on CPU: PyTorch's
+    argmax kernel is not vectorized (323 us at 32 x 8,000 on 2 cores) while ``amax`` is (21 us).
+    The first maximum lies in the first block whose maximum is the row's maximum."""
+    n, V = logp.shape
+    block = min(block, V)
+    first = _block_maxima(logp, block).argmax(-1)                              # (n,) block of the maximum
+    cols = (first[:, None] * block + torch.arange(block, device=logp.device)).clamp(max=V - 1)
+    return cols.gather(1, logp.gather(1, cols).argmax(-1, keepdim=True)).squeeze(1)
+
+
 def beam_topk(logp: Tensor, scores: Tensor, m: int, block: int = 64) -> tuple[Tensor, Tensor, Tensor]:
     """The m best continuations of each sentence over all its beams: scores[i, j] + logp[i, j, v].
 
@@ -169,10 +190,7 @@ def beam_topk(logp: Tensor, scores: Tensor, m: int, block: int = 64) -> tuple[Te
     """
     n, k, V = logp.shape
     block = min(block, V)
-    whole = V // block * block
-    maxima = logp[..., :whole].reshape(n, k, V // block, block).amax(-1)        # (n, k, nb)
-    if whole < V:                                                              # the last, shorter block
-        maxima = torch.cat([maxima, logp[..., whole:].amax(-1, keepdim=True)], dim=-1)
+    maxima = _block_maxima(logp, block)                                        # (n, k, nb)
     nb = maxima.shape[-1]
     blocks = (maxima + scores[:, :, None]).view(n, k * nb).topk(min(m, k * nb), dim=1).indices  # (n, b)
     beam_of = blocks // nb

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import beam_search, beam_topk, greedy, length_penalty, sample, stay_in_place
+from aiayn.search import beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -226,3 +226,15 @@ def test_stay_in_place_keeps_each_parents_best_child_in_its_row() -> None:
     rows = parent.gather(1, order)                     # the parent of the hypothesis in each row
     stays = (rows == torch.arange(4)).sum(1)
     assert stays.tolist() == [len(set(p)) for p in parent.tolist()]   # every distinct parent keeps its row
+
+
+@pytest.mark.parametrize("V, block", [(8000, 64), (1000, 64), (70, 64), (5, 64), (130, 7)])
+def test_block_argmax_equals_argmax_with_ties(V: int, block: int) -> None:
+    g = torch.Generator().manual_seed(V)
+    x = torch.randint(-3, 3, (50, V), generator=g).float()        # many ties: the first maximum must win
+    x[0] = float("-inf")
+    x[1, -1] = 10.0                                               # the maximum in the last, shorter block
+    x[2, 0] = 10.0
+    assert torch.equal(block_argmax(x, block), x.argmax(-1))
+    y = torch.randn(50, V, generator=g)
+    assert torch.equal(block_argmax(y, block), y.argmax(-1))
