@@ -137,14 +137,16 @@ def fast_attention(
     """Eq. (1) by the fastest kernel for the dtype and device, (B, H, T, K) -> (B, H, T, K).
 
     GPUs, and fp32 on CPU: PyTorch's fused ``scaled_dot_product_attention``.
-    CPU in bf16/fp16, and one query at a time (incremental decoding) on CPU: explicit batched matmuls.
-    Measured on this project's 2-core CPU, SDPA's reduced-precision backward was 5-8x slower than the
-    explicit path at translation shapes, and a single-query SDPA call 1.1-3.5x slower
-    (see docs/performance.md).
+    CPU in bf16/fp16, and a few queries per row outside training (incremental decoding: one query, or
+    the beams of a sentence side by side) on CPU: explicit batched matmuls. Measured on this project's
+    2-core CPU, SDPA's reduced-precision backward was 5-8x slower than the explicit path at translation
+    shapes, and a single-query SDPA call 1.1-3.5x slower (see docs/performance.md).
     """
     T, S = q.shape[-2], k.shape[-2]
     if causal and T == 1:
         causal = False        # a single query, the newest position, may see every key
+    if q.device.type == "cpu" and T <= 8 and not causal and not training:
+        return _few_query_attention(q, k, v, mask)
     if causal and T != S:
         # queries are the last T of S positions (a cached prefix): causality aligned bottom-right
         tri = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
@@ -153,23 +155,21 @@ def fast_attention(
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
         )
-    if T == 1 and not (training and p_drop > 0):
-        return _one_query_attention(q, k, v, mask)
     return attention(q, k, v, mask, causal, p_drop, training)[0]
 
 
-def _one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """Eq. (1) for one query per row (incremental decoding on CPU), (B, H, 1, K) -> (B, H, 1, K).
+def _few_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """Eq. (1) for a few queries per row without a causal mask (incremental decoding on CPU), (B, H, T, K).
 
     The same arithmetic as :func:`attention` in fewer passes over the scores: scaled and masked in
     place, with the mask additive (see :func:`additive_mask`) where the caller made it once for many
-    steps. Every row must have a key it may attend to (in decoding: its source's EOS, its own position).
+    steps. A query with no key it may attend to gets probabilities 0 (output 0), as in :func:`attention`.
     Measured on a 2-core CPU: 147 vs 292 us for encoder-decoder attention at (128, 4, 1, 64) x 16 keys.
     """
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, 1, S)
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, T, S)
     if mask is not None:
         scores = scores.add_(mask) if mask.is_floating_point() else scores.masked_fill_(~mask, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), v)
+    return torch.matmul(torch.softmax(scores, dim=-1).nan_to_num_(0.0), v)          # all -inf -> NaN -> 0
 
 
 # --- §3.2.2 Multi-head attention -----------------------------------------------------------------------
@@ -220,22 +220,41 @@ class MultiHeadAttention(nn.Module):
 
         Self-attention: pass ``causal`` for the decoder; with ``past_kv`` (the keys/values of earlier
         positions) the new keys/values are appended and x attends to all of them.
-        Encoder-decoder attention: pass ``memory_kv`` from :meth:`project_memory`.
+        Encoder-decoder attention: pass ``memory_kv`` from :meth:`project_memory`; it may hold B/g rows,
+        each the source of g consecutive rows of x (the beams of one sentence; ``mask`` then has B/g rows too).
         """
+        new_kv, g = None, 1
         if self.cross:
             assert memory_kv is not None, "encoder-decoder attention needs memory_kv"
             (q,), (k, v) = self._heads(self.q_proj(x), 1), memory_kv
-            new_kv = None
+            g = q.shape[0] // k.shape[0]
+            if g > 1:
+                q = _group(q, g)                                                         # (B/g, H, g*T, K)
         else:
             q, k, v = self._heads(self.qkv_proj(x), 3)
-            new_kv = None
             if past_kv is not None:
                 new_kv, k, v = past_kv.append(k, v)                                        # (B, H, t+T, K)
+        probs = None
         if need_weights:
             out, probs = attention(q, k, v, mask, causal, self.p_attn, self.training)
-            return self._merge(out), probs, new_kv
-        out = fast_attention(q, k, v, mask, causal, self.p_attn, self.training)
-        return self._merge(out), None, new_kv
+        else:
+            out = fast_attention(q, k, v, mask, causal, self.p_attn, self.training)
+        if g > 1:
+            out, probs = _ungroup(out, g), None if probs is None else _ungroup(probs, g)
+        return self._merge(out), probs, new_kv
+
+
+def _group(q: Tensor, g: int) -> Tensor:
+    """Queries of rows b*g .. b*g+g-1, which share source b (beam search's beams), side by side:
+    (B, H, T, K) -> (B/g, H, g*T, K), so they attend to one copy of that source's keys and values."""
+    B, H, T, K = q.shape
+    return q.reshape(B // g, g, H, T, K).transpose(1, 2).reshape(B // g, H, g * T, K)
+
+
+def _ungroup(x: Tensor, g: int) -> Tensor:
+    """The inverse of :func:`_group` for outputs or probabilities: (B/g, H, g*T, X) -> (B, H, T, X)."""
+    Bs, H, gT, X = x.shape
+    return x.view(Bs, H, g, gT // g, X).transpose(1, 2).reshape(Bs * g, H, gT // g, X)
 
 
 # --- §3.3 Position-wise feed-forward networks ----------------------------------------------------------
@@ -456,11 +475,13 @@ class KeyValueCache:
 
 @dataclass
 class DecoderCache:
-    """Incremental-decoding state for a batch of N hypotheses (N = B sentences x beams).
+    """Incremental-decoding state for a batch of N hypotheses: B sources, each with g = N / B hypotheses
+    (its beams) in consecutive rows.
 
-    memory_kv: per layer, the encoder-decoder keys/values (N, H, S, K), computed once per source.
-    self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far.
-    src_mask:  (N, 1, 1, S) additive (0 at real source tokens, -inf at padding; made once per source).
+    memory_kv: per layer, the encoder-decoder keys/values (B, H, S, K), computed once per source and
+               shared by its g hypotheses (not copied per beam).
+    self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far, N rows.
+    src_mask:  (B, 1, 1, S) additive (0 at real source tokens, -inf at padding; made once per source).
     step:      t, the position of the next token.
     """
 
@@ -469,9 +490,31 @@ class DecoderCache:
     src_mask: Tensor
     step: int = 0
 
+    @property
+    def group(self) -> int:
+        """g, the hypotheses per source."""
+        return self.self_kv[0].k.shape[1] // self.src_mask.shape[0] if self.self_kv else 1
+
+    def expand(self, k: int) -> DecoderCache:
+        """Each hypothesis repeated k times in consecutive rows (the beams), sharing its source."""
+        N = self.self_kv[0].k.shape[1] if self.self_kv else self.src_mask.shape[0]
+        index = torch.arange(N, device=self.src_mask.device).repeat_interleave(k)
+        return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step)
+
     def select(self, index: Tensor) -> DecoderCache:
-        """Keep / reorder / repeat hypotheses: row i of the result is row index[i] of this cache."""
-        pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, index)  # noqa: E731
+        """Keep / reorder hypotheses: row i of the result is row index[i] of this cache.
+
+        With g > 1 hypotheses per source, ``index`` keeps each source's g rows together and in order
+        (index[i*g + j] = s*g + j), as retiring finished sentences does; anything else is a ValueError.
+        """
+        g = self.group
+        src_index = index
+        if g > 1:
+            rows = index.view(-1, g)
+            src_index = rows[:, 0] // g
+            if not torch.equal(rows, src_index[:, None] * g + torch.arange(g, device=index.device)):
+                raise ValueError(f"select(): the {g} hypotheses of a source must be kept together and in order")
+        pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, src_index)  # noqa: E731
         return DecoderCache(
             memory_kv=[(pick(k), pick(v)) for k, v in self.memory_kv],
             self_kv=[kv.select(index) for kv in self.self_kv],

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .config import ModelConfig
-from .model import DecoderCache, Transformer
+from .model import Transformer
 
 
 @dataclass
@@ -217,11 +217,6 @@ def stay_in_place(parent: Tensor) -> Tensor:
     return slot.argsort(dim=1)                                                         # candidate of each row
 
 
-def _expand(cache: DecoderCache, k: int) -> DecoderCache:
-    B = cache.src_mask.shape[0]
-    return cache.select(torch.arange(B, device=cache.src_mask.device).repeat_interleave(k))
-
-
 @torch.inference_mode()
 def beam_search(
     model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
@@ -238,7 +233,7 @@ def beam_search(
     B, dev = src.shape[0], src.device
     limit = max_lengths(model, src, max_len_a, max_len_b)                   # (B,)
     L = int(limit.max()) + 1
-    cache = _expand(model.init_cache(model.encode(src), src), k)           # N = B x k rows
+    cache = model.init_cache(model.encode(src), src).expand(k)            # N = B x k rows
     fin = _Finished.empty(B, k, L, cfg.pad_id, dev)
     rows = torch.arange(B, device=dev)                                     # active sentences
     scores = torch.full((B, k), float("-inf"), device=dev)

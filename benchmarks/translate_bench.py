@@ -58,6 +58,9 @@ class _Prefix:
     def select_self(self, index: torch.Tensor) -> _Prefix:
         return _Prefix(self.memory, self.src, self.prefix[index])
 
+    def expand(self, k: int) -> _Prefix:
+        return self.select(torch.arange(self.src.shape[0]).repeat_interleave(k))
+
 
 class Uncached(torch.nn.Module):
     """The same model decoding without its incremental cache: step t runs the decoder over all t tokens."""

@@ -191,18 +191,44 @@ def test_key_value_cache_append_select_reorder() -> None:
     reordered.append(*steps[0])                    # the reordered cache goes on
 
 
-def test_one_query_attention_with_additive_mask_equals_explicit() -> None:
+@pytest.mark.parametrize("T", [1, 4])
+def test_few_query_attention_with_additive_mask_equals_explicit(T: int) -> None:
     g = torch.Generator().manual_seed(4)
-    q = torch.randn(3, 2, 1, 8, generator=g)
-    k, v = (torch.randn(3, 2, 5, 8, generator=g) for _ in range(2))
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
+    q = torch.randn(4, 2, T, 8, generator=g)
+    k, v = (torch.randn(4, 2, 5, 8, generator=g) for _ in range(2))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)
+    mask = mask[:, None, None]
     bias = additive_mask(mask, torch.float32)
     assert bias.dtype == torch.float32 and bias[1, 0, 0].tolist() == [0, 0, 0, float("-inf"), float("-inf")]
     slow, probs = attention(q, k, v, mask)
-    assert probs[1, :, :, 3:].abs().max() == 0
+    assert probs[1, :, :, 3:].abs().max() == 0 and slow[3].abs().max() == 0    # no key at all: output 0
     for m in (mask, bias):
         torch.testing.assert_close(fast_attention(q, k, v, m, False, 0.0, False), slow, atol=1e-6, rtol=0)
         torch.testing.assert_close(attention(q, k, v, m)[0], slow, atol=1e-6, rtol=0)
+
+
+def test_beams_share_their_source_in_encoder_decoder_attention() -> None:
+    """The beams of a sentence attend to one copy of its memory: the same as a copy per beam."""
+    m = tiny()
+    src, tgt = rand_batch()
+    k = 3
+    with torch.no_grad():
+        shared = m.init_cache(m.encode(src), src).expand(k)
+        copied = m.init_cache(m.encode(src).repeat_interleave(k, 0), src.repeat_interleave(k, 0))
+        assert shared.group == k and copied.group == 1
+        assert shared.memory_kv[0][0].shape[0] == src.shape[0]
+        tokens = tgt.repeat_interleave(k, 0)
+        for t in range(3):
+            a, shared = m.decode_step(tokens[:, t], shared)
+            b, copied = m.decode_step(tokens[:, t], copied)
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        keep = torch.tensor([0, 2])                                        # sentences 0 and 2, all their beams
+        rows = (keep[:, None] * k + torch.arange(k)).view(-1)
+        a, _ = m.decode_step(tokens[rows, 3], shared.select(rows))
+        b, _ = m.decode_step(tokens[rows, 3], copied.select(rows))
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="kept together and in order"):
+            shared.select(torch.tensor([1, 0, 2]))                          # splits sentence 0's beams
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -25,6 +25,9 @@ class FakeCache:
 
     select_self = select
 
+    def expand(self, k: int) -> FakeCache:
+        return self.select(torch.arange(self.prefix.shape[0]).repeat_interleave(k))
+
 
 class ScriptedDecoder:
     """A "model" whose next-token distribution is a table keyed by the decoded prefix (default: EOS)."""
