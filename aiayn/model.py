@@ -459,12 +459,19 @@ class KeyValueCache:
         torch.index_select(self.v[:t], 1, index, out=vb[:t])
         return KeyValueCache(kb, vb, t)
 
-    def reorder_(self, index: Tensor) -> KeyValueCache:
+    @staticmethod
+    def moved_rows(index: Tensor) -> Tensor:
+        """The rows i with index[i] != i: those a reorder by ``index`` has to copy."""
+        return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+
+    def reorder_(self, index: Tensor, moved: Tensor | None = None) -> KeyValueCache:
         """In place, for index (N,) over the same N rows: row i becomes row index[i]. Only the rows with
-        index[i] != i are copied (beam search keeps most hypotheses in their row, see search.py)."""
+        index[i] != i are copied (beam search keeps most hypotheses in their row, see search.py);
+        ``moved`` is :meth:`moved_rows` of ``index`` where the caller already has it."""
         self._check()
         t = self.length
-        moved = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+        if moved is None:
+            moved = self.moved_rows(index)
         if moved.numel():
             src = index[moved]
             for buf in (self.k, self.v):
@@ -491,14 +498,18 @@ class DecoderCache:
     step: int = 0
 
     @property
+    def rows(self) -> int:
+        """N, the hypotheses."""
+        return self.self_kv[0].k.shape[1] if self.self_kv else self.src_mask.shape[0]
+
+    @property
     def group(self) -> int:
         """g, the hypotheses per source."""
-        return self.self_kv[0].k.shape[1] // self.src_mask.shape[0] if self.self_kv else 1
+        return self.rows // self.src_mask.shape[0]
 
     def expand(self, k: int) -> DecoderCache:
         """Each hypothesis repeated k times in consecutive rows (the beams), sharing its source."""
-        N = self.self_kv[0].k.shape[1] if self.self_kv else self.src_mask.shape[0]
-        index = torch.arange(N, device=self.src_mask.device).repeat_interleave(k)
+        index = torch.arange(self.rows, device=self.src_mask.device).repeat_interleave(k)
         return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step)
 
     def select(self, index: Tensor) -> DecoderCache:
@@ -525,7 +536,9 @@ class DecoderCache:
     def select_self(self, index: Tensor) -> DecoderCache:
         """Reorder only the decoded prefixes, in place (beam search: the beams of a sentence share its
         source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
-        return DecoderCache(self.memory_kv, [kv.reorder_(index) for kv in self.self_kv], self.src_mask, self.step)
+        moved = KeyValueCache.moved_rows(index)                    # the same rows move in every layer
+        return DecoderCache(self.memory_kv, [kv.reorder_(index, moved) for kv in self.self_kv], self.src_mask,
+                            self.step)
 
 
 @dataclass
