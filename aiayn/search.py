@@ -198,6 +198,9 @@ def beam_topk(logp: Tensor, scores: Tensor, m: int, block: int = 64) -> tuple[Te
     flat = (beam_of[:, :, None] * V + tok.clamp(max=V - 1)).view(n, -1)                         # into (n, k*V)
     vals = logp.reshape(n, k * V).gather(1, flat).view(tok.shape) + scores.gather(1, beam_of)[:, :, None]
     vals = vals.masked_fill(tok >= V, float("-inf")).view(n, -1)
+    if vals.shape[1] < m:   # fewer candidates than asked for (one beam, tiny vocabulary): the rest are impossible
+        vals = torch.cat([vals, vals.new_full((n, m - vals.shape[1]), float("-inf"))], dim=1)
+        flat = torch.cat([flat, flat.new_zeros((n, m - flat.shape[1]))], dim=1)
     top, idx = vals.topk(m, dim=1)
     pick = flat.gather(1, idx)
     return top, pick // V, pick % V
@@ -233,30 +236,35 @@ def beam_search(
     B, dev = src.shape[0], src.device
     limit = max_lengths(model, src, max_len_a, max_len_b)                   # (B,)
     L = int(limit.max()) + 1
-    cache = model.init_cache(model.encode(src), src).expand(k)            # N = B x k rows
+    cache = model.init_cache(model.encode(src), src)                       # B rows: one live beam at the start
     fin = _Finished.empty(B, k, L, cfg.pad_id, dev)
     rows = torch.arange(B, device=dev)                                     # active sentences
-    scores = torch.full((B, k), float("-inf"), device=dev)
-    scores[:, 0] = 0.0                                                     # one live beam at the start
-    seqs = torch.empty(B, k, 0, dtype=torch.long, device=dev)
-    tokens = torch.full((B * k,), cfg.bos_id, dtype=torch.long, device=dev)
+    scores = torch.zeros(B, 1, device=dev)                                 # (n, w): w live beams per sentence
+    seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
+    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
     for t in range(L):
-        n = rows.shape[0]
-        logp, cache = model.decode_step(tokens, cache)                     # (n*k, V)
+        n, w = scores.shape
+        logp, cache = model.decode_step(tokens, cache)                     # (n*w, V)
         V = logp.shape[-1]
-        logp = _allowed(logp.view(n, k, V), t, limit[rows, None].expand(n, k), cfg, min_len)
+        logp = _allowed(logp.view(n, w, V), t, limit[rows, None].expand(n, w), cfg, min_len)
         top, beam_of, tok = beam_topk(logp, scores, 2 * k)                 # (n, 2k) each, best first
         prefix = seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, t))   # (n, 2k, t)
         is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
         rank = torch.arange(2 * k, device=dev)
-        fin.add(rows, is_eos & (rank < k), prefix, t, top / length_penalty(t + 1, lenpen), top)
+        new = is_eos & (rank < k)
+        if new.any():
+            fin.add(rows, new, prefix, t, top / length_penalty(t + 1, lenpen), top)
         # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
         cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]        # (n, k)
-        cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))
-        scores, beam_of, tok = top.gather(1, cont), beam_of.gather(1, cont), tok.gather(1, cont)
+        if w == 1:
+            # the first step: every candidate extends the single beam, whose cache row is repeated k times
+            cache = cache.expand(k)
+        else:
+            cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))
+            flat = (torch.arange(n, device=dev)[:, None] * k + beam_of.gather(1, cont)).view(-1)
+            cache = cache.select_self(flat)
+        scores, tok = top.gather(1, cont), tok.gather(1, cont)
         seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, t)), tok[:, :, None]], dim=2)
-        flat = (torch.arange(n, device=dev)[:, None] * k + beam_of).view(-1)
-        cache = cache.select_self(flat)
         tokens = tok.view(-1)
         done = fin.count[rows] >= k
         if done.all():

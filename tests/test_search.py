@@ -241,3 +241,51 @@ def test_block_argmax_equals_argmax_with_ties(V: int, block: int) -> None:
     assert torch.equal(block_argmax(x, block), x.argmax(-1))
     y = torch.randn(50, V, generator=g)
     assert torch.equal(block_argmax(y, block), y.argmax(-1))
+
+
+def _reference_beam_search(model: Transformer, src: torch.Tensor, k: int, lenpen: float, limit: int
+                           ) -> list[tuple[list[int], float]]:
+    """§6.1 written plainly for one sentence: every hypothesis re-decoded from BOS with ``model(src, prefix)``,
+    candidates in Python lists. The 2k best continuations; those ending in EOS within the top k finish,
+    the k best others continue; done with k finished."""
+    beams: list[tuple[list[int], float]] = [([], 0.0)]
+    finished: list[tuple[list[int], float]] = []
+    for t in range(limit + 1):
+        cands = []
+        for toks, score in beams:
+            with torch.no_grad():
+                logp = model(src, torch.tensor([[BOS] + toks]))[0, -1]
+            logp[[PAD, BOS]] = float("-inf")
+            if t >= limit:
+                logp[torch.arange(logp.shape[0]) != EOS] = float("-inf")
+            cands += [(score + float(lp), toks, v) for v, lp in enumerate(logp.tolist()) if lp > float("-inf")]
+        cands = sorted(cands, key=lambda c: -c[0])[: 2 * k]
+        finished += [(toks, s / length_penalty(t + 1, lenpen)) for r, (s, toks, v) in enumerate(cands)
+                     if v == EOS and r < k][: k - len(finished)]
+        beams = [(toks + [v], s) for s, toks, v in cands if v != EOS][:k]
+        if len(finished) >= k:
+            break
+    return sorted(finished, key=lambda h: -h[1])
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_beam_search_equals_a_plain_reference(model: Transformer, k: int) -> None:
+    """The batched search (first step on one row per sentence, then k beams sharing the source, cache
+    reordered in place, sentences retired) finds the same n-best as the plain search above."""
+    src = _src(5, B=4)
+    out = beam_search(model, src, beam=k, lenpen=0.6, nbest=k, max_len_a=1.0, max_len_b=4)
+    for b in range(src.shape[0]):
+        s = src[b : b + 1, : int((src[b] != PAD).sum())]
+        want = _reference_beam_search(model, s, k, 0.6, s.shape[1] - 1 + 4)
+        assert [h.tokens for h in out[b]] == [toks for toks, _ in want]
+        assert [h.score for h in out[b]] == pytest.approx([score for _, score in want], abs=1e-4)
+
+
+def test_beam_wider_than_the_vocabulary_allows_at_the_first_step() -> None:
+    """At the first step there is one beam: with k = 5 and a vocabulary of 8 (5 usable tokens), fewer than
+    2k candidates exist; beam_topk pads with impossible ones and the search still finds the best."""
+    top, beam_of, tok = beam_topk(torch.tensor([[[0.0, -1.0, -2.0]]]), torch.zeros(1, 1), 5)
+    assert top[0, :3].tolist() == [0.0, -1.0, -2.0] and top[0, 3:].tolist() == [float("-inf")] * 2
+    assert tok[0, :3].tolist() == [0, 1, 2]
+    nbest = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=5, lenpen=0.0, nbest=2)[0]  # type: ignore[arg-type]
+    assert [h.tokens for h in nbest] == [[B], [A, A]]
