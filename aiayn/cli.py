@@ -147,7 +147,8 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 
 
 def _decode_overrides(a: argparse.Namespace) -> dict[str, object]:
-    keys = ("beam", "lenpen", "nbest", "batch_tokens", "max_len_a", "max_len_b", "temperature", "top_k", "top_p")
+    keys = ("beam", "lenpen", "nbest", "batch_tokens", "workers", "max_len_a", "max_len_b", "temperature", "top_k",
+            "top_p")
     out = {k: getattr(a, k, None) for k in keys}
     if getattr(a, "sampling", False):
         out["sampling"] = True
@@ -161,6 +162,8 @@ def _add_decode_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len-a", type=float, help="max output length = a * source length + b (default 1)")
     p.add_argument("--max-len-b", type=int, help="(default 50)")
     p.add_argument("--batch-tokens", type=int, help="source tokens x beam per batch (default 6000)")
+    p.add_argument("--workers", type=int, help="CPU: batches decoded at once, each by its own thread with its share "
+                   "of the cores (default 0 = auto: one per core, at most 4; 1 = one batch at a time)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "int8", "auto"],
                    help="inference precision: fp32 (default), bf16/fp16 weights, int8 quantized linear layers (CPU)")

@@ -197,6 +197,7 @@ class DecodeConfig:
     min_len: int = 0                # no EOS before this many tokens
     nbest: int = 1
     batch_tokens: int = 6000        # source tokens per translation batch
+    workers: int = 0                # batches decoded at once by separate threads (CPU); 0 = auto
     sampling: bool = False
     temperature: float = 1.0
     top_k: int = 0
@@ -205,7 +206,7 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         _check(self)
         _positive(self, "beam", "nbest", "batch_tokens", "temperature")
-        _positive(self, "max_len_a", "max_len_b", "min_len", "top_k", "lenpen", zero_ok=True)
+        _positive(self, "max_len_a", "max_len_b", "min_len", "top_k", "lenpen", "workers", zero_ok=True)
         if self.nbest > self.beam:
             raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
         if not 0.0 < self.top_p <= 1.0:

@@ -8,7 +8,9 @@ import os
 import resource
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import torch
 
@@ -70,6 +72,38 @@ def set_threads(n: int = 0) -> int:
         n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     torch.set_num_threads(n)
     return n
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def resolve_workers(workers: int, device: torch.device) -> int:
+    """How many batches to decode at once (see :func:`map_in_threads`): ``workers`` if set; 0 (auto) is one per
+    intra-op thread on a CPU, at most 4, and 1 on GPUs (one stream of kernels keeps a GPU busy)."""
+    if workers > 0:
+        return workers
+    return min(4, torch.get_num_threads()) if device.type == "cpu" else 1
+
+
+def map_in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``[fn(x) for x in items]``, computed by ``workers`` threads at once, in order.
+
+    The intra-op threads are shared out: each worker uses 1/workers of them. Decoding a batch is
+    hundreds of small operations per step; on few cores, each of them split across all the threads
+    leaves the threads waiting on one another, while separate batches on separate threads keep every
+    core busy (PyTorch releases the GIL inside its operations). ``fn`` must not depend on the order
+    in which items run.
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    total = torch.get_num_threads()
+    try:
+        with ThreadPoolExecutor(min(workers, len(items)), initializer=torch.set_num_threads,
+                                initargs=(max(1, total // workers),)) as pool:
+            return list(pool.map(fn, items))
+    finally:
+        torch.set_num_threads(total)   # the workers' setting is also the default of threads started later
 
 
 def keep_freed_memory() -> None:

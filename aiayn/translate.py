@@ -19,7 +19,15 @@ import torch
 from . import checkpoint
 from .config import DecodeConfig, RunConfig
 from .model import Transformer
-from .runtime import autocast, eval_mode, keep_freed_memory, resolve_device, resolve_precision
+from .runtime import (
+    autocast,
+    eval_mode,
+    keep_freed_memory,
+    map_in_threads,
+    resolve_device,
+    resolve_precision,
+    resolve_workers,
+)
 from .search import Hypothesis, beam_search, greedy, sample
 from .tokenizer import Tokenizer
 
@@ -75,22 +83,28 @@ def translate_ids(
     if any(len(s) > limit for s in src_ids):
         log.warning("some inputs are longer than the model's %d source tokens and were truncated", limit)
     seqs = [list(s[:limit]) + [cfg.eos_id] for s in src_ids]
-    results: list[list[Hypothesis]] = [[] for _ in seqs]
-    with eval_mode(model), autocast(device, precision):
-        for batch in _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam))):
-            S = max(len(seqs[i]) for i in batch)
-            src = torch.full((len(batch), S), cfg.pad_id, dtype=torch.long)
-            for row, i in enumerate(batch):
-                src[row, : len(seqs[i])] = torch.tensor(seqs[i])
-            src = src.to(device)
-            args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
+    args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
+
+    def run(batch: list[int]) -> list[list[Hypothesis]]:
+        S = max(len(seqs[i]) for i in batch)
+        src = torch.full((len(batch), S), cfg.pad_id, dtype=torch.long)
+        for row, i in enumerate(batch):
+            src[row, : len(seqs[i])] = torch.tensor(seqs[i])
+        src = src.to(device)
+        with autocast(device, precision):   # thread-local: entered by the thread that decodes
             if decode.sampling:
-                hyps = [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
+                return [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
                                             generator=generator, **args)]  # type: ignore[arg-type]
-            elif decode.beam == 1:
-                hyps = [[h] for h in greedy(model, src, **args)]  # type: ignore[arg-type]
-            else:
-                hyps = beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest, **args)  # type: ignore[arg-type]
+            if decode.beam == 1:
+                return [[h] for h in greedy(model, src, **args)]  # type: ignore[arg-type]
+            return beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest, **args)  # type: ignore[arg-type]
+
+    batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
+    # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
+    workers = 1 if decode.sampling else resolve_workers(decode.workers, device)
+    results: list[list[Hypothesis]] = [[] for _ in seqs]
+    with eval_mode(model):
+        for batch, hyps in zip(batches, map_in_threads(run, batches, workers), strict=True):
             for i, h in zip(batch, hyps, strict=True):
                 results[i] = h
     return results

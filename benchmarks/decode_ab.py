@@ -62,7 +62,9 @@ def random_model_runner(pkg: str, a: argparse.Namespace) -> Callable[[Any], Any]
 def translator_runner(pkg: str, a: argparse.Namespace) -> Callable[[Any], Any]:
     translator = importlib.import_module(pkg + ".translate").Translator.load(a.model, device="cpu",
                                                                              precision=a.precision)
-    return lambda lines: translator.translate(lines, beam=a.beam)
+    # batches decoded at once by separate threads, where the revision has the setting (1: one at a time)
+    has_workers = hasattr(translator.decode, "workers")
+    return lambda lines: translator.translate(lines, beam=a.beam, **({"workers": a.workers} if has_workers else {}))
 
 
 def main() -> None:
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--model", help="a run directory: decode real sentences with its Translator")
     ap.add_argument("--src", help="source sentences, one per line (with --model)")
+    ap.add_argument("--workers", type=int, default=1, help="Translator's workers (with --model; default 1)")
     a = ap.parse_args()
     if bool(a.model) != bool(a.src):
         ap.error("--model and --src go together")

@@ -64,9 +64,10 @@ def machine() -> str:
             f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
 
 
-def run_row(script: str, args: list[str], timeout: int = 1800) -> dict:
+def run_row(script: str, args: list[str], timeout: int = 1800, env: dict[str, str] | None = None) -> dict:
     cmd = [sys.executable, str(HERE / script), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE,
+                         env={**os.environ, **env} if env else None)
     lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
     if res.returncode != 0 or not lines:
         return {"error": (res.stderr or res.stdout)[-400:].strip(), "args": args}
@@ -104,19 +105,23 @@ def train_rows(sizes: list[str], steps: dict[str, int], rounds: int = 1) -> list
     return best_of(measured, "tgt_tokens_per_s")
 
 
-def translate_rows(sizes: list[str], rounds: int = 1) -> list[dict]:
+def translate_rows(sizes: list[str], rounds: int = 1, workers: tuple[int, ...] = (1, 2)) -> list[dict]:
     measured: list[list[dict]] = []
     for _ in range(rounds):
         rows = []
         for size in sizes:
             for beam in (1, 4):
-                for engine, precisions in TRANSLATE:
-                    for precision in _translate_precisions(engine, precisions):
-                        r = run_row("translate_bench.py", ["--engine", engine, "--size", size, "--precision",
-                                                           precision, "--beam", str(beam)])
-                        r.update(engine=engine, size=size, precision=precision, beam=beam)
-                        rows.append(r)
-                        print(_translate_line(r), flush=True)
+                for w in workers:
+                    for engine, precisions in TRANSLATE:
+                        if engine == "aiayn (no cache)" and w > 1:
+                            continue                       # the cache's effect is shown at one worker
+                        for precision in _translate_precisions(engine, precisions):
+                            r = run_row("translate_bench.py", ["--engine", engine, "--size", size, "--precision",
+                                                               precision, "--beam", str(beam), "--workers", str(w)],
+                                        env={"AIAYN_BENCH_PASSES": "1"} if "no cache" in engine else None)
+                            r.update(engine=engine, size=size, precision=precision, beam=beam, workers=w)
+                            rows.append(r)
+                            print(_translate_line(r), flush=True)
         measured.append(rows)
     return best_of(measured, "sentences_per_s")
 
@@ -136,9 +141,10 @@ def _train_line(r: dict, peaks: dict[str, float]) -> str:
 
 def _translate_line(r: dict) -> str:
     if "error" in r:
-        return f"| {r['size']} | beam {r['beam']} | {r['engine']} {r['precision']} | failed: {r['error'][-120:]} |"
-    return (f"| {r['size']} | {r['beam']} | {r['engine']} | {r['precision']} | {r['sentences_per_s']:,.0f} | "
-            f"{r['tgt_tokens_per_s']:,.0f} | {r.get('ratio', '')} |")
+        return (f"| {r['size']} | beam {r['beam']} | {r.get('workers', 1)} | {r['engine']} {r['precision']} | "
+                f"failed: {r['error'][-120:]} |")
+    return (f"| {r['size']} | {r['beam']} | {r.get('workers', 1)} | {r['engine']} | {r['precision']} | "
+            f"{r['sentences_per_s']:,.0f} | {r['tgt_tokens_per_s']:,.0f} | {r.get('ratio', '')} |")
 
 
 def add_ratios(train: list[dict], translate: list[dict]) -> None:
@@ -151,11 +157,14 @@ def add_ratios(train: list[dict], translate: list[dict]) -> None:
     for r in translate:
         if r["engine"] != "aiayn" or "error" in r:
             continue
+        # against the other engines at their best, whatever their number of workers; HF and the uncached
+        # search also at the same number of workers and precision
         same = [p for p in translate if "error" not in p and p["size"] == r["size"] and p["beam"] == r["beam"]]
         others = [p["sentences_per_s"] for p in same if not p["engine"].startswith("aiayn")]
-        hf = [p["sentences_per_s"] for p in same if p["engine"] == "HF generate" and p["precision"] == r["precision"]]
+        hf = [p["sentences_per_s"] for p in same if p["engine"] == "HF generate" and p["precision"] == r["precision"]
+              and p.get("workers", 1) == r.get("workers", 1)]
         nocache = [p["sentences_per_s"] for p in same if p["engine"] == "aiayn (no cache)"
-                   and p["precision"] == r["precision"]]
+                   and p["precision"] == r["precision"] and p.get("workers", 1) == r.get("workers", 1)]
         parts = [f"{r['sentences_per_s'] / max(others):.2f}x best other"] if others else []
         parts += [f"{r['sentences_per_s'] / hf[0]:.2f}x HF {r['precision']}"] if hf else []
         parts += [f"{r['sentences_per_s'] / nocache[0]:.2f}x no cache"] if nocache else []
@@ -179,11 +188,13 @@ def print_tables(result: dict) -> None:
         print("GFLOP/s = 3 x forward matmul FLOPs on the padded batch (see peers.train_flops) / time.")
     if result["translate"]:
         rounds = result.get("translate_rounds", result.get("rounds", 1))
-        print("\nTranslation (500 sentences of 13 +- 5 tokens, batches of 32, outputs forced to 20 tokens)"
+        print("\nTranslation (500 sentences of 13 +- 5 tokens, batches of 32, outputs forced to 20 tokens; "
+              "workers: batches decoded at once, each on its own thread with its share of the cores; "
+              "each figure the fastest of 2 passes over all batches, 1 for the uncached rows)"
               + (f"; each row the best of {rounds} interleaved rounds" if rounds > 1 else "")
               + (f"; rows from the run of {result['translate_from']}" if result.get("translate_from") else ""))
-        print("| size | beam | engine | precision | sentences/s | target tok/s | vs others |")
-        print("|---|---:|---|---|---:|---:|---|")
+        print("| size | beam | workers | engine | precision | sentences/s | target tok/s | vs others |")
+        print("|---|---:|---:|---|---|---:|---:|---|")
         for r in result["translate"]:
             print(_translate_line(r))
 

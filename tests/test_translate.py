@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 
 from aiayn.cli import main
 from aiayn.data import DataDir
 from aiayn.evaluate import score
+from aiayn.runtime import map_in_threads
 from aiayn.translate import Translator, find_checkpoint
 
 
@@ -53,6 +56,36 @@ def test_order_is_kept_whatever_the_batching(run_dir: Path) -> None:
     small = t.translate(lines, beam=2, batch_tokens=30)
     assert big == small
     assert [t.translate([line], beam=2)[0] for line in lines[:5]] == big[:5]
+
+
+def test_workers_translate_exactly_as_one_thread(run_dir: Path) -> None:
+    """Batches decoded by several threads at once: the same translations, in order, and the caller's
+    thread count is left as it was."""
+    t = Translator.load(run_dir)
+    lines = [f"Ein Mann {i} " + "und ein Hund " * (i % 5) for i in range(30)]
+    threads = torch.get_num_threads()
+    one = t.translate(lines, beam=3, batch_tokens=40, workers=1)
+    assert t.translate(lines, beam=3, batch_tokens=40, workers=3) == one
+    assert torch.get_num_threads() == threads
+
+
+def test_map_in_threads_keeps_order_and_shares_the_threads() -> None:
+    threads = torch.get_num_threads()
+    out = map_in_threads(lambda i: (i, torch.get_num_threads()), list(range(7)), 2)
+    assert [i for i, _ in out] == list(range(7))
+    assert {n for _, n in out} == {max(1, threads // 2)}
+    assert torch.get_num_threads() == threads
+    later = ThreadPoolExecutor(1).submit(torch.get_num_threads).result()   # a thread started afterwards
+    assert later == threads
+
+    def fail(i: int) -> int:
+        if i == 3:
+            raise ValueError("batch 3")
+        return i
+
+    with pytest.raises(ValueError, match="batch 3"):
+        map_in_threads(fail, list(range(5)), 2)
+    assert torch.get_num_threads() == threads
 
 
 @pytest.mark.filterwarnings("ignore:precision=bf16 on a CPU without native bf16")   # slow there, still correct
