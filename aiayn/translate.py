@@ -127,10 +127,42 @@ def reduce_precision(model: Transformer, precision: str) -> Transformer:
                              f"{torch.__version__} does not have; use precision=fp32 or bf16") from None
         with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
             warnings.simplefilter("ignore")
-            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            quantized = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        _lean_int8_calls(quantized)
+        return quantized
     if precision != "fp32":
         raise ValueError(f"precision={precision!r}: expected fp32, bf16, fp16, int8 or auto")
     return model
+
+
+class Int8Linear(torch.nn.Module):
+    """A dynamically quantized linear layer called straight through its kernel.
+
+    ``torch.ao``'s module reaches the kernel through several Python attribute lookups, an operator looked
+    up by name with keyword arguments and a no-op dtype conversion: ~14 us per call, 19 calls per decoding
+    step of the small model (measured: whole beam-4 search 1.03x faster without them). Same kernel,
+    same result: int8 weights, activations quantized per call with 7-bit range (``reduce_range``, as
+    ``torch.ao`` does on x86).
+    """
+
+    def __init__(self, quantized: torch.nn.Module, packed: object) -> None:
+        super().__init__()
+        self.quantized = quantized    # kept for its repr and state_dict
+        self.packed = packed
+        self.kernel = torch.ops.quantized.linear_dynamic.default
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel(x, self.packed, True)
+
+
+def _lean_int8_calls(model: torch.nn.Module) -> None:
+    """Replace each ``torch.ao`` dynamic int8 Linear by an :class:`Int8Linear` around the same packed weights
+    (left as they are where a PyTorch version stores them differently)."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            packed = getattr(getattr(child, "_packed_params", None), "_packed_params", None)
+            if packed is not None and getattr(child, "version", 0) >= 4 and child._packed_params.dtype == torch.qint8:
+                setattr(parent, name, Int8Linear(child, packed))
 
 
 class Translator:

@@ -95,6 +95,25 @@ def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
     assert len(t.translate(AWKWARD, beam=2)) == len(AWKWARD)
 
 
+def test_int8_layers_call_the_same_kernel_directly() -> None:
+    """Every Linear becomes an Int8Linear around torch.ao's packed weights, with torch.ao's exact output."""
+    from aiayn import ModelConfig, Transformer
+    from aiayn.translate import Int8Linear, reduce_precision
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=50)).eval()
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    q = reduce_precision(model, "int8")
+    lean = [m for m in q.modules() if isinstance(m, Int8Linear)]
+    assert len(lean) == n_linear
+    x = torch.randn(7, 3, lean[0].quantized.in_features)
+    for m in lean[:3] + [q.out_proj]:
+        assert torch.equal(m(x), m.quantized(x))
+    assert q.out_proj(x).dtype == torch.float32
+    src = torch.tensor([[5, 6, 7, 2]])
+    assert torch.allclose(q(src, torch.tensor([[1, 8]])), model(src, torch.tensor([[1, 8]])), atol=0.3)
+
+
 def test_nbest_and_sampling(run_dir: Path) -> None:
     t = Translator.load(run_dir)
     hyps = t.translate_hypotheses(["Ein Mann."], beam=4, nbest=3)
