@@ -659,18 +659,22 @@ class Transformer(nn.Module):
 
     # -- incremental decoding -------------------------------------------------------------------------------
 
-    def init_cache(self, memory: Tensor, src: Tensor) -> DecoderCache:
+    def init_cache(self, memory: Tensor, src: Tensor, max_len: int = 16) -> DecoderCache:
         """Start incremental decoding: project the memory's keys/values once per layer.
 
         They are stored contiguous, (N, H, S, K): each step's attention matmuls would otherwise copy the
         strided views of the fused projection (measured: ~0.1 ms per layer and step for 32 sentences).
+        ``max_len``: the self-attention buffers' first capacity, the most tokens the search will decode
+        (they grow past it if needed). On CPUs, reserving it costs no memory until positions are written,
+        while growing a full buffer copies it into new, not yet mapped memory (2.5% of a profiled small-model
+        beam search with 21-token outputs; the whole search 1.01-1.02x faster without it).
         """
         memory_kv = [(k.contiguous(), v.contiguous())
                      for k, v in (layer.cross_attn.project_memory(memory) for layer in self.decoder)]
         N, H, _, K = memory_kv[0][0].shape
         return DecoderCache(
             memory_kv=memory_kv,
-            self_kv=[KeyValueCache.empty(N, H, K, like=memory_kv[0][0]) for _ in self.decoder],
+            self_kv=[KeyValueCache.empty(N, H, K, like=memory_kv[0][0], capacity=max_len) for _ in self.decoder],
             src_mask=additive_mask(padding_mask(src, self.cfg.pad_id), memory_kv[0][0].dtype),
         )
 

@@ -69,7 +69,7 @@ def _one_best(
     cfg = model.cfg
     B = src.shape[0]
     limit = max_lengths(model, src, a, b)
-    cache = model.init_cache(model.encode(src), src)
+    cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
     out = torch.full((B, int(limit.max()) + 1), cfg.pad_id, dtype=torch.long, device=src.device)
@@ -236,7 +236,7 @@ def beam_search(
     B, dev = src.shape[0], src.device
     limit = max_lengths(model, src, max_len_a, max_len_b)                   # (B,)
     L = int(limit.max()) + 1
-    cache = model.init_cache(model.encode(src), src)                       # B rows: one live beam at the start
+    cache = model.init_cache(model.encode(src), src, L)                    # B rows: one live beam at the start
     fin = _Finished.empty(B, k, L, cfg.pad_id, dev)
     rows = torch.arange(B, device=dev)                                     # active sentences
     scores = torch.zeros(B, 1, device=dev)                                 # (n, w): w live beams per sentence

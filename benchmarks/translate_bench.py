@@ -76,7 +76,7 @@ class Uncached(torch.nn.Module):
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         return self.model.encode(src)
 
-    def init_cache(self, memory: torch.Tensor, src: torch.Tensor) -> _Prefix:
+    def init_cache(self, memory: torch.Tensor, src: torch.Tensor, max_len: int = 16) -> _Prefix:
         return _Prefix(memory, src, torch.empty(src.shape[0], 0, dtype=torch.long))
 
     def decode_step(self, tokens: torch.Tensor, cache: _Prefix) -> tuple[torch.Tensor, _Prefix]:

@@ -39,7 +39,7 @@ class ScriptedDecoder:
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         return src
 
-    def init_cache(self, memory: torch.Tensor, src: torch.Tensor) -> FakeCache:
+    def init_cache(self, memory: torch.Tensor, src: torch.Tensor, max_len: int = 16) -> FakeCache:
         return FakeCache(torch.empty(src.shape[0], 0, dtype=torch.long), src != PAD)
 
     def decode_step(self, tokens: torch.Tensor, cache: FakeCache) -> tuple[torch.Tensor, FakeCache]:
