@@ -97,9 +97,9 @@ def map_in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> li
     """
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    total = torch.get_num_threads()
+    total, workers = torch.get_num_threads(), min(workers, len(items))
     try:
-        with ThreadPoolExecutor(min(workers, len(items)), initializer=torch.set_num_threads,
+        with ThreadPoolExecutor(workers, initializer=torch.set_num_threads,
                                 initargs=(max(1, total // workers),)) as pool:
             return list(pool.map(fn, items))
     finally:

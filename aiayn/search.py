@@ -242,6 +242,7 @@ def beam_search(
     scores = torch.zeros(B, 1, device=dev)                                 # (n, w): w live beams per sentence
     seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
+    rank = torch.arange(2 * k, device=dev)                                 # of the 2k candidates, best first
     for t in range(L):
         n, w = scores.shape
         logp, cache = model.decode_step(tokens, cache)                     # (n*w, V)
@@ -250,7 +251,6 @@ def beam_search(
         top, beam_of, tok = beam_topk(logp, scores, 2 * k)                 # (n, 2k) each, best first
         prefix = seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, t))   # (n, 2k, t)
         is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
-        rank = torch.arange(2 * k, device=dev)
         new = is_eos & (rank < k)
         if new.any():
             fin.add(rows, new, prefix, t, top / length_penalty(t + 1, lenpen), top)

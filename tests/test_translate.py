@@ -74,6 +74,13 @@ def test_map_in_threads_keeps_order_and_shares_the_threads() -> None:
     out = map_in_threads(lambda i: (i, torch.get_num_threads()), list(range(7)), 2)
     assert [i for i, _ in out] == list(range(7))
     assert {n for _, n in out} == {max(1, threads // 2)}
+    # fewer items than workers: the threads are shared among the workers that run
+    torch.set_num_threads(4)
+    try:
+        assert map_in_threads(lambda i: torch.get_num_threads(), [0], 4) == [4]
+        assert map_in_threads(lambda i: torch.get_num_threads(), [0, 1], 8) == [2, 2]
+    finally:
+        torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads
     later = ThreadPoolExecutor(1).submit(torch.get_num_threads).result()   # a thread started afterwards
     assert later == threads
