@@ -69,13 +69,14 @@ def _one_best(
     cfg = model.cfg
     B = src.shape[0]
     limit = max_lengths(model, src, a, b)
-    cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
+    L = int(limit.max()) + 1                                      # steps at most: the longest output, then EOS
+    cache = model.init_cache(model.encode(src), src, L)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
-    out = torch.full((B, int(limit.max()) + 1), cfg.pad_id, dtype=torch.long, device=src.device)
+    out = torch.full((B, L), cfg.pad_id, dtype=torch.long, device=src.device)
     logprob = torch.zeros(B, device=src.device)
     length = torch.zeros(B, dtype=torch.long, device=src.device)
-    for t in range(int(limit.max()) + 1):
+    for t in range(L):
         logp, cache = model.decode_step(tokens, cache)            # (n, V)
         logp = _allowed(logp, t, limit[rows], cfg, min_len)
         tokens = pick(logp)                                       # (n,)

@@ -118,7 +118,7 @@ def translate_rows(sizes: list[str], rounds: int = 1, workers: tuple[int, ...] =
                         for precision in _translate_precisions(engine, precisions):
                             r = run_row("translate_bench.py", ["--engine", engine, "--size", size, "--precision",
                                                                precision, "--beam", str(beam), "--workers", str(w)],
-                                        env={"AIAYN_BENCH_PASSES": "1"} if "no cache" in engine else None)
+                                        env={"AIAYN_BENCH_PASSES": "1"} if engine == "aiayn (no cache)" else None)
                             r.update(engine=engine, size=size, precision=precision, beam=beam, workers=w)
                             rows.append(r)
                             print(_translate_line(r), flush=True)

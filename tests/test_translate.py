@@ -82,7 +82,8 @@ def test_map_in_threads_keeps_order_and_shares_the_threads() -> None:
     finally:
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads
-    later = ThreadPoolExecutor(1).submit(torch.get_num_threads).result()   # a thread started afterwards
+    with ThreadPoolExecutor(1) as pool:                                     # a thread started afterwards
+        later = pool.submit(torch.get_num_threads).result()
     assert later == threads
 
     def fail(i: int) -> int:
