@@ -8,20 +8,24 @@ A checkpoint is a directory:
     trainer.json            data position, schedule, early-stopping state, Adam hyperparameters
     rng.safetensors         CPU and CUDA random-number-generator states
 
-It is written to a hidden temporary sibling and renamed into place, so a crash (even kill -9)
-leaves either the previous checkpoint or the new one, never a mix. Loading cannot run code.
+It is written with :func:`atomic.atomic_dir`, so a crash (even kill -9) leaves either the previous
+checkpoint or the new one, never a mix. Loading cannot run code. Where checkpoints live inside a run
+directory is rundir.py's business.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
+
+from .atomic import atomic_dir
+
+if TYPE_CHECKING:
+    from .rundir import RunDir
 
 MODEL, META, OPTIM = "model.safetensors", "checkpoint.json", "optimizer.safetensors"
 TRAINER, RNG = "trainer.json", "rng.safetensors"
@@ -31,39 +35,25 @@ def is_checkpoint(path: Path) -> bool:
     return (path / MODEL).is_file() and (path / META).is_file()
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move a finished ``tmp`` directory to ``final`` atomically, replacing what was there."""
-    old = final.parent / f".{final.name}.old-{os.getpid()}"
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def save(
     path: str | Path, model: torch.nn.Module, meta: dict[str, Any], optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write a checkpoint directory atomically. With ``optimizer``, also everything needed to resume."""
-    final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_model(model, str(tmp / MODEL))
-    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
-    if optimizer is not None:
-        state = optimizer.state_dict()
-        tensors = {f"{i}.{k}": v.contiguous() for i, s in state["state"].items() for k, v in s.items()}
-        save_file(tensors, str(tmp / OPTIM))
-        rng = {"cpu": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-        save_file(rng, str(tmp / RNG))
-        (tmp / TRAINER).write_text(json.dumps({**(trainer_state or {}), "param_groups": state["param_groups"]},
-                                              indent=2) + "\n")
-    _replace_dir(tmp, final)
-    return final
+    with atomic_dir(path) as tmp:
+        save_model(model, str(tmp / MODEL))
+        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+        if optimizer is not None:
+            state = optimizer.state_dict()
+            tensors = {f"{i}.{k}": v.contiguous() for i, s in state["state"].items() for k, v in s.items()}
+            save_file(tensors, str(tmp / OPTIM))
+            rng = {"cpu": torch.get_rng_state()}
+            if torch.cuda.is_available():
+                rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+            save_file(rng, str(tmp / RNG))
+            (tmp / TRAINER).write_text(json.dumps({**(trainer_state or {}), "param_groups": state["param_groups"]},
+                                                  indent=2) + "\n")
+    return Path(path)
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
@@ -113,12 +103,19 @@ def average(paths: list[Path], out: str | Path, meta: dict[str, Any]) -> Path:
                 raise ValueError(f"{p}: {k} has shape {tuple(v.shape)}, expected {tuple(total[k].shape)}")
             total[k] = total.get(k, torch.zeros(v.shape, dtype=torch.float64)) + v.double()
             dtypes[k] = v.dtype
-    final = Path(out)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_file({k: (v / len(paths)).to(dtypes[k]).contiguous() for k, v in total.items()}, str(tmp / MODEL))
-    (tmp / META).write_text(json.dumps({**meta, "averaged": [str(p) for p in paths]}, indent=2) + "\n")
-    _replace_dir(tmp, final)
-    return final
+    with atomic_dir(out) as tmp:
+        save_file({k: (v / len(paths)).to(dtypes[k]).contiguous() for k, v in total.items()}, str(tmp / MODEL))
+        (tmp / META).write_text(json.dumps({**meta, "averaged": [str(p) for p in paths]}, indent=2) + "\n")
+    return Path(out)
+
+
+def average_last(run: RunDir, n: int, out: str | Path | None = None, meta: dict[str, Any] | None = None,
+                 minimum: int = 1) -> list[Path]:
+    """Average the newest ``n`` step checkpoints of ``run`` into ``out`` (default: its averaged/, which translate
+    prefers); fewer than ``minimum`` is an error. Returns the checkpoints averaged."""
+    steps = run.step_checkpoints()
+    if len(steps) < max(1, minimum):
+        raise ValueError(f"{run} has {len(steps)} step checkpoints; averaging needs at least {max(1, minimum)}")
+    chosen = steps[-n:]
+    average(chosen, out or run.averaged, {"step": run.step_of(chosen[-1]), **(meta or {})})
+    return chosen

@@ -86,16 +86,17 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(a: argparse.Namespace) -> int:
-    from .config import RunConfig, resolve
+    from .config import resolve
+    from .rundir import RunDir
+    from .runtime import configure
     from .train import Trainer, TrainingError
 
     sets = list(a.set or [])
     for flag, key in ((a.max_steps, "max_steps"), (a.max_epochs, "max_epochs"), (a.max_minutes, "max_minutes")):
         if flag is not None:
             sets.append(f"{key}={flag}")
-    saved = a.out / "config.json"
-    base = RunConfig.load(saved) if saved.is_file() else None
-    cfg = resolve(a.preset, a.config, sets, base=base)
+    cfg = resolve(a.preset, a.config, sets, base=RunDir(a.out).saved_config())   # resuming: the run's settings first
+    configure(cfg.train.threads)
     trainer = Trainer(a.data, a.out, cfg)
     try:
         trainer.train()
@@ -123,15 +124,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_average(a: argparse.Namespace) -> int:
-    from . import checkpoint
+    from .checkpoint import average_last
+    from .rundir import RunDir
 
-    steps = sorted((d for d in (a.model / "checkpoints").glob("step_*") if checkpoint.is_checkpoint(d)),
-                   key=lambda d: int(d.name.split("_")[1]))
-    if len(steps) < 2:
-        raise ValueError(f"{a.model} has {len(steps)} step checkpoints; averaging needs at least 2")
-    chosen = steps[-a.last :]
-    out = checkpoint.average(chosen, a.out or a.model / "averaged", {"step": int(chosen[-1].name.split("_")[1])})
-    log.info("averaged %s into %s", ", ".join(d.name for d in chosen), out)
+    run = RunDir(a.model)
+    chosen = average_last(run, a.last, out=a.out, minimum=2)
+    log.info("averaged %s into %s", ", ".join(d.name for d in chosen), a.out or run.averaged)
     return 0
 
 
@@ -146,9 +144,10 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 # --- translate, evaluate -----------------------------------------------------------------------------------------
 
 
-def _decode_overrides(a: argparse.Namespace) -> dict[str, object]:
-    keys = ("beam", "lenpen", "nbest", "batch_tokens", "workers", "max_len_a", "max_len_b", "temperature", "top_k",
-            "top_p")
+def _decode_settings(a: argparse.Namespace) -> dict[str, object]:
+    """The DecodeConfig fields given on the command line (the run's saved settings apply to the rest)."""
+    keys = ("beam", "lenpen", "batch_tokens", "workers", "max_len_a", "max_len_b", "temperature", "top_k", "top_p",
+            "device", "precision")
     out = {k: getattr(a, k, None) for k in keys}
     if getattr(a, "sampling", False):
         out["sampling"] = True
@@ -156,6 +155,8 @@ def _decode_overrides(a: argparse.Namespace) -> dict[str, object]:
 
 
 def _add_decode_flags(p: argparse.ArgumentParser) -> None:
+    from .config import PRECISIONS
+
     p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
     p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: the run's, 4)")
     p.add_argument("--lenpen", type=float, help="length penalty alpha (default: the run's, 0.6)")
@@ -164,9 +165,10 @@ def _add_decode_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-tokens", type=int, help="source tokens x beam per batch (default 6000)")
     p.add_argument("--workers", type=int, help="CPU: batches decoded at once, each by its own thread with its share "
                    "of the cores (default 0 = auto: one per core, at most 4; 1 = one batch at a time)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "int8", "auto"],
-                   help="inference precision: fp32 (default), bf16/fp16 weights, int8 quantized linear layers (CPU)")
+    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N, mps")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="inference precision: fp32 (default), bf16/fp16 weights, int8 quantized linear layers (CPU), "
+                   "auto (bf16 where the hardware is fast at it)")
 
 
 def _read_input(path: Path | None) -> list[str]:
@@ -183,18 +185,17 @@ def _read_input(path: Path | None) -> list[str]:
 def cmd_translate(a: argparse.Namespace) -> int:
     from .translate import Translator
 
-    translator = Translator.load(a.model, device=a.device, precision=a.precision)
+    translator = Translator.load(a.model, **_decode_settings(a))
     lines = _read_input(a.input)
-    overrides = _decode_overrides(a)
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     try:
         if a.nbest and a.nbest > 1:
-            nb = translator.translate_hypotheses(lines, **{**overrides, "beam": max(a.nbest, a.beam or 0) or None})
+            nb = translator.translate_hypotheses(lines, nbest=a.nbest, beam=max(a.nbest, translator.decode.beam))
             for i, hyps in enumerate(nb):
                 for h, text in zip(hyps, translator.detokenize([h.tokens for h in hyps]), strict=True):
                     out.write(f"{i}\t{h.score:.4f}\t{text}\n")
         else:
-            for line in translator.translate(lines, **overrides):
+            for line in translator.translate(lines):
                 out.write(line + "\n")
     finally:
         if a.output:
@@ -217,34 +218,23 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    import time
-
     from .data import read_lines
-    from .evaluate import score
+    from .evaluate import evaluate
+    from .rundir import RunDir
     from .translate import Translator
 
-    src = list(read_lines(a.src, "replace"))
-    ref = list(read_lines(a.ref, "replace"))
+    src, ref = list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace"))
     if len(src) != len(ref):
         raise ValueError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}")
-    translator = Translator.load(a.model, device=a.device, precision=a.precision)
-    t0 = time.perf_counter()
-    hyps = translator.translate(src, **_decode_overrides(a))
-    seconds = time.perf_counter() - t0
-    hyp_path = a.hyps or (a.model if a.model.is_dir() else a.model.parent) / "hyps" / f"{a.src.name}.hyp"
-    hyp_path.parent.mkdir(parents=True, exist_ok=True)
-    hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    s = score(hyps, ref)
-    result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
-              "sentences": len(hyps), "seconds": round(seconds, 2), "sentences_per_s": round(len(hyps) / seconds, 1),
-              "hypotheses": str(hyp_path)}
+    translator = Translator.load(a.model, **_decode_settings(a))
+    r = evaluate(translator, src, ref, a.hyps or RunDir.locate(a.model)[0].hypotheses(a.src.name))
     if a.json:
-        print(json.dumps(result))
+        print(json.dumps(r))
     else:
-        print(f"BLEU {s['bleu']:.2f}  (lowercased {s['bleu_lc']:.2f})  chrF {s['chrf']:.2f}  "
-              f"{len(hyps)} sentences in {seconds:.1f} s")
-        print(f"  {s['signature']}")
-        print(f"  hypotheses: {hyp_path}")
+        print(f"BLEU {r['bleu']:.2f}  (lowercased {r['bleu_lc']:.2f})  chrF {r['chrf']:.2f}  "
+              f"{r['sentences']} sentences in {r['seconds']:.1f} s")
+        print(f"  {r['signature']}")
+        print(f"  hypotheses: {r['hypotheses']}")
     return 0
 
 
@@ -320,6 +310,10 @@ ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
+    if args.command not in ("train", "demo"):   # those tune the process with their own `threads` setting
+        from .runtime import configure
+
+        configure()
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -23,7 +23,15 @@ import yaml
 Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned"]
 Tie = Literal["none", "decoder", "all"]
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
+# How numbers are computed. Training: fp32, or bf16/fp16 autocast over fp32 master weights; inference also int8
+# (dynamically quantized linear layers, CPU). "auto" picks bf16 where the hardware runs it fast, else fp32.
+# aiayn/precision.py resolves and applies it.
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+
+# The special token ids, defined here only: the tokenizer is trained with them, the data manifest records them,
+# and ModelConfig's defaults are them.
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 
 def _check(obj: Any) -> None:
@@ -77,10 +85,10 @@ class ModelConfig:
     positions: Positions = "sinusoidal"   # §3.5; "learned" is the paper's Table 3 row (E)
     tie: Tie = "all"            # §3.4: "all" shares src/tgt embeddings and the pre-softmax matrix
     max_positions: int = 1024   # longest sequence (tokens, BOS/EOS included) the model accepts
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
-    unk_id: int = 3
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
 
     def __post_init__(self) -> None:
         _check(self)
@@ -143,7 +151,8 @@ class TrainConfig:
 
     max_tokens: int = 4096          # per batch, source or target side, padding counted (§5.1 batches by tokens)
     update_freq: int = 1            # batches accumulated per optimizer step (paper: ~25k tokens per step)
-    precision: Precision = "auto"   # auto = bf16 where the hardware runs it fast, else fp32; fp16 is CUDA-only
+    precision: Precision = "auto"   # auto = bf16 where the hardware runs it fast, else fp32; fp16 is CUDA-only;
+                                    # int8 is for inference only
     lr_factor: float = 1.0          # multiplier on the §5.3 rate
     warmup: int = 4000              # warmup_steps of §5.3
     cooldown: float = 0.0           # last fraction of the run over which the rate falls linearly to 0 (not in
@@ -158,7 +167,7 @@ class TrainConfig:
     max_epochs: int = 0
     max_minutes: float = 0.0
     save_every_steps: int = 1000
-    keep_last: int = 5              # step checkpoints kept on disk (best/ and last/ are kept apart)
+    keep_last: int = 5              # step checkpoints kept on disk, 0 = all (best/ and last/ are kept apart)
     valid_every_steps: int = 1000
     valid_each_epoch: bool = True   # also validate at the end of every epoch
     valid_bleu: bool = True         # greedy-decode the validation set and score it with sacreBLEU
@@ -184,6 +193,9 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.cooldown={self.cooldown!r}: expected a fraction of the run in [0, 1]")
         if self.cooldown > 0 and not (self.max_steps or self.max_epochs or self.max_minutes):
             raise ValueError("TrainConfig.cooldown needs the run's length: set max_steps, max_epochs or max_minutes")
+        if self.precision == "int8":
+            raise ValueError("TrainConfig.precision='int8': int8 is for translation (decode.precision); "
+                             "train in fp32, bf16 or fp16 (or auto)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +210,8 @@ class DecodeConfig:
     nbest: int = 1
     batch_tokens: int = 6000        # source tokens per translation batch
     workers: int = 0                # batches decoded at once by separate threads (CPU); 0 = auto
+    device: str = "auto"            # auto | cpu | cuda | cuda:N | mps
+    precision: Precision = "fp32"   # of the weights at inference: fp32, bf16, fp16, int8 (CPU) or auto
     sampling: bool = False
     temperature: float = 1.0
     top_k: int = 0

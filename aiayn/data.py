@@ -20,8 +20,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
-import shutil
 import time
 import zlib
 from collections.abc import Iterator
@@ -32,7 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from .atomic import atomic_dir
+from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +258,8 @@ def prepare(
 ) -> Path:
     """Build a data directory from parallel text; returns its path. Reuses an identical earlier build.
 
-    Everything is written to a temporary sibling directory and renamed into place at the end, so a
-    failure never leaves a half-written data directory.
+    Everything is written to a temporary sibling directory and renamed into place at the end
+    (:func:`atomic.atomic_dir`), so a failure never leaves a half-written data directory.
     """
     out = Path(out)
     if "train" not in sources or "valid" not in sources:
@@ -269,11 +269,7 @@ def prepare(
     if _check_out_dir(out, digest, force):
         log.info("%s already holds this data (same inputs and options): reusing it", out)
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_dir(out) as tmp:
         train_lines = (line for pair in read_pairs(sources["train"], opts.encoding_errors) for line in pair)
         tok = Tokenizer.train(train_lines, tmp / "spm.model", opts.vocab_size, opts.model_type,
                               opts.character_coverage)
@@ -284,19 +280,11 @@ def prepare(
         manifest = {
             "format": FORMAT_VERSION, "src": opts.src, "tgt": opts.tgt, "hash": digest, "dtype": dtype.name,
             "vocab": {"size": tok.vocab_size, "model_type": opts.model_type, "pad_id": PAD_ID, "bos_id": BOS_ID,
-                      "eos_id": EOS_ID, "unk_id": 3, "file": "spm.model"},
+                      "eos_id": EOS_ID, "unk_id": UNK_ID, "file": "spm.model"},
             "options": dataclasses.asdict(opts), "splits": splits, "versions": _versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - t0, 2),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        if out.exists():
-            trash = out.parent / f".{out.name}.old-{os.getpid()}"
-            out.rename(trash)
-            shutil.rmtree(trash)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
@@ -336,6 +324,13 @@ class DataDir:
     @property
     def vocab_size(self) -> int:
         return int(self.manifest["vocab"]["size"])
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """pad_id, bos_id, eos_id, unk_id as the tokenizer was trained with them (config.PAD_ID ...)."""
+        v = self.manifest["vocab"]
+        return {k: int(v.get(k, default)) for k, default in
+                (("pad_id", PAD_ID), ("bos_id", BOS_ID), ("eos_id", EOS_ID), ("unk_id", UNK_ID))}
 
     @property
     def spm_path(self) -> Path:

@@ -15,7 +15,9 @@ from pathlib import Path
 from .config import resolve
 from .corpora import fetch
 from .data import DataDir, PrepareOptions, prepare
-from .evaluate import score
+from .evaluate import evaluate
+from .rundir import RunDir
+from .runtime import configure
 from .train import Trainer
 from .translate import Translator
 
@@ -29,38 +31,36 @@ SAMPLES = [
 
 
 def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: list[str] | None = None) -> dict:
+    """The whole job. It is a program of its own: it tunes the process (runtime.configure) with the recipe's
+    ``threads``."""
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     log.info("[1/4] preparing the bundled Multi30k (%s -> %s) in %s", src, tgt, out / "data")
     data = DataDir(prepare(fetch("multi30k", src, tgt, out / "cache"), out / "data",
                            PrepareOptions(src=src, tgt=tgt, vocab_size=8000)))
-    run = out / f"run-{src}-{tgt}"
+    run = RunDir(out / f"run-{src}-{tgt}")
     cfg = resolve(yaml_path=f"multi30k-{src}-{tgt}", sets=[f"max_minutes={minutes}", *(sets or [])])
+    configure(cfg.train.threads)
     log.info("[2/4] training the small model for up to %g minutes into %s (Ctrl-C stops and saves)", minutes, run)
-    trainer = Trainer(data.path, run, cfg)
+    trainer = Trainer(data.path, run.path, cfg)
     trainer.train()
     log.info("[3/4] translating test_2016_flickr (%d sentences, beam %d) and scoring with sacreBLEU",
              data.manifest["splits"]["test"]["pairs"], cfg.decode.beam)
-    translator = Translator.load(run)
+    translator = Translator.load(run.path)
     src_lines = data.raw("test", "src").read_text(encoding="utf-8").splitlines()
     refs = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()
-    t1 = time.perf_counter()
-    hyps = translator.translate(src_lines)
-    seconds = time.perf_counter() - t1
-    (run / "hyps").mkdir(exist_ok=True)
-    (run / "hyps" / "test_2016_flickr.hyp").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    s = score(hyps, refs)
+    s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"))
     result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
-              "sentences": len(hyps), "decode_seconds": round(seconds, 1), "train_minutes":
+              "sentences": s["sentences"], "decode_seconds": round(s["seconds"], 1), "train_minutes":
               round(trainer.state.seconds / 60, 1), "steps": trainer.state.step, "run_dir": str(run)}
-    (run / "demo.json").write_text(json.dumps(result, indent=2) + "\n")
+    run.demo_file.write_text(json.dumps(result, indent=2) + "\n")
     log.info("[4/4] a few translations:")
     samples = SAMPLES if src == "de" else src_lines[:3]
     for line, hyp in zip(samples, translator.translate(samples), strict=True):
         log.info("  %s\n    -> %s", line, hyp)
     log.info("\ntest_2016_flickr: BLEU %.2f (lowercased %.2f), chrF %.2f, %d sentences in %.1f s\n  %s",
-             s["bleu"], s["bleu_lc"], s["chrf"], len(hyps), seconds, s["signature"])
+             s["bleu"], s["bleu_lc"], s["chrf"], s["sentences"], s["seconds"], s["signature"])
     log.info("run dir: %s\n  metrics: %s\n  hypotheses: %s\n  translate more: aiayn translate --model %s",
-             run, run / "metrics.jsonl", run / "hyps" / "test_2016_flickr.hyp", run)
+             run, run.metrics, s["hypotheses"], run)
     log.info("demo finished in %.1f minutes", (time.perf_counter() - t0) / 60)
     return result

@@ -20,6 +20,7 @@ import torch
 from .loss import smoothed_targets
 from .model import sinusoids
 from .optim import noam_lr
+from .rundir import RunDir
 
 
 def _plt() -> Any:
@@ -73,6 +74,7 @@ def label_smoothing(path: Path) -> Path:
 
 
 def training_curves(metrics: Path, path: Path) -> Path:
+    """Loss, validation BLEU and throughput over steps, from a run's metrics.jsonl."""
     plt = _plt()
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     train = [r for r in records if "loss" in r]
@@ -136,7 +138,8 @@ def all_plots(run_dir: Path | None, out_dir: Path, sentence: str) -> list[Path]:
     paths = [positional_encoding(out_dir / "positional_encoding.png"), learning_rate(out_dir / "learning_rate.png"),
              label_smoothing(out_dir / "label_smoothing.png")]
     if run_dir is not None:
-        if (run_dir / "metrics.jsonl").is_file():
-            paths.append(training_curves(run_dir / "metrics.jsonl", out_dir / "training_curves.png"))
+        run = RunDir(run_dir)
+        if run.metrics.is_file():
+            paths.append(training_curves(run.metrics, out_dir / "training_curves.png"))
         paths += attention(run_dir, sentence, out_dir)
     return paths

@@ -1,4 +1,9 @@
-"""Where and how computation runs: device auto-detection, precision, threads, memory readings."""
+"""Where computation runs: device auto-detection, threads, decoding workers, memory settings and readings.
+
+Process-wide settings (intra-op threads, the allocator's treatment of freed memory) change only through
+:func:`configure`, called once by the command line at start-up, or by a program that uses the library
+(``aiayn.configure()``). Constructors (``Trainer``, ``Translator``) never change them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ import ctypes
 import os
 import resource
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -32,38 +36,12 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX)."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto`` -> bf16 where the hardware runs it fast (CUDA with bf16, CPUs with AVX512-BF16/AMX), else fp32."""
-    if precision == "fp16" and device.type != "cuda":
-        raise ValueError("precision=fp16 needs a CUDA GPU (it relies on a gradient scaler); use bf16 or fp32 here")
-    if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
-        warnings.warn("precision=bf16 on a CPU without native bf16 (AVX512-BF16 or AMX): PyTorch emulates its "
-                      "matrix products, about 100x slower than fp32 here; use precision=fp32 (or auto, which picks "
-                      "it), or precision=int8 to translate", stacklevel=2)
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if device.type == "cpu" and cpu_has_fast_bf16():
-        return "bf16"
-    return "fp32"
-
-
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
-    """Mixed precision for the forward pass: matmuls in bf16/fp16, numerically sensitive ops in fp32."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+def configure(threads: int | None = None) -> int:
+    """Tune this process for aiayn, once, at start-up: freed memory kept for reuse (:func:`keep_freed_memory`)
+    and ``threads`` intra-op threads (0: every core this process may use; None: PyTorch's default).
+    Returns the number of threads."""
+    keep_freed_memory()
+    return set_threads(threads) if threads is not None else torch.get_num_threads()
 
 
 def set_threads(n: int = 0) -> int:

@@ -1,6 +1,6 @@
 """Subword tokenization with one joint SentencePiece model, shared by source and target (paper §5.1).
 
-Ids are fixed and recorded: pad 0, bos 1, eos 2, unk 3 (``ModelConfig`` defaults).
+Ids are fixed (``config.PAD_ID`` .. ``UNK_ID``: pad 0, bos 1, eos 2, unk 3) and recorded in the data manifest.
 Byte fallback is on, so any character — CJK, emoji, characters never seen in training — survives
 a round trip as UTF-8 byte pieces instead of collapsing to <unk>. Normalization is ``identity`` and
 whitespace is kept as written by default, so ``decode(encode(line)) == line`` for ordinary text.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 

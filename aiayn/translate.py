@@ -16,46 +16,15 @@ from typing import Any
 
 import torch
 
-from . import checkpoint
-from .config import DecodeConfig, RunConfig
+from . import checkpoint, precision
+from .config import DecodeConfig, from_dict
 from .model import Transformer
-from .runtime import (
-    autocast,
-    eval_mode,
-    keep_freed_memory,
-    map_in_threads,
-    resolve_device,
-    resolve_precision,
-    resolve_workers,
-)
+from .rundir import RunDir
+from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, beam_search, greedy, sample
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
-
-CHECKPOINT_PREFERENCE = ("averaged", "best", "last")
-
-
-def find_checkpoint(path: str | Path) -> tuple[Path, Path]:
-    """(run dir, checkpoint dir) for a run dir (averaged/ > best/ > last/ > newest step) or a checkpoint in one."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such run directory or checkpoint")
-    if checkpoint.is_checkpoint(p):
-        run = next((d for d in (p.parent, p.parent.parent) if (d / "config.json").is_file()), None)
-        if run is None:
-            raise FileNotFoundError(f"{p} is a checkpoint, but no config.json was found in its run directory")
-        return run, p
-    if not (p / "config.json").is_file():
-        raise FileNotFoundError(f"{p} is not a run directory (no config.json) or a checkpoint")
-    for name in CHECKPOINT_PREFERENCE:
-        if checkpoint.is_checkpoint(p / name):
-            return p, p / name
-    steps = sorted((d for d in (p / "checkpoints").glob("step_*") if checkpoint.is_checkpoint(d)),
-                   key=lambda d: int(d.name.split("_")[1]))
-    if not steps:
-        raise FileNotFoundError(f"{p} has no checkpoint yet (train first)")
-    return p, steps[-1]
 
 
 def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -75,9 +44,14 @@ def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
 
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
-    precision: str = "fp32", generator: torch.Generator | None = None,
+    autocast: str = "fp32", generator: torch.Generator | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order."""
+    """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
+
+    ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
+    whoever made it, as :class:`Translator` does); ``autocast``: a mixed precision to run its fp32 weights in
+    (validation during training, see precision.py).
+    """
     cfg = model.cfg
     limit = cfg.max_positions - 1
     if any(len(s) > limit for s in src_ids):
@@ -91,7 +65,7 @@ def translate_ids(
         for row, i in enumerate(batch):
             src[row, : len(seqs[i])] = torch.tensor(seqs[i])
         src = src.to(device)
-        with autocast(device, precision):   # thread-local: entered by the thread that decodes
+        with precision.autocast(device, autocast):   # thread-local: entered by the thread that decodes
             if decode.sampling:
                 return [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
                                             generator=generator, **args)]  # type: ignore[arg-type]
@@ -110,88 +84,42 @@ def translate_ids(
     return results
 
 
-def reduce_precision(model: Transformer, precision: str) -> Transformer:
-    """``model`` for inference in ``precision``: converted in place to bf16/fp16, or a copy with int8
-    dynamically quantized linear layers (CPU); fp32 leaves it as it is."""
-    if precision in ("bf16", "fp16"):
-        return model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
-    if precision == "int8":
-        if next(model.parameters()).device.type != "cpu":
-            raise ValueError("precision=int8 (dynamic quantization) runs on CPUs only; use bf16 or fp16 on GPUs")
-        import warnings
+class Translator:
+    """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``.
 
-        try:
-            from torch.ao.quantization import quantize_dynamic
-        except ImportError:
-            raise ValueError(f"precision=int8 uses torch.ao.quantization.quantize_dynamic, which PyTorch "
-                             f"{torch.__version__} does not have; use precision=fp32 or bf16") from None
-        with warnings.catch_warnings():   # torch.ao's eager quantization is deprecated in favour of torchao
-            warnings.simplefilter("ignore")
-            quantized = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-        _lean_int8_calls(quantized)
-        return quantized
-    if precision != "fp32":
-        raise ValueError(f"precision={precision!r}: expected fp32, bf16, fp16, int8 or auto")
-    return model
-
-
-class Int8Linear(torch.nn.Module):
-    """A dynamically quantized linear layer called straight through its kernel.
-
-    ``torch.ao``'s module reaches the kernel through several Python attribute lookups, an operator looked
-    up by name with keyword arguments and a no-op dtype conversion: ~14 us per call, 19 calls per decoding
-    step of the small model (measured: whole beam-4 search 1.03x faster without them). Same kernel,
-    same result: int8 weights, activations quantized per call with 7-bit range (``reduce_range``, as
-    ``torch.ao`` does on x86).
+    ``decode.device`` and ``decode.precision`` are applied once, here (precision.py): fp32; bf16 or fp16
+    (weights and activations in that type, log-probabilities in fp32); int8 (dynamically quantized linear
+    layers, CPU); auto (bf16 where the hardware is fast at it, else fp32).
     """
 
-    def __init__(self, quantized: torch.nn.Module, packed: object) -> None:
-        super().__init__()
-        self.quantized = quantized    # kept for its repr and state_dict
-        self.packed = packed
-        self.kernel = torch.ops.quantized.linear_dynamic.default
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.kernel(x, self.packed, True)
-
-
-def _lean_int8_calls(model: torch.nn.Module) -> None:
-    """Replace each ``torch.ao`` dynamic int8 Linear by an :class:`Int8Linear` around the same packed weights
-    (left as they are where a PyTorch version stores them differently)."""
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            packed = getattr(getattr(child, "_packed_params", None), "_packed_params", None)
-            if packed is not None and getattr(child, "version", 0) >= 4 and child._packed_params.dtype == torch.qint8:
-                setattr(parent, name, Int8Linear(child, packed))
-
-
-class Translator:
-    """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``."""
-
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None,
-                 device: str | torch.device = "auto", precision: str = "fp32") -> None:
-        """``precision``: fp32; bf16 or fp16 (weights and activations in that type, log-probabilities in fp32);
-        int8 (dynamically quantized linear layers, CPU); auto (bf16 where the hardware is fast at it)."""
-        keep_freed_memory()
-        self.device = device if isinstance(device, torch.device) else resolve_device(device)
-        self.precision = resolve_precision(precision, self.device)
-        self.model = reduce_precision(model.to(self.device).eval(), self.precision)
-        self.tokenizer = tokenizer
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None) -> None:
         self.decode = decode or DecodeConfig()
+        self.device = resolve_device(self.decode.device)
+        self.precision = precision.resolve(self.decode.precision, self.device)
+        self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
+        self.tokenizer = tokenizer
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32") -> Translator:
-        """From a run dir (its averaged/, best/ or last/ checkpoint) or a checkpoint dir inside one."""
-        run, ckpt = find_checkpoint(path)
-        cfg = RunConfig.load(run / "config.json")
+    def load(cls, path: str | Path, **settings: Any) -> Translator:
+        """From a run dir (its averaged/, best/ or last/ checkpoint) or a checkpoint dir inside one, with the
+        run's decoding settings; ``settings``: any :class:`DecodeConfig` field (``device``, ``precision``,
+        ``beam``, ...) to override (None values are ignored)."""
+        run, ckpt = RunDir.locate(path)
+        cfg = run.config()
         model = Transformer(cfg.model)
         checkpoint.load_weights(model, ckpt)
         log.debug("loaded %s", ckpt)
-        return cls(model, Tokenizer(run / "spm.model"), cfg.decode, device, precision)
+        return cls(model, Tokenizer(run.spm_model), _override(cfg.decode, settings))
 
     def settings(self, **overrides: object) -> DecodeConfig:
-        """The decoding settings with some fields overridden (None values are ignored)."""
-        return dataclasses.replace(self.decode, **{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+        """The decoding settings with some fields overridden (None values are ignored). The device and the
+        precision are fixed when the Translator is made."""
+        decode = _override(self.decode, overrides)
+        for fixed in ("device", "precision"):
+            if getattr(decode, fixed) != getattr(self.decode, fixed):
+                raise ValueError(f"{fixed}={getattr(decode, fixed)!r}: a Translator's {fixed} is set when it is made "
+                                 f"(here {getattr(self.decode, fixed)!r}); load it again with {fixed}=...")
+        return decode
 
     def translate_hypotheses(self, lines: Sequence[str], **overrides: object) -> list[list[Hypothesis]]:
         decode = self.settings(**overrides)
@@ -214,3 +142,8 @@ class Translator:
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
         # a translation is one line: no newline may come out of the decoder
         return [t.replace("\n", " ").replace("\r", " ") for t in self.tokenizer.decode(token_lists)]
+
+
+def _override(decode: DecodeConfig, settings: dict[str, Any]) -> DecodeConfig:
+    """``decode`` with ``settings`` applied (None values ignored); unknown names and bad values are ValueErrors."""
+    return from_dict(DecodeConfig, {**dataclasses.asdict(decode), **{k: v for k, v in settings.items() if v is not None}})

@@ -88,12 +88,12 @@ def test_repeated_set_flags_all_apply(command: str) -> None:
 def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from aiayn import runtime
+    from aiayn import precision
 
-    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: False)
     cpu = torch.device("cpu")
     with pytest.warns(UserWarning, match="without native bf16"):
-        assert runtime.resolve_precision("bf16", cpu) == "bf16"
-    assert runtime.resolve_precision("auto", cpu) == "fp32"          # auto never picks the emulated path
-    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: True)
-    assert runtime.resolve_precision("auto", cpu) == "bf16"
+        assert precision.resolve("bf16", cpu) == "bf16"
+    assert precision.resolve("auto", cpu) == "fp32"          # auto never picks the emulated path
+    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: True)
+    assert precision.resolve("auto", cpu) == "bf16"

@@ -25,7 +25,8 @@ from aiayn.data import (
     prepare,
     read_lines,
 )
-from aiayn.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID
+from aiayn.tokenizer import Tokenizer
 
 # --- tokenizer ----------------------------------------------------------------------------------------------
 

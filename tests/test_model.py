@@ -8,16 +8,9 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, make_model
-from aiayn.model import (
-    KeyValueCache,
-    add_dropout,
-    additive_mask,
-    attention,
-    dropout,
-    fast_attention,
-    padding_mask,
-    sinusoids,
-)
+from aiayn.attention import add_dropout, additive_mask, dropout, fast_attention, padding_mask
+from aiayn.cache import KeyValueCache
+from aiayn.model import attention, sinusoids
 
 from .reference import reference_log_probs
 

@@ -21,7 +21,7 @@ from aiayn.config import resolve
 from aiayn.corpora import fetch
 from aiayn.data import DataDir, PrepareOptions, collate, prepare
 from aiayn.optim import noam_lr
-from aiayn.train import Trainer
+from aiayn.train import Trainer, TrainStep
 from aiayn.translate import Translator
 
 ROOT = Path(__file__).parent.parent
@@ -63,20 +63,20 @@ def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, tmp_path: P
 def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """2N steps straight == N steps, a crash (no graceful save), and a resume to 2N — bit for bit."""
     assert _cli_train(copy_dir, tmp_path / "straight") == 0
-    original = Trainer._update
+    original = TrainStep.__call__
     calls = {"n": 0}
 
-    def crash_after_9(self, batches, interval):  # type: ignore[no-untyped-def]
+    def crash_after_9(self, batches, lr):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] > 9:                     # past the checkpoint at step 6: the on-disk state of a kill -9
             raise SystemExit("simulated crash")
-        return original(self, batches, interval)
+        return original(self, batches, lr)
 
-    monkeypatch.setattr(Trainer, "_update", crash_after_9)
+    monkeypatch.setattr(TrainStep, "__call__", crash_after_9)
     with pytest.raises(SystemExit):
         _cli_train(copy_dir, tmp_path / "resumed")
     assert json.loads((tmp_path / "resumed" / "last" / "checkpoint.json").read_text())["step"] == 6
-    monkeypatch.setattr(Trainer, "_update", original)
+    monkeypatch.setattr(TrainStep, "__call__", original)
     assert _cli_train(copy_dir, tmp_path / "resumed") == 0
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
@@ -124,9 +124,7 @@ def test_gradient_accumulation_equals_one_big_batch(copy_dir: DataDir, tmp_path:
     def grads(batches_of_idx: list[np.ndarray]) -> dict[str, torch.Tensor]:
         torch.manual_seed(0)
         trainer = Trainer(copy_dir.path, tmp_path / "g", cfg)
-        from aiayn.train import _Interval
-
-        trainer._update([collate(src, tgt, i) for i in batches_of_idx], _Interval())
+        trainer.train_step([collate(src, tgt, i) for i in batches_of_idx], lr=1e-3)
         return {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
 
     accumulated = grads([idx[:13], idx[13:29], idx[29:]])

@@ -14,7 +14,8 @@ from aiayn.cli import main
 from aiayn.data import DataDir
 from aiayn.evaluate import score
 from aiayn.runtime import map_in_threads
-from aiayn.translate import Translator, find_checkpoint
+from aiayn.rundir import RunDir
+from aiayn.translate import Translator
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +107,12 @@ def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
 def test_int8_layers_call_the_same_kernel_directly() -> None:
     """Every Linear becomes an Int8Linear around torch.ao's packed weights, with torch.ao's exact output."""
     from aiayn import ModelConfig, Transformer
-    from aiayn.translate import Int8Linear, reduce_precision
+    from aiayn.quantize import Int8Linear, int8
 
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=50)).eval()
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
-    q = reduce_precision(model, "int8")
+    q = int8(model)
     lean = [m for m in q.modules() if isinstance(m, Int8Linear)]
     assert len(lean) == n_linear
     x = torch.randn(7, 3, lean[0].quantized.in_features)
@@ -157,11 +158,12 @@ def test_cli_evaluate_json(run_dir: Path, multi30k_dir: DataDir, tmp_path: Path,
 
 
 def test_find_checkpoint_preference(run_dir: Path) -> None:
-    run, ckpt = find_checkpoint(run_dir)
-    assert run == run_dir and ckpt.name in ("averaged", "best", "last")
-    assert find_checkpoint(run_dir / "last") == (run_dir, run_dir / "last")
+    run, ckpt = RunDir.locate(run_dir)
+    assert run.path == run_dir and ckpt.name in ("averaged", "best", "last")
+    run, ckpt = RunDir.locate(run_dir / "last")
+    assert (run.path, ckpt) == (run_dir, run_dir / "last")
     with pytest.raises(FileNotFoundError, match="no such run"):
-        find_checkpoint(run_dir / "nope")
+        RunDir.locate(run_dir / "nope")
 
 
 def test_score_is_sacrebleu_on_every_line() -> None:
@@ -184,9 +186,9 @@ def test_int8_without_torch_ao_quantization_is_a_clear_error(monkeypatch: pytest
     import sys
 
     from aiayn import ModelConfig, Transformer
-    from aiayn.translate import reduce_precision
+    from aiayn.quantize import int8
 
     monkeypatch.setitem(sys.modules, "torch.ao.quantization", None)     # makes the import fail
     model = Transformer(ModelConfig(src_vocab_size=16, tgt_vocab_size=16, d_model=8, n_layers=1, n_heads=2, d_ff=16))
     with pytest.raises(ValueError, match="precision=int8 uses torch.ao.quantization"):
-        reduce_precision(model, "int8")
+        int8(model)

@@ -1,0 +1,178 @@
+"""The incremental-decoding cache: what a search carries from one decoding step to the next.
+
+Causal self-attention (§3.2.3) never lets a position see later ones, so the keys and values computed
+for earlier positions stay valid: they are kept instead of recomputed, and each step runs the decoder
+on the newest token only (``Transformer.decode_step``). The encoder-decoder keys and values depend only
+on the source: they are projected once per sentence and shared by its beams.
+
+Shape legend: N hypotheses (rows), B sources, g = N / B hypotheses per source, H heads, S source
+length, K d_k, t positions decoded so far.
+
+State is returned, not stored: the model takes a cache and returns the next one. The buffers are
+reused between them (appending writes in place); :class:`KeyValueCache` says when that is safe and
+refuses to read a buffer that changed under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .attention import additive_mask
+
+
+class KeyValueCache:
+    """One decoder layer's self-attention keys and values for the t positions decoded so far.
+
+    The buffers are time-major, (capacity, N, H, K), and the capacity doubles when full: appending a
+    position writes one contiguous slice (no copy of the prefix). Beam search's reordering is done in
+    place by :meth:`reorder_`, moving only the rows whose hypothesis changed.
+
+    Caches made from one another share a buffer. Appending never changes positions an older cache
+    sees (appending to an older cache a second time copies first), so those stay valid; an in-place
+    reorder does change them, and any older cache of that buffer then refuses to be used.
+    """
+
+    def __init__(self, k: Tensor, v: Tensor, length: int, shared: list[int] | None = None) -> None:
+        self.k, self.v, self.length = k, v, length
+        # shared by the caches of one buffer: [positions written, number of in-place reorders]
+        self._shared = shared if shared is not None else [length, 0]
+        self._version = self._shared[1]
+
+    @classmethod
+    def empty(cls, n: int, heads: int, d_k: int, like: Tensor, capacity: int = 16) -> KeyValueCache:
+        """No positions yet, for n rows; dtype and device of ``like``."""
+        buf = like.new_empty((capacity, n, heads, d_k))
+        return cls(buf, torch.empty_like(buf), 0)
+
+    def _check(self) -> None:
+        if self._version != self._shared[1]:
+            raise RuntimeError("this decoding cache's buffer was reordered in place (DecoderCache.select_self) "
+                               "after it was made; continue from the reordered cache, or copy with select() first")
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[KeyValueCache, Tensor, Tensor]:
+        """k, v (N, H, T, K) of T new positions -> the extended cache, and all keys and values (N, H, t+T, K)
+        (strided views of the buffers)."""
+        self._check()
+        t, T = self.length, k.shape[2]
+        kb, vb, shared = self.k, self.v, self._shared
+        if shared[0] != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
+            kb = kb.new_empty((max(2 * kb.shape[0], t + T),) + kb.shape[1:])
+            vb = torch.empty_like(kb)
+            kb[:t], vb[:t], shared = self.k[:t], self.v[:t], [t, 0]
+        kb[t : t + T], vb[t : t + T] = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)
+        shared[0] = t + T
+        return KeyValueCache(kb, vb, t + T, shared), kb[: t + T].permute(1, 2, 0, 3), vb[: t + T].permute(1, 2, 0, 3)
+
+    def select(self, index: Tensor) -> KeyValueCache:
+        """Row i of the result is row index[i] of this cache: a copy of the filled positions."""
+        self._check()
+        t = self.length
+        kb = self.k.new_empty((self.k.shape[0], index.shape[0]) + self.k.shape[2:])
+        vb = torch.empty_like(kb)
+        torch.index_select(self.k[:t], 1, index, out=kb[:t])
+        torch.index_select(self.v[:t], 1, index, out=vb[:t])
+        return KeyValueCache(kb, vb, t)
+
+    @staticmethod
+    def moved_rows(index: Tensor) -> Tensor:
+        """The rows i with index[i] != i: those a reorder by ``index`` has to copy."""
+        return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+
+    def reorder_(self, index: Tensor, moved: Tensor | None = None) -> KeyValueCache:
+        """In place, for index (N,) over the same N rows: row i becomes row index[i]. Only the rows with
+        index[i] != i are copied (beam search keeps most hypotheses in their row, see search.py);
+        ``moved`` is :meth:`moved_rows` of ``index`` where the caller already has it."""
+        self._check()
+        t = self.length
+        if moved is None:
+            moved = self.moved_rows(index)
+        if moved.numel():
+            src = index[moved]
+            for buf in (self.k, self.v):
+                buf[:t].index_copy_(1, moved, buf[:t].index_select(1, src))   # gathered first: sources may move too
+        self._shared[1] += 1
+        return KeyValueCache(self.k, self.v, t, self._shared)
+
+
+@dataclass
+class DecoderCache:
+    """Incremental-decoding state for a batch of N hypotheses: B sources, each with g = N / B hypotheses
+    (its beams) in consecutive rows.
+
+    memory_kv: per layer, the encoder-decoder keys/values (B, H, S, K), computed once per source and
+               shared by its g hypotheses (not copied per beam).
+    self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far, N rows.
+    src_mask:  (B, 1, 1, S) additive (0 at real source tokens, -inf at padding; made once per source).
+    step:      t, the position of the next token.
+    """
+
+    memory_kv: list[tuple[Tensor, Tensor]]
+    self_kv: list[KeyValueCache]
+    src_mask: Tensor
+    step: int = 0
+
+    @classmethod
+    def start(cls, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor, max_len: int) -> DecoderCache:
+        """Nothing decoded yet. memory_kv: per layer (B, H, S, K) keys and values of the source; src_mask
+        (B, 1, 1, S) bool; ``max_len``: the most tokens the search will decode, the self-attention buffers'
+        first capacity (they grow past it if needed).
+
+        The source keys/values are stored contiguous: each step's attention matmuls would otherwise copy
+        the strided views of the fused projection (docs/performance.md).
+        """
+        memory_kv = [(k.contiguous(), v.contiguous()) for k, v in memory_kv]
+        N, H, _, K = memory_kv[0][0].shape
+        return cls(memory_kv=memory_kv,
+                   self_kv=[KeyValueCache.empty(N, H, K, like=memory_kv[0][0], capacity=max_len) for _ in memory_kv],
+                   src_mask=additive_mask(src_mask, memory_kv[0][0].dtype))
+
+    def advance(self, self_kv: list[KeyValueCache]) -> DecoderCache:
+        """The cache after one step, with each layer's extended self-attention keys/values."""
+        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1)
+
+    @property
+    def rows(self) -> int:
+        """N, the hypotheses."""
+        return self.self_kv[0].k.shape[1] if self.self_kv else self.src_mask.shape[0]
+
+    @property
+    def group(self) -> int:
+        """g, the hypotheses per source."""
+        return self.rows // self.src_mask.shape[0]
+
+    def expand(self, k: int) -> DecoderCache:
+        """Each hypothesis repeated k times in consecutive rows (the beams), sharing its source."""
+        index = torch.arange(self.rows, device=self.src_mask.device).repeat_interleave(k)
+        return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step)
+
+    def select(self, index: Tensor) -> DecoderCache:
+        """Keep / reorder hypotheses: row i of the result is row index[i] of this cache.
+
+        With g > 1 hypotheses per source, ``index`` keeps each source's g rows together and in order
+        (index[i*g + j] = s*g + j), as retiring finished sentences does; anything else is a ValueError.
+        """
+        g = self.group
+        src_index = index
+        if g > 1:
+            rows = index.view(-1, g)
+            src_index = rows[:, 0] // g
+            if not torch.equal(rows, src_index[:, None] * g + torch.arange(g, device=index.device)):
+                raise ValueError(f"select(): the {g} hypotheses of a source must be kept together and in order")
+        pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, src_index)  # noqa: E731
+        return DecoderCache(
+            memory_kv=[(pick(k), pick(v)) for k, v in self.memory_kv],
+            self_kv=[kv.select(index) for kv in self.self_kv],
+            src_mask=pick(self.src_mask),
+            step=self.step,
+        )
+
+    def select_self(self, index: Tensor) -> DecoderCache:
+        """Reorder only the decoded prefixes, in place (beam search: the beams of a sentence share its
+        source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
+        moved = KeyValueCache.moved_rows(index)                    # the same rows move in every layer
+        return DecoderCache(self.memory_kv, [kv.reorder_(index, moved) for kv in self.self_kv], self.src_mask,
+                            self.step)

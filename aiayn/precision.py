@@ -1,0 +1,93 @@
+"""Precision: how numbers are computed, one concept with one validated type (``config.Precision``).
+
+    fp32   everything in 32-bit floats
+    bf16   bfloat16 matrix products (fast on recent GPUs and on CPUs with AVX512-BF16 or AMX)
+    fp16   float16 matrix products (CUDA only; training needs a gradient scaler)
+    int8   int8 linear layers, dynamically quantized (CPU inference only; see quantize.py)
+    auto   bf16 where the hardware runs it fast, else fp32 (fp16 on CUDA GPUs without bf16)
+
+Training and inference apply it differently, for good reasons:
+
+- training (and validation during training) keeps fp32 master weights and runs the forward pass under
+  :func:`autocast` — matrix products in bf16/fp16, LayerNorm, softmax and the loss in fp32;
+- inference converts the weights once (:func:`for_inference`): no fp32 copy, no per-call casts.
+
+Any other value is refused with a ``ValueError`` naming it and listing the valid ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import TypeVar
+
+import torch
+
+from .config import PRECISIONS
+
+M = TypeVar("M", bound=torch.nn.Module)
+TRAINING = ("fp32", "bf16", "fp16")                 # what autocast accepts
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check(precision: str) -> str:
+    """``precision`` if it is one of :data:`config.PRECISIONS`, else a clear ``ValueError``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve(precision: str, device: torch.device) -> str:
+    """The concrete precision for ``device``: ``auto`` becomes bf16 where the hardware runs it fast (CUDA with
+    bf16, CPUs with AVX512-BF16/AMX), fp16 on older CUDA GPUs, else fp32. Impossible choices are errors."""
+    check(precision)
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision=fp16 needs a CUDA GPU (it relies on a gradient scaler); use bf16 or fp32 here")
+    if precision == "int8" and device.type != "cpu":
+        raise ValueError("precision=int8 (dynamic quantization) runs on CPUs only; use bf16 or fp16 on GPUs")
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
+        warnings.warn("precision=bf16 on a CPU without native bf16 (AVX512-BF16 or AMX): PyTorch emulates its "
+                      "matrix products, about 100x slower than fp32 here; use precision=fp32 (or auto, which picks "
+                      "it), or precision=int8 to translate", stacklevel=2)
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device.type == "cpu" and cpu_has_fast_bf16():
+        return "bf16"
+    return "fp32"
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
+    """Mixed precision for a forward pass over fp32 weights: matmuls in bf16/fp16, sensitive ops in fp32."""
+    if precision not in TRAINING:
+        raise ValueError(f"autocast precision={precision!r}: expected one of {', '.join(TRAINING)} "
+                         "(resolve 'auto' first; int8 is applied to the weights, see for_inference)")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
+
+
+def for_inference(model: M, precision: str) -> M:
+    """``model`` ready to translate in ``precision`` (a concrete one, see :func:`resolve`): converted in place
+    to bf16/fp16, or a copy with int8 linear layers (:func:`quantize.int8`); fp32 leaves it as it is."""
+    check(precision)
+    if precision == "auto":
+        raise ValueError("for_inference(precision='auto'): resolve it for the device first (precision.resolve)")
+    if precision in DTYPES:
+        return model.to(DTYPES[precision])
+    if precision == "int8":
+        from .quantize import int8
+
+        return int8(model)
+    return model

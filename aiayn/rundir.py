@@ -1,0 +1,133 @@
+"""The run directory, the one place that knows its layout (written by ``aiayn train``, rank 0 only):
+
+    config.json          the resolved model / train / decode configuration (resume starts from it)
+    spm.model            the tokenizer: a run directory is a self-contained model
+    data.json            which data directory (and vocabulary) it was trained on
+    metrics.jsonl        one JSON object per log interval and per validation
+    tb/                  TensorBoard events (if tensorboard is installed)
+    last/                the newest full training checkpoint (weights + optimizer + RNG + data position)
+    best/                the weights with the best validation score
+    checkpoints/step_N/  weights every ``save_every_steps`` (the newest ``keep_last``), for averaging
+    averaged/            the mean of the newest step checkpoints (``average_last``, ``aiayn average``)
+    hyps/NAME.hyp        translations written by ``aiayn evaluate`` and the demo
+    demo.json            the demo's scores
+
+A checkpoint directory's own contents (weights, optimizer state, ...) are checkpoint.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from . import checkpoint
+from .config import RunConfig
+
+INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
+_STEP = re.compile(r"step_(\d+)")
+
+
+class RunDir:
+    """Paths, checkpoint listing and ordering, the saved configuration, hypothesis files of one run."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.config_file = self.path / "config.json"
+        self.spm_model = self.path / "spm.model"
+        self.data_file = self.path / "data.json"
+        self.metrics = self.path / "metrics.jsonl"
+        self.tensorboard = self.path / "tb"
+        self.last, self.best, self.averaged = self.path / "last", self.path / "best", self.path / "averaged"
+        self.checkpoints = self.path / "checkpoints"
+        self.demo_file = self.path / "demo.json"
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @classmethod
+    def locate(cls, path: str | Path) -> tuple[RunDir, Path]:
+        """(the run, the checkpoint to translate with) for a run dir (averaged/ > best/ > last/ > the newest
+        step checkpoint) or for a checkpoint dir inside one."""
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(f"{p}: no such run directory or checkpoint")
+        if checkpoint.is_checkpoint(p):
+            run = next((cls(d) for d in (p.parent, p.parent.parent) if cls(d).config_file.is_file()), None)
+            if run is None:
+                raise FileNotFoundError(f"{p} is a checkpoint, but no config.json was found in its run directory")
+            return run, p
+        run = cls(p)
+        if not run.config_file.is_file():
+            raise FileNotFoundError(f"{p} is not a run directory (no config.json) or a checkpoint")
+        for ckpt in (run.averaged, run.best, run.last):
+            if checkpoint.is_checkpoint(ckpt):
+                return run, ckpt
+        steps = run.step_checkpoints()
+        if not steps:
+            raise FileNotFoundError(f"{p} has no checkpoint yet (train first)")
+        return run, steps[-1]
+
+    # -- configuration -------------------------------------------------------------------------------------------
+
+    def saved_config(self) -> RunConfig | None:
+        """The configuration saved by an earlier session of this run (None for a new run)."""
+        if not self.config_file.is_file():
+            return None
+        try:
+            return RunConfig.load(self.config_file)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{self.config_file}: not valid JSON ({e}); restore it or use a new run directory") from None
+        except ValueError as e:
+            raise ValueError(f"{self.config_file}: {e}") from None
+
+    def config(self) -> RunConfig:
+        """The saved configuration of an existing run."""
+        cfg = self.saved_config()
+        if cfg is None:
+            raise FileNotFoundError(f"{self.path} is not a run directory (no config.json)")
+        return cfg
+
+    def create(self, cfg: RunConfig, spm_model: Path, data_info: dict[str, Any]) -> None:
+        """Make (or refresh, on resume) the run directory: configuration, tokenizer, data provenance."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        cfg.save(self.config_file)
+        shutil.copyfile(spm_model, self.spm_model)
+        self.data_file.write_text(json.dumps(data_info, indent=2) + "\n")
+
+    # -- checkpoints ---------------------------------------------------------------------------------------------
+
+    def step_dir(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}"
+
+    @staticmethod
+    def step_of(path: Path) -> int:
+        """The step of a ``checkpoints/step_N`` directory."""
+        m = _STEP.fullmatch(path.name)
+        if m is None:
+            raise ValueError(f"{path} is not a step checkpoint (step_N)")
+        return int(m.group(1))
+
+    def step_checkpoints(self) -> list[Path]:
+        """The complete step checkpoints, oldest first (by step number, so step_10 comes after step_9)."""
+        found = [d for d in self.checkpoints.glob("step_*") if _STEP.fullmatch(d.name) and checkpoint.is_checkpoint(d)]
+        return sorted(found, key=self.step_of)
+
+    def prune_steps(self, keep: int) -> None:
+        """Delete all but the newest ``keep`` step checkpoints (0: keep them all)."""
+        for old in self.step_checkpoints()[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def can_resume(self) -> bool:
+        return checkpoint.is_checkpoint(self.last)
+
+    # -- outputs ---------------------------------------------------------------------------------------------------
+
+    def hypotheses(self, name: str) -> Path:
+        """Where the translations of the file ``name`` go: hyps/NAME.hyp."""
+        return self.path / "hyps" / f"{name}.hyp"
