@@ -179,7 +179,7 @@ class Trainer:
 
     def __init__(self, data_dir: str | Path, run_dir: str | Path, cfg: RunConfig) -> None:
         self.data, self.run, self.dist = DataDir(data_dir), RunDir(run_dir), Distributed.from_env()
-        self.cfg = self._reconcile(cfg)
+        self.cfg = reconcile(cfg, self.data, self.run)
         t = self.cfg.train
         self.device = self.dist.setup(resolve_device(t.device))
         self.precision = precision.resolve(t.precision, self.device)
@@ -200,30 +200,6 @@ class Trainer:
         self.stop_reason: str | None = None
         self._signal: str | None = None
         self._last_tick = 0.0
-
-    def _reconcile(self, cfg: RunConfig) -> RunConfig:
-        """Vocabulary sizes and special ids from the data; on resume, check the run matches the data and config."""
-        v, ids = self.data.vocab_size, self.data.special_ids
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(
-            cfg.model, src_vocab_size=v, tgt_vocab_size=v, pad_id=ids["pad_id"], bos_id=ids["bos_id"],
-            eos_id=ids["eos_id"], unk_id=ids["unk_id"]))
-        old = self.run.saved_config()
-        if old is None:
-            return cfg
-        if self.run.spm_model.is_file() and _sha256(self.run.spm_model) != _sha256(self.data.spm_path):
-            raise ValueError(f"{self.data.path} has a different vocabulary (spm.model) from the run being resumed in "
-                             f"{self.run}; use the data dir it was trained on, or a new --out")
-        diff = {k: (getattr(old.model, k), getattr(cfg.model, k)) for k in cfg.model.to_dict()
-                if getattr(old.model, k) != getattr(cfg.model, k)}
-        if diff:
-            listing = ", ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in diff.items())
-            raise ValueError(f"the model config differs from the run being resumed in {self.run} ({listing}); "
-                             "use the same settings or a new --out")
-        for k, new in dataclasses.asdict(cfg.train).items():
-            if getattr(old.train, k) != new and k not in RESUMABLE_CHANGES:
-                log.warning("resuming with %s=%r (the run used %r): training will not follow the same path",
-                            k, new, getattr(old.train, k))
-        return cfg
 
     def _start(self) -> None:
         """Write (rank 0) the run directory's description, then resume from last/ if there is one."""
@@ -249,13 +225,13 @@ class Trainer:
         """Train until a limit (steps, epochs, minutes), early stopping or a signal; always leaves last/ saved."""
         t = self.cfg.train
         self._start()
-        restore = self._handle_signals() if self.dist.main else (lambda: None)
+        restore = _on_stop_signals(self._stop) if self.dist.main else (lambda: None)
         total = t.max_steps or (len(self.sampler) // t.update_freq * t.max_epochs if t.max_epochs else None)
         self.metrics.start(total, self.state.step)
         self.model.train()
         self._last_tick = time.perf_counter()
         try:
-            while (reason := self._limits_reached()) is None:
+            while (reason := limit_reached(t, self.state) or self._signal or self.stop_reason) is None:
                 batches = self.sampler.epoch_batches(self.state.epoch)
                 if self.state.position >= len(batches):
                     self._end_epoch()
@@ -294,32 +270,15 @@ class Trainer:
                             loss=stats.loss, nll=stats.nll, tgt_tokens=stats.tgt_tokens, src_tokens=stats.src_tokens,
                             grad_norm=stats.grad_norm, lr=lr, elapsed=self.state.seconds)
 
-    def progress(self) -> float:
-        """How far the run is toward the limit that ends it first (max_steps, max_epochs or max_minutes), in [0, 1]."""
-        t, done = self.cfg.train, 0.0
-        if t.max_steps:
-            done = self.state.step / t.max_steps
-        if t.max_epochs:
-            per_epoch = len(self.sampler.epoch_batches(self.state.epoch))   # cached for the current epoch
-            done = max(done, (self.state.epoch + self.state.position / max(1, per_epoch)) / t.max_epochs)
-        if t.max_minutes:
-            done = max(done, self.state.seconds / (t.max_minutes * 60))
-        return min(1.0, done)
-
     def lr(self, step: int) -> float:
         """The rate for update ``step``: §5.3 times the cooldown multiplier (1 without a cooldown)."""
         t = self.cfg.train
-        return noam_lr(step, self.cfg.model.d_model, t.warmup, t.lr_factor) * cooldown_factor(self.progress(), t.cooldown)
+        per_epoch = len(self.sampler.epoch_batches(self.state.epoch))          # cached for the current epoch
+        return (noam_lr(step, self.cfg.model.d_model, t.warmup, t.lr_factor)
+                * cooldown_factor(progress(t, self.state, per_epoch), t.cooldown))
 
-    def _limits_reached(self) -> str | None:
-        t = self.cfg.train
-        if t.max_steps and self.state.step >= t.max_steps:
-            return f"reached max_steps={t.max_steps}"
-        if t.max_epochs and self.state.epoch >= t.max_epochs:
-            return f"reached max_epochs={t.max_epochs}"
-        if t.max_minutes and self.state.seconds >= t.max_minutes * 60:
-            return f"reached max_minutes={t.max_minutes:g}"
-        return self._signal or self.stop_reason
+    def _stop(self, reason: str) -> None:
+        self._signal = reason
 
     def _end_epoch(self) -> None:
         self.state.epoch += 1
@@ -372,22 +331,74 @@ class Trainer:
         self.metrics.close()
         self.dist.barrier()
 
-    def _handle_signals(self) -> Callable[[], None]:
-        """SIGINT/SIGTERM end the loop after the current update (which then saves); a second Ctrl-C stops at once."""
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
-        def handler(signum: int, frame: Any) -> None:
-            self._signal = f"stopped by {signal.Signals(signum).name}"
-            signal.signal(signal.SIGINT, signal.default_int_handler)
 
-        for s in previous:
-            signal.signal(s, handler)
+def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
+    """``cfg`` with the vocabulary sizes and special ids of ``data``; when ``run`` is being resumed, a check that
+    it matches the data (same tokenizer) and the configuration (same model; other training settings warn)."""
+    v, ids = data.vocab_size, data.special_ids
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(
+        cfg.model, src_vocab_size=v, tgt_vocab_size=v, pad_id=ids["pad_id"], bos_id=ids["bos_id"],
+        eos_id=ids["eos_id"], unk_id=ids["unk_id"]))
+    old = run.saved_config()
+    if old is None:
+        return cfg
+    if run.spm_model.is_file() and _sha256(run.spm_model) != _sha256(data.spm_path):
+        raise ValueError(f"{data.path} has a different vocabulary (spm.model) from the run being resumed in "
+                         f"{run}; use the data dir it was trained on, or a new --out")
+    diff = {k: (getattr(old.model, k), getattr(cfg.model, k)) for k in cfg.model.to_dict()
+            if getattr(old.model, k) != getattr(cfg.model, k)}
+    if diff:
+        listing = ", ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in diff.items())
+        raise ValueError(f"the model config differs from the run being resumed in {run} ({listing}); "
+                         "use the same settings or a new --out")
+    for k, new in dataclasses.asdict(cfg.train).items():
+        if getattr(old.train, k) != new and k not in RESUMABLE_CHANGES:
+            log.warning("resuming with %s=%r (the run used %r): training will not follow the same path",
+                        k, new, getattr(old.train, k))
+    return cfg
 
-        def restore() -> None:
-            for s, h in previous.items():
-                signal.signal(s, h)
 
-        return restore
+def progress(t: TrainConfig, state: TrainState, per_epoch: int) -> float:
+    """How far a run is toward the limit that ends it first (max_steps, max_epochs or max_minutes), in [0, 1]."""
+    done = 0.0
+    if t.max_steps:
+        done = state.step / t.max_steps
+    if t.max_epochs:
+        done = max(done, (state.epoch + state.position / max(1, per_epoch)) / t.max_epochs)
+    if t.max_minutes:
+        done = max(done, state.seconds / (t.max_minutes * 60))
+    return min(1.0, done)
+
+
+def limit_reached(t: TrainConfig, state: TrainState) -> str | None:
+    """Why the run ends now (max_steps, max_epochs or max_minutes reached), or None."""
+    if t.max_steps and state.step >= t.max_steps:
+        return f"reached max_steps={t.max_steps}"
+    if t.max_epochs and state.epoch >= t.max_epochs:
+        return f"reached max_epochs={t.max_epochs}"
+    if t.max_minutes and state.seconds >= t.max_minutes * 60:
+        return f"reached max_minutes={t.max_minutes:g}"
+    return None
+
+
+def _on_stop_signals(stop: Callable[[str], None]) -> Callable[[], None]:
+    """Route SIGINT/SIGTERM to ``stop`` (the loop then ends after the current update, which saves); a second Ctrl-C
+    stops at once. Returns the function that restores the previous handlers."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop(f"stopped by {signal.Signals(signum).name}")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    for s in previous:
+        signal.signal(s, handler)
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return restore
 
 
 def _sha256(path: Path) -> str:

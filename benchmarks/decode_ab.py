@@ -48,11 +48,14 @@ def import_revision(rev: str, into: str) -> str:
 def random_model_runner(pkg: str, a: argparse.Namespace) -> Callable[[Any], Any]:
     root = importlib.import_module(pkg)
     search = importlib.import_module(pkg + ".search")
-    translate = importlib.import_module(pkg + ".translate")
+    try:                                         # since issue 19: precision.for_inference
+        for_inference = importlib.import_module(pkg + ".precision").for_inference
+    except ModuleNotFoundError:                  # before: translate.reduce_precision
+        for_inference = importlib.import_module(pkg + ".translate").reduce_precision
     d, n, h, f, v = tb.SIZES[a.size]
     torch.manual_seed(0)
     cfg = root.ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n, n_heads=h, d_ff=f)
-    model = translate.reduce_precision(root.Transformer(cfg).eval(), a.precision)
+    model = for_inference(root.Transformer(cfg).eval(), a.precision)
     args = dict(max_len_a=0.0, max_len_b=tb.OUT_LEN, min_len=tb.OUT_LEN)
     if a.beam == 1:
         return lambda src: [h.tokens for h in search.greedy(model, src, **args)]

@@ -119,7 +119,8 @@ def build_aiayn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, 
     from aiayn.config import TrainConfig
     from aiayn.loss import SequenceLoss
     from aiayn.optim import make_optimizer
-    from aiayn.runtime import autocast, keep_freed_memory
+    from aiayn.precision import autocast
+    from aiayn.runtime import keep_freed_memory
 
     keep_freed_memory()
     d, n, h, f, v = SIZES[size]

@@ -53,7 +53,7 @@ def precisions_here() -> list[str]:
     """Every row runs on the CPU: bf16 only where it multiplies in bf16 natively (what ``precision=auto``
     picks); elsewhere (e.g. AVX2 only) PyTorch emulates it ~100x slower than fp32, and a bf16 row would take
     hours and say nothing."""
-    from aiayn.runtime import resolve_precision
+    from aiayn.precision import resolve as resolve_precision
 
     return ["bf16", "fp32"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]
 

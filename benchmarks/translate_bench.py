@@ -88,15 +88,15 @@ class Uncached(torch.nn.Module):
 def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]], workers: int = 1,
               cache: bool = True) -> float:
     from aiayn import ModelConfig, Transformer
+    from aiayn.precision import for_inference
     from aiayn.runtime import keep_freed_memory, map_in_threads
     from aiayn.search import beam_search, greedy
-    from aiayn.translate import reduce_precision
 
     keep_freed_memory()                  # as `aiayn translate` (Translator) does
 
     d, n, h, f, v = SIZES[size]
     torch.manual_seed(0)
-    model = reduce_precision(Transformer(ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n,
+    model = for_inference(Transformer(ModelConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=d, n_layers=n,
                                                      n_heads=h, d_ff=f)).eval(), precision)
     if not cache:
         model = Uncached(model)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from aiayn.cli import main
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.corpora import Archive, _iwslt14, _wmt14, download, fetch, sgm_segments
 from aiayn.data import (
     DataDir,
@@ -25,7 +26,6 @@ from aiayn.data import (
     prepare,
     read_lines,
 )
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.tokenizer import Tokenizer
 
 # --- tokenizer ----------------------------------------------------------------------------------------------

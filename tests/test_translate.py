@@ -13,8 +13,8 @@ import torch
 from aiayn.cli import main
 from aiayn.data import DataDir
 from aiayn.evaluate import score
-from aiayn.runtime import map_in_threads
 from aiayn.rundir import RunDir
+from aiayn.runtime import map_in_threads
 from aiayn.translate import Translator
 
 

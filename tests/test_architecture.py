@@ -1,0 +1,272 @@
+"""The structure itself: one owner per concept, the import rules of docs/architecture.md, old run directories
+still loading and resuming, precision validated everywhere, no process-wide side effects in constructors."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn import DecodeConfig, RunDir, TrainConfig, Translator, precision
+from aiayn.cli import main
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from aiayn.data import DataDir
+from aiayn.evaluate import evaluate
+from aiayn.quantize import Int8Linear, int8
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "aiayn"
+LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"
+
+
+# --- the import rules of docs/architecture.md ----------------------------------------------------------------------
+
+
+def _documented_rules() -> dict[str, dict[str, str]]:
+    """module -> {imported module: "" | "late" | "types"} from the table at the end of docs/architecture.md."""
+    rules: dict[str, dict[str, str]] = {}
+    table = (ROOT / "docs" / "architecture.md").read_text().split("| module | may import |")[1]
+    for line in table.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        name, allowed = (c.strip() for c in line.strip("|").split("|"))
+        rules[name.replace("\\", "")] = {m.group(1): m.group(2) or "" for m in
+                                         re.finditer(r"(\w+)(?: \((late|types)\))?", allowed)}
+    return rules
+
+
+def _actual_imports(path: Path) -> dict[str, str]:
+    """Intra-package imports of a module: name -> "" (module level), "late" (in a function), "types" (TYPE_CHECKING)."""
+    found: dict[str, str] = {}
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                here = "late"
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                here = "types"
+            if isinstance(child, ast.ImportFrom) and child.level == 1:
+                names = [child.module.split(".")[0]] if child.module else [a.name for a in child.names]
+                for name in names:
+                    if name != "__version__":                          # the package's own version string
+                        found[name] = min(found.get(name, here), here, key=["", "late", "types"].index)
+            visit(child, here)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_every_module_imports_only_what_docs_architecture_allows() -> None:
+    rules = _documented_rules()
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert set(rules) == modules, f"docs/architecture.md lists {sorted(set(rules) ^ modules)} wrongly"
+    for name in sorted(modules):
+        allowed = rules[name]
+        for dep, how in _actual_imports(PACKAGE / f"{name}.py").items():
+            assert dep in allowed, f"{name}.py imports {dep}, which docs/architecture.md does not allow"
+            if allowed[dep]:
+                assert how == allowed[dep], f"{name}.py imports {dep} {how or 'at module level'}, not {allowed[dep]}"
+
+
+def test_only_rundir_spells_run_directory_paths() -> None:
+    """The run directory's layout is known in rundir.py alone."""
+    names = {"last", "best", "averaged", "checkpoints", "config.json", "metrics.jsonl", "data.json", "hyps",
+             "demo.json", "tb"}
+    for path in PACKAGE.glob("*.py"):
+        if path.name == "rundir.py":
+            continue
+        tree = ast.parse(path.read_text())
+        keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}   # JSON fields, not paths
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in keys:
+                assert node.value not in names and not node.value.startswith("step_"), \
+                    f"{path.name} spells the run-dir path {node.value!r}: ask RunDir"
+
+
+def test_public_api() -> None:
+    import aiayn
+
+    assert {"Translator", "Transformer", "ModelConfig", "RunDir", "configure"} <= set(aiayn.__all__)
+    assert not (ROOT / "configs").is_symlink(), "recipes live in aiayn/configs only"
+
+
+# --- run directories written before the architecture change --------------------------------------------------------
+
+
+@pytest.fixture()
+def legacy(tmp_path: Path) -> Path:
+    """A copy of the fixture written by the code at f06e6aa (tests/fixtures/make_legacy_run.py)."""
+    shutil.copytree(LEGACY, tmp_path / "legacy")
+    return tmp_path / "legacy"
+
+
+def test_a_legacy_run_translates_as_it_did(legacy: Path) -> None:
+    expected = json.loads((legacy / "expected.json").read_text(encoding="utf-8"))
+    src = (legacy / "data" / "valid.de").read_text(encoding="utf-8").splitlines()
+    t = Translator.load(legacy / "run", device="cpu")
+    assert t.translate(src, beam=1) == expected["greedy"]
+    assert t.translate(src, beam=4) == expected["beam4"]
+    assert DataDir(legacy / "data").special_ids == {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID,
+                                                    "unk_id": UNK_ID}
+
+
+@pytest.mark.slow
+def test_a_legacy_run_resumes_to_the_same_weights(legacy: Path) -> None:
+    """Resumed by today's code from step 60 to 70: bit for bit what the code at f06e6aa gave (threads=1, fp32)."""
+    expected = json.loads((legacy / "expected.json").read_text(encoding="utf-8"))
+    threads = torch.get_num_threads()
+    run = RunDir(legacy / "run")
+    before = run.metrics.read_text()
+    try:
+        assert main(["train", "--data", str(legacy / "data"), "--out", str(legacy / "run"), "--max-steps", "70"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads((run.last / "checkpoint.json").read_text())["step"] == expected["resumed_step"] == 70
+    got = {k: hashlib.sha256(v.contiguous().numpy().tobytes()).hexdigest()
+           for k, v in sorted(load_file(str(run.last / "model.safetensors")).items())}
+    assert got == expected["resumed_weights_sha256"]
+    after = run.metrics.read_text()
+    assert after.startswith(before)                                # the old records are kept
+
+
+def test_a_legacy_run_averages_and_evaluates(legacy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = legacy / "run"
+    assert main(["average", "--model", str(run), "--last", "2", "--out", str(legacy / "avg")]) == 0
+    assert json.loads((legacy / "avg" / "checkpoint.json").read_text())["step"] == 60
+    data = legacy / "data"
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run / "best"), "--src", str(data / "test.de"), "--ref",
+                 str(data / "test.en"), "--beam", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sentences"] == 20 and Path(result["hypotheses"]) == RunDir(run).hypotheses("test.de")
+
+
+# --- the run directory's owner -------------------------------------------------------------------------------------
+
+
+def _fake_checkpoint(path: Path) -> None:
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(b"")
+    (path / "checkpoint.json").write_text("{}")
+
+
+def test_step_checkpoints_are_ordered_by_number_and_pruned(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    for step in (9, 100, 10):
+        _fake_checkpoint(run.step_dir(step))
+    (run.checkpoints / "step_x").mkdir()                       # not a step checkpoint: ignored, not a crash
+    _fake_checkpoint(run.checkpoints / "step_11.old")
+    assert [run.step_of(p) for p in run.step_checkpoints()] == [9, 10, 100]
+    run.prune_steps(0)                                         # 0 keeps them all
+    assert len(run.step_checkpoints()) == 3
+    run.prune_steps(2)
+    assert [p.name for p in run.step_checkpoints()] == ["step_10", "step_100"]
+
+
+def test_locate_prefers_averaged_then_best_then_last_then_the_newest_step(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    with pytest.raises(FileNotFoundError, match="no such run"):
+        RunDir.locate(run.path)
+    run.path.mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        RunDir.locate(run.path)
+    run.config_file.write_text("{}")
+    with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
+        RunDir.locate(run.path)
+    for ckpt in (run.step_dir(5), run.step_dir(40), run.last, run.best, run.averaged):
+        _fake_checkpoint(ckpt)
+        assert RunDir.locate(run.path)[1] == ckpt
+    assert RunDir.locate(run.step_dir(5))[1] == run.step_dir(5)
+    assert RunDir.locate(run.step_dir(5))[0].path == run.path
+
+
+def test_a_broken_config_json_is_named(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.config_file.write_text('{"model": {"d_model": 512,')
+    with pytest.raises(ValueError, match=r"config\.json: not valid JSON"):
+        run.saved_config()
+    run.config_file.write_text('{"model": {"d_modle": 512}}')
+    with pytest.raises(ValueError, match=r"config\.json: unknown ModelConfig key\(s\) d_modle"):
+        run.saved_config()
+
+
+# --- precision: one validated concept --------------------------------------------------------------------------------
+
+
+def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = torch.device("cpu")
+    for bad in ("fp8", "float32", "", "INT8"):
+        with pytest.raises(ValueError, match="expected one of auto, fp32, bf16, fp16, int8"):
+            precision.resolve(bad, cpu)
+        with pytest.raises(ValueError, match="DecodeConfig.precision"):
+            DecodeConfig(precision=bad)  # type: ignore[arg-type]
+    for bad in ("fp8", "int8", "auto"):          # autocast takes a resolved training precision only
+        with pytest.raises(ValueError, match="autocast precision"):
+            precision.autocast(cpu, bad)
+    with pytest.raises(ValueError, match="int8 is for translation"):
+        TrainConfig(precision="int8")
+    from aiayn.config import resolve
+
+    assert resolve(sets=["decode.precision=int8"]).decode.precision == "int8"   # a run's default for translate
+    with pytest.raises(ValueError, match="DecodeConfig.precision='fp8'"):
+        Translator.load(legacy / "run", precision="fp8")
+    with pytest.raises(SystemExit):
+        main(["translate", "--model", str(legacy / "run"), "--precision", "fp8"])
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
+    assert main(["train", "--data", "d", "--out", str(legacy / "x"), "--set", "precision=int8"]) == 2
+    assert "int8 is for translation" in capsys.readouterr().err
+
+
+def test_a_translators_device_and_precision_are_fixed_when_it_is_made(legacy: Path) -> None:
+    t = Translator.load(legacy / "run", device="cpu", precision="int8")
+    assert t.decode.precision == t.precision == "int8" and any(isinstance(m, Int8Linear) for m in t.model.modules())
+    with pytest.raises(ValueError, match="precision is set when it is made"):
+        t.translate(["Hallo"], precision="fp32")
+    with pytest.raises(ValueError, match="unknown DecodeConfig key"):
+        t.translate(["Hallo"], beams=2)
+
+
+def test_int8_quantizes_any_module() -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    q = int8(net)
+    assert sum(isinstance(m, Int8Linear) for m in q.modules()) == 2
+    assert all(isinstance(m, torch.nn.Linear) for m in (net[0], net[2]))     # the original is left alone
+    x = torch.randn(5, 16)
+    torch.testing.assert_close(q(x), net(x), atol=0.05, rtol=0.05)
+
+
+# --- process-wide settings, library evaluate ---------------------------------------------------------------------------
+
+
+def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Path) -> None:
+    from aiayn.config import resolve
+    from aiayn.train import Trainer
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        Translator.load(legacy / "run", device="cpu")
+        Trainer(legacy / "data", tmp_path / "run", resolve("tiny", sets=["threads=2", "device=cpu"]))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_evaluate_translates_scores_and_keeps_the_hypotheses(legacy: Path) -> None:
+    t = Translator.load(legacy / "run", device="cpu")
+    src = (legacy / "data" / "test.de").read_text(encoding="utf-8").splitlines()
+    ref = (legacy / "data" / "test.en").read_text(encoding="utf-8").splitlines()
+    r = evaluate(t, src, ref, legacy / "h" / "test.hyp", beam=1)
+    assert r["sentences"] == 20 and 0.0 <= r["bleu"] <= 100.0 and "tok:13a" in r["signature"]
+    assert (legacy / "h" / "test.hyp").read_text(encoding="utf-8").splitlines() == t.translate(src, beam=1)
+    with pytest.raises(ValueError, match="20 source lines but 19 reference lines"):
+        evaluate(t, src, ref[:-1])
