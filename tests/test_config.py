@@ -68,7 +68,7 @@ def test_train_and_decode_validation() -> None:
     assert TrainConfig(lr_factor=2).lr_factor == 2.0  # ints are accepted for float fields
 
 
-@pytest.mark.parametrize("recipe", sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")))
+@pytest.mark.parametrize("recipe", sorted(Path(__file__).parent.parent.joinpath("aiayn", "configs").glob("*.yaml")))
 def test_shipped_recipes_resolve(recipe: Path) -> None:
     resolve(yaml_path=recipe)
 

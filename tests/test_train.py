@@ -25,7 +25,7 @@ from aiayn.train import Trainer, TrainStep
 from aiayn.translate import Translator
 
 ROOT = Path(__file__).parent.parent
-COPY_CFG = ROOT / "configs" / "copy.yaml"
+COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
 FAST = ["max_steps=12", "save_every_steps=6", "valid_every_steps=6", "log_every_steps=3", "valid_max_sentences=20",
         "d_model=32", "d_ff=64", "n_layers=1", "max_tokens=512", "p_drop=0.1", "warmup=4", "tensorboard=false"]
 
@@ -48,7 +48,7 @@ def _cli_train(data: DataDir, run: Path, *sets: str) -> int:
 
 @pytest.mark.slow
 def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, tmp_path: Path) -> None:
-    """configs/copy.yaml: a tiny model learns to copy held-out random strings (>= 99% exact, greedy)."""
+    """aiayn/configs/copy.yaml: a tiny model learns to copy held-out random strings (>= 99% exact, greedy)."""
     t0 = time.perf_counter()
     assert main(["train", "--data", str(copy_dir.path), "--out", str(tmp_path / "run"), "--config", str(COPY_CFG),
                  "--set", "tensorboard=false"]) == 0
