@@ -268,6 +268,54 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# --- export --------------------------------------------------------------------------------------------------------
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from .data import read_lines
+    from .export import check, export
+
+    out = export(a.model, a.format, a.out, a.quantization, a.force)
+    log.info("exported %s to %s (%s)", a.model, out, a.format)
+    if not a.check:
+        return 0
+    lines = list(read_lines(a.check, "replace"))
+    refs = list(read_lines(a.check_ref, "replace")) if a.check_ref else None
+    if refs is not None and len(refs) != len(lines):
+        raise ValueError(f"{a.check} has {len(lines)} lines but {a.check_ref} has {len(refs)}")
+    r = check(a.model, a.format, out, lines, refs)
+    against = "the references" if refs else "aiayn's translations"
+    for name in ("greedy", "beam4"):
+        x = r[name]
+        print(f"{name:7s} identical {x['identical']}/{r['sentences']} ({100 * x['identical_share']:.1f}%)  BLEU against "
+              f"{against}: aiayn {x['bleu_aiayn']:.2f}, export {x['bleu_export']:.2f} ({x['bleu_difference']:+.2f})")
+    if a.quantization not in (None, "float32"):
+        print(f"(the export's weights are {a.quantization}: identity is expected of float32 exports only)")
+        return 0
+    if r["greedy"]["identical_share"] < 0.99:
+        print(f"aiayn export: check failed: {100 * r['greedy']['identical_share']:.1f}% of greedy translations are "
+              "identical (at least 99% expected)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from .export import CT2_QUANTIZATIONS, FORMATS
+
+    p = sub.add_parser("export", help="export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
+                       description="Write a run's model in another engine's format. --check FILE translates FILE "
+                       "with aiayn and with the export (greedy and beam 4, fp32) and fails when fewer than 99%% of "
+                       "the greedy translations are identical.")
+    p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--out", required=True, type=Path, help="the directory to write")
+    p.add_argument("--quantization", choices=CT2_QUANTIZATIONS, help="CTranslate2 weight type (default float32)")
+    p.add_argument("--check", type=Path, help="source sentences to translate with both and compare")
+    p.add_argument("--check-ref", type=Path, help="references for --check: BLEU of both against them")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_export)
+
+
 # --- plot --------------------------------------------------------------------------------------------------------
 
 
@@ -303,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot,
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export,
 ]
 
 

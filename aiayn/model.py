@@ -179,13 +179,16 @@ class PositionalEncoding(nn.Module):
         self.max_positions = max_positions
         self.dropout = Dropout(p_drop)
 
+    def table(self) -> Tensor:
+        """(P, D): the vector added at each position."""
+        return self.learned.weight if self.learned is not None else self.pe
+
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D)."""
         T = x.shape[1]
         if offset + T > self.max_positions:
             raise ValueError(f"sequence of {offset + T} tokens exceeds max_positions={self.max_positions}")
-        pe = (self.learned.weight if self.learned is not None else self.pe)[offset : offset + T]   # (T, D)
-        return self.dropout(x + pe.to(x.dtype))
+        return self.dropout(x + self.table()[offset : offset + T].to(x.dtype))                 # (T, D) added
 
 
 # --- §3.1 Encoder and decoder stacks -----------------------------------------------------------------------

@@ -20,11 +20,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import checkpoint
 from .config import RunConfig
+from .model import Transformer
+from .tokenizer import Tokenizer
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
 _STEP = re.compile(r"step_(\d+)")
@@ -126,8 +129,36 @@ class RunDir:
     def can_resume(self) -> bool:
         return checkpoint.is_checkpoint(self.last)
 
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the data the run was trained on, when recorded."""
+        try:
+            info = json.loads(self.data_file.read_text())
+            return str(info["src"]), str(info["tgt"])
+        except (OSError, ValueError, KeyError):
+            return None
+
     # -- outputs ---------------------------------------------------------------------------------------------------
 
     def hypotheses(self, name: str) -> Path:
         """Where the translations of the file ``name`` go: hyps/NAME.hyp."""
         return self.path / "hyps" / f"{name}.hyp"
+
+
+@dataclass
+class Trained:
+    """A trained model as a run directory holds it: fp32 weights on the CPU, in eval mode, and its tokenizer."""
+
+    run: RunDir
+    checkpoint: Path
+    config: RunConfig
+    model: Transformer
+    tokenizer: Tokenizer
+
+
+def load_trained(path: str | Path) -> Trained:
+    """The model of a run dir (the checkpoint :meth:`RunDir.locate` picks) or of a checkpoint dir inside one."""
+    run, ckpt = RunDir.locate(path)
+    cfg = run.config()
+    model = Transformer(cfg.model)
+    checkpoint.load_weights(model, ckpt)
+    return Trained(run, ckpt, cfg, model.eval(), Tokenizer(run.spm_model))

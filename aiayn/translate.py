@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from . import checkpoint, precision
+from . import precision
 from .config import DecodeConfig, from_dict
 from .model import Transformer
-from .rundir import RunDir
+from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, beam_search, greedy, sample
 from .tokenizer import Tokenizer
@@ -104,12 +104,9 @@ class Translator:
         """From a run dir (its averaged/, best/ or last/ checkpoint) or a checkpoint dir inside one, with the
         run's decoding settings; ``settings``: any :class:`DecodeConfig` field (``device``, ``precision``,
         ``beam``, ...) to override (None values are ignored)."""
-        run, ckpt = RunDir.locate(path)
-        cfg = run.config()
-        model = Transformer(cfg.model)
-        checkpoint.load_weights(model, ckpt)
-        log.debug("loaded %s", ckpt)
-        return cls(model, Tokenizer(run.spm_model), _override(cfg.decode, settings))
+        t = load_trained(path)
+        log.debug("loaded %s", t.checkpoint)
+        return cls(t.model, t.tokenizer, _override(t.config.decode, settings))
 
     def settings(self, **overrides: object) -> DecodeConfig:
         """The decoding settings with some fields overridden (None values are ignored). The device and the

@@ -1,0 +1,372 @@
+"""Export a trained run to the engines translation is deployed with, and check that it still translates the same.
+
+- **CTranslate2** (the C++ engine OpenNMT-py, fairseq and Marian users convert to): the model is described
+  with CTranslate2's own specification API (``ctranslate2.specs.TransformerSpec``) and written by its
+  converter, the SentencePiece model beside it. Every aiayn variant is expressible: post-norm and pre-norm,
+  every tie mode, sinusoidal and learned positions (the position table is stored as it is).
+- **Hugging Face transformers**: post-norm models become ``MarianMTModel`` (post-norm, scaled embeddings,
+  sinusoidal positions, separate or shared vocabularies); pre-norm models ``PegasusForConditionalGeneration``
+  (pre-norm with a final LayerNorm per stack, as aiayn's). Marian computes its sinusoids with the sines in the
+  first half of the vector and the cosines in the second, where aiayn interleaves them; the model's
+  dimensions are permuted accordingly, which changes nothing it computes. Not expressible, and refused:
+  post-norm with learned positions (Marian always recomputes its sinusoids) and pre-norm without shared
+  embeddings (Pegasus has one embedding matrix). The tokenizer is a ``MarianTokenizer`` around the run's
+  SentencePiece model, so ``AutoTokenizer`` loads it.
+
+:func:`check` translates a file with aiayn and with the export (greedy and beam 4) and counts identical lines.
+Both extras are optional: ``pip install 'aiayn[export]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import ModelConfig
+from .evaluate import score
+from .model import Transformer
+from .rundir import Trained, load_trained
+from .translate import Translator
+
+FORMATS = ("ctranslate2", "huggingface")
+CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
+INFO = "aiayn-export.json"
+
+
+class ExportError(ValueError):
+    """The export cannot be made (a variant the target cannot express, a missing library, an occupied --out)."""
+
+
+def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
+    """Write the model of run dir (or checkpoint) ``path`` to ``out`` in ``fmt`` (see :data:`FORMATS`)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if quantization is not None and (fmt != "ctranslate2" or quantization not in CT2_QUANTIZATIONS):
+        raise ExportError(f"--quantization {quantization!r}: CTranslate2 exports take one of "
+                          f"{', '.join(CT2_QUANTIZATIONS)}; Hugging Face exports are written in fp32")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ExportError(f"{out} exists and is not empty; choose another --out or pass --force")
+    t = load_trained(path)
+    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32",
+            "lenpen": t.config.decode.lenpen, "max_len_a": t.config.decode.max_len_a, "max_len_b": t.config.decode.max_len_b,
+            "max_positions": t.config.model.max_positions, "languages": t.run.languages()}
+    if fmt == "ctranslate2":
+        _to_ctranslate2(t, out, quantization, info)
+    else:
+        _to_huggingface(t, out, info)
+    return out
+
+
+def _require(module: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ExportError(f"this export needs the {module} library: pip install 'aiayn[export]'") from None
+
+
+# --- CTranslate2 ------------------------------------------------------------------------------------------------
+
+
+def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[str, Any]) -> None:
+    _require("ctranslate2")
+    from ctranslate2.converters.converter import Converter
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
+    pieces = [t.tokenizer.sp.IdToPiece(i) for i in range(t.tokenizer.vocab_size)]
+
+    def linear(spec: Any, name: str) -> None:
+        spec.weight = w[f"{name}.weight"]
+        if f"{name}.bias" in w:
+            spec.bias = w[f"{name}.bias"]
+
+    def norm(spec: Any, name: str) -> None:
+        spec.gamma, spec.beta = w[f"{name}.weight"], w[f"{name}.bias"]
+
+    def inputs(spec: Any, embed: str, pos: str) -> None:
+        embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings   # encoder: a list
+        embeddings.weight = w[f"{embed}.lut.weight"]
+        spec.scale_embeddings = True                                              # §3.4: x sqrt(d_model)
+        table = (t.model.src_pos if pos == "src_pos" else t.model.tgt_pos).table()
+        spec.position_encodings.encodings = table.detach().float().numpy()
+
+    class _Spec(Converter):
+        def _load(self) -> Any:
+            spec = transformer_spec.TransformerSpec.from_config(
+                m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=common_spec.Activation.RELU)
+            spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
+            spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
+            spec.config.decoder_start_token = "<s>"
+            enc, dec = spec.encoder, spec.decoder
+            inputs(enc, "src_embed", "src_pos")
+            inputs(dec, "tgt_embed", "tgt_pos")
+            if m.norm == "pre":
+                norm(enc.layer_norm, "enc_norm")
+                norm(dec.layer_norm, "dec_norm")
+            for i, layer in enumerate(enc.layer):
+                p = f"encoder.{i}"
+                linear(layer.self_attention.linear[0], f"{p}.self_attn.qkv_proj")     # [W^Q; W^K; W^V], fused
+                linear(layer.self_attention.linear[1], f"{p}.self_attn.out_proj")
+                norm(layer.self_attention.layer_norm, f"{p}.res_attn.norm")
+                _ffn(layer.ffn, p, linear, norm)
+            for i, layer in enumerate(dec.layer):
+                p = f"decoder.{i}"
+                linear(layer.self_attention.linear[0], f"{p}.self_attn.qkv_proj")
+                linear(layer.self_attention.linear[1], f"{p}.self_attn.out_proj")
+                norm(layer.self_attention.layer_norm, f"{p}.res_self.norm")
+                linear(layer.attention.linear[0], f"{p}.cross_attn.q_proj")
+                linear(layer.attention.linear[1], f"{p}.cross_attn.kv_proj")           # [W^K; W^V], fused
+                linear(layer.attention.linear[2], f"{p}.cross_attn.out_proj")
+                norm(layer.attention.layer_norm, f"{p}.res_cross.norm")
+                _ffn(layer.ffn, p, linear, norm)
+            dec.projection.weight = w["out_proj.weight"]
+            spec.register_source_vocabulary(pieces)
+            spec.register_target_vocabulary(pieces)
+            spec.register_file(str(t.run.spm_model), "spm.model")
+            spec.register_file(str(info_file), INFO)
+            return spec
+
+    with tempfile.TemporaryDirectory() as tmp:                                 # the files are copied at save time
+        info_file = Path(tmp) / INFO
+        info_file.write_text(json.dumps(info, indent=2) + "\n")
+        _Spec().convert(str(out), quantization=quantization, force=True)
+
+
+def _ffn(spec: Any, prefix: str, linear: Callable[[Any, str], None], norm: Callable[[Any, str], None]) -> None:
+    linear(spec.linear_0, f"{prefix}.ffn.w1")
+    linear(spec.linear_1, f"{prefix}.ffn.w2")
+    norm(spec.layer_norm, f"{prefix}.res_ffn.norm")
+
+
+# --- Hugging Face -------------------------------------------------------------------------------------------------
+
+
+def _hf_architecture(m: ModelConfig) -> str:
+    """Which transformers class expresses the model exactly, or a clear refusal."""
+    if m.norm == "post":
+        if m.positions == "learned":
+            raise ExportError("a post-norm model with learned positions has no exact Hugging Face equivalent "
+                              "(MarianMTModel always recomputes sinusoidal positions); export to ctranslate2 instead")
+        return "marian"
+    if m.tie != "all":
+        raise ExportError(f"a pre-norm model with tie={m.tie!r} has no exact Hugging Face equivalent "
+                          "(PegasusForConditionalGeneration shares one embedding matrix); export to ctranslate2 instead")
+    return "pegasus"
+
+
+def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
+    _require("transformers")
+    from transformers import (
+        GenerationConfig,
+        MarianConfig,
+        MarianMTModel,
+        MarianTokenizer,
+        PegasusConfig,
+        PegasusForConditionalGeneration,
+    )
+
+    m, d = t.config.model, t.config.decode
+    arch = _hf_architecture(m)
+    common: dict[str, Any] = dict(
+        d_model=m.d_model, encoder_layers=m.n_layers, decoder_layers=m.n_layers, encoder_attention_heads=m.n_heads,
+        decoder_attention_heads=m.n_heads, encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff, activation_function="relu",
+        max_position_embeddings=m.max_positions, scale_embedding=True, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, pad_token_id=m.pad_id, eos_token_id=m.eos_id, bos_token_id=m.bos_id,
+        decoder_start_token_id=m.bos_id, forced_eos_token_id=None, vocab_size=m.src_vocab_size,
+        tie_word_embeddings=m.tie != "none",
+    )
+    if arch == "marian":
+        hf: Any = MarianMTModel(MarianConfig(**common, decoder_vocab_size=m.tgt_vocab_size,
+                                             share_encoder_decoder_embeddings=m.tie == "all"))
+        perm = torch.cat([torch.arange(0, m.d_model, 2), torch.arange(1, m.d_model, 2)])   # interleaved -> halves
+    else:
+        hf = PegasusForConditionalGeneration(PegasusConfig(**common))
+        perm = torch.arange(m.d_model)
+    _copy_weights(t.model, hf, perm, arch)
+    hf.generation_config = GenerationConfig(
+        decoder_start_token_id=m.bos_id, eos_token_id=m.eos_id, pad_token_id=m.pad_id, num_beams=d.beam,
+        length_penalty=d.lenpen, early_stopping=True, bad_words_ids=[[m.pad_id], [m.bos_id]])
+    hf.save_pretrained(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab = Path(tmp) / "vocab.json"
+        vocab.write_text(json.dumps({t.tokenizer.sp.IdToPiece(i): i for i in range(t.tokenizer.vocab_size)}))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Recommended: pip install sacremoses")
+            tok = MarianTokenizer(str(t.run.spm_model), str(t.run.spm_model), str(vocab), unk_token="<unk>",
+                                  eos_token="</s>", pad_token="<pad>", model_max_length=m.max_positions)
+        tok.save_pretrained(out)
+    (out / INFO).write_text(json.dumps({**info, "architecture": type(hf).__name__}, indent=2) + "\n")
+
+
+def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) -> None:
+    """aiayn's weights into the transformers model, the d_model axis permuted by ``perm`` (the residual stream,
+    embeddings, LayerNorms, output projection; never the heads' own dimensions)."""
+    ours = model.state_dict()
+    done: set[int] = set()
+
+    def put(name: str, value: torch.Tensor) -> None:
+        param = hf.get_parameter(name)
+        if param.shape != value.shape:
+            raise ExportError(f"internal: {name} is {tuple(param.shape)} in transformers, {tuple(value.shape)} here")
+        with torch.no_grad():
+            param.copy_(value)
+        done.add(id(param))
+
+    cols = lambda x: x[:, perm]   # noqa: E731  (input side on the residual stream)
+    rows = lambda x: x[perm]      # noqa: E731  (output side on the residual stream)
+
+    def linear(hf_name: str, ours_name: str, part: slice | None = None, d_in: bool = True, d_out: bool = False) -> None:
+        wt, b = ours[f"{ours_name}.weight"], ours[f"{ours_name}.bias"]
+        if part is not None:
+            wt, b = wt[part], b[part]
+        put(f"{hf_name}.weight", rows(cols(wt)) if d_in and d_out else cols(wt) if d_in else rows(wt) if d_out else wt)
+        put(f"{hf_name}.bias", rows(b) if d_out else b)
+
+    def norm(hf_name: str, ours_name: str) -> None:
+        put(f"{hf_name}.weight", rows(ours[f"{ours_name}.weight"]))
+        put(f"{hf_name}.bias", rows(ours[f"{ours_name}.bias"]))
+
+    D = perm.numel()
+    q, k, v = slice(0, D), slice(D, 2 * D), slice(2 * D, 3 * D)
+    for side, layers in (("encoder", ours_layers(ours, "encoder")), ("decoder", ours_layers(ours, "decoder"))):
+        for i in layers:
+            h, o = f"model.{side}.layers.{i}", f"{side}.{i}"
+            for name, part in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
+                linear(f"{h}.self_attn.{name}", f"{o}.self_attn.qkv_proj", part)
+            linear(f"{h}.self_attn.out_proj", f"{o}.self_attn.out_proj", d_in=False, d_out=True)
+            norm(f"{h}.self_attn_layer_norm", f"{o}.res_{'attn' if side == 'encoder' else 'self'}.norm")
+            if side == "decoder":
+                linear(f"{h}.encoder_attn.q_proj", f"{o}.cross_attn.q_proj")
+                linear(f"{h}.encoder_attn.k_proj", f"{o}.cross_attn.kv_proj", q)
+                linear(f"{h}.encoder_attn.v_proj", f"{o}.cross_attn.kv_proj", k)
+                linear(f"{h}.encoder_attn.out_proj", f"{o}.cross_attn.out_proj", d_in=False, d_out=True)
+                norm(f"{h}.encoder_attn_layer_norm", f"{o}.res_cross.norm")
+            linear(f"{h}.fc1", f"{o}.ffn.w1")
+            linear(f"{h}.fc2", f"{o}.ffn.w2", d_in=False, d_out=True)
+            norm(f"{h}.final_layer_norm", f"{o}.res_ffn.norm")
+    put("model.encoder.embed_tokens.weight", cols(ours["src_embed.lut.weight"]))
+    put("model.decoder.embed_tokens.weight", cols(ours["tgt_embed.lut.weight"]))
+    put("lm_head.weight", cols(ours["out_proj.weight"]))
+    with torch.no_grad():
+        hf.final_logits_bias.zero_()
+    if arch == "pegasus":
+        norm("model.encoder.layer_norm", "enc_norm")
+        norm("model.decoder.layer_norm", "dec_norm")
+        for side, pos in (("encoder", model.src_pos), ("decoder", model.tgt_pos)):
+            put(f"model.{side}.embed_positions.weight", pos.table().detach())
+    missing = [n for n, p in hf.named_parameters() if id(p) not in done and "embed_positions" not in n]
+    if missing:
+        raise ExportError(f"internal: no aiayn weight for {missing[:5]}")
+
+
+def ours_layers(state: dict[str, torch.Tensor], side: str) -> list[int]:
+    return sorted({int(k.split(".")[1]) for k in state if k.startswith(f"{side}.")})
+
+
+# --- the check -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Limits:
+    """aiayn's length rule (search.max_lengths) for the exported engines: a * source tokens + b, per sentence."""
+
+    a: float
+    b: int
+    positions: int
+
+    def of(self, n_src_tokens: int) -> int:
+        return max(1, min(self.positions - 1, math.floor(self.a * n_src_tokens + self.b)))
+
+
+def _grouped(lines: Sequence[str], lengths: Sequence[int], limits: _Limits,
+             run: Callable[[list[str], int], list[str]]) -> list[str]:
+    """``run(lines, max_len)`` over the non-blank lines, grouped by their length limit; blank lines stay blank, and
+    each translation is one line, as aiayn's (Translator.detokenize)."""
+    out = [""] * len(lines)
+    groups: dict[int, list[int]] = {}
+    for i, (line, n) in enumerate(zip(lines, lengths, strict=True)):
+        if line.strip():
+            groups.setdefault(limits.of(n), []).append(i)
+    for limit, idx in groups.items():
+        for i, text in zip(idx, run([lines[i] for i in idx], limit), strict=True):
+            out[i] = text.replace("\n", " ").replace("\r", " ")
+    return out
+
+
+def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:
+    """Translate with the CTranslate2 export in ``out``, with aiayn's length rule and forbidden tokens."""
+    ctranslate2 = _require("ctranslate2")
+    import sentencepiece as spm
+
+    info = json.loads((out / INFO).read_text())
+    sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type)
+    pieces = sp.Encode(list(lines), out_type=str)
+    limits = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"])
+
+    def run(batch: list[str], limit: int) -> list[str]:
+        res = translator.translate_batch(sp.Encode(batch, out_type=str), beam_size=beam, max_decoding_length=limit,
+                                         length_penalty=info["lenpen"], suppress_sequences=[["<pad>"], ["<s>"]],
+                                         max_batch_size=64)
+        return [sp.DecodePieces(r.hypotheses[0]) for r in res]
+
+    return _grouped(lines, [len(p) for p in pieces], limits, run)
+
+
+def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[str]:
+    """Translate with the Hugging Face export in ``out``: ``AutoTokenizer`` + ``AutoModelForSeq2SeqLM.generate``."""
+    _require("transformers")
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    info = json.loads((out / INFO).read_text())
+    with warnings.catch_warnings():                  # MarianTokenizer recommends sacremoses, which it does not use here
+        warnings.filterwarnings("ignore", "Recommended: pip install sacremoses")
+        tok = AutoTokenizer.from_pretrained(str(out))
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(out)).eval()
+    limits = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"])
+    lengths = [len(ids) - 1 for ids in tok(list(lines))["input_ids"]]      # the tokenizer adds EOS
+
+    def run(batch: list[str], limit: int) -> list[str]:
+        texts: list[str] = []
+        for start in range(0, len(batch), 32):
+            enc = tok(batch[start : start + 32], return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=limit)
+            texts += tok.batch_decode(ids, skip_special_tokens=True)
+        return texts
+
+    return _grouped(lines, lengths, limits, run)
+
+
+def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], refs: Sequence[str] | None = None,
+          beams: Sequence[int] = (1, 4)) -> dict[str, Any]:
+    """Translate ``lines`` with aiayn (fp32, CPU) and with the export in ``out``, greedy and beam 4. Per beam size:
+    the identical lines (up to surrounding whitespace), and the BLEU of both against references ``refs`` (without
+    them, the export's BLEU against aiayn's own translations, 100 when identical) with their difference."""
+    out = Path(out)
+    aiayn = Translator.load(path, device="cpu", precision="fp32")
+    engine = ctranslate2_translate if fmt == "ctranslate2" else huggingface_translate
+    result: dict[str, Any] = {"format": fmt, "sentences": len(lines)}
+    for beam in beams:
+        ours = aiayn.translate(lines, beam=beam)
+        theirs = engine(out, lines, beam)
+        # identical up to surrounding whitespace, which Hugging Face's tokenizer strips when it decodes
+        same = sum(a.strip() == b.strip() for a, b in zip(ours, theirs, strict=True))
+        r: dict[str, Any] = {"identical": same, "identical_share": same / max(1, len(lines))}
+        if refs is not None:
+            r["bleu_aiayn"], r["bleu_export"] = score(ours, refs)["bleu"], score(theirs, refs)["bleu"]
+        else:
+            r["bleu_aiayn"], r["bleu_export"] = 100.0, score(theirs, ours)["bleu"]
+        r["bleu_difference"] = round(r["bleu_export"] - r["bleu_aiayn"], 2)
+        result["greedy" if beam == 1 else f"beam{beam}"] = r
+    return result
+

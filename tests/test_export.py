@@ -1,0 +1,140 @@
+"""aiayn export: every variant into CTranslate2 and Hugging Face transformers, loaded with the real libraries,
+translating exactly as aiayn does (greedy); the refusals; the command with its built-in check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from aiayn import ModelConfig, RunConfig, Transformer, Translator
+from aiayn.checkpoint import save
+from aiayn.cli import main
+from aiayn.export import ExportError, ctranslate2_translate, export, huggingface_translate
+from aiayn.rundir import RunDir
+
+LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"
+LINES = (LEGACY / "data" / "valid.de").read_text(encoding="utf-8").splitlines() + ["", "Ein Hund.", "日本語 🙂"]
+
+
+def make_run(path: Path, **model: object) -> Path:
+    """A run dir with a small random model of the given variant, on the fixture's 400-piece vocabulary. The
+    decoder's last LayerNorm is scaled up so that each step's best token wins by a clear margin (otherwise an
+    untrained model's near-ties would make "identical output" a test of float rounding)."""
+    torch.manual_seed(0)
+    cfg = RunConfig.from_dict({"model": {**ModelConfig.preset("tiny", vocab_size=400).to_dict(), "d_model": 32,
+                                         "n_heads": 4, "max_positions": 128, **model},
+                               "decode": {"max_len_a": 0.0, "max_len_b": 12}})
+    net = Transformer(cfg.model)
+    last = net.dec_norm if cfg.model.norm == "pre" else net.decoder[-1].res_ffn.norm
+    with torch.no_grad():
+        last.weight.mul_(8.0)
+        last.bias.normal_(0.0, 1.0)
+    run = RunDir(path)
+    run.create(cfg, LEGACY / "data" / "spm.model", {"src": "de", "tgt": "en"})
+    save(run.last, net, {"step": 0})
+    return path
+
+
+def _pairs(t: Translator) -> list[tuple[list[int], list[int]]]:
+    """(source ids + EOS, target ids) pairs to score: each source with a piece of itself reversed as a target."""
+    src = t.tokenizer.encode([line for line in LINES if line])
+    return [(s + [2], list(reversed(s))[:10]) for s in src]
+
+
+def _aiayn_logprobs(t: Translator, src: list[int], tgt: list[int]) -> torch.Tensor:
+    """log p(y_i | y_<i, x) of each target token and the final EOS, teacher-forced."""
+    with torch.no_grad():
+        logp = t.model(torch.tensor([src]), torch.tensor([[1] + tgt]))[0]              # (T, V)
+    return logp.gather(1, torch.tensor(tgt + [2])[:, None]).squeeze(1)
+
+
+VARIANTS = [dict(norm=n, tie=t, positions=p) for n in ("post", "pre") for t in ("all", "decoder", "none")
+            for p in ("sinusoidal", "learned")]
+
+
+def _name(v: dict[str, str]) -> str:
+    return "-".join(v.values())
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_name)
+def test_ctranslate2_export_translates_like_aiayn(variant: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    run = make_run(tmp_path / "run", **variant)
+    out = export(run, "ctranslate2", tmp_path / "ct2")
+    assert {"model.bin", "spm.model", "aiayn-export.json"} <= {p.name for p in out.iterdir()}
+    import ctranslate2
+
+    t = Translator.load(run, device="cpu")
+    engine, pieces = ctranslate2.Translator(str(out), device="cpu"), t.tokenizer.sp.IdToPiece
+    for src, tgt in _pairs(t):            # the whole network's arithmetic: teacher-forced log-probabilities
+        theirs = engine.score_batch([pieces(src[:-1])], [pieces(tgt)])[0].log_probs
+        torch.testing.assert_close(torch.tensor(theirs), _aiayn_logprobs(t, src, tgt), atol=1e-4, rtol=1e-5)
+    ours = t.translate(LINES, beam=1)                  # the search: the same tokens, the same length rule
+    assert len(set(ours)) > 2
+    assert ctranslate2_translate(out, LINES, beam=1) == ours
+
+
+HF_VARIANTS = [v for v in VARIANTS if not (v["norm"] == "post" and v["positions"] == "learned")
+               and not (v["norm"] == "pre" and v["tie"] != "all")]
+
+
+@pytest.mark.parametrize("variant", HF_VARIANTS, ids=_name)
+def test_huggingface_export_translates_like_aiayn(variant: dict[str, str], tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    run = make_run(tmp_path / "run", **variant)
+    out = export(run, "huggingface", tmp_path / "hf")
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(out))
+    expected = "MarianMTModel" if variant["norm"] == "post" else "PegasusForConditionalGeneration"
+    assert type(model).__name__ == expected
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    t = Translator.load(run, device="cpu")
+    for src, tgt in _pairs(t):
+        assert tok([t.tokenizer.decode([src[:-1]])[0]])["input_ids"][0] == src        # the same ids, EOS added
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([[1] + tgt])).logits[0]
+        theirs = logits.log_softmax(-1).gather(1, torch.tensor(tgt + [2])[:, None]).squeeze(1)
+        torch.testing.assert_close(theirs, _aiayn_logprobs(t, src, tgt), atol=1e-4, rtol=1e-5)
+    expect = [x.strip() for x in t.translate(LINES, beam=1)]     # MarianTokenizer strips what it decodes
+    assert len(set(expect)) > 2
+    assert huggingface_translate(out, LINES, beam=1) == expect
+
+
+@pytest.mark.parametrize("variant, message", [
+    (dict(norm="post", positions="learned"), "post-norm model with learned positions"),
+    (dict(norm="pre", tie="decoder"), "pre-norm model with tie='decoder'"),
+    (dict(norm="pre", tie="none"), "pre-norm model with tie='none'"),
+])
+def test_what_hugging_face_cannot_express_is_refused(variant: dict[str, str], message: str, tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    run = make_run(tmp_path / "run", **variant)
+    with pytest.raises(ExportError, match=message):
+        export(run, "huggingface", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_the_command_checks_and_refuses_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ctranslate2")
+    run = make_run(tmp_path / "run")
+    src = tmp_path / "src.txt"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert main(["export", "--model", str(run), "--format", "ctranslate2", "--out", str(tmp_path / "ct2"),
+                 "--check", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert f"greedy  identical {len(LINES)}/{len(LINES)} (100.0%)" in out and "beam4" in out
+    info = json.loads((tmp_path / "ct2" / "aiayn-export.json").read_text())
+    assert info["format"] == "ctranslate2" and info["languages"] == ["de", "en"]
+    # an occupied --out, a quantization Hugging Face cannot take, an unknown format: one clear line each
+    assert main(["export", "--model", str(run), "--format", "ctranslate2", "--out", str(tmp_path / "ct2")]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["export", "--model", str(run), "--format", "huggingface", "--out", str(tmp_path / "x"),
+                 "--quantization", "int8"]) == 2
+    assert "Hugging Face exports are written in fp32" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", "--model", str(run), "--format", "onnx", "--out", str(tmp_path / "y")])
+    # int8 weights: loaded and run by CTranslate2 (identity is not expected of quantized weights)
+    assert main(["export", "--model", str(run), "--format", "ctranslate2", "--out", str(tmp_path / "q"),
+                 "--quantization", "int8", "--check", str(src)]) == 0
+    assert "int8: identity is expected of float32 exports only" in capsys.readouterr().out
