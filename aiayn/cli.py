@@ -268,6 +268,51 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# --- serve ---------------------------------------------------------------------------------------------------------
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    from . import __version__
+    from .rundir import RunDir
+    from .serve import ServeConfig, serve
+    from .translate import Translator
+
+    key = a.api_key or os.environ.get("AIAYN_API_KEY") or None
+    cfg = ServeConfig(host=a.host, port=a.port, max_batch_tokens=a.max_batch_tokens, max_wait_ms=a.max_wait_ms,
+                      max_body_bytes=a.max_body_bytes, max_lines=a.max_lines, max_chars=a.max_chars,
+                      max_queue_lines=a.max_queue_lines, timeout_s=a.timeout, workers=a.workers or 0, api_key=key)
+    translator = Translator.load(a.model, **_decode_settings(a))
+    run, ckpt = RunDir.locate(a.model)
+    serve(translator, cfg, {"languages": run.languages(), "checkpoint": str(ckpt), "version": __version__})
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from .serve import ServeConfig
+
+    d = ServeConfig()
+    p = sub.add_parser("serve", help="an HTTP translation service with a web page (needs aiayn[serve])",
+                       description="JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web "
+                       "page at /. Lines of concurrent requests are batched together. SIGTERM or Ctrl-C: requests in "
+                       "flight are answered, then it exits.")
+    _add_decode_flags(p)
+    p.add_argument("--host", default=d.host, help="address to bind (default %(default)s: this machine only)")
+    p.add_argument("--port", type=int, default=d.port, help="(default %(default)s)")
+    p.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens,
+                   help="source tokens merged into one model call (default %(default)s)")
+    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
+                   help="how long a request may wait for others to share its model call (default %(default)s)")
+    p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request (default %(default)s)")
+    p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line (default %(default)s)")
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="(default %(default)s)")
+    p.add_argument("--max-queue-lines", type=int, default=d.max_queue_lines,
+                   help="lines waiting over all requests before new ones get 503 (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=d.timeout_s, help="seconds per request before 504 (default %(default)s)")
+    p.add_argument("--api-key", help="require this key (header X-API-Key) on all but /health and the page; "
+                   "default: $AIAYN_API_KEY if set")
+    p.set_defaults(func=cmd_serve)
+
+
 # --- export --------------------------------------------------------------------------------------------------------
 
 
@@ -351,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export,
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export, _add_serve,
 ]
 
 

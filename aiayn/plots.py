@@ -99,28 +99,21 @@ def training_curves(metrics: Path, path: Path) -> Path:
 
 def attention(run_dir: Path, sentence: str, out_dir: Path) -> list[Path]:
     """One PNG per attention kind (encoder self, decoder self, cross), a grid of layers x heads each."""
-    from .runtime import eval_mode
     from .translate import Translator
 
     plt = _plt()
-    t = Translator.load(run_dir)
-    src_ids = t.tokenizer.encode([sentence])[0] + [t.model.cfg.eos_id]
-    out = t.translate([sentence], beam=1)[0]
-    tgt_ids = [t.model.cfg.bos_id] + t.tokenizer.encode([out])[0]
-    src_tok = t.tokenizer.sp.IdToPiece(src_ids)
-    tgt_tok = t.tokenizer.sp.IdToPiece(tgt_ids)
-    with eval_mode(t.model), torch.no_grad():
-        maps = t.model.attention_maps(torch.tensor([src_ids]), torch.tensor([tgt_ids]))
+    a = Translator.load(run_dir).attention(sentence, beam=1)
+    out, src_tok, tgt_in, tgt_out = a["translation"], a["source"], a["target_in"], a["target_out"]
     paths = []
-    for name, layers, rows, cols in (("encoder", maps.encoder, src_tok, src_tok),
-                                     ("decoder_self", maps.decoder_self, tgt_tok, tgt_tok),
-                                     ("cross", maps.cross, tgt_tok, src_tok)):
-        L, H = len(layers), layers[0].shape[1]
+    for name, layers, rows, cols in (("encoder", a["encoder"], src_tok, src_tok),
+                                     ("decoder_self", a["decoder_self"], tgt_out, tgt_in),
+                                     ("cross", a["cross"], tgt_out, src_tok)):
+        L, H = len(layers), len(layers[0])
         fig, axes = plt.subplots(L, H, figsize=(3 * H, 3 * L), squeeze=False)
         for i, layer in enumerate(layers):
             for h in range(H):
                 ax = axes[i][h]
-                ax.imshow(layer[0, h].float().numpy(), cmap="viridis", vmin=0, vmax=1)
+                ax.imshow(layer[h], cmap="viridis", vmin=0, vmax=1)
                 ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
                 ax.set_yticks(range(len(rows)), rows, fontsize=6)
                 ax.set_title(f"layer {i + 1} head {h + 1}", fontsize=8)

@@ -136,6 +136,24 @@ class Translator:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
         return self.detokenize([h[0].tokens for h in hyps])
 
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        """``line`` translated (any decoding overrides), with every attention probability the model computed for it:
+        pieces of the source (with EOS), of the decoder's input (BOS, y_1 ..) and of its output (y_1 .., EOS), and
+        per layer and head the encoder self-attention (S x S), decoder self-attention (T x T) and encoder-decoder
+        attention (T x S) as nested lists, by the explicit Eq. (1) (model.attention_maps)."""
+        cfg = self.model.cfg
+        hyp = self.translate_hypotheses([line], **{**overrides, "nbest": 1})[0][0]
+        src = self.tokenizer.encode([line])[0][: cfg.max_positions - 1] + [cfg.eos_id]
+        tgt_in = [cfg.bos_id] + hyp.tokens
+        with torch.inference_mode():
+            maps = self.model.attention_maps(torch.tensor([src], device=self.device),
+                                             torch.tensor([tgt_in], device=self.device))
+        piece = self.tokenizer.sp.IdToPiece
+        as_lists = lambda layers: [m[0].float().cpu().tolist() for m in layers]  # noqa: E731  (L x H x rows x cols)
+        return {"translation": self.detokenize([hyp.tokens])[0], "source": piece(src), "target_in": piece(tgt_in),
+                "target_out": piece(hyp.tokens + [cfg.eos_id]), "encoder": as_lists(maps.encoder),
+                "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
+
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
         # a translation is one line: no newline may come out of the decoder
         return [t.replace("\n", " ").replace("\r", " ") for t in self.tokenizer.decode(token_lists)]

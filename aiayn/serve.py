@@ -1,0 +1,426 @@
+"""``aiayn serve``: a translation service — a JSON API with dynamic batching, limits, metrics, and a web page.
+
+    POST /translate   {"text": ["line", ...], "beam": 4, ...}  ->  {"translations": ["...", ...]}
+    POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
+    GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
+
+Dynamic batching: the lines of concurrent requests that ask for the same decoding settings are merged into
+one model call of at most ``max_batch_tokens`` source tokens, waiting at most ``max_wait_ms`` for company;
+``workers`` model calls run at once, each on its own share of the CPU threads (as ``aiayn translate
+--workers`` does). Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
+(413), too many lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full
+queue (503 with Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
+SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
+
+FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
+"""
+
+# No `from __future__ import annotations` in this module: FastAPI reads its handlers' annotations (``Request``,
+# imported inside create_app so that the module loads without FastAPI) and needs them as objects, not strings.
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .runtime import resolve_workers
+from .translate import Translator
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"
+DECODE_FIELDS = ("beam", "lenpen", "nbest", "max_len_a", "max_len_b", "sampling", "temperature", "top_k", "top_p")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_batch_tokens: int = 6000       # source tokens merged into one model call
+    max_wait_ms: float = 10.0          # how long a request waits for others to share its model call
+    max_body_bytes: int = 1 << 20
+    max_lines: int = 256               # per request
+    max_chars: int = 2000              # per line
+    max_queue_lines: int = 8192        # waiting lines over all requests; beyond: 503
+    max_beam: int = 16
+    timeout_s: float = 60.0
+    workers: int = 0                   # model calls at once (0: one per core, at most 4; 1 on GPUs)
+    api_key: str | None = None
+
+
+class ServiceError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+# --- dynamic batching ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    lines: list[str]
+    tokens: int
+    options: dict[str, Any]
+    future: asyncio.Future[list[Any]]
+    queued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    """Merges the lines of concurrent requests into model calls; one queue, ``workers`` calls at once."""
+
+    def __init__(self, translator: Translator, cfg: ServeConfig, metrics: "Metrics") -> None:
+        self.translator, self.cfg, self.metrics = translator, cfg, metrics
+        self.workers = resolve_workers(cfg.workers, translator.device)
+        threads = max(1, torch.get_num_threads() // self.workers)
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-decode",
+                                       initializer=torch.set_num_threads, initargs=(threads,))
+        self.queue: list[_Job] = []
+        self.waiting_lines = 0
+        self.wakeup = asyncio.Event()
+        self.slots = asyncio.Semaphore(self.workers)
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def translate(self, lines: list[str], options: dict[str, Any]) -> list[Any]:
+        """The hypotheses of ``lines``; raises ServiceError(503) when the queue is full, (504) on timeout."""
+        if self.waiting_lines + len(lines) > self.cfg.max_queue_lines:
+            raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
+                               {"Retry-After": "1"})
+        tokens = sum(len(ids) for ids in self.translator.tokenizer.encode(lines)) + len(lines)
+        job = _Job(lines, tokens, options, asyncio.get_running_loop().create_future())
+        self.queue.append(job)
+        self.waiting_lines += len(lines)
+        self.metrics.queue_lines.set(self.waiting_lines)
+        self.wakeup.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), self.cfg.timeout_s)
+        except asyncio.TimeoutError:
+            job.future.cancel()                # dropped from the queue if it has not started
+            raise ServiceError(504, f"translation took longer than {self.cfg.timeout_s:g} s") from None
+
+    async def run(self) -> None:
+        """The scheduler: take the oldest job, wait up to max_wait_ms for others with the same settings, decode."""
+        while True:
+            await self.wakeup.wait()
+            self.wakeup.clear()
+            while self.queue:
+                await self.slots.acquire()
+                first = self.queue[0]
+                delay = first.queued + self.cfg.max_wait_ms / 1000 - time.perf_counter()
+                if delay > 0 and self._tokens_like(first) < self.cfg.max_batch_tokens:
+                    await asyncio.sleep(delay)
+                batch = self._take()
+                if not batch:
+                    self.slots.release()
+                    continue
+                task = asyncio.create_task(self._decode(batch))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+
+    def _tokens_like(self, first: _Job) -> int:
+        return sum(j.tokens for j in self.queue if j.options == first.options)
+
+    def _take(self) -> list[_Job]:
+        """The oldest live job and the next ones with the same settings, within max_batch_tokens."""
+        batch: list[_Job] = []
+        tokens = 0
+        for job in list(self.queue):
+            if job.future.cancelled():
+                self._remove(job)
+                continue
+            if batch and (job.options != batch[0].options or tokens + job.tokens > self.cfg.max_batch_tokens):
+                continue
+            batch.append(job)
+            tokens += job.tokens
+            self._remove(job)
+        return batch
+
+    def _remove(self, job: _Job) -> None:
+        self.queue.remove(job)
+        self.waiting_lines -= len(job.lines)
+        self.metrics.queue_lines.set(self.waiting_lines)
+
+    async def _decode(self, batch: list[_Job]) -> None:
+        lines = [line for job in batch for line in job.lines]
+        t0 = time.perf_counter()
+        try:
+            hyps = await asyncio.get_running_loop().run_in_executor(
+                self.pool, lambda: self.translator.translate_hypotheses(lines, **batch[0].options, workers=1))
+        except Exception as e:  # noqa: BLE001 - every waiting request gets the error, the server goes on
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(e)
+            return
+        finally:
+            self.slots.release()
+            self.wakeup.set()
+        seconds = time.perf_counter() - t0
+        self.metrics.batch(len(lines), sum(j.tokens for j in batch), sum(len(h[0].tokens) + 1 for h in hyps), seconds)
+        start = 0
+        for job in batch:
+            if not job.future.done():
+                job.future.set_result(hyps[start : start + len(job.lines)])
+            start += len(job.lines)
+
+    async def attention(self, line: str, options: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, lambda: self.translator.attention(line, **options, workers=1))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+# --- metrics ---------------------------------------------------------------------------------------------------------
+
+
+class Metrics:
+    """Prometheus metrics of one app (its own registry, so several apps can live in one process)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("aiayn_requests", "HTTP requests", ["path", "status"], registry=self.registry)
+        self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
+                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+        self.batch_lines = Histogram("aiayn_batch_lines", "lines per model call", registry=self.registry,
+                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+        self.src_tokens = Counter("aiayn_source_tokens", "source tokens translated", registry=self.registry)
+        self.tgt_tokens = Counter("aiayn_target_tokens", "target tokens produced", registry=self.registry)
+        self.tokens_per_s = Gauge("aiayn_target_tokens_per_second", "target tokens/s of the last model call",
+                                  registry=self.registry)
+        self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting for a model call", registry=self.registry)
+
+    def batch(self, lines: int, src_tokens: int, tgt_tokens: int, seconds: float) -> None:
+        self.batch_lines.observe(lines)
+        self.src_tokens.inc(src_tokens)
+        self.tgt_tokens.inc(tgt_tokens)
+        self.tokens_per_s.set(tgt_tokens / max(seconds, 1e-9))
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(self.registry))
+
+
+# --- the app ----------------------------------------------------------------------------------------------------------
+
+
+def create_app(translator: Translator, cfg: ServeConfig | None = None, description: dict[str, Any] | None = None) -> Any:
+    """The ASGI app serving ``translator``. ``description``: extra fields for /info (languages, checkpoint)."""
+    return _build(translator, cfg or ServeConfig(), description or {})
+
+
+def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]) -> Any:
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse, JSONResponse, Response
+    from fastapi.staticfiles import StaticFiles
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    metrics = Metrics()
+    state: dict[str, Any] = {}
+
+    class TranslateRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        text: list[str]
+        beam: int | None = Field(None, ge=1, le=cfg.max_beam)
+        lenpen: float | None = Field(None, ge=0)
+        nbest: int | None = Field(None, ge=1, le=cfg.max_beam)
+        max_len_a: float | None = Field(None, ge=0)
+        max_len_b: int | None = Field(None, ge=0, le=1024)
+        sampling: bool | None = None
+        temperature: float | None = Field(None, gt=0)
+        top_k: int | None = Field(None, ge=0)
+        top_p: float | None = Field(None, gt=0, le=1)
+
+    class AttentionRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        text: str = Field(max_length=cfg.max_chars)
+        beam: int | None = Field(None, ge=1, le=cfg.max_beam)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        batcher = Batcher(translator, cfg, metrics)
+        scheduler = asyncio.create_task(batcher.run())
+        state["batcher"] = batcher
+        try:
+            yield
+        finally:                                 # uvicorn has answered every request in flight by now
+            scheduler.cancel()
+            await asyncio.gather(*batcher.tasks, return_exceptions=True)
+            batcher.close()
+            state.clear()
+
+    app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
+        return error(e.status, e.message, e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        return error(422, "; ".join(_describe(err) for err in e.errors()[:5]))
+
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)     # inside guard: its 413s are counted
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        """API key and metrics for every request."""
+        t0, path = time.perf_counter(), request.url.path
+        label = path if path in ("/translate", "/attention", "/health", "/info", "/metrics", "/") else "other"
+        response = _check_key(request, cfg) or await call_next(request)
+        metrics.requests.labels(label, str(response.status_code)).inc()
+        metrics.latency.labels(label).observe(time.perf_counter() - t0)
+        return response
+
+    async def parse(request: Request, model: type[BaseModel]) -> Any:
+        """The body as JSON (whatever Content-Type says) validated by ``model``; 422 naming what is wrong."""
+        try:
+            return model.model_validate_json(await request.body())
+        except ValidationError as e:
+            raise ServiceError(422, "; ".join(_describe(err) for err in e.errors()[:5])) from None
+
+    @app.post("/translate")
+    async def translate(request: Request) -> dict[str, Any]:
+        req = await parse(request, TranslateRequest)
+        if len(req.text) > cfg.max_lines:
+            raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
+        for i, line in enumerate(req.text):
+            if len(line) > cfg.max_chars:
+                raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
+        options = {k: v for k, v in req.model_dump().items() if k != "text" and v is not None}
+        try:
+            translator.settings(**options)                                 # validated before it waits in line
+        except ValueError as e:
+            raise ServiceError(422, str(e)) from None
+        if not req.text:
+            return {"translations": []}
+        hyps = await state["batcher"].translate(list(req.text), options)
+        nbest = options.get("nbest", 1)
+        texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
+        if nbest > 1:
+            return {"translations": [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
+                                     for ts, hs in zip(texts, hyps, strict=True)]}
+        return {"translations": [ts[0] for ts in texts]}
+
+    @app.post("/attention")
+    async def attention(request: Request) -> dict[str, Any]:
+        req = await parse(request, AttentionRequest)
+        if not req.text.strip():
+            raise ServiceError(422, "text is empty")
+        options = {"beam": req.beam} if req.beam else {}
+        return dict(await state["batcher"].attention(req.text, options))
+
+    @app.get("/health")
+    async def health() -> Any:
+        if "batcher" not in state:
+            return error(503, "the model is not loaded yet")
+        return {"status": "ok"}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        return {"model": translator.model.cfg.to_dict(), "decode": asdict(translator.decode),
+                "parameters": sum(p.numel() for p in translator.model.parameters()),
+                "precision": translator.precision, "device": str(translator.device), **description,
+                "limits": {k: v for k, v in asdict(cfg).items() if k != "api_key"}}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/")
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.metrics = metrics
+    return app
+
+
+OPEN_PATHS = ("/health", "/")
+
+
+def _check_key(request: Any, cfg: ServeConfig) -> Any:
+    """401 unless the request carries the API key (X-API-Key or Authorization: Bearer), when one is set."""
+    if cfg.api_key is None or request.url.path in OPEN_PATHS or request.url.path.startswith("/static/"):
+        return None
+    from fastapi.responses import JSONResponse
+
+    given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    if given and hmac.compare_digest(given.encode(), cfg.api_key.encode()):
+        return None
+    return JSONResponse({"error": "missing or wrong API key (send it as X-API-Key)"}, status_code=401)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, judged by its Content-Length or, when it is
+    sent in chunks, as it arrives (so no oversized body is ever held in memory)."""
+
+    class _TooLarge(Exception):
+        pass
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await self._refuse(send)
+        received, started = 0, False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+            if received > self.limit:
+                raise BodyLimit._TooLarge
+            return message
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyLimit._TooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"error": f"request body larger than {self.limit} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _describe(err: Any) -> str:
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the body"
+    if err.get("type") == "json_invalid":
+        return f"malformed JSON: {err.get('ctx', {}).get('error', err.get('msg'))}"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r} (known: text, {', '.join(DECODE_FIELDS)})"
+    return f"{where}: {err.get('msg')}"
+
+
+def serve(translator: Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
+    """Run the service until SIGTERM or Ctrl-C (requests in flight are answered first)."""
+    import uvicorn
+
+    app = create_app(translator, cfg, description)
+    log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_graceful_shutdown=int(cfg.timeout_s) + 5,
+                timeout_keep_alive=5)
