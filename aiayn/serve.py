@@ -22,8 +22,9 @@ import contextlib
 import hmac
 import json
 import logging
+import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -417,10 +418,22 @@ def _describe(err: Any) -> str:
 
 
 def serve(translator: Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
-    """Run the service until SIGTERM or Ctrl-C (requests in flight are answered first)."""
+    """Run the service until SIGTERM or Ctrl-C: then no new connections, the requests in flight are answered,
+    and it returns (exit status 0; a second Ctrl-C stops at once)."""
     import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own version re-raises the signal after its graceful shutdown (the process then dies by it)
+            previous = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
 
     app = create_app(translator, cfg, description)
     log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_graceful_shutdown=int(cfg.timeout_s) + 5,
-                timeout_keep_alive=5)
+    Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_keep_alive=5,
+                          timeout_graceful_shutdown=int(cfg.timeout_s) + 5)).run()

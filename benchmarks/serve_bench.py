@@ -1,0 +1,165 @@
+"""Load test of ``aiayn serve`` on loopback, against ``aiayn translate`` on the same lines, in one run:
+
+    python benchmarks/serve_bench.py --model runs/demo/run-de-en --src runs/demo/data/test.de \\
+        [--requests 2000] [--concurrency 1 8 32] [--precision fp32]
+
+Requests of 1-5 lines (a fixed seeded draw from --src, cycled) sent by N client threads over keep-alive
+connections; each concurrency level is a fresh batch of --requests requests to one server process. Prints a
+table: sentences/s, latency percentiles, errors, the server's peak RSS, and sentences/s as a share of the
+CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
+left out). Writes the same as JSON to benchmarks/results/serve-<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", a.model, "--port", str(port),
+                             "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc, port
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the server did not start")
+
+
+def load(port: int, requests: list[list[str]], concurrency: int) -> dict[str, float]:
+    """Send ``requests`` with ``concurrency`` client threads; latency per request, errors, wall time."""
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    todo = iter(requests)
+
+    def client() -> None:
+        nonlocal errors
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        while True:
+            with lock:
+                lines = next(todo, None)
+            if lines is None:
+                return
+            body = json.dumps({"text": lines}).encode()
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = json.loads(r.read())
+                ok = r.status == 200 and len(data["translations"]) == len(lines)
+            except (OSError, ValueError, KeyError):
+                ok = False
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            with lock:
+                latencies.append(time.perf_counter() - t0)
+                errors += not ok
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    q = statistics.quantiles(latencies, n=100)
+    return {"seconds": seconds, "sentences_per_s": sum(len(r) for r in requests) / seconds,
+            "p50_ms": 1000 * q[49], "p95_ms": 1000 * q[94], "p99_ms": 1000 * q[98], "errors": errors}
+
+
+def cli_rate(a: argparse.Namespace, lines: list[str]) -> dict[str, float]:
+    """``aiayn translate`` on all the lines: sentences/s without its start-up (an empty input's run time)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, empty = Path(tmp) / "in.txt", Path(tmp) / "empty.txt"
+        src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        empty.write_text("")
+        cmd = [sys.executable, "-m", "aiayn", "translate", "--model", a.model, "--precision", a.precision,
+               "--output", str(Path(tmp) / "out.txt")]
+        t0 = time.perf_counter()
+        subprocess.run([*cmd, "--input", str(empty)], check=True, stderr=subprocess.DEVNULL)
+        startup = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        subprocess.run([*cmd, "--input", str(src)], check=True, stderr=subprocess.DEVNULL)
+        total = time.perf_counter() - t0
+    return {"startup_s": startup, "seconds": total - startup, "sentences_per_s": len(lines) / (total - startup)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--src", required=True, help="sentences to draw the requests from")
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--precision", default="fp32")
+    a = ap.parse_args()
+    pool = [line for line in Path(a.src).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(0)
+    lines_iter = iter(pool * (a.requests * 5 // len(pool) + 1))
+    requests = [[next(lines_iter) for _ in range(rng.randint(1, 5))] for _ in range(a.requests)]
+    all_lines = [line for r in requests for line in r]
+    cli = cli_rate(a, all_lines)
+    print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "
+          f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
+    rows = []
+    for c in a.concurrency:
+        proc, port = start_server(a)
+        try:
+            load(port, requests[:20], min(c, 4))                    # warm-up
+            r = load(port, requests, c)
+            r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
+                     cli["sentences_per_s"])
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        rows.append(r)
+        print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
+              f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
+              f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
+          "server peak RSS |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
+              f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB |")
+    out = ROOT / "benchmarks" / "results" / f"serve-{time.strftime('%Y%m%d-%H%M')}.json"
+    out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests,
+                               "sentences": len(all_lines), "cli": cli, "rows": rows, "cpu": os.cpu_count()}, indent=2))
+    print(f"\n{out}")
+
+
+if __name__ == "__main__":
+    main()

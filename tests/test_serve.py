@@ -1,0 +1,267 @@
+"""aiayn serve: real server processes on 127.0.0.1, a real HTTP client. Round trips, every limit, 64 concurrent
+requests batched together, SIGTERM with requests in flight, the API key, and the page in a real browser."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+RUN = Path(__file__).parent / "fixtures" / "legacy-f06e6aa" / "run"
+KEY = "s3cret-key"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
+
+    def __init__(self, *flags: str) -> None:
+        self.port = free_port()
+        env = {**os.environ, "AIAYN_API_KEY": ""}
+        self.proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(RUN), "--device", "cpu",
+                                      "--port", str(self.port), *flags], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("the server did not come up in 60 s")
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+                chunked: bool = False, timeout: float = 60) -> tuple[int, dict[str, str], Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            if chunked:
+                conn.putrequest(method, path)
+                for k, v in (headers or {}).items():
+                    conn.putheader(k, v)
+                conn.putheader("Transfer-Encoding", "chunked")
+                conn.endheaders()
+                for i in range(0, len(body or b""), 1024):
+                    piece = (body or b"")[i : i + 1024]
+                    conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                conn.send(b"0\r\n\r\n")
+            else:
+                conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            data = r.read()
+            kind = r.getheader("content-type", "")
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, json.loads(data) if "json" in kind else data
+        finally:
+            conn.close()
+
+    def post(self, path: str, payload: Any, key: str | None = None, **kw: Any) -> tuple[int, dict[str, str], Any]:
+        headers = {"Content-Type": "application/json", **({"X-API-Key": key} if key else {})}
+        return self.request("POST", path, json.dumps(payload).encode(), headers, **kw)
+
+    def metric(self, name: str, key: str | None = None) -> float:
+        _, _, text = self.request("GET", "/metrics", headers={"X-API-Key": key} if key else {})
+        lines = [line for line in text.decode().splitlines() if line.startswith(name + " ")]
+        return float(lines[0].split()[1]) if lines else 0.0
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    s = Server("--max-lines", "64", "--max-chars", "300", "--max-body-bytes", "16384", "--max-wait-ms", "30",
+               "--api-key", KEY)
+    yield s
+    assert s.stop() == 0
+
+
+AWKWARD = ["Ein Mann fährt Fahrrad.", "", "   ", "日本語のテキスト、そして中文。", "🙂🚲 Emoji 👍🏽", "x" * 290,
+           "\u0000\u0007 control \u2028 separator \ufffd", "<script>alert(1)</script>", "ein\tTab", "Zwei Hunde."]
+
+
+def test_round_trip_n_lines_in_n_out(server: Server) -> None:
+    status, _, body = server.post("/translate", {"text": AWKWARD, "beam": 2}, KEY)
+    assert status == 200, body
+    out = body["translations"]
+    assert len(out) == len(AWKWARD) and all(isinstance(t, str) and "\n" not in t for t in out)
+    assert out[1] == out[2] == ""                                    # blank lines give blank lines
+    status, _, body = server.post("/translate", {"text": ["Ein Hund.", ""], "beam": 3, "nbest": 2}, KEY)
+    assert status == 200 and [len(x) for x in body["translations"]] == [2, 2]
+    assert {"text", "score"} == set(body["translations"][0][0])
+    assert server.post("/translate", {"text": []}, KEY)[2] == {"translations": []}
+
+
+def test_every_limit_is_a_clear_json_error(server: Server) -> None:
+    def error(status: int, *args: Any, **kw: Any) -> str:
+        got, headers, body = server.post(*args, **kw) if args else server.request(**kw)
+        assert got == status, body
+        assert headers["content-type"].startswith("application/json") and set(body) == {"error"}
+        return str(body["error"])
+
+    assert "65 lines" in error(413, "/translate", {"text": ["a"] * 65}, KEY)
+    assert "text[1] has 301 characters" in error(413, "/translate", {"text": ["a", "b" * 301]}, KEY)
+    big = json.dumps({"text": ["a" * 290] * 60}).encode()
+    assert "larger than 16384 bytes" in error(413, method="POST", path="/translate", body=big,
+                                              headers={"X-API-Key": KEY})
+    assert "larger than 16384 bytes" in error(413, method="POST", path="/translate", body=big,
+                                              headers={"X-API-Key": KEY}, chunked=True)
+    assert "malformed JSON" in error(422, method="POST", path="/translate", body=b'{"text": ["a"',
+                                     headers={"X-API-Key": KEY})
+    assert "unknown field 'beams'" in error(422, "/translate", {"text": ["a"], "beams": 2}, KEY)
+    assert "beam: Input should be a valid integer" in error(422, "/translate", {"text": ["a"], "beam": "2"}, KEY)
+    assert "text: Input should be a valid array" in error(422, "/translate", {"text": "a"}, KEY)
+    assert "text.0: Input should be a valid string" in error(422, "/translate", {"text": [1]}, KEY)
+    assert "beam: Input should be less than or equal to 16" in error(422, "/translate", {"text": ["a"], "beam": 99}, KEY)
+    assert "nbest=3 cannot exceed beam=2" in error(422, "/translate", {"text": ["a"], "beam": 2, "nbest": 3}, KEY)
+    # the API key: required everywhere but /health and the page
+    assert "API key" in error(401, "/translate", {"text": ["a"]})
+    assert "API key" in error(401, "/translate", {"text": ["a"]}, "wrong")
+    assert "API key" in error(401, method="GET", path="/info")
+    assert server.request("GET", "/health")[0] == 200
+    assert server.request("GET", "/")[0] == 200
+    assert server.request("GET", "/info", headers={"Authorization": f"Bearer {KEY}"})[0] == 200
+
+
+def test_concurrent_requests_are_answered_correctly_and_batched(server: Server) -> None:
+    lines = [f"Ein Mann mit {n} Hunden geht über die Straße." for n in range(64)]
+    alone = [server.post("/translate", {"text": [line]}, KEY)[2]["translations"][0] for line in lines[:8]]
+    before_batches = server.metric("aiayn_batch_lines_count", KEY)
+    before_lines = server.metric("aiayn_batch_lines_sum", KEY)
+    with ThreadPoolExecutor(64) as pool:
+        answers = list(pool.map(lambda line: server.post("/translate", {"text": [line]}, KEY), lines))
+    assert all(status == 200 for status, _, _ in answers)
+    got = [body["translations"][0] for _, _, body in answers]
+    assert got[:8] == alone                                          # the same as translated one by one
+    batches = server.metric("aiayn_batch_lines_count", KEY) - before_batches
+    assert server.metric("aiayn_batch_lines_sum", KEY) - before_lines == 64
+    assert batches < 32, f"64 concurrent one-line requests took {batches:.0f} model calls"
+
+
+def test_info_and_metrics(server: Server) -> None:
+    _, _, info = server.request("GET", "/info", headers={"X-API-Key": KEY})
+    assert info["languages"] == ["de", "en"] and info["parameters"] > 0 and info["model"]["d_model"] == 8
+    assert info["decode"]["beam"] == 4 and "api_key" not in info["limits"]
+    _, _, text = server.request("GET", "/metrics", headers={"X-API-Key": KEY})
+    for name in ("aiayn_requests_total", "aiayn_request_seconds_bucket", "aiayn_batch_lines_bucket",
+                 "aiayn_target_tokens_total", "aiayn_target_tokens_per_second", "aiayn_queue_lines"):
+        assert name in text.decode()
+    assert 'aiayn_requests_total{path="/translate",status="401"}' in text.decode()
+
+
+def test_attention_for_the_page(server: Server) -> None:
+    status, _, a = server.post("/attention", {"text": "Ein Hund."}, KEY)
+    assert status == 200
+    S, T = len(a["source"]), len(a["target_out"])
+    assert a["source"][-1] == "</s>" and a["target_in"][0] == "<s>" and len(a["target_in"]) == T
+    assert len(a["cross"]) == 1 and len(a["cross"][0]) == 2                          # layers x heads
+    assert all(len(row) == S and abs(sum(row) - 1) < 1e-4 for row in a["cross"][0][0])   # T x S, rows sum to 1
+    assert len(a["encoder"][0][0]) == S and len(a["decoder_self"][0][0]) == T
+
+
+def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
+    s = Server("--max-queue-lines", "3", "--max-wait-ms", "300", "--timeout", "0.2")
+    try:
+        slow = {"text": ["Ein Mann fährt mit dem Fahrrad."] * 3, "beam": 16, "max_len_b": 1024}
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: s.post("/translate", slow), range(8)))
+        statuses = sorted(status for status, _, _ in answers)
+        assert 503 in statuses and set(statuses) <= {503, 504}, statuses
+        busy = next(a for a in answers if a[0] == 503)
+        assert busy[1]["retry-after"] == "1" and "busy" in busy[2]["error"]
+        late = next(a for a in answers if a[0] == 504)
+        assert "longer than 0.2 s" in late[2]["error"]
+        assert s.request("GET", "/health")[0] == 200                 # and the server goes on
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
+    s = Server("--max-wait-ms", "5")
+    payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300}
+    with ThreadPoolExecutor(12) as pool:
+        futures = [pool.submit(s.post, "/translate", payload) for _ in range(12)]
+        time.sleep(0.5)                                              # accepted and decoding
+        s.proc.send_signal(signal.SIGTERM)
+        answers = [f.result() for f in futures]
+    assert [status for status, _, _ in answers] == [200] * 12
+    assert all(len(body["translations"]) == 4 for _, _, body in answers)
+    assert s.proc.wait(timeout=60) == 0
+    with pytest.raises(OSError):
+        s.request("GET", "/health", timeout=2)                       # no longer accepting
+
+
+def _chrome() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+@pytest.mark.skipif(_chrome() is None, reason="no Chromium + chromedriver here (Debian: apt-get install chromium "
+                    "chromium-driver; .ci/run installs them where it can)")
+def test_the_page_in_a_real_browser(server: Server) -> None:
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser, driver_path = _chrome()  # type: ignore[misc]
+    opts = Options()
+    opts.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(driver_path), options=opts)
+    try:
+        d.get(f"http://127.0.0.1:{server.port}/")
+        d.find_element(By.TAG_NAME, "summary").click()                # the API key field
+        d.find_element(By.ID, "api-key").send_keys(KEY)
+        source = d.find_element(By.ID, "source")
+        source.clear()
+        source.send_keys("Ein Hund rennt.\nZwei Kinder spielen.")
+        d.find_element(By.ID, "translate").click()
+        wait = WebDriverWait(d, 60)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#translations li")) == 2)
+        item = d.find_elements(By.CSS_SELECTOR, "#translations li")[0]
+        assert "Ein Hund rennt." in item.text
+        item.click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap"))
+        assert len(d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap")) == 2      # 1 layer x 2 heads
+        coloured = d.execute_script(
+            "const c = document.getElementById('zoom-canvas'); const px = c.getContext('2d')"
+            ".getImageData(0, 0, c.width, c.height).data; let n = 0;"
+            "for (let i = 0; i < px.length; i += 4) if (px[i] < 200 && px[i + 2] > 200) n++; return n;")
+        assert coloured > 50                                          # a heatmap was drawn
+        assert d.find_element(By.ID, "status").get_attribute("class") != "error"
+    finally:
+        d.quit()
