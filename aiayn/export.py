@@ -287,39 +287,54 @@ class _Limits:
         return max(1, min(self.positions - 1, math.floor(self.a * n_src_tokens + self.b)))
 
 
-def _grouped(lines: Sequence[str], lengths: Sequence[int], limits: _Limits,
-             run: Callable[[list[str], int], list[str]]) -> list[str]:
-    """``run(lines, max_len)`` over the non-blank lines, grouped by their length limit; blank lines stay blank, and
-    each translation is one line, as aiayn's (Translator.detokenize)."""
-    out = [""] * len(lines)
+def _groups(lines: Sequence[str], lengths: Sequence[int], limits: _Limits) -> dict[int, list[int]]:
+    """The non-blank lines' indices by their length limit (the engines take one limit per call)."""
     groups: dict[int, list[int]] = {}
     for i, (line, n) in enumerate(zip(lines, lengths, strict=True)):
         if line.strip():
             groups.setdefault(limits.of(n), []).append(i)
+    return groups
+
+
+def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -> list[str]:
+    """Translations back in input order, blank lines blank, each one line (as aiayn's Translator.detokenize)."""
+    out = [""] * n
     for limit, idx in groups.items():
-        for i, text in zip(idx, run([lines[i] for i in idx], limit), strict=True):
+        for i, text in zip(idx, texts[limit], strict=True):
             out[i] = text.replace("\n", " ").replace("\r", " ")
     return out
 
 
+class CTranslate2Engine:
+    """A CTranslate2 export translating as aiayn does: its length rule, no <pad> or <s> produced, one line each."""
+
+    def __init__(self, out: str | Path, compute_type: str = "float32", inter_threads: int = 1, intra_threads: int = 0
+                 ) -> None:
+        ctranslate2 = _require("ctranslate2")
+        import sentencepiece as spm
+
+        out = Path(out)
+        info = json.loads((out / INFO).read_text())
+        self.sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+        self.translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type,
+                                                 inter_threads=inter_threads, intra_threads=intra_threads)
+        self.limits, self.lenpen = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"]), info["lenpen"]
+
+    def translate(self, lines: Sequence[str], beam: int) -> list[str]:
+        pieces = self.sp.Encode(list(lines), out_type=str)
+        groups = _groups(lines, [len(p) for p in pieces], self.limits)
+        # every group submitted at once, so that CTranslate2's inter_threads decode them side by side
+        pending = {limit: self.translator.translate_batch(
+            [pieces[i] for i in idx], beam_size=beam, max_decoding_length=limit, length_penalty=self.lenpen,
+            suppress_sequences=[["<pad>"], ["<s>"]], max_batch_size=6000 // beam, batch_type="tokens",
+            asynchronous=True) for limit, idx in groups.items()}
+        texts = {limit: [self.sp.DecodePieces(f.result().hypotheses[0]) for f in fs] for limit, fs in pending.items()}
+        return _placed(len(lines), groups, texts)
+
+
 def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:
-    """Translate with the CTranslate2 export in ``out``, with aiayn's length rule and forbidden tokens."""
-    ctranslate2 = _require("ctranslate2")
-    import sentencepiece as spm
-
-    info = json.loads((out / INFO).read_text())
-    sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
-    translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type)
-    pieces = sp.Encode(list(lines), out_type=str)
-    limits = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"])
-
-    def run(batch: list[str], limit: int) -> list[str]:
-        res = translator.translate_batch(sp.Encode(batch, out_type=str), beam_size=beam, max_decoding_length=limit,
-                                         length_penalty=info["lenpen"], suppress_sequences=[["<pad>"], ["<s>"]],
-                                         max_batch_size=64)
-        return [sp.DecodePieces(r.hypotheses[0]) for r in res]
-
-    return _grouped(lines, [len(p) for p in pieces], limits, run)
+    """Translate with the CTranslate2 export in ``out`` (see :class:`CTranslate2Engine`)."""
+    return CTranslate2Engine(out, compute_type).translate(lines, beam)
 
 
 def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[str]:
@@ -333,18 +348,16 @@ def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[st
         tok = AutoTokenizer.from_pretrained(str(out))
     model = AutoModelForSeq2SeqLM.from_pretrained(str(out)).eval()
     limits = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"])
-    lengths = [len(ids) - 1 for ids in tok(list(lines))["input_ids"]]      # the tokenizer adds EOS
-
-    def run(batch: list[str], limit: int) -> list[str]:
-        texts: list[str] = []
-        for start in range(0, len(batch), 32):
-            enc = tok(batch[start : start + 32], return_tensors="pt", padding=True)
+    groups = _groups(lines, [len(ids) - 1 for ids in tok(list(lines))["input_ids"]], limits)   # (EOS added)
+    texts: dict[int, list[str]] = {}
+    for limit, idx in groups.items():
+        texts[limit] = []
+        for start in range(0, len(idx), 32):
+            enc = tok([lines[i] for i in idx[start : start + 32]], return_tensors="pt", padding=True)
             with torch.inference_mode():
                 ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=limit)
-            texts += tok.batch_decode(ids, skip_special_tokens=True)
-        return texts
-
-    return _grouped(lines, lengths, limits, run)
+            texts[limit] += tok.batch_decode(ids, skip_special_tokens=True)
+    return _placed(len(lines), groups, texts)
 
 
 def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], refs: Sequence[str] | None = None,

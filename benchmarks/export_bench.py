@@ -6,7 +6,8 @@
 Exports the run (``aiayn export --format ctranslate2 --quantization Q``), then translates --src with
 aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 (compute type Q), greedy and
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
-passes after a warm-up. Prints sentences/s, BLEU of each, and the share of identical lines.
+passes after a warm-up. Both decode with aiayn's length rule (source length + 50, export.CTranslate2Engine).
+Prints sentences/s, BLEU of each, and the share of identical lines.
 """
 
 from __future__ import annotations
@@ -36,12 +37,11 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=4)
     a = ap.parse_args()
     import ctranslate2
-    import sentencepiece as spm
     import torch
 
     from aiayn import Translator, configure
     from aiayn.evaluate import score
-    from aiayn.export import export
+    from aiayn.export import CTranslate2Engine, export
 
     configure()
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
@@ -49,8 +49,6 @@ def main() -> None:
     precision = "int8" if a.quantization.startswith("int8") else "fp32"
     with tempfile.TemporaryDirectory() as tmp:
         out = export(a.model, "ctranslate2", Path(tmp) / "ct2", quantization=a.quantization)
-        sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
-        pieces = sp.Encode(src, out_type=str)
         ours = Translator.load(a.model, device="cpu", precision=precision)
         cores = torch.get_num_threads()
         print(f"{len(src)} sentences, aiayn {precision} vs CTranslate2 {ctranslate2.__version__} {a.quantization}, "
@@ -60,14 +58,11 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for beam in (1, a.beam):
             for workers in (1, 2):
-                ct = ctranslate2.Translator(str(out), device="cpu", compute_type=a.quantization,
-                                            inter_threads=workers, intra_threads=max(1, cores // workers))
+                # the same length rule as aiayn (source length + 50), the same forbidden tokens and length penalty
+                ct = CTranslate2Engine(out, a.quantization, inter_threads=workers, intra_threads=max(1, cores // workers))
 
-                def run_ct2(ct: ctranslate2.Translator = ct, beam: int = beam) -> list[str]:
-                    res = ct.translate_batch(pieces, beam_size=beam, max_batch_size=6000 // beam, batch_type="tokens",
-                                             max_decoding_length=256, suppress_sequences=[["<pad>"], ["<s>"]],
-                                             length_penalty=ours.decode.lenpen)
-                    return [sp.DecodePieces(r.hypotheses[0]) for r in res]
+                def run_ct2(ct: CTranslate2Engine = ct, beam: int = beam) -> list[str]:
+                    return ct.translate(src, beam)
 
                 def run_ours(beam: int = beam, workers: int = workers) -> list[str]:
                     return ours.translate(src, beam=beam, workers=workers)

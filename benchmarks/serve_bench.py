@@ -46,7 +46,8 @@ def peak_rss_mb(pid: int) -> float:
 def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", a.model, "--port", str(port),
-                             "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600"],
+                             "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600",
+                             *(["--workers", str(a.workers)] if a.workers else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -57,6 +58,13 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError("the server did not start")
+
+
+def metric(port: int, name: str) -> float:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics")
+    lines = conn.getresponse().read().decode().splitlines()
+    return next((float(x.split()[1]) for x in lines if x.startswith(name + " ")), 0.0)
 
 
 def load(port: int, requests: list[list[str]], concurrency: int) -> dict[str, float]:
@@ -125,6 +133,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--workers", type=int, default=0, help="the server's model calls at once (default: its own)")
     a = ap.parse_args()
     pool = [line for line in Path(a.src).read_text(encoding="utf-8").splitlines() if line.strip()]
     rng = random.Random(0)
@@ -139,16 +148,18 @@ def main() -> None:
         proc, port = start_server(a)
         try:
             load(port, requests[:20], min(c, 4))                    # warm-up
+            calls0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
             r = load(port, requests, c)
             r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
-                     cli["sentences_per_s"])
+                     cli["sentences_per_s"], lines_per_call=(metric(port, "aiayn_batch_lines_sum") - lines0) /
+                     max(1.0, metric(port, "aiayn_batch_lines_count") - calls0))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
         rows.append(r)
         print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
               f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+              f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['lines_per_call']:.1f} lines per model call", flush=True)
     print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
           "server peak RSS |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
