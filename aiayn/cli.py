@@ -10,9 +10,12 @@ import argparse
 import json
 import logging
 import os
+import select
+import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from . import __version__
 
@@ -29,37 +32,75 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_prepare(a: argparse.Namespace) -> int:
-    from .corpora import CORPORA, fetch
+    from .corpora import CORPORA, fetch, hf_dataset, hf_tokenizer_file
     from .data import DataDir, PrepareOptions, find_source, prepare
+    from .tokenizer import Vocab
 
+    if a.corpus and a.hf_dataset:
+        raise ValueError("give --corpus or --hf-dataset, not both")
     if a.corpus:
         src, tgt = a.src or CORPORA[a.corpus].langs[0], a.tgt or CORPORA[a.corpus].langs[1]
         sources = fetch(a.corpus, src, tgt, a.cache_dir)
+    elif a.hf_dataset:
+        if not (a.src and a.tgt):
+            raise ValueError("--hf-dataset needs --src LANG --tgt LANG (the keys of its translation column)")
+        src, tgt = a.src, a.tgt
+        sources = hf_dataset(a.hf_dataset, src, tgt, a.cache_dir, a.hf_config, _split_map(a.hf_split_map))
     else:
         if not (a.train and a.valid and a.src and a.tgt):
-            raise ValueError("prepare needs --train PREFIX --valid PREFIX --src LANG --tgt LANG (or --corpus NAME)")
+            raise ValueError("prepare needs --train PREFIX --valid PREFIX --src LANG --tgt LANG (or --corpus NAME "
+                             "or --hf-dataset NAME)")
         src, tgt = a.src, a.tgt
         sources = {"train": find_source(a.train, src, tgt), "valid": find_source(a.valid, src, tgt)}
         if a.test:
             sources["test"] = find_source(a.test, src, tgt)
-    opts = PrepareOptions(src=src, tgt=tgt, vocab_size=a.vocab_size, model_type=a.model_type,
-                          character_coverage=a.character_coverage, encoding_errors=a.encoding_errors,
-                          max_len=a.max_len, max_ratio=a.max_ratio)
+    given = [x for x in (a.spm_model, a.hf_tokenizer, a.vocab_from) if x]
+    if len(given) > 1:
+        raise ValueError("give one of --spm-model, --hf-tokenizer and --vocab-from")
+    tokenizers: tuple[str, ...] = ()
+    if a.spm_model:
+        tokenizers = tuple(str(p) for p in a.spm_model)
+    elif a.hf_tokenizer:
+        tokenizers = tuple(str(hf_tokenizer_file(n, a.cache_dir)) for n in a.hf_tokenizer)
+    elif a.vocab_from:
+        v = Vocab.load(a.vocab_from)
+        tokenizers = (str(v.src_file),) if v.joint else (str(v.src_file), str(v.tgt_file))
+    if len(tokenizers) > 2:
+        raise ValueError(f"{len(tokenizers)} tokenizer files: give one (shared by both sides) or two (source, target)")
+    opts = PrepareOptions(src=src, tgt=tgt, vocab_size=a.vocab_size, vocab=a.vocab,
+                          src_vocab_size=a.src_vocab_size or 0, tgt_vocab_size=a.tgt_vocab_size or 0,
+                          tokenizers=tokenizers, model_type=a.model_type, character_coverage=a.character_coverage,
+                          encoding_errors=a.encoding_errors, max_len=a.max_len, max_ratio=a.max_ratio)
     out = prepare(sources, a.out, opts, force=a.force)
     m = DataDir(out).manifest
     for split, s in m["splits"].items():
         dropped = ", ".join(f"{k} {v}" for k, v in s["dropped"].items() if v) or "none"
         log.info("%-5s %8d pairs (%d in; dropped: %s)  %d %s / %d %s tokens", split, s["pairs"], s["pairs_in"],
                  dropped, s["src_tokens"], src, s["tgt_tokens"], tgt)
-    log.info("vocabulary: %d %s pieces, shared by %s and %s", m["vocab"]["size"], m["vocab"]["model_type"], src, tgt)
+    v = m["vocab"]
+    if v.get("joint", True):
+        log.info("vocabulary: %d pieces (%s), shared by %s and %s", v["size"], v.get("made", v["model_type"]), src, tgt)
+    else:
+        log.info("vocabularies: %s %d pieces, %s %d pieces (%s)", src, v["src_size"], tgt, v["tgt_size"], v["made"])
     log.info("data dir: %s (prepared in %.1f s)", out, m["seconds"])
     return 0
 
 
+def _split_map(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        ours, sep, theirs = item.partition("=")
+        if not sep or ours not in ("train", "valid", "test") or not theirs:
+            raise ValueError(f"--hf-split-map {item!r}: expected train=NAME, valid=NAME or test=NAME")
+        out[ours] = theirs
+    return out
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare", help="tokenize and binarize a parallel corpus into a data dir",
-                       description="Read line-aligned PREFIX.<src>/PREFIX.<tgt> files (plain or .gz) or a known "
-                       "corpus, train one joint SentencePiece vocabulary and write binarized splits.")
+                       description="Read line-aligned PREFIX.<src>/PREFIX.<tgt> files (plain or .gz), a known corpus "
+                       "or a Hugging Face dataset; train one joint SentencePiece vocabulary (or one per language, or "
+                       "use given tokenizers) and write binarized splits.")
     p.add_argument("--train", help="PREFIX of the training files (PREFIX.de, PREFIX.en), or a .tsv file")
     p.add_argument("--valid", help="PREFIX of the validation files")
     p.add_argument("--test", help="PREFIX of the test files (optional)")
@@ -68,7 +109,23 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="where downloaded corpora go (%(default)s)")
     p.add_argument("--src", help="source language code (file suffix)")
     p.add_argument("--tgt", help="target language code (file suffix)")
-    p.add_argument("--vocab-size", type=int, default=8000, help="joint vocabulary size (default %(default)s)")
+    p.add_argument("--hf-dataset", metavar="NAME_OR_DIR", help="a Hugging Face dataset with a translation column: "
+                   "a hub id (e.g. IWSLT/iwslt2017) or a directory written by save_to_disk (needs aiayn[hf])")
+    p.add_argument("--hf-config", help="the dataset's configuration (e.g. iwslt2017-zh-en)")
+    p.add_argument("--hf-split-map", nargs="+", metavar="OURS=THEIRS",
+                   help="dataset split names, e.g. valid=dev (default: train=train valid=validation test=test)")
+    p.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size (default %(default)s)")
+    p.add_argument("--vocab", choices=["joint", "separate"], default="joint",
+                   help="one SentencePiece model for both languages (default, as in the paper) or one per language")
+    p.add_argument("--src-vocab-size", type=int, help="with --vocab separate: the source's size (default --vocab-size)")
+    p.add_argument("--tgt-vocab-size", type=int, help="with --vocab separate: the target's size (default --vocab-size)")
+    p.add_argument("--spm-model", nargs="+", type=Path, metavar="FILE",
+                   help="use existing SentencePiece model(s) instead of training: one (shared) or two (source, target)")
+    p.add_argument("--hf-tokenizer", nargs="+", metavar="PATH_OR_NAME",
+                   help="use Hugging Face tokenizer.json file(s) (or a directory, or a hub model name such as "
+                   "bert-base-chinese): one (shared) or two (source, target); needs aiayn[hf]")
+    p.add_argument("--vocab-from", type=Path, metavar="DIR",
+                   help="reuse the tokenizers of a data dir or run dir (e.g. to fine-tune that run on new data)")
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--character-coverage", type=float, default=None,
                    help="SentencePiece character coverage (default: 1.0, or 0.9995 for CJK-sized alphabets)")
@@ -95,9 +152,12 @@ def cmd_train(a: argparse.Namespace) -> int:
     for flag, key in ((a.max_steps, "max_steps"), (a.max_epochs, "max_epochs"), (a.max_minutes, "max_minutes")):
         if flag is not None:
             sets.append(f"{key}={flag}")
-    cfg = resolve(a.preset, a.config, sets, base=RunDir(a.out).saved_config())   # resuming: the run's settings first
+    base = RunDir(a.out).saved_config()                 # resuming: the run's settings first
+    if base is None and a.init_from:
+        base = RunDir.locate(a.init_from)[0].config()   # fine-tuning: the parent's settings first
+    cfg = resolve(a.preset, a.config, sets, base=base)
     configure(cfg.train.threads)
-    trainer = Trainer(a.data, a.out, cfg)
+    trainer = Trainer(a.data, a.out, cfg, init_from=a.init_from)
     try:
         trainer.train()
     except TrainingError as e:
@@ -115,6 +175,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="the run dir (created, or resumed if it exists)")
     p.add_argument("--config", type=Path, help="a YAML recipe (see configs/)")
     p.add_argument("--preset", choices=["tiny", "small", "base", "big"], help="model size preset (paper Table 3)")
+    p.add_argument("--init-from", type=Path, metavar="RUN",
+                   help="start from another run's weights (its best checkpoint, or a checkpoint dir) and settings, "
+                   "with a fresh optimizer and schedule: fine-tuning. The data must use its tokenizers "
+                   "(prepare --vocab-from RUN)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer updates")
     p.add_argument("--max-epochs", type=int, help="stop after this many epochs")
     p.add_argument("--max-minutes", type=float, help="stop after this much training time")
@@ -171,33 +235,74 @@ def _add_decode_flags(p: argparse.ArgumentParser) -> None:
                    "auto (bf16 where the hardware is fast at it)")
 
 
-def _read_input(path: Path | None) -> list[str]:
-    raw = path.read_bytes() if path else sys.stdin.buffer.read()
-    text = raw.decode("utf-8", errors="replace")
-    if "\ufffd" in text and "\ufffd" not in raw.decode("utf-8", errors="ignore"):
-        log.warning("the input has invalid UTF-8; the bad bytes were replaced with U+FFFD")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+class _Lines:
+    """The lines of a binary stream (a file, or stdin), decoded as UTF-8 (bad bytes replaced, with one warning),
+    without their line ends; split on "\\n" only. ``more_ready`` tells the translation stream whether more
+    can be read without waiting."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.warned = f, False
+        try:
+            self.regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+        except (OSError, ValueError, AttributeError):
+            self.regular = True
+
+    def __iter__(self) -> Iterator[str]:
+        for raw in self.f:
+            line = raw.decode("utf-8", errors="replace")
+            if "\ufffd" in line and not self.warned and "\ufffd" not in raw.decode("utf-8", errors="ignore"):
+                log.warning("the input has invalid UTF-8; the bad bytes were replaced with U+FFFD")
+                self.warned = True
+            yield line.rstrip("\n").rstrip("\r")
+
+    def more_ready(self) -> bool:
+        if self.regular:
+            return True
+        try:
+            return bool(select.select([self.f], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+
+def _count_lines(path: Path) -> int:
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
-    from .translate import Translator
+    from tqdm import tqdm
+
+    from .translate import Translator, stream
 
     translator = Translator.load(a.model, **_decode_settings(a))
-    lines = _read_input(a.input)
+    inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
+    show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
+    bar = tqdm(total=_count_lines(a.input) if a.input else None, unit=" lines", disable=not show, file=sys.stderr,
+               dynamic_ncols=True)
+    flush = out.flush if not a.output else (lambda: None)   # a pipe gets each line at once; a file is buffered
     try:
+        lines = _Lines(inp)
         if a.nbest and a.nbest > 1:
-            nb = translator.translate_hypotheses(lines, nbest=a.nbest, beam=max(a.nbest, translator.decode.beam))
-            for i, hyps in enumerate(nb):
+            settings = {"nbest": a.nbest, "beam": max(a.nbest, translator.decode.beam)}
+            for i, hyps in enumerate(stream(lines, lambda c: translator.translate_hypotheses(c, **settings))):
                 for h, text in zip(hyps, translator.detokenize([h.tokens for h in hyps]), strict=True):
                     out.write(f"{i}\t{h.score:.4f}\t{text}\n")
+                bar.update()
+                flush()
         else:
-            for line in translator.translate(lines):
+            for line in stream(lines, translator.translate):
                 out.write(line + "\n")
+                bar.update()
+                flush()        # each line as soon as it and every earlier one are done
     finally:
+        bar.close()
+        if a.input:
+            inp.close()
         if a.output:
             out.close()
     return 0
@@ -210,6 +315,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
     p.add_argument("--nbest", type=int, help="print the N best as 'line<TAB>score<TAB>text'")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only anyway)")
     p.add_argument("--sampling", action="store_true", help="sample instead of searching")
     p.add_argument("--temperature", type=float)
     p.add_argument("--top-k", type=int)
@@ -223,15 +329,21 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .rundir import RunDir
     from .translate import Translator
 
-    src, ref = list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace"))
-    if len(src) != len(ref):
-        raise ValueError(f"{a.src} has {len(src)} lines but {a.ref} has {len(ref)}")
+    src = list(read_lines(a.src, "replace"))
+    refs = [list(read_lines(r, "replace")) for r in a.ref]
+    for path, ref in zip(a.ref, refs, strict=True):
+        if len(src) != len(ref):
+            raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
     translator = Translator.load(a.model, **_decode_settings(a))
-    r = evaluate(translator, src, ref, a.hyps or RunDir.locate(a.model)[0].hypotheses(a.src.name))
+    run = RunDir.locate(a.model)[0]
+    lang = a.lang or (run.languages() or (None, None))[1]
+    r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
+                 lang=lang, tokenize=a.tokenize, ter=a.ter)
     if a.json:
         print(json.dumps(r))
     else:
-        print(f"BLEU {r['bleu']:.2f}  (lowercased {r['bleu_lc']:.2f})  chrF {r['chrf']:.2f}  "
+        ter = f"  TER {r['ter']:.2f}" if "ter" in r else ""
+        print(f"BLEU {r['bleu']:.2f}  (lowercased {r['bleu_lc']:.2f})  chrF {r['chrf']:.2f}{ter}  "
               f"{r['sentences']} sentences in {r['seconds']:.1f} s")
         print(f"  {r['signature']}")
         print(f"  hypotheses: {r['hypotheses']}")
@@ -239,11 +351,16 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU (BLEU, chrF)")
+    p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU (BLEU, chrF, TER)")
     _add_decode_flags(p)
     p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
-    p.add_argument("--ref", required=True, type=Path, help="raw reference file (plain or .gz)")
+    p.add_argument("--ref", required=True, type=Path, action="append",
+                   help="raw reference file (plain or .gz); repeat for several references")
     p.add_argument("--hyps", type=Path, help="where to write the hypotheses (default RUN_DIR/hyps/SRC.hyp)")
+    p.add_argument("--tokenize", help="sacreBLEU tokenizer for BLEU (13a, zh, ja-mecab, ko-mecab, char, intl, "
+                   "flores200, none; default: chosen from the target language)")
+    p.add_argument("--lang", help="target language code for choosing the tokenizer (default: the run's)")
+    p.add_argument("--ter", action="store_true", help="also compute TER")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
 

@@ -171,7 +171,8 @@ class TrainConfig:
     valid_every_steps: int = 1000
     valid_each_epoch: bool = True   # also validate at the end of every epoch
     valid_bleu: bool = True         # greedy-decode the validation set and score it with sacreBLEU
-    valid_max_sentences: int = 0    # 0 = the whole validation set
+    valid_max_sentences: int = 2000 # validation BLEU over at most this many lines, a fixed seeded subset (0 = all)
+    bleu_tokenize: str = ""         # sacreBLEU tokenizer for validation BLEU ("" = by the target language)
     early_stop_metric: Literal["valid_bleu", "valid_loss"] = "valid_bleu"
     patience: int = 0               # stop after this many validations without improvement (0 = never)
     average_last: int = 0           # at the end, average the last K checkpoints into averaged/ (paper: 5 / 20)

@@ -10,6 +10,10 @@ Splits follow the standard recipes so that BLEU is comparable with published fig
   validation, the rest training; test = dev2010 + TEDX dev2012 + tst2010-2012.
 - wmt14: Europarl v7 + CommonCrawl + News Commentary v9 for training (4.5M pairs, as in the
   paper), newstest2013 for validation, newstest2014 (full) for test.
+
+:func:`hf_dataset` reads any Hugging Face dataset with a ``translation`` column (IWSLT2017, WMT14, ...) from
+the hub or from a directory written by ``save_to_disk``; :func:`hf_tokenizer_file` finds a ``tokenizer.json``
+on disk or on the hub. Both need the optional ``datasets`` / ``tokenizers`` packages (``aiayn[hf]``).
 """
 
 from __future__ import annotations
@@ -78,8 +82,25 @@ def download(archive: Archive, cache_dir: Path) -> Path:
         part.rename(path)
     verify(path, archive)
     if archive.checksum is None:
-        log.info("%s sha256 %s (no published checksum to compare)", path.name, _digest(path, "sha256"))
+        _trust_on_first_use(path)
     return path
+
+
+def _trust_on_first_use(path: Path) -> None:
+    """For archives without a published checksum: record the sha256 at the first use (``NAME.sha256`` beside
+    it) and check it at every later use, so a cached copy that changed (truncated, corrupted, replaced) is
+    caught. The first download itself cannot be checked: nobody publishes its hash."""
+    record = path.with_name(path.name + ".sha256")
+    got = _digest(path, "sha256")
+    if not record.exists():
+        record.write_text(got + "\n")
+        log.info("%s: no published checksum; recorded its sha256 %s in %s and will check it on every later use",
+                 path.name, got, record.name)
+        return
+    want = record.read_text().strip()
+    if got != want:
+        raise DataError(f"{path}: sha256 {got} differs from the {want} recorded at its first download "
+                        f"({record}); delete both files and download again")
 
 
 def extract(tar_path: Path, member: str, out: Path) -> Path:
@@ -247,3 +268,105 @@ def fetch(name: str, src: str, tgt: str, cache_dir: str | Path) -> dict[str, Sou
     cache = Path(cache_dir) / name
     cache.mkdir(parents=True, exist_ok=True)
     return corpus.build(cache, src, tgt)
+
+
+# --- Hugging Face datasets and tokenizers -------------------------------------------------------------------------
+
+HF_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
+
+
+def _load_hf(name: str, config: str | None) -> object:
+    try:
+        import datasets
+    except ImportError:
+        raise DataError("--hf-dataset needs the datasets package: pip install 'aiayn[hf]'") from None
+    p = Path(name)
+    try:
+        if p.exists():
+            return datasets.load_from_disk(str(p))
+        return datasets.load_dataset(name, config)
+    except Exception as e:  # noqa: BLE001 - datasets raises many kinds (missing config, no network, bad files)
+        where = "directory" if p.exists() else "dataset"
+        raise DataError(f"cannot load the Hugging Face {where} {name!r}"
+                        f"{f' (config {config!r})' if config else ''}: {type(e).__name__}: {str(e).strip()[:300]}"
+                        ) from None
+
+
+def hf_dataset(name: str, src: str, tgt: str, cache_dir: str | Path, config: str | None = None,
+               split_map: dict[str, str] | None = None) -> dict[str, Source]:
+    """The train/valid/test splits of a Hugging Face dataset as line-aligned text files under ``cache_dir``.
+
+    ``name``: a hub id (``IWSLT/iwslt2017`` with ``config="iwslt2017-zh-en"``, ``wmt14`` with ``de-en``, ...) or a
+    directory written by ``DatasetDict.save_to_disk``. Rows are read from a ``translation`` column of
+    ``{src: ..., tgt: ...}`` dicts, or from columns named ``src`` and ``tgt``. ``split_map`` maps aiayn's splits
+    to the dataset's (default train / validation / test; test is optional). Line breaks inside a sentence become
+    spaces (one sentence per line), and the count of such rows is logged.
+    """
+    ds = _load_hf(name, config)
+    splits = {**HF_SPLITS, **(split_map or {})}
+    have = list(ds.keys()) if hasattr(ds, "keys") else []
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{config or ''}").strip("_")[-100:]
+    cache = Path(cache_dir) / "hf" / slug
+    cache.mkdir(parents=True, exist_ok=True)
+    sources: dict[str, Source] = {}
+    for ours, theirs in splits.items():
+        if theirs not in have:
+            if ours == "test":
+                continue
+            raise DataError(f"{name}: no split {theirs!r} for {ours} (it has: {', '.join(have) or 'none'}); "
+                            f"map one with --hf-split-map {ours}=NAME")
+        split = ds[theirs]  # type: ignore[index]
+        columns = list(split.column_names)
+        if "translation" in columns:
+            def pair(row: dict) -> tuple[object, object]:
+                t = row["translation"]
+                return t.get(src), t.get(tgt)
+        elif src in columns and tgt in columns:
+            def pair(row: dict) -> tuple[object, object]:
+                return row[src], row[tgt]
+        else:
+            raise DataError(f"{name} [{theirs}]: no 'translation' column and no '{src}'/'{tgt}' columns "
+                            f"(columns: {', '.join(columns)})")
+        broken = 0
+        with open(cache / f"{ours}.{src}", "w", encoding="utf-8") as fs, \
+                open(cache / f"{ours}.{tgt}", "w", encoding="utf-8") as ft:
+            for n, row in enumerate(split, 1):
+                a, b = pair(row)
+                if not isinstance(a, str) or not isinstance(b, str):
+                    raise DataError(f"{name} [{theirs}] row {n}: no {src!r}/{tgt!r} text in {str(row)[:200]}")
+                if any(c in a + b for c in "\n\r"):
+                    broken += 1
+                    a, b = (" ".join(x.splitlines()) for x in (a, b))
+                fs.write(a + "\n")
+                ft.write(b + "\n")
+        if broken:
+            log.info("%s [%s]: %d rows had line breaks inside a sentence; joined with spaces", name, theirs, broken)
+        sources[ours] = Source(cache / f"{ours}.{src}", cache / f"{ours}.{tgt}")
+    return sources
+
+
+def hf_tokenizer_file(name: str, cache_dir: str | Path) -> Path:
+    """A ``tokenizer.json``: the file or directory ``name``, or the hub model ``name``'s (e.g.
+    ``bert-base-chinese``), downloaded once into ``cache_dir``."""
+    p = Path(name)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if p.is_file():
+        return p
+    if Path(name).exists() or name.endswith(".json"):
+        raise DataError(f"{p}: no such tokenizer.json")
+    out = Path(cache_dir) / "tokenizers" / (re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".json")
+    if out.is_file():
+        return out
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise DataError("--hf-tokenizer needs the tokenizers package: pip install 'aiayn[hf]'") from None
+    try:
+        tok = Tokenizer.from_pretrained(name)
+    except Exception as e:  # noqa: BLE001 - network and hub errors of several kinds
+        raise DataError(f"{name!r} is not a tokenizer.json file or directory, and the hub could not provide one: "
+                        f"{type(e).__name__}: {str(e).strip()[:200]}") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out))
+    return out

@@ -3,7 +3,8 @@
 A data directory (written by :func:`prepare`, atomically) holds:
 
     manifest.json          languages, counts, filters, vocabulary, input hashes, versions
-    spm.model              the joint SentencePiece model (source and target share it)
+    vocab.json, spm.model  the vocabulary: one joint SentencePiece model (source and target share it, the
+                           default), or one tokenizer per side (spm.src.model / spm.tgt.model, tokenizer*.json)
     {split}.{lang}.bin     token ids of every sentence, concatenated (uint16 or uint32, no BOS/EOS)
     {split}.{lang}.idx.npy offsets into the .bin: sentence i is ids[offsets[i]:offsets[i+1]]
     {valid,test}.{lang}    the raw text of the evaluation splits (references are scored raw)
@@ -32,7 +33,7 @@ import torch
 
 from .atomic import atomic_dir
 from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, Vocab
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +138,19 @@ class PrepareOptions:
     src: str
     tgt: str
     vocab_size: int = 8000
+    vocab: str = "joint"               # "joint": one SentencePiece model for both sides; "separate": one per side
+    src_vocab_size: int = 0            # with vocab="separate" (0 = vocab_size)
+    tgt_vocab_size: int = 0
+    tokenizers: tuple[str, ...] = ()   # existing tokenizer files instead of training: one (joint) or two (src, tgt)
     model_type: str = "bpe"
     character_coverage: float | None = None
     encoding_errors: str = "strict"    # or "replace"
     max_len: int = 256                 # training pairs longer than this (tokens, either side) are dropped
     max_ratio: float = 3.0             # ... and pairs whose longer side has more than this x the tokens of the other
     min_len_for_ratio: int = 10        # the ratio filter ignores pairs whose longer side is shorter than this
+
+
+_NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": []}
 
 
 def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:
@@ -167,7 +175,12 @@ def _versions() -> dict[str, str]:
 def _validate_and_hash(sources: dict[str, Source], opts: PrepareOptions) -> tuple[dict[str, Any], str]:
     """Read every input once: check encodings and line counts, count pairs, hash the bytes."""
     info: dict[str, Any] = {}
-    total = hashlib.sha256(json.dumps(dataclasses.asdict(opts), sort_keys=True).encode())
+    # options left at their defaults are not hashed when they are newer than the data format, so data dirs
+    # prepared before them are still recognised as the same preparation
+    fields = {k: v for k, v in dataclasses.asdict(opts).items() if k not in _NEWER or v != _NEWER[k]}
+    total = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+    for f in opts.tokenizers:
+        total.update(Path(f).read_bytes())
     for split, source in sources.items():
         h = hashlib.sha256()
         n = sum(1 for _ in read_pairs(source, opts.encoding_errors, h))
@@ -217,8 +230,36 @@ class _BinWriter:
         return int(offsets[-1])
 
 
+def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
+    """The tokenizers: the given files, or SentencePiece trained on the training split (joint or per side)."""
+    if opts.tokenizers:
+        if len(opts.tokenizers) > 2:
+            raise DataError(f"{len(opts.tokenizers)} tokenizer files given: give one (shared) or two (source, target)")
+        vocab = Vocab.from_files(*opts.tokenizers)
+        for side, tok in (("source", vocab.src), ("target", vocab.tgt)):
+            if tok.ids.missing:
+                log.info("the %s tokenizer has no %s piece: added to its vocabulary", side, "/".join(tok.ids.missing))
+        return vocab
+    if opts.vocab == "joint":
+        lines = (line for pair in read_pairs(train, opts.encoding_errors) for line in pair)
+        Tokenizer.train(lines, tmp / "spm.model", opts.vocab_size, opts.model_type, opts.character_coverage)
+        return Vocab.from_files(tmp / "spm.model")
+    if opts.vocab != "separate":
+        raise DataError(f"--vocab {opts.vocab!r}: expected 'joint' or 'separate'")
+    for i, side in enumerate(("src", "tgt")):
+        size = (opts.src_vocab_size if side == "src" else opts.tgt_vocab_size) or opts.vocab_size
+        lines = (pair[i] for pair in read_pairs(train, opts.encoding_errors))
+        try:
+            Tokenizer.train(lines, tmp / f"spm.{side}.model", size, opts.model_type, opts.character_coverage)
+        except ValueError as e:
+            lang = opts.src if side == "src" else opts.tgt
+            msg = str(e).replace("--vocab-size", f"--{side}-vocab-size")
+            raise ValueError(f"the {lang} ({side}) vocabulary: {msg}") from None
+    return Vocab.from_files(tmp / "spm.src.model", tmp / "spm.tgt.model")
+
+
 def _encode_split(
-    split: str, source: Source, tok: Tokenizer, tmp: Path, opts: PrepareOptions, dtype: np.dtype, chunk: int
+    split: str, source: Source, vocab: Vocab, tmp: Path, opts: PrepareOptions, dtype: np.dtype, chunk: int
 ) -> dict[str, Any]:
     writers = {lang: _BinWriter(tmp / f"{split}.{lang}", dtype) for lang in (opts.src, opts.tgt)}
     raw = None
@@ -228,7 +269,7 @@ def _encode_split(
     pairs = read_pairs(source, opts.encoding_errors)
     while block := list(itertools.islice(pairs, chunk)):
         src_lines, tgt_lines = (list(x) for x in zip(*block, strict=True))
-        src_ids, tgt_ids = tok.encode(src_lines), tok.encode(tgt_lines)
+        src_ids, tgt_ids = vocab.src.encode(src_lines), vocab.tgt.encode(tgt_lines)
         if split == "train":  # evaluation splits are never filtered: every line is translated and scored
             keep = [_filter_reason(len(s), len(t), opts) for s, t in zip(src_ids, tgt_ids, strict=True)]
             for reason in keep:
@@ -270,17 +311,18 @@ def prepare(
         log.info("%s already holds this data (same inputs and options): reusing it", out)
         return out
     with atomic_dir(out) as tmp:
-        train_lines = (line for pair in read_pairs(sources["train"], opts.encoding_errors) for line in pair)
-        tok = Tokenizer.train(train_lines, tmp / "spm.model", opts.vocab_size, opts.model_type,
-                              opts.character_coverage)
-        dtype = np.dtype(np.uint16 if tok.vocab_size <= 2**16 else np.uint32)
-        splits = {s: _encode_split(s, src, tok, tmp, opts, dtype, chunk) for s, src in sources.items()}
+        vocab = _make_vocab(sources["train"], tmp, opts)
+        vocab.save(tmp)
+        vocab = Vocab.load(tmp)
+        dtype = np.dtype(np.uint16 if max(vocab.src.vocab_size, vocab.tgt.vocab_size) <= 2**16 else np.uint32)
+        splits = {s: _encode_split(s, src, vocab, tmp, opts, dtype, chunk) for s, src in sources.items()}
         for s in splits:
             splits[s].update(inputs[s])
+        made = "given" if opts.tokenizers else f"trained ({opts.model_type})"
         manifest = {
             "format": FORMAT_VERSION, "src": opts.src, "tgt": opts.tgt, "hash": digest, "dtype": dtype.name,
-            "vocab": {"size": tok.vocab_size, "model_type": opts.model_type, "pad_id": PAD_ID, "bos_id": BOS_ID,
-                      "eos_id": EOS_ID, "unk_id": UNK_ID, "file": "spm.model"},
+            "vocab": {"size": vocab.tgt.vocab_size, **vocab.describe(), "made": made, "model_type": opts.model_type,
+                      "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "unk_id": UNK_ID},
             "options": dataclasses.asdict(opts), "splits": splits, "versions": _versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - t0, 2),
         }
@@ -322,8 +364,10 @@ class DataDir:
         self.src, self.tgt = self.manifest["src"], self.manifest["tgt"]
 
     @property
-    def vocab_size(self) -> int:
-        return int(self.manifest["vocab"]["size"])
+    def vocab_sizes(self) -> tuple[int, int]:
+        """(source, target) vocabulary sizes."""
+        v = self.manifest["vocab"]
+        return int(v.get("src_size", v["size"])), int(v.get("tgt_size", v["size"]))
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -332,12 +376,9 @@ class DataDir:
         return {k: int(v.get(k, default)) for k, default in
                 (("pad_id", PAD_ID), ("bos_id", BOS_ID), ("eos_id", EOS_ID), ("unk_id", UNK_ID))}
 
-    @property
-    def spm_path(self) -> Path:
-        return self.path / self.manifest["vocab"]["file"]
-
-    def tokenizer(self) -> Tokenizer:
-        return Tokenizer(self.spm_path)
+    def vocab(self) -> Vocab:
+        """The source and target tokenizers."""
+        return Vocab.load(self.path)
 
     def has_split(self, split: str) -> bool:
         return split in self.manifest["splits"]

@@ -49,7 +49,7 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     translator = Translator.load(run.path)
     src_lines = data.raw("test", "src").read_text(encoding="utf-8").splitlines()
     refs = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()
-    s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"))
+    s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)
     result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
               "sentences": s["sentences"], "decode_seconds": round(s["seconds"], 1), "train_minutes":
               round(trainer.state.seconds / 60, 1), "steps": trainer.state.step, "run_dir": str(run)}

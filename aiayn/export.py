@@ -33,7 +33,7 @@ import torch
 from .config import ModelConfig
 from .evaluate import score
 from .model import Transformer
-from .rundir import Trained, load_trained
+from .rundir import RunDir, Trained, load_trained
 from .translate import Translator
 
 FORMATS = ("ctranslate2", "huggingface")
@@ -56,6 +56,11 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     if out.exists() and any(out.iterdir()) and not force:
         raise ExportError(f"{out} exists and is not empty; choose another --out or pass --force")
     t = load_trained(path)
+    v = t.vocab
+    if not (v.joint and v.src.kind == "sentencepiece" and v.src.ids.identity):
+        raise ExportError(f"{t.run} uses {'separate vocabularies' if not v.joint else 'a tokenizer made elsewhere'}: "
+                          "export supports runs with one joint SentencePiece vocabulary trained by `aiayn prepare` "
+                          "(its default)")
     info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32",
             "lenpen": t.config.decode.lenpen, "max_len_a": t.config.decode.max_len_a, "max_len_b": t.config.decode.max_len_b,
             "max_positions": t.config.model.max_positions, "languages": t.run.languages()}
@@ -82,7 +87,7 @@ def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[
     from ctranslate2.specs import common_spec, transformer_spec
 
     m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
-    pieces = [t.tokenizer.sp.IdToPiece(i) for i in range(t.tokenizer.vocab_size)]
+    pieces = [t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)]
 
     def linear(spec: Any, name: str) -> None:
         spec.weight = w[f"{name}.weight"]
@@ -131,7 +136,7 @@ def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[
             dec.projection.weight = w["out_proj.weight"]
             spec.register_source_vocabulary(pieces)
             spec.register_target_vocabulary(pieces)
-            spec.register_file(str(t.run.spm_model), "spm.model")
+            spec.register_file(str(t.vocab.src_file), "spm.model")
             spec.register_file(str(info_file), INFO)
             return spec
 
@@ -198,10 +203,10 @@ def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
     hf.save_pretrained(out)
     with tempfile.TemporaryDirectory() as tmp:
         vocab = Path(tmp) / "vocab.json"
-        vocab.write_text(json.dumps({t.tokenizer.sp.IdToPiece(i): i for i in range(t.tokenizer.vocab_size)}))
+        vocab.write_text(json.dumps({t.vocab.src.piece(i): i for i in range(t.vocab.src.vocab_size)}))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Recommended: pip install sacremoses")
-            tok = MarianTokenizer(str(t.run.spm_model), str(t.run.spm_model), str(vocab), unk_token="<unk>",
+            tok = MarianTokenizer(str(t.vocab.src_file), str(t.vocab.src_file), str(vocab), unk_token="<unk>",
                                   eos_token="</s>", pad_token="<pad>", model_max_length=m.max_positions)
         tok.save_pretrained(out)
     (out / INFO).write_text(json.dumps({**info, "architecture": type(hf).__name__}, indent=2) + "\n")
@@ -369,6 +374,7 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
     aiayn = Translator.load(path, device="cpu", precision="fp32")
     engine = ctranslate2_translate if fmt == "ctranslate2" else huggingface_translate
     result: dict[str, Any] = {"format": fmt, "sentences": len(lines)}
+    lang = (RunDir.locate(path)[0].languages() or (None, None))[1]
     for beam in beams:
         ours = aiayn.translate(lines, beam=beam)
         theirs = engine(out, lines, beam)
@@ -376,9 +382,9 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
         same = sum(a.strip() == b.strip() for a, b in zip(ours, theirs, strict=True))
         r: dict[str, Any] = {"identical": same, "identical_share": same / max(1, len(lines))}
         if refs is not None:
-            r["bleu_aiayn"], r["bleu_export"] = score(ours, refs)["bleu"], score(theirs, refs)["bleu"]
+            r["bleu_aiayn"], r["bleu_export"] = score(ours, refs, lang)["bleu"], score(theirs, refs, lang)["bleu"]
         else:
-            r["bleu_aiayn"], r["bleu_export"] = 100.0, score(theirs, ours)["bleu"]
+            r["bleu_aiayn"], r["bleu_export"] = 100.0, score(theirs, ours, lang)["bleu"]
         r["bleu_difference"] = round(r["bleu_export"] - r["bleu_aiayn"], 2)
         result["greedy" if beam == 1 else f"beam{beam}"] = r
     return result

@@ -1,7 +1,8 @@
 """The run directory, the one place that knows its layout (written by ``aiayn train``, rank 0 only):
 
     config.json          the resolved model / train / decode configuration (resume starts from it)
-    spm.model            the tokenizer: a run directory is a self-contained model
+    vocab.json, spm.model  the tokenizers (tokenizer.py's Vocab: joint, or spm.src.model / spm.tgt.model,
+                         tokenizer*.json): a run directory is a self-contained model
     data.json            which data directory (and vocabulary) it was trained on
     metrics.jsonl        one JSON object per log interval and per validation
     tb/                  TensorBoard events (if tensorboard is installed)
@@ -10,6 +11,7 @@
     checkpoints/step_N/  weights every ``save_every_steps`` (the newest ``keep_last``), for averaging
     averaged/            the mean of the newest step checkpoints (``average_last``, ``aiayn average``)
     hyps/NAME.hyp        translations written by ``aiayn evaluate`` and the demo
+    valid/step_N.hyp     the validation translations scored at step N
     demo.json            the demo's scores
 
 A checkpoint directory's own contents (weights, optimizer state, ...) are checkpoint.py's.
@@ -27,7 +29,7 @@ from typing import Any
 from . import checkpoint
 from .config import RunConfig
 from .model import Transformer
-from .tokenizer import Tokenizer
+from .tokenizer import Vocab
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
 _STEP = re.compile(r"step_(\d+)")
@@ -39,7 +41,6 @@ class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.config_file = self.path / "config.json"
-        self.spm_model = self.path / "spm.model"
         self.data_file = self.path / "data.json"
         self.metrics = self.path / "metrics.jsonl"
         self.tensorboard = self.path / "tb"
@@ -96,12 +97,19 @@ class RunDir:
             raise FileNotFoundError(f"{self.path} is not a run directory (no config.json)")
         return cfg
 
-    def create(self, cfg: RunConfig, spm_model: Path, data_info: dict[str, Any]) -> None:
-        """Make (or refresh, on resume) the run directory: configuration, tokenizer, data provenance."""
+    def create(self, cfg: RunConfig, vocab: Vocab, data_info: dict[str, Any]) -> None:
+        """Make (or refresh, on resume) the run directory: configuration, tokenizers, data provenance."""
         self.path.mkdir(parents=True, exist_ok=True)
         cfg.save(self.config_file)
-        shutil.copyfile(spm_model, self.spm_model)
+        vocab.save(self.path)
         self.data_file.write_text(json.dumps(data_info, indent=2) + "\n")
+
+    def vocab(self) -> Vocab:
+        """The run's source and target tokenizers."""
+        return Vocab.load(self.path)
+
+    def has_vocab(self) -> bool:
+        return (self.path / "spm.model").is_file() or (self.path / "vocab.json").is_file()
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
 
@@ -139,6 +147,10 @@ class RunDir:
 
     # -- outputs ---------------------------------------------------------------------------------------------------
 
+    def valid_hypotheses(self, step: int) -> Path:
+        """The greedy translations of the validation lines scored at ``step``."""
+        return self.path / "valid" / f"step_{step}.hyp"
+
     def hypotheses(self, name: str) -> Path:
         """Where the translations of the file ``name`` go: hyps/NAME.hyp."""
         return self.path / "hyps" / f"{name}.hyp"
@@ -146,13 +158,13 @@ class RunDir:
 
 @dataclass
 class Trained:
-    """A trained model as a run directory holds it: fp32 weights on the CPU, in eval mode, and its tokenizer."""
+    """A trained model as a run directory holds it: fp32 weights on the CPU, in eval mode, and its tokenizers."""
 
     run: RunDir
     checkpoint: Path
     config: RunConfig
     model: Transformer
-    tokenizer: Tokenizer
+    vocab: Vocab
 
 
 def load_trained(path: str | Path) -> Trained:
@@ -161,4 +173,4 @@ def load_trained(path: str | Path) -> Trained:
     cfg = run.config()
     model = Transformer(cfg.model)
     checkpoint.load_weights(model, ckpt)
-    return Trained(run, ckpt, cfg, model.eval(), Tokenizer(run.spm_model))
+    return Trained(run, ckpt, cfg, model.eval(), run.vocab())

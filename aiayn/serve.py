@@ -94,7 +94,7 @@ class Batcher:
         if self.waiting_lines + len(lines) > self.cfg.max_queue_lines:
             raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
                                {"Retry-After": "1"})
-        tokens = sum(len(ids) for ids in self.translator.tokenizer.encode(lines)) + len(lines)
+        tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
         job = _Job(lines, tokens, options, asyncio.get_running_loop().create_future())
         self.queue.append(job)
         self.waiting_lines += len(lines)

@@ -1,20 +1,36 @@
-"""Subword tokenization with one joint SentencePiece model, shared by source and target (paper §5.1).
+"""Subword tokenization: a :class:`Vocab` is the source and the target tokenizer of a model — one joint
+SentencePiece model shared by both sides (paper §5.1, the default), or one per side.
 
-Ids are fixed (``config.PAD_ID`` .. ``UNK_ID``: pad 0, bos 1, eos 2, unk 3) and recorded in the data manifest.
-Byte fallback is on, so any character — CJK, emoji, characters never seen in training — survives
-a round trip as UTF-8 byte pieces instead of collapsing to <unk>. Normalization is ``identity`` and
-whitespace is kept as written by default, so ``decode(encode(line)) == line`` for ordinary text.
+A side's tokenizer is a SentencePiece model (:class:`Tokenizer`: trained here, or an existing ``.model``
+file) or a Hugging Face ``tokenizers`` file (:class:`HFTokenizer`: ``tokenizer.json``, e.g. the WordPiece
+vocabularies of BERT models). Whatever its own numbering, aiayn sees the special ids of ``config``
+(pad 0, bos 1, eos 2, unk 3) followed by the tokenizer's other pieces in its order: a tokenizer made
+elsewhere is renumbered (special pieces it lacks are added), one trained here needs no renumbering.
+
+Models trained here have byte fallback on, so any character — CJK, emoji, characters never seen in
+training — survives a round trip as UTF-8 byte pieces instead of collapsing to <unk>. Normalization is
+``identity`` and whitespace is kept as written, so ``decode(encode(line)) == line`` for ordinary text.
+
+A directory (data dir or run dir) holds its vocabulary as the tokenizer files plus ``vocab.json``
+naming the file of each side (:meth:`Vocab.save`, :meth:`Vocab.load`); a directory with only
+``spm.model`` is a joint SentencePiece vocabulary (how aiayn wrote them before ``vocab.json``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import sentencepiece as spm
 
 from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -22,38 +38,96 @@ from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 log = logging.getLogger(__name__)
 
 
+_SPECIALS = ("pad", "bos", "eos", "unk")                # in the order of PAD_ID, BOS_ID, EOS_ID, UNK_ID
+_OURS = (PAD_ID, BOS_ID, EOS_ID, UNK_ID)
+
+
+class _Renumbering:
+    """aiayn ids <-> a tokenizer's own ids. ``natives``: the tokenizer's (pad, bos, eos, unk) ids, None where
+    it has no such piece; ``size``: its piece count. Identity (no arrays) when the ids already agree."""
+
+    def __init__(self, natives: Sequence[int | None], size: int) -> None:
+        self.identity = tuple(natives) == _OURS
+        self.missing = [name for name, n in zip(_SPECIALS, natives, strict=True) if n is None]
+        if self.identity:
+            self.size = size
+            return
+        specials = [n for n in natives if n is not None]
+        if len(set(specials)) != len(specials):
+            named = dict(zip(_SPECIALS, natives, strict=True))
+            raise ValueError(f"the tokenizer uses one id for two special pieces: {named}")
+        rest = np.setdiff1d(np.arange(size), np.array(specials, dtype=np.int64))
+        # ours -> native (-1: a special piece the tokenizer lacks), native -> ours
+        self.to_native = np.concatenate([np.array([-1 if n is None else n for n in natives]), rest]).astype(np.int64)
+        self.to_ours = np.empty(size, dtype=np.int64)
+        self.to_ours[rest] = np.arange(len(_OURS), len(_OURS) + len(rest))
+        for ours, n in zip(_OURS, natives, strict=True):
+            if n is not None:
+                self.to_ours[n] = ours
+        self.size = len(self.to_native)
+
+    def ours(self, ids: list[list[int]]) -> list[list[int]]:
+        if self.identity:
+            return ids
+        return [self.to_ours[np.asarray(s, dtype=np.int64)].tolist() for s in ids]
+
+    def native(self, ids: Sequence[Sequence[int]], drop: tuple[int, ...] = (PAD_ID, BOS_ID, EOS_ID)) -> list[list[int]]:
+        """Native ids of aiayn ids, without the ``drop`` ids (and without special pieces the tokenizer lacks)."""
+        if self.identity:
+            return [[i for i in s if i not in drop] for s in ids]
+        out = []
+        for s in ids:
+            a = np.asarray([i for i in s if i not in drop], dtype=np.int64)
+            n = self.to_native[a] if len(a) else a
+            out.append(n[n >= 0].tolist())
+        return out
+
+    def native_id(self, i: int) -> int:
+        return i if self.identity else int(self.to_native[i])
+
+
 class Tokenizer:
-    """Text <-> subword ids with a SentencePiece model. Thread-parallel batch encoding and decoding."""
+    """Text <-> aiayn subword ids with a SentencePiece model. Thread-parallel batch encoding and decoding.
+
+    A model trained by :meth:`train` has aiayn's special ids; any other SentencePiece model (say, one shipped
+    with a pretrained system) is renumbered, with a pad piece added when it has none."""
+
+    kind = "sentencepiece"
 
     def __init__(self, model: str | Path | bytes, num_threads: int | None = None) -> None:
         self.sp = spm.SentencePieceProcessor()
-        if isinstance(model, bytes):
-            self.sp.LoadFromSerializedProto(model)
-        else:
-            self.sp.Load(str(model))
+        try:
+            if isinstance(model, bytes):
+                self.sp.LoadFromSerializedProto(model)
+            else:
+                self.sp.Load(str(model))
+        except (OSError, RuntimeError) as e:
+            raise ValueError(f"{model if not isinstance(model, bytes) else 'the model'}: not a SentencePiece model "
+                             f"({str(e).strip() or type(e).__name__})") from None
         self.num_threads = num_threads or os.cpu_count() or 1
-        ids = (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.unk_id())
-        if ids != (PAD_ID, BOS_ID, EOS_ID, UNK_ID):
-            raise ValueError(f"SentencePiece model has special ids (pad, bos, eos, unk) = {ids}; "
-                             f"aiayn needs {(PAD_ID, BOS_ID, EOS_ID, UNK_ID)} (train it with Tokenizer.train)")
+        natives = [i if i >= 0 else None for i in (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id(),
+                                                   self.sp.unk_id())]
+        self.ids = _Renumbering(natives, int(self.sp.GetPieceSize()))
 
     @property
     def vocab_size(self) -> int:
-        return int(self.sp.GetPieceSize())
+        return self.ids.size
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Subword ids of each line, without BOS/EOS."""
-        return self.sp.Encode(lines, out_type=int, num_threads=self.num_threads)
+        return self.ids.ours(self.sp.Encode(lines, out_type=int, num_threads=self.num_threads))
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; special ids (pad, bos, eos) are dropped."""
-        return self.sp.Decode(ids, num_threads=self.num_threads)
+        return self.sp.Decode(self.ids.native(ids), num_threads=self.num_threads)
+
+    def piece(self, i: int) -> str:
+        """The piece of aiayn id ``i``."""
+        n = self.ids.native_id(i)
+        return f"<{_SPECIALS[i]}>" if n < 0 else str(self.sp.IdToPiece(n))
 
     def pieces(self, line: str) -> list[str]:
         return self.sp.EncodeAsPieces(line)
-
-    def serialized(self) -> bytes:
-        return self.sp.serialized_model_proto()
 
     @staticmethod
     def train(
@@ -119,6 +193,7 @@ class Tokenizer:
             raise ValueError(f"SentencePiece training failed: {msg.strip()}") from None
         Path(out_path).write_bytes(model.getvalue())
         tok = Tokenizer(out_path)
+        assert tok.ids.identity
         log.info("trained %s vocabulary of %d pieces (character coverage %s)", model_type, tok.vocab_size,
                  character_coverage)
         return tok
@@ -127,3 +202,133 @@ class Tokenizer:
 def _chain(head: list[str], rest: Iterator[str]) -> Iterator[str]:
     yield from head
     yield from rest
+
+
+# Names under which tokenizers made elsewhere spell their special pieces (BERT, RoBERTa/BART, T5, GPT styles).
+_HF_NAMES = {
+    "pad": ("<pad>", "[PAD]", "<|pad|>"),
+    "bos": ("<s>", "[CLS]", "<bos>", "<|startoftext|>", "<|begin_of_text|>"),
+    "eos": ("</s>", "[SEP]", "<eos>", "<|endoftext|>", "<|end_of_text|>"),
+    "unk": ("<unk>", "[UNK]", "<|unk|>"),
+}
+
+
+class HFTokenizer:
+    """Text <-> aiayn ids with a Hugging Face ``tokenizers`` file (``tokenizer.json``; the optional
+    ``tokenizers`` package). Special pieces are found by their usual names ([PAD]/[CLS]/[SEP]/[UNK] as in BERT,
+    <pad>/<s>/</s>/<unk>, ...): BOS and EOS are BERT's [CLS] and [SEP], as in the seeds' zh-en system."""
+
+    kind = "tokenizers"
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            from tokenizers import Tokenizer as _Tok
+        except ImportError:
+            raise ValueError("tokenizer.json files need the tokenizers package: pip install 'aiayn[hf]'") from None
+        try:
+            self.tok = _Tok.from_file(str(path))
+        except Exception as e:  # noqa: BLE001 - tokenizers raises its own Exception types
+            raise ValueError(f"{path}: not a Hugging Face tokenizer.json ({str(e).strip()[:200]})") from None
+        vocab = self.tok.get_vocab(with_added_tokens=True)
+        natives = [next((vocab[n] for n in _HF_NAMES[name] if n in vocab), None) for name in _SPECIALS]
+        self.ids = _Renumbering(natives, max(vocab.values()) + 1 if vocab else 0)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.ids.size
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return self.ids.ours([e.ids for e in self.tok.encode_batch(list(lines), add_special_tokens=False)])
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.tok.decode_batch(self.ids.native(ids), skip_special_tokens=True)
+
+    def piece(self, i: int) -> str:
+        n = self.ids.native_id(i)
+        return f"<{_SPECIALS[i]}>" if n < 0 else str(self.tok.id_to_token(n))
+
+    def pieces(self, line: str) -> list[str]:
+        return list(self.tok.encode(line, add_special_tokens=False).tokens)
+
+
+AnyTokenizer = Tokenizer | HFTokenizer
+
+
+def load_tokenizer(path: str | Path) -> AnyTokenizer:
+    """A SentencePiece ``.model`` file, or a ``tokenizer.json`` (or a directory holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such tokenizer file")
+    return HFTokenizer(p) if p.suffix == ".json" else Tokenizer(p)
+
+
+VOCAB_FILE = "vocab.json"
+
+
+@dataclass
+class Vocab:
+    """The source and target tokenizers of a model, and the files they came from (the same one when joint)."""
+
+    src: AnyTokenizer
+    tgt: AnyTokenizer
+    src_file: Path
+    tgt_file: Path
+
+    @property
+    def joint(self) -> bool:
+        """One tokenizer shared by both sides (what tie='all' needs)."""
+        return self.src_file == self.tgt_file
+
+    @classmethod
+    def from_files(cls, src_file: str | Path, tgt_file: str | Path | None = None) -> Vocab:
+        """One file for both sides (joint), or one per side."""
+        s = Path(src_file)
+        t = Path(tgt_file) if tgt_file is not None else s
+        if s.resolve() == t.resolve():
+            tok = load_tokenizer(s)
+            return cls(tok, tok, s, s)
+        return cls(load_tokenizer(s), load_tokenizer(t), s, t)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Vocab:
+        """The vocabulary a data dir or run dir holds (``vocab.json``, or only ``spm.model``: joint)."""
+        d = Path(directory)
+        spec = d / VOCAB_FILE
+        if not spec.is_file():
+            return cls.from_files(d / "spm.model")
+        try:
+            names = json.loads(spec.read_text(encoding="utf-8"))
+            src, tgt = str(names["src"]), str(names["tgt"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{spec}: not a valid vocabulary description ({e}); expected "
+                             '{"src": FILE, "tgt": FILE}') from None
+        if "/" in src + tgt or "\\" in src + tgt:
+            raise ValueError(f"{spec}: tokenizer files must be plain names inside {d}")
+        return cls.from_files(d / src, d / tgt)
+
+    def save(self, directory: str | Path) -> None:
+        """Copy the tokenizer files into ``directory`` under standard names, and write ``vocab.json``."""
+        d = Path(directory)
+        names = {}
+        for side, f in (("src", self.src_file), ("tgt", self.tgt_file)):
+            suffix = ".json" if f.suffix == ".json" else ".model"
+            stem = "tokenizer" if suffix == ".json" else "spm"
+            names[side] = f"{stem}{suffix}" if self.joint else f"{stem}.{side}{suffix}"
+            target = d / names[side]
+            if f.resolve() != target.resolve():
+                shutil.copyfile(f, target)
+        (d / VOCAB_FILE).write_text(json.dumps(names, indent=2) + "\n")
+
+    def digest(self) -> str:
+        """A hash of the tokenizer files and which side uses which: equal digests tokenize alike."""
+        h = hashlib.sha256()
+        for f in (self.src_file, self.tgt_file):
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        """For manifests: sizes, kinds, whether joint."""
+        return {"joint": self.joint, "src_size": self.src.vocab_size, "tgt_size": self.tgt.vocab_size,
+                "src_kind": self.src.kind, "tgt_kind": self.tgt.kind}

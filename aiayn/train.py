@@ -12,7 +12,7 @@ same batches, same dropout masks, same optimizer state.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import json
 import logging
 import math
 import signal
@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 # Settings that may change when a run is resumed (they do not alter the training trajectory, except that with a
 # cooldown the limits move where the rate starts to fall: extending a cooled-down run raises the rate again).
 RESUMABLE_CHANGES = {"max_steps", "max_epochs", "max_minutes", "patience", "save_every_steps", "keep_last",
-                     "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "average_last",
-                     "log_every_steps",
+                     "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "bleu_tokenize",
+                     "average_last", "log_every_steps",
                      "threads", "device", "tensorboard", "compile"}
 
 
@@ -138,9 +138,12 @@ class TrainStep:
 # --- validation -----------------------------------------------------------------------------------------------------
 
 
-def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, mixed: str) -> dict[str, float]:
+def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, mixed: str,
+             hypotheses: Path | None = None) -> dict[str, float]:
     """Teacher-forced loss and perplexity on the validation split, and greedy-decoding BLEU (``valid_bleu``),
-    with ``model`` in eval mode under ``mixed`` autocast precision."""
+    with ``model`` in eval mode under ``mixed`` autocast precision. BLEU is over at most ``valid_max_sentences``
+    lines: a subset drawn with the run's seed, the same at every validation (the loss is always over all of
+    them); its translations are written to ``hypotheses`` (one per line, in the order of the validation file)."""
     t0 = time.perf_counter()
     src, tgt = data.split("valid")
     limit = cfg.model.max_positions - 1
@@ -157,15 +160,27 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
     out: dict[str, float] = {"valid_loss": loss / max(1, tokens), "valid_nll": nll / max(1, tokens)}
     out["valid_ppl"] = math.exp(min(out["valid_nll"], 50.0))
     if cfg.train.valid_bleu:
-        n = len(src) if cfg.train.valid_max_sentences <= 0 else min(len(src), cfg.train.valid_max_sentences)
+        chosen = bleu_subset(len(src), cfg.train.valid_max_sentences, cfg.train.seed)
         greedy = dataclasses.replace(cfg.decode, beam=1, nbest=1, sampling=False)
-        hyps = translate_ids(model, [src[i].tolist() for i in range(n)], greedy, device, mixed)
-        text = data.tokenizer().decode([h[0].tokens for h in hyps])
-        refs = data.raw("valid", "tgt").read_text(encoding="utf-8").split("\n")[:n]
-        s = score(text, refs)
-        out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"]})
+        hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, mixed)
+        text = [t.replace("\n", " ").replace("\r", " ") for t in data.vocab().tgt.decode([h[0].tokens for h in hyps])]
+        all_refs = data.raw("valid", "tgt").read_text(encoding="utf-8").split("\n")
+        s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)
+        out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"],
+                    "valid_bleu_sentences": len(chosen)})
+        if hypotheses is not None:
+            hypotheses.parent.mkdir(parents=True, exist_ok=True)
+            hypotheses.write_text("".join(t + "\n" for t in text), encoding="utf-8")
     out["valid_seconds"] = time.perf_counter() - t0
     return out
+
+
+def bleu_subset(n: int, cap: int, seed: int) -> np.ndarray:
+    """Which of ``n`` validation lines validation BLEU uses: all (``cap`` 0 or >= n), or ``cap`` of them drawn
+    with ``seed`` (the same every time), in file order."""
+    if cap <= 0 or cap >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng([seed, 0xB1E0]).choice(n, size=cap, replace=False))
 
 
 # --- the trainer ------------------------------------------------------------------------------------------------------
@@ -177,9 +192,11 @@ class Trainer:
     Process-wide settings (threads, memory) are not changed here: see runtime.configure.
     """
 
-    def __init__(self, data_dir: str | Path, run_dir: str | Path, cfg: RunConfig) -> None:
+    def __init__(self, data_dir: str | Path, run_dir: str | Path, cfg: RunConfig,
+                 init_from: str | Path | None = None) -> None:
         self.data, self.run, self.dist = DataDir(data_dir), RunDir(run_dir), Distributed.from_env()
         self.cfg = reconcile(cfg, self.data, self.run)
+        self.init_from = _parent(init_from, self.cfg, self.data) if init_from and not self.run.can_resume() else None
         t = self.cfg.train
         self.device = self.dist.setup(resolve_device(t.device))
         self.precision = precision.resolve(t.precision, self.device)
@@ -206,14 +223,21 @@ class Trainer:
         if self.dist.main:
             if self.run.path.is_dir():
                 remove_debris(self.run.path)      # what a crash in the middle of a save left
-            self.run.create(self.cfg, self.data.spm_path, {"data_dir": str(self.data.path.resolve()), "src": self.data.src,
-                                                           "tgt": self.data.tgt, "data_hash": self.data.manifest["hash"]})
+            info = {"data_dir": str(self.data.path.resolve()), "src": self.data.src, "tgt": self.data.tgt,
+                    "data_hash": self.data.manifest["hash"]}
+            if self.init_from or self.run.data_file.is_file():
+                old = json.loads(self.run.data_file.read_text()) if self.run.data_file.is_file() else {}
+                info["init_from"] = str(self.init_from) if self.init_from else old.get("init_from")
+            self.run.create(self.cfg, self.data.vocab(), {k: v for k, v in info.items() if v is not None})
         if self.run.can_resume():
             checkpoint.load_weights(self.model, self.run.last)
             saved = checkpoint.load_training_state(self.run.last, self.optimizer)
             self.state = TrainState(**{k: saved[k] for k in dataclasses.asdict(TrainState()) if k in saved})
             log.info("resuming %s from step %d (epoch %d, batch %d)", self.run, self.state.step, self.state.epoch,
                      self.state.position)
+        elif self.init_from:
+            checkpoint.load_weights(self.model, self.init_from)
+            log.info("initialized from %s (fresh optimizer and schedule)", self.init_from)
         if self.dist.main:
             n = sum(p.numel() for p in self.model.parameters())
             log.info("model: %s parameters (%s); %s on %s; %d train pairs in %d batches per epoch",
@@ -293,7 +317,8 @@ class Trainer:
     def _validate(self) -> None:
         """Validate on rank 0, keep best/, decide on early stopping; every process learns whether to stop."""
         if self.dist.main:
-            metrics = validate(self.model, self.data, self.cfg, self.device, self.precision)
+            metrics = validate(self.model, self.data, self.cfg, self.device, self.precision,
+                               self.run.valid_hypotheses(self.state.step))
             self.metrics.validation(self.state.step, self.state.epoch, metrics)
             key = self.cfg.train.early_stop_metric if self.cfg.train.early_stop_metric in metrics else "valid_loss"
             value, best = metrics[key], self.state.best
@@ -336,15 +361,19 @@ class Trainer:
 def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
     """``cfg`` with the vocabulary sizes and special ids of ``data``; when ``run`` is being resumed, a check that
     it matches the data (same tokenizer) and the configuration (same model; other training settings warn)."""
-    v, ids = data.vocab_size, data.special_ids
+    (vs, vt), ids, vocab = data.vocab_sizes, data.special_ids, data.vocab()
+    if not vocab.joint and cfg.model.tie == "all":
+        raise ValueError(f"{data.path} has separate source and target vocabularies, but tie='all' shares one "
+                         "embedding matrix between them; train with --set tie=decoder (target embedding = output "
+                         "projection) or tie=none")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
-        cfg.model, src_vocab_size=v, tgt_vocab_size=v, pad_id=ids["pad_id"], bos_id=ids["bos_id"],
+        cfg.model, src_vocab_size=vs, tgt_vocab_size=vt, pad_id=ids["pad_id"], bos_id=ids["bos_id"],
         eos_id=ids["eos_id"], unk_id=ids["unk_id"]))
     old = run.saved_config()
     if old is None:
         return cfg
-    if run.spm_model.is_file() and _sha256(run.spm_model) != _sha256(data.spm_path):
-        raise ValueError(f"{data.path} has a different vocabulary (spm.model) from the run being resumed in "
+    if run.has_vocab() and run.vocab().digest() != vocab.digest():
+        raise ValueError(f"{data.path} has a different vocabulary from the run being resumed in "
                          f"{run}; use the data dir it was trained on, or a new --out")
     diff = {k: (getattr(old.model, k), getattr(cfg.model, k)) for k in cfg.model.to_dict()
             if getattr(old.model, k) != getattr(cfg.model, k)}
@@ -357,6 +386,24 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
             log.warning("resuming with %s=%r (the run used %r): training will not follow the same path",
                         k, new, getattr(old.train, k))
     return cfg
+
+
+# Model settings that may differ from the parent run when fine-tuning (they do not change the weights' shapes).
+_FINE_TUNABLE = {"p_drop", "p_attn", "p_ffn"}
+
+
+def _parent(init_from: str | Path, cfg: RunConfig, data: DataDir) -> Path:
+    """The checkpoint a fine-tuning run starts from, after checking that its model and tokenizers fit."""
+    parent, ckpt = RunDir.locate(init_from)
+    if parent.vocab().digest() != data.vocab().digest():
+        raise ValueError(f"{data.path} was prepared with other tokenizers than {parent}; prepare the new data with "
+                         f"`aiayn prepare ... --vocab-from {parent}` to fine-tune it")
+    pm = parent.config().model
+    diff = [f"{k}: {getattr(pm, k)!r} in {parent}, {getattr(cfg.model, k)!r} now" for k in pm.to_dict()
+            if getattr(pm, k) != getattr(cfg.model, k) and k not in _FINE_TUNABLE]
+    if diff:
+        raise ValueError(f"--init-from {init_from}: the model must keep the parent's shape ({'; '.join(diff)})")
+    return ckpt
 
 
 def progress(t: TrainConfig, state: TrainState, per_epoch: int) -> float:
@@ -399,10 +446,6 @@ def _on_stop_signals(stop: Callable[[str], None]) -> Callable[[], None]:
             signal.signal(s, h)
 
     return restore
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _describe(cfg: RunConfig) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -22,7 +24,7 @@ from .model import Transformer
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, beam_search, greedy, sample
-from .tokenizer import Tokenizer
+from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +94,12 @@ class Translator:
     layers, CPU); auto (bf16 where the hardware is fast at it, else fp32).
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig | None = None) -> None:
+    def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None) -> None:
         self.decode = decode or DecodeConfig()
         self.device = resolve_device(self.decode.device)
         self.precision = precision.resolve(self.decode.precision, self.device)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
-        self.tokenizer = tokenizer
+        self.vocab = vocab
 
     @classmethod
     def load(cls, path: str | Path, **settings: Any) -> Translator:
@@ -106,7 +108,7 @@ class Translator:
         ``beam``, ...) to override (None values are ignored)."""
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
-        return cls(t.model, t.tokenizer, _override(t.config.decode, settings))
+        return cls(t.model, t.vocab, _override(t.config.decode, settings))
 
     def settings(self, **overrides: object) -> DecodeConfig:
         """The decoding settings with some fields overridden (None values are ignored). The device and the
@@ -122,7 +124,7 @@ class Translator:
         decode = self.settings(**overrides)
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
-        ids = self.tokenizer.encode([lines[i] for i in todo])
+        ids = self.vocab.src.encode([lines[i] for i in todo])
         hyps = translate_ids(self.model, ids, decode, self.device)
         # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
@@ -143,20 +145,75 @@ class Translator:
         attention (T x S) as nested lists, by the explicit Eq. (1) (model.attention_maps)."""
         cfg = self.model.cfg
         hyp = self.translate_hypotheses([line], **{**overrides, "nbest": 1})[0][0]
-        src = self.tokenizer.encode([line])[0][: cfg.max_positions - 1] + [cfg.eos_id]
+        src = self.vocab.src.encode([line])[0][: cfg.max_positions - 1] + [cfg.eos_id]
         tgt_in = [cfg.bos_id] + hyp.tokens
         with torch.inference_mode():
             maps = self.model.attention_maps(torch.tensor([src], device=self.device),
                                              torch.tensor([tgt_in], device=self.device))
-        piece = self.tokenizer.sp.IdToPiece
+        src_piece, tgt_piece = self.vocab.src.piece, self.vocab.tgt.piece
         as_lists = lambda layers: [m[0].float().cpu().tolist() for m in layers]  # noqa: E731  (L x H x rows x cols)
-        return {"translation": self.detokenize([hyp.tokens])[0], "source": piece(src), "target_in": piece(tgt_in),
-                "target_out": piece(hyp.tokens + [cfg.eos_id]), "encoder": as_lists(maps.encoder),
+        return {"translation": self.detokenize([hyp.tokens])[0], "source": [src_piece(i) for i in src],
+                "target_in": [tgt_piece(i) for i in tgt_in],
+                "target_out": [tgt_piece(i) for i in hyp.tokens + [cfg.eos_id]], "encoder": as_lists(maps.encoder),
                 "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
         # a translation is one line: no newline may come out of the decoder
-        return [t.replace("\n", " ").replace("\r", " ") for t in self.tokenizer.decode(token_lists)]
+        return [t.replace("\n", " ").replace("\r", " ") for t in self.vocab.tgt.decode(token_lists)]
+
+
+T = TypeVar("T")
+
+
+def stream(lines: Iterable[str], translate: Callable[[list[str]], list[T]], max_lines: int = 2000,
+           read_ahead: int = 8000) -> Iterator[T]:
+    """``translate`` applied to ``lines`` chunk by chunk, yielding one result per line, in order, as soon as its
+    chunk is done: a chunk is every line that has arrived by the time the previous one finished (at most
+    ``max_lines``), so a line typed into a pipe is translated at once and a file goes in full chunks. A
+    thread reads at most ``read_ahead`` lines ahead: memory stays bounded on inputs of any length."""
+    pending: queue.Queue[tuple[str, ...] | BaseException | None] = queue.Queue(maxsize=max(1, read_ahead // 64))
+
+    def read() -> None:
+        try:
+            block: list[str] = []
+            for line in lines:
+                block.append(line)
+                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations)
+                if len(block) >= 64 or not _more_ready(lines):
+                    pending.put(tuple(block))
+                    block = []
+            if block:
+                pending.put(tuple(block))
+            pending.put(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            pending.put(e)
+
+    threading.Thread(target=read, name="aiayn-read", daemon=True).start()
+    done = False
+    while not done:
+        item = pending.get()                                  # wait for at least one line
+        chunk: list[str] = []
+        while True:
+            if item is None:
+                done = True
+                break
+            if isinstance(item, BaseException):
+                raise item
+            chunk.extend(item)
+            if len(chunk) >= max_lines:
+                break
+            try:
+                item = pending.get_nowait()                   # and take whatever else has arrived meanwhile
+            except queue.Empty:
+                break
+        if chunk:
+            yield from translate(chunk)
+
+
+def _more_ready(lines: Iterable[str]) -> bool:
+    """Whether more input can be read without waiting (files: always; a pipe or terminal: only if data waits)."""
+    more = getattr(lines, "more_ready", None)
+    return bool(more()) if callable(more) else True
 
 
 def _override(decode: DecodeConfig, settings: dict[str, Any]) -> DecodeConfig:

@@ -33,7 +33,7 @@ from aiayn.tokenizer import Tokenizer
 
 def test_multi30k_round_trip(multi30k_dir: DataDir) -> None:
     """decode(encode(line)) == line for >= 99.9% of Multi30k lines (in practice: all of them)."""
-    tok = multi30k_dir.tokenizer()
+    tok = multi30k_dir.vocab().src
     lines = []
     for name in ("train", "val", "test_2016_flickr"):
         for lang in ("de", "en"):
@@ -60,7 +60,7 @@ def UNK_FREE(tok: Tokenizer, lines: list[str]) -> bool:  # noqa: N802 - reads as
 
 
 def test_special_ids_are_fixed(multi30k_dir: DataDir) -> None:
-    tok = multi30k_dir.tokenizer()
+    tok = multi30k_dir.vocab().src
     assert (tok.sp.pad_id(), tok.sp.bos_id(), tok.sp.eos_id(), tok.sp.unk_id()) == (0, 1, 2, 3)
     m = multi30k_dir.manifest["vocab"]
     assert (m["pad_id"], m["bos_id"], m["eos_id"], m["unk_id"]) == (0, 1, 2, 3)
@@ -77,7 +77,7 @@ def test_prepare_multi30k_manifest(multi30k_dir: DataDir) -> None:
     assert m["dtype"] == "uint16" and m["vocab"]["size"] == 8000
     src, tgt = multi30k_dir.split("valid")
     assert len(src) == len(tgt) == 1014
-    tok = multi30k_dir.tokenizer()
+    tok = multi30k_dir.vocab().src
     raw_src = multi30k_dir.raw("valid", "src").read_text().splitlines()
     assert tok.decode([src[0].tolist()]) == [raw_src[0]]
     assert len(raw_src) == 1014
@@ -110,7 +110,7 @@ def test_prepare_reuses_identical_build_and_force_rebuilds(write, tmp_path: Path
     with pytest.raises(DataError, match="--force"):
         prepare(_sources(write), out, _opts(vocab_size=310))
     prepare(_sources(write), out, _opts(vocab_size=310), force=True)
-    assert DataDir(out).vocab_size == 310
+    assert DataDir(out).vocab_sizes == (310, 310)
 
 
 def test_line_count_mismatch_names_both_files(write, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

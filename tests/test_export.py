@@ -14,6 +14,7 @@ from aiayn.checkpoint import save
 from aiayn.cli import main
 from aiayn.export import ExportError, ctranslate2_translate, export, huggingface_translate
 from aiayn.rundir import RunDir
+from aiayn.tokenizer import Vocab
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"
 LINES = (LEGACY / "data" / "valid.de").read_text(encoding="utf-8").splitlines() + ["", "Ein Hund.", "日本語 🙂"]
@@ -33,14 +34,14 @@ def make_run(path: Path, **model: object) -> Path:
         last.weight.mul_(8.0)
         last.bias.normal_(0.0, 1.0)
     run = RunDir(path)
-    run.create(cfg, LEGACY / "data" / "spm.model", {"src": "de", "tgt": "en"})
+    run.create(cfg, Vocab.from_files(LEGACY / "data" / "spm.model"), {"src": "de", "tgt": "en"})
     save(run.last, net, {"step": 0})
     return path
 
 
 def _pairs(t: Translator) -> list[tuple[list[int], list[int]]]:
     """(source ids + EOS, target ids) pairs to score: each source with a piece of itself reversed as a target."""
-    src = t.tokenizer.encode([line for line in LINES if line])
+    src = t.vocab.src.encode([line for line in LINES if line])
     return [(s + [2], list(reversed(s))[:10]) for s in src]
 
 
@@ -68,7 +69,8 @@ def test_ctranslate2_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     import ctranslate2
 
     t = Translator.load(run, device="cpu")
-    engine, pieces = ctranslate2.Translator(str(out), device="cpu"), t.tokenizer.sp.IdToPiece
+    engine, piece = ctranslate2.Translator(str(out), device="cpu"), t.vocab.src.piece
+    pieces = lambda ids: [piece(i) for i in ids]  # noqa: E731
     for src, tgt in _pairs(t):            # the whole network's arithmetic: teacher-forced log-probabilities
         theirs = engine.score_batch([pieces(src[:-1])], [pieces(tgt)])[0].log_probs
         torch.testing.assert_close(torch.tensor(theirs), _aiayn_logprobs(t, src, tgt), atol=1e-4, rtol=1e-5)
@@ -92,7 +94,7 @@ def test_huggingface_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
     t = Translator.load(run, device="cpu")
     for src, tgt in _pairs(t):
-        assert tok([t.tokenizer.decode([src[:-1]])[0]])["input_ids"][0] == src        # the same ids, EOS added
+        assert tok([t.vocab.src.decode([src[:-1]])[0]])["input_ids"][0] == src        # the same ids, EOS added
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([[1] + tgt])).logits[0]
         theirs = logits.log_softmax(-1).gather(1, torch.tensor(tgt + [2])[:, None]).squeeze(1)
