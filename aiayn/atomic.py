@@ -35,6 +35,14 @@ def atomic_dir(final: str | Path) -> Iterator[Path]:
 
 
 def remove_debris(root: Path) -> None:
-    """Delete what a process killed in the middle of :func:`atomic_dir` left under ``root``."""
+    """Clean up what a process killed in the middle of :func:`atomic_dir` left under ``root``: half-written
+    directories are deleted; a previous version moved aside in the instant between the two renames is put
+    back when no new version took its place (else deleted)."""
     for stale in root.glob(f"**/.*{TMP_MARK}*"):
         shutil.rmtree(stale, ignore_errors=True)
+    for old in root.glob("**/.*.old-*"):
+        final = old.parent / old.name[1:].rsplit(".old-", 1)[0]
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.rename(final)

@@ -56,29 +56,69 @@ def save(
     return Path(path)
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used (truncated, damaged, of another model): the message names it."""
+
+
+def _damaged(file: Path, e: BaseException) -> CheckpointError:
+    return CheckpointError(f"{file}: cannot be read ({type(e).__name__}: {str(e).strip()[:200]}); the file is "
+                           "truncated or damaged: restore it, or use another checkpoint of the run")
+
+
+def _json(file: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise _damaged(file, e) from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{file}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def _tensors(file: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(file))
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for bad headers and sizes
+        raise _damaged(file, e) from None
+
+
 def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint's weights into ``model`` (strict); returns its checkpoint.json."""
+    """Load a checkpoint's weights into ``model`` (strict); returns its checkpoint.json. A damaged file, or
+    weights of another shape than ``model``'s, raise :class:`CheckpointError` naming the file."""
     p = Path(path)
     if not is_checkpoint(p):
         raise FileNotFoundError(f"{p} is not a checkpoint (expected {MODEL} and {META})")
-    missing, unexpected = load_model(model, str(p / MODEL), strict=False)
+    meta = _json(p / META)
+    tensors = _tensors(p / MODEL)
+    own = model.state_dict()
+    for name, value in tensors.items():
+        if name in own and own[name].shape != value.shape:
+            raise CheckpointError(f"{p / MODEL}: {name} has shape {tuple(value.shape)}, but the model described by "
+                                  f"config.json needs {tuple(own[name].shape)}; the weights belong to another model")
+    try:
+        missing, unexpected = load_model(model, str(p / MODEL), strict=False)
+    except Exception as e:  # noqa: BLE001 - as above
+        raise _damaged(p / MODEL, e) from None
     if missing or unexpected:
-        raise ValueError(f"{p / MODEL} does not fit this model: missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]}")
-    return json.loads((p / META).read_text())
+        raise CheckpointError(f"{p / MODEL} does not fit this model: missing {sorted(missing)[:5]}, "
+                              f"unexpected {sorted(unexpected)[:5]}")
+    return meta
 
 
 def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """Restore the optimizer and RNG states of a training checkpoint; returns its trainer state."""
     p = Path(path)
-    trainer = json.loads((p / TRAINER).read_text())
-    tensors = load_file(str(p / OPTIM))
+    trainer = _json(p / TRAINER)
+    tensors = _tensors(p / OPTIM)
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
         i, name = key.split(".", 1)
         state.setdefault(int(i), {})[name] = value
-    optimizer.load_state_dict({"state": state, "param_groups": trainer.pop("param_groups")})
-    rng = load_file(str(p / RNG))
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": trainer.pop("param_groups")})
+    except (KeyError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{p / OPTIM}: the optimizer state does not fit this model ({e})") from None
+    rng = _tensors(p / RNG)
     torch.set_rng_state(rng["cpu"])
     if torch.cuda.is_available():
         cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]

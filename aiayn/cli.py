@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aiayn: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as e:
+    except (ValueError, OSError) as e:       # bad input, missing or unreadable files, a full disk, ...
         if args.verbose:
             raise
         print(f"aiayn {args.command}: error: {e}", file=sys.stderr)

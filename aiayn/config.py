@@ -162,6 +162,8 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1    # eps_ls of §5.4
     clip_norm: float = 0.0          # gradient clipping (0 = off; not in the paper)
+    max_bad_updates: int = 5        # updates with a non-finite loss or gradient are skipped (with a warning); this
+                                    # many in a row stop the run (1: stop at the first)
     seed: int = 1
     max_steps: int = 0              # 0 = no limit
     max_epochs: int = 0
@@ -171,7 +173,7 @@ class TrainConfig:
     valid_every_steps: int = 1000
     valid_each_epoch: bool = True   # also validate at the end of every epoch
     valid_bleu: bool = True         # greedy-decode the validation set and score it with sacreBLEU
-    valid_max_sentences: int = 2000 # validation BLEU over at most this many lines, a fixed seeded subset (0 = all)
+    valid_max_sentences: int = 2000  # validation BLEU over at most this many lines, a fixed seeded subset (0 = all)
     bleu_tokenize: str = ""         # sacreBLEU tokenizer for validation BLEU ("" = by the target language)
     early_stop_metric: Literal["valid_bleu", "valid_loss"] = "valid_bleu"
     patience: int = 0               # stop after this many validations without improvement (0 = never)
@@ -185,7 +187,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self)
-        _positive(self, "max_tokens", "update_freq", "save_every_steps", "valid_every_steps", "log_every_steps")
+        _positive(self, "max_tokens", "update_freq", "save_every_steps", "valid_every_steps", "log_every_steps",
+                  "max_bad_updates")
         _positive(self, "warmup", "max_steps", "max_epochs", "max_minutes", "keep_last", "patience",
                   "average_last", "loss_chunk_tokens", "threads", "valid_max_sentences", "clip_norm",
                   "lr_factor", zero_ok=True)

@@ -150,7 +150,7 @@ class PrepareOptions:
     min_len_for_ratio: int = 10        # the ratio filter ignores pairs whose longer side is shorter than this
 
 
-_NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": []}
+_NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": ()}
 
 
 def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:

@@ -87,8 +87,8 @@ class RunDir:
             return RunConfig.load(self.config_file)
         except json.JSONDecodeError as e:
             raise ValueError(f"{self.config_file}: not valid JSON ({e}); restore it or use a new run directory") from None
-        except ValueError as e:
-            raise ValueError(f"{self.config_file}: {e}") from None
+        except (ValueError, TypeError, AttributeError) as e:
+            raise ValueError(f"{self.config_file}: {e}; restore it or use a new run directory") from None
 
     def config(self) -> RunConfig:
         """The saved configuration of an existing run."""

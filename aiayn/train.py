@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # cooldown the limits move where the rate starts to fall: extending a cooled-down run raises the rate again).
 RESUMABLE_CHANGES = {"max_steps", "max_epochs", "max_minutes", "patience", "save_every_steps", "keep_last",
                      "valid_every_steps", "valid_each_epoch", "valid_bleu", "valid_max_sentences", "bleu_tokenize",
-                     "average_last", "log_every_steps",
+                     "average_last", "log_every_steps", "max_bad_updates",
                      "threads", "device", "tensorboard", "compile"}
 
 
@@ -75,6 +75,7 @@ class StepStats:
     src_tokens: int
     all_tgt_tokens: int  # over every process: what the gradient is normalized by
     grad_norm: float
+    skipped: str | None = None   # why the update was not made (a non-finite loss or gradient)
 
 
 class _StepFailed(Exception):
@@ -119,20 +120,23 @@ class TrainStep:
                 self.scaler.scale(loss * (self.dist.world / tokens)).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
-        if not math.isfinite(loss_sum):
-            raise _StepFailed(f"the loss became {loss_sum}", "Try a smaller lr_factor, a longer warmup, clip_norm=1, "
-                              "or precision=fp32")
+        counts = (sum(b.n_tgt_tokens for b in batches), sum(b.n_src_tokens for b in batches), tokens)
+        # A non-finite loss or gradient: no update (the weights and Adam's moments stay as they were). Every process
+        # agrees, because the gradients were summed over all of them before this point.
+        if not math.isfinite(loss_sum) and self.precision != "fp16":
+            self.optimizer.zero_grad(set_to_none=True)
+            return StepStats(loss_sum, nll_sum, *counts, float("nan"), skipped=f"the loss became {loss_sum}")
         self.scaler.unscale_(self.optimizer)
         limit = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit))
-        if not math.isfinite(grad_norm) and self.precision != "fp16":   # fp16: the scaler skips the step
-            raise _StepFailed(f"the gradient norm became {grad_norm}", "Try clip_norm=1 or a smaller lr_factor")
+        if not math.isfinite(grad_norm) and self.precision != "fp16":   # fp16: the scaler skips the step itself
+            self.optimizer.zero_grad(set_to_none=True)
+            return StepStats(loss_sum, nll_sum, *counts, grad_norm, skipped=f"the gradient norm became {grad_norm}")
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return StepStats(loss_sum, nll_sum, sum(b.n_tgt_tokens for b in batches), sum(b.n_src_tokens for b in batches),
-                         tokens, grad_norm)
+        return StepStats(loss_sum, nll_sum, *counts, grad_norm)
 
 
 # --- validation -----------------------------------------------------------------------------------------------------
@@ -217,6 +221,7 @@ class Trainer:
         self.stop_reason: str | None = None
         self._signal: str | None = None
         self._last_tick = 0.0
+        self._bad_updates = 0          # skipped updates in a row
 
     def _start(self) -> None:
         """Write (rank 0) the run directory's description, then resume from last/ if there is one."""
@@ -282,6 +287,18 @@ class Trainer:
         except _StepFailed as e:
             raise TrainingError(f"{e.what} at step {self.state.step + 1}; stopping. {e.advice}. The last good "
                                 f"checkpoint is intact in {self.run.last}") from None
+        if stats.skipped:
+            self.state.position += len(batches)       # those batches are passed over, not retried
+            self._bad_updates += 1
+            limit = self.cfg.train.max_bad_updates
+            log.warning("update %d skipped: %s (%d in a row; the run stops at %d)", self.state.step + 1,
+                        stats.skipped, self._bad_updates, limit)
+            if self._bad_updates >= limit:
+                raise TrainingError(f"{stats.skipped} in {limit} updates in a row at step {self.state.step + 1}; "
+                                    "stopping. Try a smaller lr_factor, a longer warmup, clip_norm=1, or "
+                                    f"precision=fp32. The last good checkpoint is intact in {self.run.last}")
+            return
+        self._bad_updates = 0
         self.state.step += 1
         self.state.position += len(batches)
         self.state.tgt_tokens += stats.all_tgt_tokens
@@ -337,11 +354,17 @@ class Trainer:
                 **(extra or {})}
 
     def save(self) -> None:
-        """Write last/ (resumable) and a step checkpoint (weights); keep the newest ``keep_last`` of those."""
+        """Write last/ (resumable) and a step checkpoint (weights); keep the newest ``keep_last`` of those. A write
+        that fails (a full disk, ...) stops the run with the previous checkpoint intact (atomic.py)."""
         if not self.dist.main:
             return
-        checkpoint.save(self.run.last, self.model, self._meta(), self.optimizer, dataclasses.asdict(self.state))
-        checkpoint.save(self.run.step_dir(self.state.step), self.model, self._meta())
+        try:
+            checkpoint.save(self.run.last, self.model, self._meta(), self.optimizer, dataclasses.asdict(self.state))
+            checkpoint.save(self.run.step_dir(self.state.step), self.model, self._meta())
+        except OSError as e:
+            raise TrainingError(f"cannot write the checkpoint of step {self.state.step} ({e}); stopping. The previous "
+                                f"checkpoint in {self.run.last} is intact: free the space (or fix the permissions) and "
+                                "re-run the same command to resume from it") from None
         self.run.prune_steps(self.cfg.train.keep_last)
 
     def _finish(self) -> None:
