@@ -6,7 +6,7 @@ A checkpoint is a directory:
     checkpoint.json         step, epoch, metrics at save time
     optimizer.safetensors   Adam moments and step counts            (training checkpoints only)
     trainer.json            data position, schedule, early-stopping state, Adam hyperparameters
-    rng.safetensors         CPU and CUDA random-number-generator states
+    rng.safetensors         CPU and CUDA random-number-generator states, of every process of a data-parallel run
 
 It is written with :func:`atomic.atomic_dir`, so a crash (even kill -9) leaves either the previous
 checkpoint or the new one, never a mix. Loading cannot run code. Where checkpoints live inside a run
@@ -35,11 +35,20 @@ def is_checkpoint(path: Path) -> bool:
     return (path / MODEL).is_file() and (path / META).is_file()
 
 
+def rng_state() -> dict[str, torch.Tensor]:
+    """This process's random-number-generator states: the CPU's and, with CUDA, the current device's."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
 def save(
     path: str | Path, model: torch.nn.Module, meta: dict[str, Any], optimizer: torch.optim.Optimizer | None = None,
-    trainer_state: dict[str, Any] | None = None,
+    trainer_state: dict[str, Any] | None = None, rng: list[dict[str, torch.Tensor]] | None = None,
 ) -> Path:
-    """Write a checkpoint directory atomically. With ``optimizer``, also everything needed to resume."""
+    """Write a checkpoint directory atomically. With ``optimizer``, also everything needed to resume; ``rng``:
+    the generator states of every process (rank order), default this process's."""
     with atomic_dir(path) as tmp:
         save_model(model, str(tmp / MODEL))
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
@@ -47,10 +56,8 @@ def save(
             state = optimizer.state_dict()
             tensors = {f"{i}.{k}": v.contiguous() for i, s in state["state"].items() for k, v in s.items()}
             save_file(tensors, str(tmp / OPTIM))
-            rng = {"cpu": torch.get_rng_state()}
-            if torch.cuda.is_available():
-                rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-            save_file(rng, str(tmp / RNG))
+            ranks = rng or [rng_state()]
+            save_file({f"{k}.rank{r}": v for r, s in enumerate(ranks) for k, v in s.items()}, str(tmp / RNG))
             (tmp / TRAINER).write_text(json.dumps({**(trainer_state or {}), "param_groups": state["param_groups"]},
                                                   indent=2) + "\n")
     return Path(path)
@@ -105,8 +112,9 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Restore the optimizer and RNG states of a training checkpoint; returns its trainer state."""
+def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, rank: int = 0) -> dict[str, Any]:
+    """Restore the optimizer and this process's (``rank``) RNG states of a training checkpoint; returns its trainer
+    state."""
     p = Path(path)
     trainer = _json(p / TRAINER)
     tensors = _tensors(p / OPTIM)
@@ -119,11 +127,18 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer) -> d
     except (KeyError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{p / OPTIM}: the optimizer state does not fit this model ({e})") from None
     rng = _tensors(p / RNG)
-    torch.set_rng_state(rng["cpu"])
-    if torch.cuda.is_available():
-        cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]
-        if cuda:
-            torch.cuda.set_rng_state_all(cuda)
+    if f"cpu.rank{rank}" in rng:
+        torch.set_rng_state(rng[f"cpu.rank{rank}"])
+        if torch.cuda.is_available() and f"cuda.rank{rank}" in rng:
+            torch.cuda.set_rng_state(rng[f"cuda.rank{rank}"])
+    elif "cpu" in rng:                  # written before per-process states (one state for every process)
+        torch.set_rng_state(rng["cpu"])
+        if torch.cuda.is_available():
+            cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]
+            if cuda:
+                torch.cuda.set_rng_state_all(cuda)
+    else:
+        raise CheckpointError(f"{p / RNG}: no random-number-generator state for process {rank}")
     return trainer
 
 

@@ -65,6 +65,14 @@ class Distributed:
         dist.all_reduce(t)
         return int(t)
 
+    def sum_floats(self, values: list[float], device: torch.device) -> list[float]:
+        """Each of ``values`` summed over all processes (one collective)."""
+        if self.world == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return t.tolist()
+
     def from_main(self, x: float, device: torch.device) -> float:
         """Rank 0's value of ``x``, on every process."""
         if self.world == 1:
@@ -72,6 +80,14 @@ class Distributed:
         t = torch.tensor([x], dtype=torch.float64, device=device)
         dist.broadcast(t, 0)
         return float(t)
+
+    def gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Every process's ``t`` (same shape and type everywhere), in rank order."""
+        if self.world == 1:
+            return [t]
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        dist.all_gather(out, t.contiguous())
+        return out
 
     def barrier(self) -> None:
         if self.world > 1:

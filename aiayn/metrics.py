@@ -40,8 +40,8 @@ class Interval:
 
 
 class MetricsLog:
-    def __init__(self, run: RunDir, *, enabled: bool, tensorboard: bool, every: int, world: int) -> None:
-        self.run, self.enabled, self.tensorboard, self.every, self.world = run, enabled, tensorboard, every, world
+    def __init__(self, run: RunDir, *, enabled: bool, tensorboard: bool, every: int) -> None:
+        self.run, self.enabled, self.tensorboard, self.every = run, enabled, tensorboard, every
         self.interval = Interval()
         self.bar: Any = None
         self._tb: Any = None
@@ -73,8 +73,8 @@ class MetricsLog:
         n = max(1, iv.tgt_tokens)
         rec = {"step": step, "epoch": round(epoch, 3), "loss": iv.loss / n, "nll": iv.nll / n,
                "ppl": math.exp(min(iv.nll / n, 50.0)), "lr": lr, "grad_norm": iv.grad_norm,
-               "tgt_tokens_per_s": iv.tgt_tokens * self.world / seconds,
-               "src_tokens_per_s": iv.src_tokens * self.world / seconds, "peak_rss_mb": round(peak_rss_mb(), 1),
+               "tgt_tokens_per_s": iv.tgt_tokens / seconds,         # tokens of every process: the job's speed
+               "src_tokens_per_s": iv.src_tokens / seconds, "peak_rss_mb": round(peak_rss_mb(), 1),
                "elapsed_s": round(elapsed, 1)}
         self.write(rec)
         if self.bar is not None:

@@ -62,6 +62,7 @@ class TrainState:
     bad_validations: int = 0
     seconds: float = 0.0       # training wall time over all sessions of this run
     tgt_tokens: int = 0
+    world: int = 1             # data-parallel processes (a run resumes with the same number)
 
 
 # --- one update ---------------------------------------------------------------------------------------------------
@@ -69,11 +70,11 @@ class TrainState:
 
 @dataclass
 class StepStats:
-    loss: float          # summed label-smoothed loss of this process's batches
+    loss: float          # summed label-smoothed loss of the update's batches, over every process
     nll: float
-    tgt_tokens: int      # this process's
+    tgt_tokens: int      # over every process
     src_tokens: int
-    all_tgt_tokens: int  # over every process: what the gradient is normalized by
+    all_tgt_tokens: int  # what the gradient is normalized by (= tgt_tokens)
     grad_norm: float
     skipped: str | None = None   # why the update was not made (a non-finite loss or gradient)
 
@@ -120,7 +121,10 @@ class TrainStep:
                 self.scaler.scale(loss * (self.dist.world / tokens)).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
-        counts = (sum(b.n_tgt_tokens for b in batches), sum(b.n_src_tokens for b in batches), tokens)
+        # what is logged and checked is over every process (so all of them agree on skipping an update)
+        loss_sum, nll_sum, n_tgt, n_src = self.dist.sum_floats(
+            [loss_sum, nll_sum, sum(b.n_tgt_tokens for b in batches), sum(b.n_src_tokens for b in batches)], self.device)
+        counts = (int(n_tgt), int(n_src), tokens)
         # A non-finite loss or gradient: no update (the weights and Adam's moments stay as they were). Every process
         # agrees, because the gradients were summed over all of them before this point.
         if not math.isfinite(loss_sum) and self.precision != "fp16":
@@ -215,9 +219,8 @@ class Trainer:
         self.train_src, self.train_tgt = self.data.split("train")
         self.sampler = TokenBatchSampler(self.train_src.lengths + 1, self.train_tgt.lengths + 1, t.max_tokens,
                                          seed=t.seed, rank=self.dist.rank, world=self.dist.world)
-        self.metrics = MetricsLog(self.run, enabled=self.dist.main, tensorboard=t.tensorboard, every=t.log_every_steps,
-                                  world=self.dist.world)
-        self.state = TrainState()
+        self.metrics = MetricsLog(self.run, enabled=self.dist.main, tensorboard=t.tensorboard, every=t.log_every_steps)
+        self.state = TrainState(world=self.dist.world)
         self.stop_reason: str | None = None
         self._signal: str | None = None
         self._last_tick = 0.0
@@ -236,8 +239,13 @@ class Trainer:
             self.run.create(self.cfg, self.data.vocab(), {k: v for k, v in info.items() if v is not None})
         if self.run.can_resume():
             checkpoint.load_weights(self.model, self.run.last)
-            saved = checkpoint.load_training_state(self.run.last, self.optimizer)
+            saved = checkpoint.load_training_state(self.run.last, self.optimizer, self.dist.rank)
             self.state = TrainState(**{k: saved[k] for k in dataclasses.asdict(TrainState()) if k in saved})
+            if self.state.world != self.dist.world:
+                raise ValueError(f"{self.run} was trained with {self.state.world} process(es) and is resumed with "
+                                 f"{self.dist.world}: the data position depends on the number of processes. Resume "
+                                 f"it with {self.state.world} (torchrun --nproc_per_node {self.state.world}), or start "
+                                 "a new run from its weights with --init-from")
             log.info("resuming %s from step %d (epoch %d, batch %d)", self.run, self.state.step, self.state.epoch,
                      self.state.position)
         elif self.init_from:
@@ -354,12 +362,17 @@ class Trainer:
                 **(extra or {})}
 
     def save(self) -> None:
-        """Write last/ (resumable) and a step checkpoint (weights); keep the newest ``keep_last`` of those. A write
-        that fails (a full disk, ...) stops the run with the previous checkpoint intact (atomic.py)."""
+        """Write last/ (resumable) and a step checkpoint (weights); keep the newest ``keep_last`` of those. Called by
+        every process (they hand rank 0 their generator states); rank 0 writes. A write that fails (a full disk,
+        ...) stops the run with the previous checkpoint intact (atomic.py)."""
+        states = checkpoint.rng_state()
+        rngs = [{k: g for k, g in zip(states, gathered, strict=True)}
+                for gathered in zip(*(self.dist.gather(v) for v in states.values()), strict=True)]
         if not self.dist.main:
             return
         try:
-            checkpoint.save(self.run.last, self.model, self._meta(), self.optimizer, dataclasses.asdict(self.state))
+            checkpoint.save(self.run.last, self.model, self._meta(), self.optimizer, dataclasses.asdict(self.state),
+                            rngs)
             checkpoint.save(self.run.step_dir(self.state.step), self.model, self._meta())
         except OSError as e:
             raise TrainingError(f"cannot write the checkpoint of step {self.state.step} ({e}); stopping. The previous "
@@ -369,8 +382,8 @@ class Trainer:
 
     def _finish(self) -> None:
         t = self.cfg.train
+        self.save()
         if self.dist.main:
-            self.save()
             log.info("%s at step %d (epoch %d, %.1f min)", self.stop_reason, self.state.step, self.state.epoch,
                      self.state.seconds / 60)
             if t.average_last > 1:
