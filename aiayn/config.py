@@ -295,7 +295,10 @@ def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
             raise ValueError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
         section, name = _owner(key.strip())
-        out[section][name] = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            out[section][name] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:          # not a YAML scalar (control characters, a lone quote, ...): the text itself
+            out[section][name] = raw
     return out
 
 
