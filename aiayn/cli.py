@@ -70,7 +70,8 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     opts = PrepareOptions(src=src, tgt=tgt, vocab_size=a.vocab_size, vocab=a.vocab,
                           src_vocab_size=a.src_vocab_size or 0, tgt_vocab_size=a.tgt_vocab_size or 0,
                           tokenizers=tokenizers, model_type=a.model_type, character_coverage=a.character_coverage,
-                          encoding_errors=a.encoding_errors, max_len=a.max_len, max_ratio=a.max_ratio)
+                          encoding_errors=a.encoding_errors, max_len=a.max_len, max_ratio=a.max_ratio,
+                          shard_size=a.shard_size)
     out = prepare(sources, a.out, opts, force=a.force)
     m = DataDir(out).manifest
     for split, s in m["splits"].items():
@@ -134,6 +135,8 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, default=256, help="drop training pairs longer than this (tokens)")
     p.add_argument("--max-ratio", type=float, default=3.0, help="drop training pairs with a longer/shorter "
                    "token ratio above this (pairs with both sides under 10 tokens are kept)")
+    p.add_argument("--shard-size", type=int, default=0, metavar="PAIRS",
+                   help="split the training binaries into shards of this many pairs (default: one file per language)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
     p.set_defaults(func=cmd_prepare)

@@ -7,6 +7,7 @@ A data directory (written by :func:`prepare`, atomically) holds:
                            default), or one tokenizer per side (spm.src.model / spm.tgt.model, tokenizer*.json)
     {split}.{lang}.bin     token ids of every sentence, concatenated (uint16 or uint32, no BOS/EOS)
     {split}.{lang}.idx.npy offsets into the .bin: sentence i is ids[offsets[i]:offsets[i+1]]
+                           (with ``shard_size``, the training split is train-00000.{lang}.bin, ... instead)
     {valid,test}.{lang}    the raw text of the evaluation splits (references are scored raw)
 
 Training reads the binaries through numpy memmaps, so corpora larger than RAM work and nothing
@@ -15,6 +16,7 @@ is tokenized twice. Shape legend for batches: B sentences, S source length, T ta
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import gzip
 import hashlib
@@ -148,9 +150,11 @@ class PrepareOptions:
     max_len: int = 256                 # training pairs longer than this (tokens, either side) are dropped
     max_ratio: float = 3.0             # ... and pairs whose longer side has more than this x the tokens of the other
     min_len_for_ratio: int = 10        # the ratio filter ignores pairs whose longer side is shorter than this
+    shard_size: int = 0                # training pairs per shard file (0: one file per language)
 
 
-_NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": ()}
+_NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": (),
+                          "shard_size": 0}
 
 
 def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:
@@ -214,7 +218,7 @@ class _BinWriter:
     def __init__(self, path: Path, dtype: np.dtype) -> None:
         self.path, self.dtype = path, dtype
         self.f = open(f"{path}.bin", "wb")  # noqa: SIM115 - closed in finish()
-        self.lengths: list[int] = []
+        self.lengths = array.array("I")         # 4 bytes a sentence: 20 MB for 5M sentences
 
     def add(self, sentences: list[list[int]]) -> None:
         lengths = [len(s) for s in sentences]
@@ -225,7 +229,7 @@ class _BinWriter:
     def finish(self) -> int:
         self.f.close()
         offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
+        np.cumsum(np.frombuffer(self.lengths, dtype=np.uint32), out=offsets[1:])
         np.save(f"{self.path}.idx.npy", offsets)
         return int(offsets[-1])
 
@@ -261,7 +265,18 @@ def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
 def _encode_split(
     split: str, source: Source, vocab: Vocab, tmp: Path, opts: PrepareOptions, dtype: np.dtype, chunk: int
 ) -> dict[str, Any]:
-    writers = {lang: _BinWriter(tmp / f"{split}.{lang}", dtype) for lang in (opts.src, opts.tgt)}
+    """Tokenize one split in chunks of ``chunk`` pairs into binaries (sharded for train with ``shard_size``);
+    memory stays bounded whatever the corpus size."""
+    shard_size = opts.shard_size if split == "train" else 0
+    chunk = min(chunk, shard_size) if shard_size else chunk
+    shards: list[dict[str, _BinWriter]] = []
+
+    def open_shard() -> dict[str, _BinWriter]:
+        stem = f"{split}-{len(shards):05d}" if shard_size else split
+        shards.append({lang: _BinWriter(tmp / f"{stem}.{lang}", dtype) for lang in (opts.src, opts.tgt)})
+        return shards[-1]
+
+    writers = open_shard()
     raw = None
     if split != "train":
         raw = {lang: open(tmp / f"{split}.{lang}", "w", encoding="utf-8") for lang in (opts.src, opts.tgt)}  # noqa: SIM115
@@ -277,18 +292,28 @@ def _encode_split(
                     dropped[reason] += 1
             src_ids = [s for s, r in zip(src_ids, keep, strict=True) if r is None]
             tgt_ids = [t for t, r in zip(tgt_ids, keep, strict=True) if r is None]
-        writers[opts.src].add(src_ids)
-        writers[opts.tgt].add(tgt_ids)
+        while src_ids:
+            room = shard_size - len(writers[opts.src].lengths) if shard_size else len(src_ids)
+            if room <= 0:
+                writers = open_shard()
+                continue
+            writers[opts.src].add(src_ids[:room])
+            writers[opts.tgt].add(tgt_ids[:room])
+            src_ids, tgt_ids = src_ids[room:], tgt_ids[room:]
         if raw is not None:
             raw[opts.src].write("".join(line + "\n" for line in src_lines))
             raw[opts.tgt].write("".join(line + "\n" for line in tgt_lines))
     if raw is not None:
         for f in raw.values():
             f.close()
-    n = len(writers[opts.src].lengths)
-    stats = {"pairs": n, "dropped": dropped, "src_tokens": writers[opts.src].finish(),
-             "tgt_tokens": writers[opts.tgt].finish()}
-    if n == 0:
+    counts = [len(w[opts.src].lengths) for w in shards]
+    src_tokens = sum(w[opts.src].finish() for w in shards)
+    tgt_tokens = sum(w[opts.tgt].finish() for w in shards)
+    stats: dict[str, Any] = {"pairs": sum(counts), "dropped": dropped, "src_tokens": src_tokens,
+                             "tgt_tokens": tgt_tokens}
+    if shard_size:
+        stats["shards"] = counts
+    if stats["pairs"] == 0:
         raise DataError(f"{split}: no sentence pairs left after filtering ({dropped}); check the input or relax "
                         "--max-len / --max-ratio")
     return stats
@@ -334,19 +359,26 @@ def prepare(
 
 
 class TokenArray:
-    """Sentences of token ids stored as one flat memmap plus offsets."""
+    """Sentences of token ids stored as flat memmaps (one per shard) plus offsets. Only the lengths (4 bytes a
+    sentence) are held in memory; the ids stay on disk and are paged in as batches touch them."""
 
-    def __init__(self, stem: Path, dtype: str) -> None:
-        self.offsets = np.load(f"{stem}.idx.npy")
-        n = int(self.offsets[-1])
-        self.ids = np.memmap(f"{stem}.bin", dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
-        self.lengths = np.diff(self.offsets).astype(np.int64)
+    def __init__(self, stem: Path | list[Path], dtype: str) -> None:
+        stems = stem if isinstance(stem, list) else [stem]
+        self.offsets = [np.load(f"{s}.idx.npy", mmap_mode="r") for s in stems]
+        self.ids = [np.memmap(f"{s}.bin", dtype=dtype, mode="r", shape=(int(o[-1]),)) if int(o[-1])
+                    else np.zeros(0, dtype) for s, o in zip(stems, self.offsets, strict=True)]
+        self.lengths = np.concatenate([np.diff(o).astype(np.int32) for o in self.offsets]) if stems else \
+            np.zeros(0, np.int32)
+        self.starts = np.cumsum([0] + [len(o) - 1 for o in self.offsets])    # first sentence of each shard
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def __getitem__(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1 if len(self.ids) > 1 else 0
+        j = int(i) - int(self.starts[k])
+        o = self.offsets[k]
+        return self.ids[k][int(o[j]) : int(o[j + 1])]
 
 
 class DataDir:
@@ -387,6 +419,11 @@ class DataDir:
         if not self.has_split(split):
             raise DataError(f"{self.path} has no {split!r} split (has: {', '.join(self.manifest['splits'])})")
         dtype = self.manifest["dtype"]
+        shards = self.manifest["splits"][split].get("shards")
+        if shards:
+            stems = [self.path / f"{split}-{k:05d}" for k in range(len(shards))]
+            return (TokenArray([Path(f"{s}.{self.src}") for s in stems], dtype),
+                    TokenArray([Path(f"{s}.{self.tgt}") for s in stems], dtype))
         return (TokenArray(self.path / f"{split}.{self.src}", dtype),
                 TokenArray(self.path / f"{split}.{self.tgt}", dtype))
 

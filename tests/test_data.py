@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import tarfile
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from aiayn.cli import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
@@ -293,6 +295,38 @@ def test_download_verifies_checksums(tmp_path: Path) -> None:
         download(bad, tmp_path / "cache2")
     with pytest.raises(DataError, match="cannot download"):
         download(Archive((tmp_path / "missing.tgz").as_uri()), tmp_path / "cache3")
+
+
+def test_archives_without_a_published_checksum_are_checked_against_the_first_download(tmp_path: Path) -> None:
+    """IWSLT14's archive has no published hash: its sha256 is recorded at the first download and checked at
+    every later use, so a cached copy that changed is caught."""
+    archive = _tgz(tmp_path / "a.tgz", {"x": "y"})
+    unpinned = Archive(archive.url)
+    got = download(unpinned, tmp_path / "cache")
+    record = got.with_name(got.name + ".sha256")
+    assert record.read_text().strip() == hashlib.sha256(got.read_bytes()).hexdigest()
+    assert download(unpinned, tmp_path / "cache") == got                  # unchanged: fine
+    got.write_bytes(got.read_bytes()[:-10])                              # truncated in the cache
+    with pytest.raises(DataError, match="recorded at its first download"):
+        download(unpinned, tmp_path / "cache")
+
+
+def test_sharded_training_data_reads_the_same(write, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pairs = [(f"satz nummer {i} " + "wort " * (i % 7), f"sentence number {i} " + "word " * (i % 5)) for i in range(230)]
+    src = write("train.de", "".join(a + "\n" for a, _ in pairs))
+    tgt = write("train.en", "".join(b + "\n" for _, b in pairs))
+    sources = {"train": Source(src, tgt), "valid": Source(src, tgt)}
+    one = DataDir(prepare(sources, tmp_path / "one", PrepareOptions(src="de", tgt="en", vocab_size=300)))
+    many = DataDir(prepare(sources, tmp_path / "many", PrepareOptions(src="de", tgt="en", vocab_size=300,
+                                                                      shard_size=50), chunk=32))
+    assert many.manifest["splits"]["train"]["shards"] == [50, 50, 50, 50, 30]
+    assert len(list(many.path.glob("train-*.de.bin"))) == 5 and not (many.path / "train.de.bin").exists()
+    (a_src, a_tgt), (b_src, b_tgt) = one.split("train"), many.split("train")
+    assert len(a_src) == len(b_src) == 230 and (a_src.lengths == b_src.lengths).all()
+    for i in range(230):
+        assert (a_src[i] == b_src[i]).all() and (a_tgt[i] == b_tgt[i]).all()
+    idx = np.array([0, 49, 50, 51, 199, 229])
+    assert torch.equal(collate(a_src, a_tgt, idx).src, collate(b_src, b_tgt, idx).src)
 
 
 def test_iwslt14_recipe_on_a_fixture_archive(tmp_path: Path) -> None:
