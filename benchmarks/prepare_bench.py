@@ -46,9 +46,10 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
     import numpy as np
 
     from aiayn.data import PrepareOptions, _encode_split, find_source
-    from aiayn.tokenizer import Tokenizer
+    from aiayn.tokenizer import Vocab
 
-    tok = Tokenizer(data_dir / "spm.model")
+    vocab = Vocab.from_files(data_dir / "spm.model")
+    tok = vocab.src
     src = find_source(prefix, "de", "en")
     lines = [line.rstrip("\n") for lang in ("de", "en") for line in open(f"{prefix}.{lang}", encoding="utf-8")]
     t0 = time.perf_counter()
@@ -56,7 +57,7 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
     raw = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        _encode_split("train", src, tok, Path(tmp), PrepareOptions(src="de", tgt="en"), np.dtype(np.uint16), 50_000)
+        _encode_split("train", src, vocab, Path(tmp), PrepareOptions(src="de", tgt="en"), np.dtype(np.uint16), 50_000)
         pipeline = time.perf_counter() - t0
     return {"lines": len(lines), "raw_lines_per_s": len(lines) / raw, "pipeline_lines_per_s": len(lines) / pipeline,
             "ratio": raw / pipeline}

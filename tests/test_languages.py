@@ -169,7 +169,8 @@ def test_a_new_script_prepares_trains_translates_and_scores(lang: str, tmp_path:
     assert main(["evaluate", "--model", str(run.path), "--src", str(src), "--ref", str(data.raw("test", "tgt")),
                  "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    print(f"en->{lang}: BLEU {r['bleu']} chrF {r['chrf']} after 400 steps")
+    with capsys.disabled():
+        print(f"en->{lang}: BLEU {r['bleu']} chrF {r['chrf']} after 400 steps")
     assert "tok:13a" in r["signature"] and r["bleu"] > 50
 
 
@@ -303,7 +304,8 @@ def test_fine_tuning_on_a_new_domain_improves_on_it(tmp_path: Path, capsys: pyte
     assert main(["train", "--data", str(data_b.path), "--out", str(tmp_path / "run-b"), "--init-from",
                  str(run_a.path), "--set", "max_steps=150", "warmup=50"]) == 0
     after = bleu(tmp_path / "run-b")
-    print(f"fine-tuning: BLEU on domain B {before} before, {after} after 150 steps")
+    with capsys.disabled():
+        print(f"fine-tuning: BLEU on domain B {before} before, {after} after 150 steps")
     assert after > before + 10
     info = json.loads(RunDir(tmp_path / "run-b").data_file.read_text())
     assert info["init_from"].startswith(str(run_a.path))
