@@ -74,6 +74,7 @@ def _records(run: Path, key: str) -> list[float]:
     return [r[key] for r in records if key in r]
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process_accumulating_two_batches(data: DataDir, tmp_path: Path) -> None:
     m = _even_max_tokens(data)
     sets = [f"max_tokens={m}", "p_drop=0.0", "max_steps=10", "log_every_steps=2", "valid_every_steps=5",
@@ -99,6 +100,7 @@ def test_two_processes_equal_one_process_accumulating_two_batches(data: DataDir,
     assert {"cpu.rank0", "cpu.rank1"} <= set(rng) and not torch.equal(rng["cpu.rank0"], rng["cpu.rank1"])
 
 
+@pytest.mark.slow
 def test_a_killed_two_process_job_resumes_to_the_same_weights(data: DataDir, tmp_path: Path) -> None:
     """kill -9 of the whole job (torchrun and both workers) mid-run; the same command again resumes from the last
     checkpoint, each process with its own generator state, and ends identical to an uninterrupted run (dropout
@@ -137,6 +139,7 @@ def test_a_killed_two_process_job_resumes_to_the_same_weights(data: DataDir, tmp
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_resuming_with_another_number_of_processes_is_refused(data: DataDir, tmp_path: Path) -> None:
     sets = ["max_tokens=512", "max_steps=4", "save_every_steps=2", "valid_every_steps=1000"]
     first = _run(_cmd(data, tmp_path / "run", 2, *sets))

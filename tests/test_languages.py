@@ -156,6 +156,7 @@ def test_valid_bleu_subset_is_fixed_and_seeded() -> None:
 # --- a new script, end to end, with nothing but --src/--tgt -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["ru", "ar"])
 def test_a_new_script_prepares_trains_translates_and_scores(lang: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,6 +285,7 @@ def test_hf_dataset_saved_to_disk(tmp_path: Path) -> None:
 # --- fine-tuning ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fine_tuning_on_a_new_domain_improves_on_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run trained on one corpus (domain A: half of the words), fine-tuned with --init-from on another
     (domain B: the other half), scores better on B than before, and started from A's weights."""
