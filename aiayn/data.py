@@ -72,6 +72,9 @@ def read_lines(path: Path, errors: str = "strict", hasher: Any = None) -> Iterat
                                     "re-run with --encoding-errors replace") from None
                 if n == 1 and line.startswith("\ufeff"):
                     line = line[1:]
+                if n == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+                    raise DataError(f"{path}: the whole file is one line with CR characters in it: it uses old Mac "
+                                    "line ends (CR only); convert them to LF (e.g. tr '\\r' '\\n')")
                 yield line.rstrip("\n").rstrip("\r")
     except (OSError, EOFError, zlib.error) as e:
         if isinstance(e, FileNotFoundError):

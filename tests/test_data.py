@@ -132,6 +132,15 @@ def test_invalid_utf8_names_file_and_line(write, tmp_path: Path) -> None:  # typ
     assert "caf\ufffd" in (tmp_path / "o" / "valid.de").read_text()
 
 
+def test_cr_only_line_ends_are_named(write, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    write("t.de", "ein Hund\rzwei Katzen\r")
+    write("t.en", "a dog\rtwo cats\r")
+    with pytest.raises(DataError, match="t.de: .*old Mac line ends"):
+        list(read_lines(tmp_path / "t.de"))
+    write("ok.de", "one line with a lone \r inside\n")
+    assert list(read_lines(tmp_path / "ok.de")) == ["one line with a lone \r inside"]
+
+
 def test_missing_and_empty_files(write, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(DataError, match="no file"):
         find_source(tmp_path / "nothing", "de", "en")
