@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from .atomic import atomic_dir
@@ -96,12 +97,16 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
     if not is_checkpoint(p):
         raise FileNotFoundError(f"{p} is not a checkpoint (expected {MODEL} and {META})")
     meta = _json(p / META)
-    tensors = _tensors(p / MODEL)
     own = model.state_dict()
-    for name, value in tensors.items():
-        if name in own and own[name].shape != value.shape:
-            raise CheckpointError(f"{p / MODEL}: {name} has shape {tuple(value.shape)}, but the model described by "
-                                  f"config.json needs {tuple(own[name].shape)}; the weights belong to another model")
+    try:                                  # the shapes from the header alone: nothing is read twice
+        with safe_open(str(p / MODEL), "pt") as f:
+            shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for bad headers
+        raise _damaged(p / MODEL, e) from None
+    for name, shape in shapes.items():
+        if name in own and tuple(own[name].shape) != shape:
+            raise CheckpointError(f"{p / MODEL}: {name} has shape {shape}, but the model described by config.json "
+                                  f"needs {tuple(own[name].shape)}; the weights belong to another model")
     try:
         missing, unexpected = load_model(model, str(p / MODEL), strict=False)
     except Exception as e:  # noqa: BLE001 - as above

@@ -339,7 +339,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
     translator = Translator.load(a.model, **_decode_settings(a))
     run = RunDir.locate(a.model)[0]
-    lang = a.lang or (run.languages() or (None, None))[1]
+    lang = a.lang or run.target_language()
     r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
                  lang=lang, tokenize=a.tokenize, ter=a.ter)
     if a.json:

@@ -374,7 +374,7 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
     aiayn = Translator.load(path, device="cpu", precision="fp32")
     engine = ctranslate2_translate if fmt == "ctranslate2" else huggingface_translate
     result: dict[str, Any] = {"format": fmt, "sentences": len(lines)}
-    lang = (RunDir.locate(path)[0].languages() or (None, None))[1]
+    lang = RunDir.locate(path)[0].target_language()
     for beam in beams:
         ours = aiayn.translate(lines, beam=beam)
         theirs = engine(out, lines, beam)

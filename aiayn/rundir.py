@@ -137,13 +137,23 @@ class RunDir:
     def can_resume(self) -> bool:
         return checkpoint.is_checkpoint(self.last)
 
-    def languages(self) -> tuple[str, str] | None:
-        """(source, target) language codes of the data the run was trained on, when recorded."""
+    def data_info(self) -> dict[str, Any]:
+        """data.json: which data the run was trained on (and started from); {} when missing or unreadable."""
         try:
             info = json.loads(self.data_file.read_text())
-            return str(info["src"]), str(info["tgt"])
-        except (OSError, ValueError, KeyError):
-            return None
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the data the run was trained on, when recorded."""
+        info = self.data_info()
+        return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
+
+    def target_language(self) -> str | None:
+        """The target language code of the run's data (what BLEU's tokenizer is chosen by), when recorded."""
+        langs = self.languages()
+        return langs[1] if langs else None
 
     # -- outputs ---------------------------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,9 +72,11 @@ class _Renumbering:
         return [self.to_ours[np.asarray(s, dtype=np.int64)].tolist() for s in ids]
 
     def native(self, ids: Sequence[Sequence[int]], drop: tuple[int, ...] = (PAD_ID, BOS_ID, EOS_ID)) -> list[list[int]]:
-        """Native ids of aiayn ids, without the ``drop`` ids (and without special pieces the tokenizer lacks)."""
+        """Native ids of aiayn ids, without the ``drop`` ids (and without special pieces the tokenizer lacks).
+        Identity: the ids as they are (a model trained here makes pad/bos/eos control pieces, which SentencePiece's
+        decoder skips itself: no per-token work on the decoding path)."""
         if self.identity:
-            return [[i for i in s if i not in drop] for s in ids]
+            return ids  # type: ignore[return-value]
         out = []
         for s in ids:
             a = np.asarray([i for i in s if i not in drop], dtype=np.int64)
@@ -82,8 +84,10 @@ class _Renumbering:
             out.append(n[n >= 0].tolist())
         return out
 
-    def native_id(self, i: int) -> int:
-        return i if self.identity else int(self.to_native[i])
+    def piece(self, i: int, native_piece: Callable[[int], str | None]) -> str:
+        """The piece of aiayn id ``i``, by the tokenizer's own ``native_piece`` (a special it lacks: ``<pad>`` ...)."""
+        n = i if self.identity else int(self.to_native[i])
+        return f"<{_SPECIALS[i]}>" if n < 0 else str(native_piece(n))
 
 
 class Tokenizer:
@@ -123,8 +127,7 @@ class Tokenizer:
 
     def piece(self, i: int) -> str:
         """The piece of aiayn id ``i``."""
-        n = self.ids.native_id(i)
-        return f"<{_SPECIALS[i]}>" if n < 0 else str(self.sp.IdToPiece(n))
+        return self.ids.piece(i, self.sp.IdToPiece)
 
     def pieces(self, line: str) -> list[str]:
         return self.sp.EncodeAsPieces(line)
@@ -244,8 +247,7 @@ class HFTokenizer:
         return self.tok.decode_batch(self.ids.native(ids), skip_special_tokens=True)
 
     def piece(self, i: int) -> str:
-        n = self.ids.native_id(i)
-        return f"<{_SPECIALS[i]}>" if n < 0 else str(self.tok.id_to_token(n))
+        return self.ids.piece(i, self.tok.id_to_token)
 
     def pieces(self, line: str) -> list[str]:
         return list(self.tok.encode(line, add_special_tokens=False).tokens)

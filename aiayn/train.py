@@ -12,7 +12,6 @@ same batches, same dropout masks, same optimizer state.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import signal
@@ -27,7 +26,7 @@ import torch
 
 from . import checkpoint, precision
 from .atomic import remove_debris
-from .config import RunConfig, TrainConfig
+from .config import ModelConfig, RunConfig, TrainConfig
 from .data import Batch, DataDir, TokenBatchSampler, collate
 from .distributed import Distributed
 from .evaluate import score
@@ -37,7 +36,7 @@ from .model import Transformer
 from .optim import cooldown_factor, make_optimizer, noam_lr
 from .rundir import RunDir
 from .runtime import eval_mode, resolve_device
-from .translate import translate_ids
+from .translate import detokenize, translate_ids
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
         chosen = bleu_subset(len(src), cfg.train.valid_max_sentences, cfg.train.seed)
         greedy = dataclasses.replace(cfg.decode, beam=1, nbest=1, sampling=False)
         hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, mixed)
-        text = [t.replace("\n", " ").replace("\r", " ") for t in data.vocab().tgt.decode([h[0].tokens for h in hyps])]
+        text = detokenize(data.vocab(), [h[0].tokens for h in hyps])
         all_refs = data.raw("valid", "tgt").read_text(encoding="utf-8").split("\n")
         s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)
         out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"],
@@ -232,10 +231,8 @@ class Trainer:
             if self.run.path.is_dir():
                 remove_debris(self.run.path)      # what a crash in the middle of a save left
             info = {"data_dir": str(self.data.path.resolve()), "src": self.data.src, "tgt": self.data.tgt,
-                    "data_hash": self.data.manifest["hash"]}
-            if self.init_from or self.run.data_file.is_file():
-                old = json.loads(self.run.data_file.read_text()) if self.run.data_file.is_file() else {}
-                info["init_from"] = str(self.init_from) if self.init_from else old.get("init_from")
+                    "data_hash": self.data.manifest["hash"],   # and what a fine-tuning run started from (kept on resume)
+                    "init_from": str(self.init_from) if self.init_from else self.run.data_info().get("init_from")}
             self.run.create(self.cfg, self.data.vocab(), {k: v for k, v in info.items() if v is not None})
         if self.run.can_resume():
             checkpoint.load_weights(self.model, self.run.last)
@@ -411,11 +408,9 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
     if run.has_vocab() and run.vocab().digest() != vocab.digest():
         raise ValueError(f"{data.path} has a different vocabulary from the run being resumed in "
                          f"{run}; use the data dir it was trained on, or a new --out")
-    diff = {k: (getattr(old.model, k), getattr(cfg.model, k)) for k in cfg.model.to_dict()
-            if getattr(old.model, k) != getattr(cfg.model, k)}
+    diff = _model_diff(old.model, cfg.model, "in the run")
     if diff:
-        listing = ", ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in diff.items())
-        raise ValueError(f"the model config differs from the run being resumed in {run} ({listing}); "
+        raise ValueError(f"the model config differs from the run being resumed in {run} ({diff}); "
                          "use the same settings or a new --out")
     for k, new in dataclasses.asdict(cfg.train).items():
         if getattr(old.train, k) != new and k not in RESUMABLE_CHANGES:
@@ -425,7 +420,7 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
 
 
 # Model settings that may differ from the parent run when fine-tuning (they do not change the weights' shapes).
-_FINE_TUNABLE = {"p_drop", "p_attn", "p_ffn"}
+_FINE_TUNABLE = frozenset({"p_drop", "p_attn", "p_ffn"})
 
 
 def _parent(init_from: str | Path, cfg: RunConfig, data: DataDir) -> Path:
@@ -434,12 +429,16 @@ def _parent(init_from: str | Path, cfg: RunConfig, data: DataDir) -> Path:
     if parent.vocab().digest() != data.vocab().digest():
         raise ValueError(f"{data.path} was prepared with other tokenizers than {parent}; prepare the new data with "
                          f"`aiayn prepare ... --vocab-from {parent}` to fine-tune it")
-    pm = parent.config().model
-    diff = [f"{k}: {getattr(pm, k)!r} in {parent}, {getattr(cfg.model, k)!r} now" for k in pm.to_dict()
-            if getattr(pm, k) != getattr(cfg.model, k) and k not in _FINE_TUNABLE]
+    diff = _model_diff(parent.config().model, cfg.model, f"in {parent}", ignore=_FINE_TUNABLE)
     if diff:
-        raise ValueError(f"--init-from {init_from}: the model must keep the parent's shape ({'; '.join(diff)})")
+        raise ValueError(f"--init-from {init_from}: the model must keep the parent's shape ({diff})")
     return ckpt
+
+
+def _model_diff(old: ModelConfig, new: ModelConfig, where: str, ignore: frozenset[str] = frozenset()) -> str:
+    """The model fields that differ, listed for an error message ("" when none)."""
+    return ", ".join(f"{k}: {getattr(old, k)!r} {where}, {getattr(new, k)!r} now" for k in old.to_dict()
+                     if k not in ignore and getattr(old, k) != getattr(new, k))
 
 
 def progress(t: TrainConfig, state: TrainState, per_epoch: int) -> float:

@@ -86,6 +86,11 @@ def translate_ids(
     return results
 
 
+def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
+    """Target ids -> text, one line each: a translation is one line, so no newline may come out of the decoder."""
+    return [t.replace("\n", " ").replace("\r", " ") for t in vocab.tgt.decode(token_lists)]
+
+
 class Translator:
     """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``.
 
@@ -158,8 +163,7 @@ class Translator:
                 "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        # a translation is one line: no newline may come out of the decoder
-        return [t.replace("\n", " ").replace("\r", " ") for t in self.vocab.tgt.decode(token_lists)]
+        return detokenize(self.vocab, token_lists)
 
 
 T = TypeVar("T")

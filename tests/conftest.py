@@ -1,4 +1,4 @@
-"""Shared fixtures: a prepared Multi30k data dir (from the bundled corpus), built once per session."""
+"""Shared fixtures: prepared Multi30k and copy-task data dirs, built once per session."""
 
 from __future__ import annotations
 
@@ -15,6 +15,15 @@ def multi30k_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
     out = tmp_path_factory.mktemp("data") / "multi30k"
     sources = fetch("multi30k", "de", "en", tmp_path_factory.mktemp("cache"))
     prepare(sources, out, PrepareOptions(src="de", tgt="en", vocab_size=8000))
+    return DataDir(out)
+
+
+@pytest.fixture(scope="session")
+def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
+    """The seeds' copy task, prepared once per session (training, fault and data-parallel tests)."""
+    out = tmp_path_factory.mktemp("data") / "copy"
+    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
+            PrepareOptions(src="in", tgt="out", vocab_size=281))
     return DataDir(out)
 
 

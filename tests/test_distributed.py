@@ -16,8 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.corpora import fetch
-from aiayn.data import DataDir, PrepareOptions, TokenBatchSampler, prepare
+from aiayn.data import DataDir, TokenBatchSampler
 
 ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
@@ -27,18 +26,10 @@ BASE = ["d_model=32", "d_ff=64", "n_layers=1", "warmup=4", "tensorboard=false", 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
-    out = tmp_path_factory.mktemp("data") / "copy"
-    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
-            PrepareOptions(src="in", tgt="out", vocab_size=281))
-    return DataDir(out)
-
-
-def _even_max_tokens(data: DataDir) -> int:
+def _even_max_tokens(copy_dir: DataDir) -> int:
     """A batch size whose epoch has an even number of batches, so that 2 ranks take exactly the batches that one
     process takes in pairs (with an odd count the sampler splits a batch to give both ranks as many)."""
-    src, tgt = data.split("train")
+    src, tgt = copy_dir.split("train")
     for m in range(512, 1024, 8):
         if len(TokenBatchSampler(src.lengths + 1, tgt.lengths + 1, m, seed=1)) % 2 == 0:
             return m
@@ -51,8 +42,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cmd(data: DataDir, run: Path, procs: int, *sets: str) -> list[str]:
-    train = ["-m", "aiayn", "train", "--data", str(data.path), "--out", str(run), "--config", str(COPY_CFG),
+def _cmd(copy_dir: DataDir, run: Path, procs: int, *sets: str) -> list[str]:
+    train = ["-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(COPY_CFG),
              "--set", *BASE, *sets]
     if procs == 1:
         return [sys.executable, *train]
@@ -75,13 +66,13 @@ def _records(run: Path, key: str) -> list[float]:
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one_process_accumulating_two_batches(data: DataDir, tmp_path: Path) -> None:
-    m = _even_max_tokens(data)
+def test_two_processes_equal_one_process_accumulating_two_batches(copy_dir: DataDir, tmp_path: Path) -> None:
+    m = _even_max_tokens(copy_dir)
     sets = [f"max_tokens={m}", "p_drop=0.0", "max_steps=10", "log_every_steps=2", "valid_every_steps=5",
             "save_every_steps=5"]
-    one = _run(_cmd(data, tmp_path / "one", 1, *sets, "update_freq=2"))
+    one = _run(_cmd(copy_dir, tmp_path / "one", 1, *sets, "update_freq=2"))
     assert one.returncode == 0, one.stderr[-3000:]
-    two = _run(_cmd(data, tmp_path / "two", 2, *sets))
+    two = _run(_cmd(copy_dir, tmp_path / "two", 2, *sets))
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     worst = max(float((a[k] - b[k]).abs().max()) for k in a)
@@ -101,16 +92,16 @@ def test_two_processes_equal_one_process_accumulating_two_batches(data: DataDir,
 
 
 @pytest.mark.slow
-def test_a_killed_two_process_job_resumes_to_the_same_weights(data: DataDir, tmp_path: Path) -> None:
+def test_a_killed_two_process_job_resumes_to_the_same_weights(copy_dir: DataDir, tmp_path: Path) -> None:
     """kill -9 of the whole job (torchrun and both workers) mid-run; the same command again resumes from the last
     checkpoint, each process with its own generator state, and ends identical to an uninterrupted run (dropout
     on, so each process's dropout masks must continue where they were)."""
     sets = ["max_tokens=512", "p_drop=0.1", "max_steps=30", "save_every_steps=5", "valid_every_steps=1000",
             "log_every_steps=5"]
-    straight = _run(_cmd(data, tmp_path / "straight", 2, *sets))
+    straight = _run(_cmd(copy_dir, tmp_path / "straight", 2, *sets))
     assert straight.returncode == 0, straight.stderr[-3000:]
     run = tmp_path / "killed"
-    cmd = _cmd(data, run, 2, *sets)
+    cmd = _cmd(copy_dir, run, 2, *sets)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 180
@@ -140,19 +131,19 @@ def test_a_killed_two_process_job_resumes_to_the_same_weights(data: DataDir, tmp
 
 
 @pytest.mark.slow
-def test_resuming_with_another_number_of_processes_is_refused(data: DataDir, tmp_path: Path) -> None:
+def test_resuming_with_another_number_of_processes_is_refused(copy_dir: DataDir, tmp_path: Path) -> None:
     sets = ["max_tokens=512", "max_steps=4", "save_every_steps=2", "valid_every_steps=1000"]
-    first = _run(_cmd(data, tmp_path / "run", 2, *sets))
+    first = _run(_cmd(copy_dir, tmp_path / "run", 2, *sets))
     assert first.returncode == 0, first.stderr[-3000:]
-    res = _run(_cmd(data, tmp_path / "run", 1, *sets[:-2], "max_steps=6"))
+    res = _run(_cmd(copy_dir, tmp_path / "run", 1, *sets[:-2], "max_steps=6"))
     assert res.returncode == 2 and "trained with 2 process(es)" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_a_crashed_process_ends_the_job_instead_of_hanging(data: DataDir, tmp_path: Path) -> None:
+def test_a_crashed_process_ends_the_job_instead_of_hanging(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
     sets = ["max_tokens=512", "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000",
             "log_every_steps=1"]
-    proc = subprocess.Popen(_cmd(data, run, 2, *sets), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(_cmd(copy_dir, run, 2, *sets), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 180
     while not (run / "metrics.jsonl").exists() and time.time() < deadline and proc.poll() is None:

@@ -15,21 +15,12 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn.cli import main
-from aiayn.corpora import fetch
-from aiayn.data import DataDir, PrepareOptions, prepare
+from aiayn.data import DataDir
 
 ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
 FAST = ["max_steps=12", "save_every_steps=6", "valid_every_steps=100", "log_every_steps=3", "valid_bleu=false",
         "d_model=32", "d_ff=64", "n_layers=1", "max_tokens=512", "p_drop=0.1", "warmup=4", "tensorboard=false"]
-
-
-@pytest.fixture(scope="module")
-def copy_data(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
-    out = tmp_path_factory.mktemp("data") / "copy"
-    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
-            PrepareOptions(src="in", tgt="out", vocab_size=281))
-    return DataDir(out)
 
 
 def _train(data: DataDir, run: Path, *sets: str) -> int:
@@ -38,9 +29,9 @@ def _train(data: DataDir, run: Path, *sets: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def trained(copy_data: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("runs") / "run"
-    assert _train(copy_data, run) == 0
+    assert _train(copy_dir, run) == 0
     return run
 
 
@@ -105,13 +96,13 @@ def test_weights_of_another_shape_are_refused_naming_both_files(trained: Path, t
     assert rc == 2 and "model.safetensors" in err and "config.json" in err and "shape" in err
 
 
-def test_resuming_from_a_damaged_checkpoint_is_refused(copy_data: DataDir, trained: Path, tmp_path: Path,
+def test_resuming_from_a_damaged_checkpoint_is_refused(copy_dir: DataDir, trained: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained, run)
     _damage(run / "last" / "optimizer.safetensors", "truncate")
     capsys.readouterr()
-    assert _train(copy_data, run, "max_steps=20") == 2
+    assert _train(copy_dir, run, "max_steps=20") == 2
     err = capsys.readouterr().err
     assert "optimizer.safetensors" in err and "Traceback" not in err
 
@@ -119,7 +110,7 @@ def test_resuming_from_a_damaged_checkpoint_is_refused(copy_data: DataDir, train
 # --- checkpoint writes --------------------------------------------------------------------------------------------
 
 
-def test_a_failed_checkpoint_write_stops_clearly_and_keeps_the_previous(copy_data: DataDir, tmp_path: Path,
+def test_a_failed_checkpoint_write_stops_clearly_and_keeps_the_previous(copy_dir: DataDir, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from aiayn import checkpoint
@@ -137,18 +128,18 @@ def test_a_failed_checkpoint_write_stops_clearly_and_keeps_the_previous(copy_dat
 
     monkeypatch.setattr(checkpoint, "save_model", disk_full)
     capsys.readouterr()
-    assert _train(copy_data, run) == 1
+    assert _train(copy_dir, run) == 1
     err = capsys.readouterr().err
     assert "No space left on device" in err and "intact" in err and "Traceback" not in err
     assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
     assert not list(run.glob(".*tmp-*"))                       # no half-written directory left behind
     monkeypatch.setattr(checkpoint, "save_model", real)
-    assert _train(copy_data, run) == 0                         # space freed: the same command resumes
+    assert _train(copy_dir, run) == 0                         # space freed: the same command resumes
     assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 12
 
 
 @pytest.mark.parametrize("moment", ["while writing", "between the renames"])
-def test_a_kill_during_a_checkpoint_write_leaves_a_resumable_run(copy_data: DataDir, trained: Path, tmp_path: Path,
+def test_a_kill_during_a_checkpoint_write_leaves_a_resumable_run(copy_dir: DataDir, trained: Path, tmp_path: Path,
                                                                  moment: str) -> None:
     """The two states a kill -9 inside atomic_dir can leave on disk, made by hand: the next run resumes from the
     previous checkpoint and ends with the same weights as an uninterrupted run."""
@@ -162,11 +153,11 @@ def test_a_kill_during_a_checkpoint_write_leaves_a_resumable_run(copy_data: Data
     else:                                                       # last/ moved aside, the new one not yet in place
         (run / "last").rename(run / ".last.old-99999")
         (run / ".last.tmp-99999").mkdir()
-    assert _train(copy_data, run, "max_steps=18") == 0
+    assert _train(copy_dir, run, "max_steps=18") == 0
     assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 18
     assert not list(run.glob(".last*"))
     straight = tmp_path / "straight"
-    assert _train(copy_data, straight, "max_steps=18") == 0
+    assert _train(copy_dir, straight, "max_steps=18") == 0
     a, b = load_file(str(run / "last" / "model.safetensors")), load_file(str(straight / "last" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -190,11 +181,11 @@ def _poison(monkeypatch: pytest.MonkeyPatch, bad: set[int]) -> None:
     monkeypatch.setattr(loss_mod.SequenceLoss, "forward", poisoned)
 
 
-def test_a_nan_update_is_skipped_and_training_goes_on(copy_data: DataDir, tmp_path: Path,
+def test_a_nan_update_is_skipped_and_training_goes_on(copy_dir: DataDir, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     _poison(monkeypatch, {4, 9})
-    assert _train(copy_data, tmp_path / "run") == 0
+    assert _train(copy_dir, tmp_path / "run") == 0
     assert sum("skipped: the loss became nan" in r.message for r in caplog.records) == 2
     w = load_file(str(tmp_path / "run" / "last" / "model.safetensors"))
     assert all(torch.isfinite(v).all() for v in w.values())
@@ -202,10 +193,10 @@ def test_a_nan_update_is_skipped_and_training_goes_on(copy_data: DataDir, tmp_pa
 
 
 def test_k_nan_updates_in_a_row_stop_the_run_keeping_the_last_good_checkpoint(
-        copy_data: DataDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        copy_dir: DataDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _poison(monkeypatch, set(range(8, 100)))
     capsys.readouterr()
-    assert _train(copy_data, tmp_path / "run", "max_bad_updates=3") == 1
+    assert _train(copy_dir, tmp_path / "run", "max_bad_updates=3") == 1
     err = capsys.readouterr().err
     assert "the loss became nan in 3 updates in a row" in err and "intact" in err
     assert json.loads((tmp_path / "run" / "last" / "checkpoint.json").read_text())["step"] == 6

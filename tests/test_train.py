@@ -18,8 +18,7 @@ from safetensors.torch import load_file
 from aiayn import checkpoint
 from aiayn.cli import main
 from aiayn.config import resolve
-from aiayn.corpora import fetch
-from aiayn.data import DataDir, PrepareOptions, collate, prepare
+from aiayn.data import DataDir, collate
 from aiayn.optim import noam_lr
 from aiayn.train import Trainer, TrainStep
 from aiayn.translate import Translator
@@ -28,14 +27,6 @@ ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
 FAST = ["max_steps=12", "save_every_steps=6", "valid_every_steps=6", "log_every_steps=3", "valid_max_sentences=20",
         "d_model=32", "d_ff=64", "n_layers=1", "max_tokens=512", "p_drop=0.1", "warmup=4", "tensorboard=false"]
-
-
-@pytest.fixture(scope="session")
-def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
-    out = tmp_path_factory.mktemp("data") / "copy"
-    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
-            PrepareOptions(src="in", tgt="out", vocab_size=281))
-    return DataDir(out)
 
 
 def _weights(run: Path, name: str = "last") -> dict[str, torch.Tensor]:
