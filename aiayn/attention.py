@@ -1,8 +1,13 @@
-"""The machinery under the model's attention and dropout: masks, fast kernels, beam grouping, CPU dropout.
+"""§3.2.1 Scaled dot-product attention: Eq. (1) written out, its masks, and the fastest kernel for the same numbers.
 
-model.py states the mathematics (Eq. (1) written out, §5.4's dropout); this module computes the same
-numbers faster and is tested against it (tests/test_model.py). Why each fast path exists, with the
-measurements, is in docs/performance.md.
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                                        (Eq. 1)
+
+:func:`attention` is the equation as written; it returns the probabilities (for plots and the web page) and
+is the oracle the fast path is tested against (tests/test_model.py). :func:`fast_attention` picks, for the
+device, dtype and shape, between PyTorch's fused ``scaled_dot_product_attention`` and the written-out form
+(faster on CPU for a few queries, and for bf16/fp16), and lays the beams of one sentence side by side so
+that they read one copy of its keys. Why each choice, with measurements: docs/performance.md.
+Multi-head attention (§3.2.2), which calls these, is in model.py.
 
 Shape legend: B batch (or hypotheses), H heads, T queries, S keys, K d_k.
 
@@ -15,7 +20,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
+
+from .dropout import dropout
 
 # --- masks -------------------------------------------------------------------------------------------------
 
@@ -36,66 +43,36 @@ def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
-# --- dropout (§5.4) ------------------------------------------------------------------------------------------
+# --- Eq. (1) -----------------------------------------------------------------------------------------------
 
 
-def _keep_mask(shape: torch.Size, p: float) -> tuple[Tensor, float]:
-    """CPU dropout's keep decisions: a bool tensor of ``shape`` with P(True) = 1 - p, and the scale 1 / (1 - p).
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False,
+    p_drop: float = 0.0, training: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """Eq. (1), written out: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
-    Deviation (speed): the decisions come from 16-bit slices of 64-bit random words, so p is rounded to
-    a multiple of 1/65536 (PyTorch's CPU dropout draws one float per element; docs/performance.md).
+    q (B, H, T, K), k and v (B, H, S, K); mask broadcastable to (B, H, T, S): bool with True = may attend,
+    or additive (0 = may attend, -inf = may not). ``causal``: query t may not see keys after t.
+    ``p_drop``: dropout on the probabilities while ``training`` (not in the paper; tensor2tensor's option).
+    Returns the output (B, H, T, K) and the attention probabilities (B, H, T, S).
     """
-    threshold = round(p * 65536)
-    n = shape.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
-    keep = words.view(torch.int16)[:n].view(shape) >= threshold - 32768      # P(keep) = 1 - t/65536
-    return keep, 65536 / (65536 - threshold)
-
-
-def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Dropout (Srivastava et al., 2014): zero each element with probability p, scale the rest by 1 / (1 - p).
-
-    On CPU the keep decisions come from :func:`_keep_mask`; on GPUs, ``F.dropout``.
-    """
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu":
-        return F.dropout(x, p, training=True)
-    keep, scale = _keep_mask(x.shape, p)
-    return torch.where(keep, x * scale, 0.0)
-
-
-def add_dropout(x: Tensor, y: Tensor, p: float, training: bool) -> Tensor:
-    """x + dropout(y), the residual connection's sum (§5.4), in one pass on CPU: addcmul(x, y, keep, scale)."""
-    if not training or p == 0.0:
-        return x + y
-    if p >= 1.0:
-        return x + torch.zeros_like(y)
-    if y.device.type != "cpu":
-        return x + F.dropout(y, p, training=True)
-    keep, scale = _keep_mask(y.shape, p)
-    return torch.addcmul(x, y, keep.to(y.dtype), value=scale)
-
-
-class Dropout(nn.Module):
-    """:func:`dropout` as a module."""
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability {p} is not in [0, 1]")
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.p >= 1.0:
-            return torch.zeros_like(x) if self.training else x
-        return dropout(x, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
-
-
-# --- Eq. (1) by the fastest kernel -----------------------------------------------------------------------------
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, T, S)
+    allowed = None
+    if mask is not None and mask.is_floating_point():
+        scores = scores.add_(mask)
+    else:
+        allowed = mask
+    if causal:
+        tri = causal_mask(scores.shape[-2], scores.shape[-1], q.device)           # (T, S)
+        allowed = tri if allowed is None else allowed & tri
+    if allowed is not None:
+        scores = scores.masked_fill_(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)                                         # over the keys
+    # A row with no key it may attend to is all -inf, NaN after softmax: its probabilities become 0.
+    probs = probs.nan_to_num(0.0) if probs.requires_grad else probs.nan_to_num_(0.0)
+    probs = dropout(probs, p_drop, training)
+    return torch.matmul(probs, v), probs                                          # (B, H, T, K), (B, H, T, S)
 
 
 def fast_attention(
@@ -105,9 +82,9 @@ def fast_attention(
 
     k and v (and mask) may hold B/g rows, each the source of g consecutive rows of q (beam search's beams
     of one sentence): those queries are laid side by side and attend to one copy of the keys.
-    Kernels: PyTorch's fused ``scaled_dot_product_attention`` on GPUs and for fp32 on CPU; a few
-    queries per row outside training (incremental decoding) on CPU: :func:`few_query_attention`;
-    bf16/fp16 on CPU: the explicit Eq. (1) of model.py, faster there than the fused kernel.
+    Kernels: PyTorch's fused ``scaled_dot_product_attention`` on GPUs and for fp32 on CPU; on CPU the
+    written-out :func:`attention` for a few queries per row outside training (incremental decoding: fewer
+    passes than the fused kernel's set-up) and for bf16/fp16 (the fused kernel's backward is slower there).
     """
     g = q.shape[0] // k.shape[0]
     if g > 1:
@@ -116,31 +93,15 @@ def fast_attention(
     T, S = q.shape[-2], k.shape[-2]
     if causal and T == 1:
         causal = False        # a single query, the newest position, may see every key
-    if q.device.type == "cpu" and T <= 8 and not causal and not training:
-        return few_query_attention(q, k, v, mask)
+    few_queries = T <= 8 and not causal and not training            # incremental decoding
+    if q.device.type == "cpu" and (few_queries or q.dtype != torch.float32 or T == 1):
+        return attention(q, k, v, mask, causal, p_drop, training)[0]
     if causal and T != S:
         tri = causal_mask(T, S, q.device)
         mask, causal = (tri if mask is None else mask & tri), False
-    if q.device.type != "cpu" or (q.dtype == torch.float32 and T > 1):
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
-        )
-    from .model import attention  # Eq. (1) as written (model.py imports this module, so not at the top)
-
-    return attention(q, k, v, mask, causal, p_drop, training)[0]
-
-
-def few_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """Eq. (1) for a few queries per row without a causal mask (incremental decoding on CPU), (B, H, T, K).
-
-    The same arithmetic as model.attention in fewer passes over the scores: scaled and masked in place,
-    with the mask additive where the caller made it once for many steps. A query with no key it may
-    attend to gets probabilities 0 (output 0), as in model.attention.
-    """
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, T, S)
-    if mask is not None:
-        scores = scores.add_(mask) if mask.is_floating_point() else scores.masked_fill_(~mask, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1).nan_to_num_(0.0), v)          # all -inf -> NaN -> 0
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
+    )
 
 
 def _group(q: Tensor, g: int) -> Tensor:

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from .atomic import atomic_dir
-
-if TYPE_CHECKING:
-    from .rundir import RunDir
 
 MODEL, META, OPTIM = "model.safetensors", "checkpoint.json", "optimizer.safetensors"
 TRAINER, RNG = "trainer.json", "rng.safetensors"
@@ -167,15 +164,3 @@ def average(paths: list[Path], out: str | Path, meta: dict[str, Any]) -> Path:
         save_file({k: (v / len(paths)).to(dtypes[k]).contiguous() for k, v in total.items()}, str(tmp / MODEL))
         (tmp / META).write_text(json.dumps({**meta, "averaged": [str(p) for p in paths]}, indent=2) + "\n")
     return Path(out)
-
-
-def average_last(run: RunDir, n: int, out: str | Path | None = None, meta: dict[str, Any] | None = None,
-                 minimum: int = 1) -> list[Path]:
-    """Average the newest ``n`` step checkpoints of ``run`` into ``out`` (default: its averaged/, which translate
-    prefers); fewer than ``minimum`` is an error. Returns the checkpoints averaged."""
-    steps = run.step_checkpoints()
-    if len(steps) < max(1, minimum):
-        raise ValueError(f"{run} has {len(steps)} step checkpoints; averaging needs at least {max(1, minimum)}")
-    chosen = steps[-n:]
-    average(chosen, out or run.averaged, {"step": run.step_of(chosen[-1]), **(meta or {})})
-    return chosen

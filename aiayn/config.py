@@ -202,33 +202,56 @@ class TrainConfig:
                              "train in fp32, bf16 or fp16 (or auto)")
 
 
+def setting(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+            per_request: bool = False) -> Any:
+    """A :class:`DecodeConfig` field: its default, what it means (the command-line help), its bounds, and whether
+    one request may set it (``aiayn serve``). The command-line flags, the server's request model and the
+    validation below are all derived from these, so a new decoding setting is one line here."""
+    return field(default=default, metadata={"help": help, "ge": ge, "gt": gt, "le": le, "per_request": per_request})
+
+
+def _check_bounds(obj: Any) -> None:
+    """The bounds given by :func:`setting`, checked with an error naming the field and what is expected."""
+    tests = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b), "le": ("<=", lambda v, b: v <= b)}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        bounds = [(sign, ok, f.metadata[k]) for k, (sign, ok) in tests.items() if f.metadata.get(k) is not None]
+        if not all(ok(value, b) for _, ok, b in bounds):
+            expected = " and ".join(f"{sign} {b:g}" for sign, _, b in bounds)
+            raise ValueError(f"{type(obj).__name__}.{f.name}={value!r}: expected a value {expected}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DecodeConfig:
-    """Decoding (paper §6.1: beam 4, length penalty alpha 0.6, max length = source length + 50)."""
+    """Decoding (paper §6.1: beam 4, length penalty alpha 0.6, max length = source length + 50).
 
-    beam: int = 4
-    lenpen: float = 0.6             # alpha of the GNMT length penalty ((5 + |Y|) / 6) ** alpha
-    max_len_a: float = 1.0          # max output length = a * source length + b
-    max_len_b: int = 50
-    min_len: int = 0                # no EOS before this many tokens
-    nbest: int = 1
-    batch_tokens: int = 6000        # source tokens per translation batch
-    workers: int = 0                # batches decoded at once by separate threads (CPU); 0 = auto
-    device: str = "auto"            # auto | cpu | cuda | cuda:N | mps
-    precision: Precision = "fp32"   # of the weights at inference: fp32, bf16, fp16, int8 (CPU) or auto
-    sampling: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    The one description of every decoding setting: ``aiayn translate/evaluate/serve`` flags (``--max-len-a``
+    for ``max_len_a``), the fields of a ``POST /translate`` request (``per_request``) and ``decode.*`` keys of a
+    recipe all come from these fields."""
+
+    beam: int = setting(4, "beam size (1 = greedy)", ge=1, per_request=True)
+    lenpen: float = setting(0.6, "alpha of the GNMT length penalty ((5 + |Y|) / 6) ** alpha", ge=0, per_request=True)
+    max_len_a: float = setting(1.0, "max output length = a * source length + b", ge=0, per_request=True)
+    max_len_b: int = setting(50, "see max_len_a", ge=0, per_request=True)
+    min_len: int = setting(0, "no EOS before this many tokens", ge=0, per_request=True)
+    nbest: int = setting(1, "hypotheses returned per line (at most beam)", ge=1, per_request=True)
+    batch_tokens: int = setting(6000, "source tokens x beam per translation batch", ge=1)
+    workers: int = setting(0, "CPU: batches decoded at once, each by its own thread with its share of the cores "
+                           "(0 = auto: one per core, at most 4; 1 = one batch at a time)", ge=0)
+    device: str = setting("auto", "auto, cpu, cuda, cuda:N or mps")
+    precision: Precision = setting("fp32", "of the weights at inference: fp32, bf16/fp16, int8 (quantized linear "
+                                   "layers, CPU) or auto (bf16 where the hardware is fast at it)")
+    sampling: bool = setting(False, "sample instead of searching", per_request=True)
+    temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
+    top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)
+    top_p: float = setting(1.0, "sampling: from the smallest set of tokens with this much probability", gt=0, le=1,
+                           per_request=True)
 
     def __post_init__(self) -> None:
         _check(self)
-        _positive(self, "beam", "nbest", "batch_tokens", "temperature")
-        _positive(self, "max_len_a", "max_len_b", "min_len", "top_k", "lenpen", "workers", zero_ok=True)
+        _check_bounds(self)
         if self.nbest > self.beam:
             raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"DecodeConfig.top_p={self.top_p}: expected a value in (0, 1]")
 
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
@@ -277,6 +300,9 @@ def _owner(key: str) -> tuple[str, str]:
             raise ValueError(f"unknown config section {section!r} in {key!r}; expected one of {', '.join(SECTIONS)}")
         return section, name
     owners = [s for s, c in SECTIONS.items() if key in {f.name for f in fields(c)}]
+    if len(owners) > 1:
+        qualified = " or ".join(f"{s}.{key}" for s in owners)
+        raise ValueError(f"{key!r} is a setting of {' and of '.join(owners)}: write {qualified}")
     if not owners:
         valid = {s: sorted(f.name for f in fields(c)) for s, c in SECTIONS.items()}
         listing = "; ".join(f"{s}: {', '.join(v)}" for s, v in valid.items())

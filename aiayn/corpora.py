@@ -25,11 +25,12 @@ import re
 import shutil
 import tarfile
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import DataError, Source, read_lines
+from .data import DataError, Source, find_source, read_lines
+from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
 
@@ -370,3 +371,59 @@ def hf_tokenizer_file(name: str, cache_dir: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(out))
     return out
+
+
+# --- what `aiayn prepare` is given ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The sentence pairs and languages one ``prepare`` call reads, from exactly one of: a known corpus, a Hugging
+    Face dataset, or line-aligned files (PREFIX.src / PREFIX.tgt or a .tsv per split)."""
+
+    sources: dict[str, Source]
+    src: str
+    tgt: str
+
+
+def inputs(cache_dir: str | Path, *, corpus: str | None = None, hf_dataset_name: str | None = None,
+           hf_config: str | None = None, hf_split_map: dict[str, str] | None = None, train: str | None = None,
+           valid: str | None = None, test: str | None = None, src: str | None = None, tgt: str | None = None) -> Inputs:
+    """Resolve what ``prepare`` was given into :class:`Inputs`; combinations that do not make sense are refused."""
+    if corpus and hf_dataset_name:
+        raise ValueError("give --corpus or --hf-dataset, not both")
+    if corpus:
+        if corpus not in CORPORA:
+            raise ValueError(f"unknown corpus {corpus!r}: expected one of {', '.join(sorted(CORPORA))}")
+        src, tgt = src or CORPORA[corpus].langs[0], tgt or CORPORA[corpus].langs[1]
+        return Inputs(fetch(corpus, src, tgt, cache_dir), src, tgt)
+    if hf_dataset_name:
+        if not (src and tgt):
+            raise ValueError("--hf-dataset needs --src LANG --tgt LANG (the keys of its translation column)")
+        return Inputs(hf_dataset(hf_dataset_name, src, tgt, cache_dir, hf_config, hf_split_map), src, tgt)
+    if not (train and valid and src and tgt):
+        raise ValueError("prepare needs --train PREFIX --valid PREFIX --src LANG --tgt LANG (or --corpus NAME or "
+                         "--hf-dataset NAME)")
+    sources = {"train": find_source(train, src, tgt), "valid": find_source(valid, src, tgt)}
+    if test:
+        sources["test"] = find_source(test, src, tgt)
+    return Inputs(sources, src, tgt)
+
+
+def tokenizer_files(cache_dir: str | Path, *, spm_model: Sequence[str | Path] | None = None,
+                    hf_tokenizer: Sequence[str] | None = None, vocab_from: str | Path | None = None) -> tuple[str, ...]:
+    """The existing tokenizer files ``prepare`` is told to use (none: it trains SentencePiece): one (shared by both
+    sides) or two (source, target), from SentencePiece models, Hugging Face tokenizers, or another data/run dir."""
+    if len([x for x in (spm_model, hf_tokenizer, vocab_from) if x]) > 1:
+        raise ValueError("give one of --spm-model, --hf-tokenizer and --vocab-from")
+    files: tuple[str, ...] = ()
+    if spm_model:
+        files = tuple(str(p) for p in spm_model)
+    elif hf_tokenizer:
+        files = tuple(str(hf_tokenizer_file(n, cache_dir)) for n in hf_tokenizer)
+    elif vocab_from:
+        v = Vocab.load(vocab_from)
+        files = (str(v.src_file),) if v.joint else (str(v.src_file), str(v.tgt_file))
+    if len(files) > 2:
+        raise ValueError(f"{len(files)} tokenizer files: give one (shared by both sides) or two (source, target)")
+    return files

@@ -35,7 +35,7 @@ import torch
 
 from .atomic import atomic_dir
 from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from .tokenizer import Tokenizer, Vocab
+from .tokenizer import Tokenizer, Vocab, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def _check_out_dir(out: Path, digest: str, force: bool) -> bool:
     """True when ``out`` already holds this exact preparation (reuse it)."""
     if not out.exists():
         return False
-    manifest = out / "manifest.json"
+    manifest = DataDir(out, new=True).manifest_file
     if not out.is_dir() or (any(out.iterdir()) and not manifest.is_file()):
         raise DataError(f"{out} exists and is not an aiayn data directory; choose another --out "
                         "(nothing was deleted)")
@@ -218,9 +218,9 @@ def _check_out_dir(out: Path, digest: str, force: bool) -> bool:
 class _BinWriter:
     """Appends sentences of ids to ``{split}.{lang}.bin`` and records offsets."""
 
-    def __init__(self, path: Path, dtype: np.dtype) -> None:
-        self.path, self.dtype = path, dtype
-        self.f = open(f"{path}.bin", "wb")  # noqa: SIM115 - closed in finish()
+    def __init__(self, stem: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype = stem, dtype
+        self.f = open(f"{stem}.bin", "wb")  # noqa: SIM115 - closed in finish()
         self.lengths = array.array("I")         # 4 bytes a sentence: 20 MB for 5M sentences
 
     def add(self, sentences: list[list[int]]) -> None:
@@ -238,7 +238,8 @@ class _BinWriter:
 
 
 def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
-    """The tokenizers: the given files, or SentencePiece trained on the training split (joint or per side)."""
+    """The tokenizers: the given files, or SentencePiece trained on the training split (joint or per side), written
+    into ``tmp`` under the names the directory keeps them by."""
     if opts.tokenizers:
         if len(opts.tokenizers) > 2:
             raise DataError(f"{len(opts.tokenizers)} tokenizer files given: give one (shared) or two (source, target)")
@@ -249,24 +250,24 @@ def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
         return vocab
     if opts.vocab == "joint":
         lines = (line for pair in read_pairs(train, opts.encoding_errors) for line in pair)
-        Tokenizer.train(lines, tmp / "spm.model", opts.vocab_size, opts.model_type, opts.character_coverage)
-        return Vocab.from_files(tmp / "spm.model")
+        Tokenizer.train(lines, tmp / stored_name(None), opts.vocab_size, opts.model_type, opts.character_coverage)
+        return Vocab.from_files(tmp / stored_name(None))
     if opts.vocab != "separate":
         raise DataError(f"--vocab {opts.vocab!r}: expected 'joint' or 'separate'")
     for i, side in enumerate(("src", "tgt")):
         size = (opts.src_vocab_size if side == "src" else opts.tgt_vocab_size) or opts.vocab_size
         lines = (pair[i] for pair in read_pairs(train, opts.encoding_errors))
         try:
-            Tokenizer.train(lines, tmp / f"spm.{side}.model", size, opts.model_type, opts.character_coverage)
+            Tokenizer.train(lines, tmp / stored_name(side), size, opts.model_type, opts.character_coverage)
         except ValueError as e:
             lang = opts.src if side == "src" else opts.tgt
             msg = str(e).replace("--vocab-size", f"--{side}-vocab-size")
             raise ValueError(f"the {lang} ({side}) vocabulary: {msg}") from None
-    return Vocab.from_files(tmp / "spm.src.model", tmp / "spm.tgt.model")
+    return Vocab.from_files(tmp / stored_name("src"), tmp / stored_name("tgt"))
 
 
 def _encode_split(
-    split: str, source: Source, vocab: Vocab, tmp: Path, opts: PrepareOptions, dtype: np.dtype, chunk: int
+    split: str, source: Source, vocab: Vocab, out: DataDir, opts: PrepareOptions, dtype: np.dtype, chunk: int
 ) -> dict[str, Any]:
     """Tokenize one split in chunks of ``chunk`` pairs into binaries (sharded for train with ``shard_size``);
     memory stays bounded whatever the corpus size."""
@@ -275,14 +276,14 @@ def _encode_split(
     shards: list[dict[str, _BinWriter]] = []
 
     def open_shard() -> dict[str, _BinWriter]:
-        stem = f"{split}-{len(shards):05d}" if shard_size else split
-        shards.append({lang: _BinWriter(tmp / f"{stem}.{lang}", dtype) for lang in (opts.src, opts.tgt)})
+        shard = len(shards) if shard_size else None
+        shards.append({lang: _BinWriter(out.stem(split, lang, shard), dtype) for lang in (opts.src, opts.tgt)})
         return shards[-1]
 
     writers = open_shard()
     raw = None
     if split != "train":
-        raw = {lang: open(tmp / f"{split}.{lang}", "w", encoding="utf-8") for lang in (opts.src, opts.tgt)}  # noqa: SIM115
+        raw = {lang: open(out.raw_file(split, lang), "w", encoding="utf-8") for lang in (opts.src, opts.tgt)}  # noqa: SIM115
     dropped = {"empty": 0, "too_long": 0, "ratio": 0}
     pairs = read_pairs(source, opts.encoding_errors)
     while block := list(itertools.islice(pairs, chunk)):
@@ -343,7 +344,8 @@ def prepare(
         vocab.save(tmp)
         vocab = Vocab.load(tmp)
         dtype = np.dtype(np.uint16 if max(vocab.src.vocab_size, vocab.tgt.vocab_size) <= 2**16 else np.uint32)
-        splits = {s: _encode_split(s, src, vocab, tmp, opts, dtype, chunk) for s, src in sources.items()}
+        layout = DataDir(tmp, new=True)
+        splits = {s: _encode_split(s, src, vocab, layout, opts, dtype, chunk) for s, src in sources.items()}
         for s in splits:
             splits[s].update(inputs[s])
         made = "given" if opts.tokenizers else f"trained ({opts.model_type})"
@@ -354,7 +356,7 @@ def prepare(
             "options": dataclasses.asdict(opts), "splits": splits, "versions": _versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - t0, 2),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        layout.write_manifest(manifest)
     return out
 
 
@@ -385,18 +387,48 @@ class TokenArray:
 
 
 class DataDir:
-    """A prepared data directory: manifest, tokenizer, and splits as :class:`TokenArray` pairs."""
+    """A prepared data directory, and the one owner of its layout (see the top of this module): :func:`prepare`
+    writes through these paths, training and evaluation read through them.
 
-    def __init__(self, path: str | Path) -> None:
+    ``DataDir(path)`` reads and checks the manifest at once; ``DataDir(path, new=True)`` is the layout of a
+    directory being written (nothing is read)."""
+
+    def __init__(self, path: str | Path, *, new: bool = False) -> None:
         self.path = Path(path)
-        mf = self.path / "manifest.json"
-        if not mf.is_file():
+        self.manifest_file = self.path / "manifest.json"
+        self.manifest: dict[str, Any] = {}
+        if new:
+            return
+        if not self.manifest_file.is_file():
             raise DataError(f"{self.path} is not a prepared data directory (no manifest.json); run `aiayn prepare`")
-        self.manifest = json.loads(mf.read_text())
+        self.manifest = json.loads(self.manifest_file.read_text())
         if self.manifest.get("format") != FORMAT_VERSION:
-            raise DataError(f"{mf}: format {self.manifest.get('format')} is not supported (expected "
+            raise DataError(f"{self.manifest_file}: format {self.manifest.get('format')} is not supported (expected "
                             f"{FORMAT_VERSION}); re-run `aiayn prepare --force`")
-        self.src, self.tgt = self.manifest["src"], self.manifest["tgt"]
+
+    @property
+    def src(self) -> str:
+        return str(self.manifest["src"])
+
+    @property
+    def tgt(self) -> str:
+        return str(self.manifest["tgt"])
+
+    # -- the layout ------------------------------------------------------------------------------------------------
+
+    def stem(self, split: str, lang: str, shard: int | None = None) -> Path:
+        """Where one side of a split's token ids lie: STEM.bin (the ids) and STEM.idx.npy (the offsets)."""
+        return self.path / (f"{split}-{shard:05d}.{lang}" if shard is not None else f"{split}.{lang}")
+
+    def raw_file(self, split: str, lang: str) -> Path:
+        """The raw text of one side of an evaluation split (references are scored raw)."""
+        return self.path / f"{split}.{lang}"
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self.manifest = manifest
+        self.manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")
+
+    # -- reading ----------------------------------------------------------------------------------------------------
 
     @property
     def vocab_sizes(self) -> tuple[int, int]:
@@ -421,18 +453,20 @@ class DataDir:
     def split(self, split: str) -> tuple[TokenArray, TokenArray]:
         if not self.has_split(split):
             raise DataError(f"{self.path} has no {split!r} split (has: {', '.join(self.manifest['splits'])})")
-        dtype = self.manifest["dtype"]
-        shards = self.manifest["splits"][split].get("shards")
-        if shards:
-            stems = [self.path / f"{split}-{k:05d}" for k in range(len(shards))]
-            return (TokenArray([Path(f"{s}.{self.src}") for s in stems], dtype),
-                    TokenArray([Path(f"{s}.{self.tgt}") for s in stems], dtype))
-        return (TokenArray(self.path / f"{split}.{self.src}", dtype),
-                TokenArray(self.path / f"{split}.{self.tgt}", dtype))
+        dtype, shards = self.manifest["dtype"], self.manifest["splits"][split].get("shards")
+        sides = []
+        for lang in (self.src, self.tgt):
+            stems = [self.stem(split, lang, k) for k in range(len(shards))] if shards else self.stem(split, lang)
+            sides.append(TokenArray(stems, dtype))
+        return sides[0], sides[1]
 
     def raw(self, split: str, side: str) -> Path:
-        """The raw text of an evaluation split (``side`` is 'src' or 'tgt')."""
-        return self.path / f"{split}.{self.src if side == 'src' else self.tgt}"
+        """The raw text file of an evaluation split (``side`` is 'src' or 'tgt')."""
+        return self.raw_file(split, self.src if side == "src" else self.tgt)
+
+    def raw_lines(self, split: str, side: str) -> list[str]:
+        """The lines of :meth:`raw`."""
+        return list(read_lines(self.raw(split, side)))
 
 
 # --- batches ---------------------------------------------------------------------------------------------------

@@ -47,8 +47,7 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     log.info("[3/4] translating test_2016_flickr (%d sentences, beam %d) and scoring with sacreBLEU",
              data.manifest["splits"]["test"]["pairs"], cfg.decode.beam)
     translator = Translator.load(run.path)
-    src_lines = data.raw("test", "src").read_text(encoding="utf-8").splitlines()
-    refs = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()
+    src_lines, refs = data.raw_lines("test", "src"), data.raw_lines("test", "tgt")
     s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)
     result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
               "sentences": s["sentences"], "decode_seconds": round(s["seconds"], 1), "train_minutes":

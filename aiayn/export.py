@@ -20,11 +20,9 @@ Both extras are optional: ``pip install 'aiayn[export]'``.
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +32,13 @@ from .config import ModelConfig
 from .evaluate import score
 from .model import Transformer
 from .rundir import RunDir, Trained, load_trained
-from .translate import Translator
+from .search import max_length
+from .translate import Translator, one_line
 
 FORMATS = ("ctranslate2", "huggingface")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
-INFO = "aiayn-export.json"
+INFO = "aiayn-export.json"          # in every export: where it came from, its length rule and length penalty
+EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's SentencePiece model
 
 
 class ExportError(ValueError):
@@ -84,61 +84,10 @@ def _require(module: str) -> Any:
 def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[str, Any]) -> None:
     _require("ctranslate2")
     from ctranslate2.converters.converter import Converter
-    from ctranslate2.specs import common_spec, transformer_spec
-
-    m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
-    pieces = [t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)]
-
-    def linear(spec: Any, name: str) -> None:
-        spec.weight = w[f"{name}.weight"]
-        if f"{name}.bias" in w:
-            spec.bias = w[f"{name}.bias"]
-
-    def norm(spec: Any, name: str) -> None:
-        spec.gamma, spec.beta = w[f"{name}.weight"], w[f"{name}.bias"]
-
-    def inputs(spec: Any, embed: str, pos: str) -> None:
-        embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings   # encoder: a list
-        embeddings.weight = w[f"{embed}.lut.weight"]
-        spec.scale_embeddings = True                                              # §3.4: x sqrt(d_model)
-        table = (t.model.src_pos if pos == "src_pos" else t.model.tgt_pos).table()
-        spec.position_encodings.encodings = table.detach().float().numpy()
 
     class _Spec(Converter):
         def _load(self) -> Any:
-            spec = transformer_spec.TransformerSpec.from_config(
-                m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=common_spec.Activation.RELU)
-            spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
-            spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
-            spec.config.decoder_start_token = "<s>"
-            enc, dec = spec.encoder, spec.decoder
-            inputs(enc, "src_embed", "src_pos")
-            inputs(dec, "tgt_embed", "tgt_pos")
-            if m.norm == "pre":
-                norm(enc.layer_norm, "enc_norm")
-                norm(dec.layer_norm, "dec_norm")
-            for i, layer in enumerate(enc.layer):
-                p = f"encoder.{i}"
-                linear(layer.self_attention.linear[0], f"{p}.self_attn.qkv_proj")     # [W^Q; W^K; W^V], fused
-                linear(layer.self_attention.linear[1], f"{p}.self_attn.out_proj")
-                norm(layer.self_attention.layer_norm, f"{p}.res_attn.norm")
-                _ffn(layer.ffn, p, linear, norm)
-            for i, layer in enumerate(dec.layer):
-                p = f"decoder.{i}"
-                linear(layer.self_attention.linear[0], f"{p}.self_attn.qkv_proj")
-                linear(layer.self_attention.linear[1], f"{p}.self_attn.out_proj")
-                norm(layer.self_attention.layer_norm, f"{p}.res_self.norm")
-                linear(layer.attention.linear[0], f"{p}.cross_attn.q_proj")
-                linear(layer.attention.linear[1], f"{p}.cross_attn.kv_proj")           # [W^K; W^V], fused
-                linear(layer.attention.linear[2], f"{p}.cross_attn.out_proj")
-                norm(layer.attention.layer_norm, f"{p}.res_cross.norm")
-                _ffn(layer.ffn, p, linear, norm)
-            dec.projection.weight = w["out_proj.weight"]
-            spec.register_source_vocabulary(pieces)
-            spec.register_target_vocabulary(pieces)
-            spec.register_file(str(t.vocab.src_file), "spm.model")
-            spec.register_file(str(info_file), INFO)
-            return spec
+            return _ct2_spec(t, info_file)
 
     with tempfile.TemporaryDirectory() as tmp:                                 # the files are copied at save time
         info_file = Path(tmp) / INFO
@@ -146,10 +95,62 @@ def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[
         _Spec().convert(str(out), quantization=quantization, force=True)
 
 
-def _ffn(spec: Any, prefix: str, linear: Callable[[Any, str], None], norm: Callable[[Any, str], None]) -> None:
-    linear(spec.linear_0, f"{prefix}.ffn.w1")
-    linear(spec.linear_1, f"{prefix}.ffn.w2")
-    norm(spec.layer_norm, f"{prefix}.res_ffn.norm")
+def _ct2_spec(t: Trained, info_file: Path) -> Any:
+    """The run's model as a CTranslate2 ``TransformerSpec``, its vocabulary and files registered."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
+    spec = transformer_spec.TransformerSpec.from_config(
+        m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=common_spec.Activation.RELU)
+    spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
+    spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
+    spec.config.decoder_start_token = "<s>"
+    for side, embed, pos in ((spec.encoder, "src_embed", t.model.src_pos), (spec.decoder, "tgt_embed", t.model.tgt_pos)):
+        embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings  # encoder: a list
+        embeddings.weight = w[f"{embed}.lut.weight"]
+        side.scale_embeddings = True                                           # §3.4: x sqrt(d_model)
+        side.position_encodings.encodings = pos.table().detach().float().numpy()
+    if m.norm == "pre":
+        _ct2_norm(spec.encoder.layer_norm, w, "enc_norm")
+        _ct2_norm(spec.decoder.layer_norm, w, "dec_norm")
+    for i, layer in enumerate(spec.encoder.layer):
+        p = f"encoder.{i}"
+        _ct2_linear(layer.self_attention.linear[0], w, f"{p}.self_attn.qkv_proj")     # [W^Q; W^K; W^V], fused
+        _ct2_linear(layer.self_attention.linear[1], w, f"{p}.self_attn.out_proj")
+        _ct2_norm(layer.self_attention.layer_norm, w, f"{p}.res_attn.norm")
+        _ct2_ffn(layer.ffn, w, p)
+    for i, layer in enumerate(spec.decoder.layer):
+        p = f"decoder.{i}"
+        _ct2_linear(layer.self_attention.linear[0], w, f"{p}.self_attn.qkv_proj")
+        _ct2_linear(layer.self_attention.linear[1], w, f"{p}.self_attn.out_proj")
+        _ct2_norm(layer.self_attention.layer_norm, w, f"{p}.res_self.norm")
+        for j, name in enumerate(("q_proj", "kv_proj", "out_proj")):                 # [W^K; W^V] fused
+            _ct2_linear(layer.attention.linear[j], w, f"{p}.cross_attn.{name}")
+        _ct2_norm(layer.attention.layer_norm, w, f"{p}.res_cross.norm")
+        _ct2_ffn(layer.ffn, w, p)
+    spec.decoder.projection.weight = w["out_proj.weight"]
+    pieces = [t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)]
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.register_file(str(t.vocab.src_file), EXPORT_SPM)
+    spec.register_file(str(info_file), INFO)
+    return spec
+
+
+def _ct2_linear(spec: Any, w: dict[str, Any], name: str) -> None:
+    spec.weight = w[f"{name}.weight"]
+    if f"{name}.bias" in w:
+        spec.bias = w[f"{name}.bias"]
+
+
+def _ct2_norm(spec: Any, w: dict[str, Any], name: str) -> None:
+    spec.gamma, spec.beta = w[f"{name}.weight"], w[f"{name}.bias"]
+
+
+def _ct2_ffn(spec: Any, w: dict[str, Any], prefix: str) -> None:
+    _ct2_linear(spec.linear_0, w, f"{prefix}.ffn.w1")
+    _ct2_linear(spec.linear_1, w, f"{prefix}.ffn.w2")
+    _ct2_norm(spec.layer_norm, w, f"{prefix}.res_ffn.norm")
 
 
 # --- Hugging Face -------------------------------------------------------------------------------------------------
@@ -280,33 +281,26 @@ def ours_layers(state: dict[str, torch.Tensor], side: str) -> list[int]:
 # --- the check -----------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Limits:
-    """aiayn's length rule (search.max_lengths) for the exported engines: a * source tokens + b, per sentence."""
-
-    a: float
-    b: int
-    positions: int
-
-    def of(self, n_src_tokens: int) -> int:
-        return max(1, min(self.positions - 1, math.floor(self.a * n_src_tokens + self.b)))
+def _limit_of(info: dict[str, Any]) -> Callable[[int], int]:
+    """aiayn's length rule (search.max_length) with the export's recorded settings, for the other engines."""
+    return lambda n: max_length(n, info["max_len_a"], info["max_len_b"], info["max_positions"])
 
 
-def _groups(lines: Sequence[str], lengths: Sequence[int], limits: _Limits) -> dict[int, list[int]]:
+def _groups(lines: Sequence[str], lengths: Sequence[int], limit: Callable[[int], int]) -> dict[int, list[int]]:
     """The non-blank lines' indices by their length limit (the engines take one limit per call)."""
     groups: dict[int, list[int]] = {}
     for i, (line, n) in enumerate(zip(lines, lengths, strict=True)):
         if line.strip():
-            groups.setdefault(limits.of(n), []).append(i)
+            groups.setdefault(limit(n), []).append(i)
     return groups
 
 
 def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -> list[str]:
-    """Translations back in input order, blank lines blank, each one line (as aiayn's Translator.detokenize)."""
+    """Translations back in input order, blank lines blank, each one line (as aiayn's)."""
     out = [""] * n
     for limit, idx in groups.items():
         for i, text in zip(idx, texts[limit], strict=True):
-            out[i] = text.replace("\n", " ").replace("\r", " ")
+            out[i] = one_line(text)
     return out
 
 
@@ -320,14 +314,14 @@ class CTranslate2Engine:
 
         out = Path(out)
         info = json.loads((out / INFO).read_text())
-        self.sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+        self.sp = spm.SentencePieceProcessor(model_file=str(out / EXPORT_SPM))
         self.translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type,
                                                  inter_threads=inter_threads, intra_threads=intra_threads)
-        self.limits, self.lenpen = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"]), info["lenpen"]
+        self.limit, self.lenpen = _limit_of(info), info["lenpen"]
 
     def translate(self, lines: Sequence[str], beam: int) -> list[str]:
         pieces = self.sp.Encode(list(lines), out_type=str)
-        groups = _groups(lines, [len(p) for p in pieces], self.limits)
+        groups = _groups(lines, [len(p) for p in pieces], self.limit)
         # every group submitted at once, so that CTranslate2's inter_threads decode them side by side
         pending = {limit: self.translator.translate_batch(
             [pieces[i] for i in idx], beam_size=beam, max_decoding_length=limit, length_penalty=self.lenpen,
@@ -352,8 +346,7 @@ def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[st
         warnings.filterwarnings("ignore", "Recommended: pip install sacremoses")
         tok = AutoTokenizer.from_pretrained(str(out))
     model = AutoModelForSeq2SeqLM.from_pretrained(str(out)).eval()
-    limits = _Limits(info["max_len_a"], info["max_len_b"], info["max_positions"])
-    groups = _groups(lines, [len(ids) - 1 for ids in tok(list(lines))["input_ids"]], limits)   # (EOS added)
+    groups = _groups(lines, [len(ids) - 1 for ids in tok(list(lines))["input_ids"]], _limit_of(info))  # (EOS added)
     texts: dict[int, list[str]] = {}
     for limit, idx in groups.items():
         texts[limit] = []
@@ -365,19 +358,28 @@ def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[st
     return _placed(len(lines), groups, texts)
 
 
+ENGINES: dict[str, Callable[[Path, Sequence[str], int], list[str]]] = {
+    "ctranslate2": ctranslate2_translate, "huggingface": huggingface_translate}
+REQUIRED_IDENTICAL = 0.99    # the share of greedy translations a float32 export must translate identically
+
+
 def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], refs: Sequence[str] | None = None,
           beams: Sequence[int] = (1, 4)) -> dict[str, Any]:
     """Translate ``lines`` with aiayn (fp32, CPU) and with the export in ``out``, greedy and beam 4. Per beam size:
     the identical lines (up to surrounding whitespace), and the BLEU of both against references ``refs`` (without
-    them, the export's BLEU against aiayn's own translations, 100 when identical) with their difference."""
+    them, the export's BLEU against aiayn's own translations, 100 when identical) with their difference.
+    ``passed``: at least :data:`REQUIRED_IDENTICAL` of the greedy translations are identical; an export with
+    quantized weights passes on any share (identity is expected of float32 exports only)."""
+    if fmt not in ENGINES:
+        raise ExportError(f"cannot check format {fmt!r}: expected one of {', '.join(ENGINES)}")
     out = Path(out)
+    quantization = json.loads((out / INFO).read_text()).get("quantization", "float32")
     aiayn = Translator.load(path, device="cpu", precision="fp32")
-    engine = ctranslate2_translate if fmt == "ctranslate2" else huggingface_translate
-    result: dict[str, Any] = {"format": fmt, "sentences": len(lines)}
+    result: dict[str, Any] = {"format": fmt, "sentences": len(lines), "quantization": quantization}
     lang = RunDir.locate(path)[0].target_language()
     for beam in beams:
         ours = aiayn.translate(lines, beam=beam)
-        theirs = engine(out, lines, beam)
+        theirs = ENGINES[fmt](out, lines, beam)
         # identical up to surrounding whitespace, which Hugging Face's tokenizer strips when it decodes
         same = sum(a.strip() == b.strip() for a, b in zip(ours, theirs, strict=True))
         r: dict[str, Any] = {"identical": same, "identical_share": same / max(1, len(lines))}
@@ -387,5 +389,6 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
             r["bleu_aiayn"], r["bleu_export"] = 100.0, score(theirs, ours, lang)["bleu"]
         r["bleu_difference"] = round(r["bleu_export"] - r["bleu_aiayn"], 2)
         result["greedy" if beam == 1 else f"beam{beam}"] = r
+    greedy = result.get("greedy", {}).get("identical_share", 1.0)
+    result["passed"] = quantization != "float32" or greedy >= REQUIRED_IDENTICAL
     return result
-

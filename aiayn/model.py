@@ -1,5 +1,5 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), §3, in the paper's order:
-Eq. (1) scaled dot-product attention (§3.2.1), multi-head attention (§3.2.2), the position-wise
+scaled dot-product attention (§3.2.1, Eq. (1): attention.py), multi-head attention (§3.2.2), the position-wise
 feed-forward network (§3.3), embeddings and softmax (§3.4), positional encoding (§3.5), then the
 encoder and decoder layers and stacks (§3.1) and the whole model (Figure 1).
 
@@ -8,8 +8,8 @@ Shape legend (batch-first everywhere):
     K d_k = d_v = D / H    F d_ff    V vocabulary    L layers
 
 Masks are boolean with True = "may attend"; rows with nothing to attend to give zeros, never NaN.
-What this file leaves to others: the fast attention kernels, masks and CPU dropout (attention.py),
-the incremental-decoding cache (cache.py), decoding strategies (search.py), the loss (loss.py).
+What this file leaves to others: Eq. (1) with its masks and fast kernels (attention.py), dropout
+(dropout.py), the incremental-decoding cache (cache.py), decoding strategies (search.py), the loss (loss.py).
 """
 
 from __future__ import annotations
@@ -20,44 +20,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .attention import Dropout, add_dropout, causal_mask, dropout, fast_attention, padding_mask
+from .attention import attention, fast_attention, padding_mask
 from .cache import DecoderCache, KeyValueCache
 from .config import ModelConfig
+from .dropout import Dropout, add_dropout
 
 __all__ = ["Transformer", "make_model", "attention", "AttentionMaps"]
 
 
 # --- §3.2.1 Scaled dot-product attention -----------------------------------------------------------------
-
-
-def attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False,
-    p_drop: float = 0.0, training: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """Eq. (1), written out: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
-
-    q (B, H, T, K), k and v (B, H, S, K); mask broadcastable to (B, H, T, S): bool with True = may attend,
-    or additive (0 = may attend, -inf = may not). ``causal``: query t may not see keys after t.
-    Returns the output (B, H, T, K) and the attention probabilities (B, H, T, S).
-    This explicit path returns the probabilities (for plots) and is the test oracle of the fast kernels
-    (attention.fast_attention), which compute the same numbers.
-    """
-    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5                      # (B, H, T, S)
-    if mask is not None and mask.is_floating_point():
-        scores, mask = scores + mask, mask > float("-inf")
-    allowed = mask
-    if causal:
-        T, S = scores.shape[-2:]
-        tri = causal_mask(T, S, q.device)                                        # (T, S)
-        allowed = tri if allowed is None else allowed & tri
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)                                        # over the keys
-    if allowed is not None:
-        # A row with no allowed key is all -inf -> NaN after softmax; the second fill makes it 0.
-        probs = probs.masked_fill(~allowed, 0.0)
-    probs = dropout(probs, p_drop, training)
-    return probs @ v, probs                                                      # (B, H, T, K), (B, H, T, S)
+#
+# Eq. (1), Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, is written out in attention.py as `attention`, beside
+# its masks and the fused kernels that compute the same numbers faster (`fast_attention`); it is re-exported here.
 
 
 # --- §3.2.2 Multi-head attention ---------------------------------------------------------------------------
@@ -210,7 +184,7 @@ class Residual(nn.Module):
         return self.norm(x) if self.pre_norm else x
 
     def after(self, x: Tensor, y: Tensor) -> Tensor:
-        x = add_dropout(x, y, self.dropout.p, self.training)       # x + Dropout(y), one pass (attention.py)
+        x = add_dropout(x, y, self.dropout.p, self.training)       # x + Dropout(y), one pass (dropout.py)
         return x if self.pre_norm else self.norm(x)
 
 

@@ -109,7 +109,7 @@ class RunDir:
         return Vocab.load(self.path)
 
     def has_vocab(self) -> bool:
-        return (self.path / "spm.model").is_file() or (self.path / "vocab.json").is_file()
+        return Vocab.stored_in(self.path)
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
 
@@ -133,6 +133,17 @@ class RunDir:
         """Delete all but the newest ``keep`` step checkpoints (0: keep them all)."""
         for old in self.step_checkpoints()[:-keep] if keep > 0 else []:
             shutil.rmtree(old, ignore_errors=True)
+
+    def average_last(self, n: int, out: str | Path | None = None, meta: dict[str, Any] | None = None,
+                     minimum: int = 1) -> list[Path]:
+        """Average the newest ``n`` step checkpoints into ``out`` (default: averaged/, which translate prefers);
+        fewer than ``minimum`` is an error. Returns the checkpoints averaged (paper §6.1)."""
+        steps = self.step_checkpoints()
+        if len(steps) < max(1, minimum):
+            raise ValueError(f"{self} has {len(steps)} step checkpoints; averaging needs at least {max(1, minimum)}")
+        chosen = steps[-n:]
+        checkpoint.average(chosen, out or self.averaged, {"step": self.step_of(chosen[-1]), **(meta or {})})
+        return chosen
 
     def can_resume(self) -> bool:
         return checkpoint.is_checkpoint(self.last)

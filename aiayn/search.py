@@ -15,6 +15,7 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,11 +38,17 @@ def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
+    """The longest output (tokens before EOS) allowed for a source sentence of ``n_src_tokens`` tokens (EOS not
+    counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
+    aiayn drives (export.py applies it to CTranslate2 and transformers too)."""
+    return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
+
+
 def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
-    """(B,) the longest output (tokens before EOS) allowed for each source sentence."""
-    n = (src != model.cfg.pad_id).sum(1) - 1                       # source tokens, EOS not counted
-    limit = (a * n.float() + b).floor().long()
-    return limit.clamp(min=1, max=model.cfg.max_positions - 1)
+    """(B,) :func:`max_length` of each source sentence of ``src`` (B, S), which ends with EOS and is padded."""
+    n = ((src != model.cfg.pad_id).sum(1) - 1).tolist()               # source tokens, EOS not counted
+    return torch.tensor([max_length(k, a, b, model.cfg.max_positions) for k in n], device=src.device)
 
 
 def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig, min_len: int = 0) -> Tensor:

@@ -19,12 +19,14 @@ FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
 # imported inside create_app so that the module loads without FastAPI) and needs them as objects, not strings.
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,12 +34,12 @@ from typing import Any
 
 import torch
 
+from .config import DecodeConfig
 from .runtime import resolve_workers
 from .translate import Translator
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-DECODE_FIELDS = ("beam", "lenpen", "nbest", "max_len_a", "max_len_b", "sampling", "temperature", "top_k", "top_p")
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,7 @@ class Metrics:
         self.tokens_per_s = Gauge("aiayn_target_tokens_per_second", "target tokens/s of the last model call",
                                   registry=self.registry)
         self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting for a model call", registry=self.registry)
+        self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
 
     def batch(self, lines: int, src_tokens: int, tgt_tokens: int, seconds: float) -> None:
         self.batch_lines.observe(lines)
@@ -214,38 +217,35 @@ class Metrics:
 # --- the app ----------------------------------------------------------------------------------------------------------
 
 
+def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
+    """The bodies of ``POST /translate`` and ``POST /attention`` as pydantic models (422 on anything else).
+
+    /translate's optional fields are the DecodeConfig fields marked ``per_request``, with their types and bounds
+    (config.setting); the server only adds its own cap on the beam (``max_beam``, which also caps nbest)."""
+    from pydantic import ConfigDict, Field, create_model
+
+    caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam}
+    hints = typing.get_type_hints(DecodeConfig)
+    options: dict[str, Any] = {}
+    for f in dataclasses.fields(DecodeConfig):
+        if f.metadata.get("per_request"):
+            bounds = {k: f.metadata[k] for k in ("ge", "gt", "le") if f.metadata.get(k) is not None}
+            if f.name in caps:
+                bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
+            options[f.name] = (hints[f.name] | None, Field(None, description=f.metadata["help"], **bounds))
+    strict = ConfigDict(extra="forbid", strict=True)
+    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **options)
+    attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
+                             beam=options["beam"])
+    return translate, attention
+
+
 def create_app(translator: Translator, cfg: ServeConfig | None = None, description: dict[str, Any] | None = None) -> Any:
     """The ASGI app serving ``translator``. ``description``: extra fields for /info (languages, checkpoint)."""
-    return _build(translator, cfg or ServeConfig(), description or {})
+    from fastapi import FastAPI
 
-
-def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]) -> Any:
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse, JSONResponse, Response
-    from fastapi.staticfiles import StaticFiles
-    from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-    metrics = Metrics()
-    state: dict[str, Any] = {}
-
-    class TranslateRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid", strict=True)
-        text: list[str]
-        beam: int | None = Field(None, ge=1, le=cfg.max_beam)
-        lenpen: float | None = Field(None, ge=0)
-        nbest: int | None = Field(None, ge=1, le=cfg.max_beam)
-        max_len_a: float | None = Field(None, ge=0)
-        max_len_b: int | None = Field(None, ge=0, le=1024)
-        sampling: bool | None = None
-        temperature: float | None = Field(None, gt=0)
-        top_k: int | None = Field(None, ge=0)
-        top_p: float | None = Field(None, gt=0, le=1)
-
-    class AttentionRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid", strict=True)
-        text: str = Field(max_length=cfg.max_chars)
-        beam: int | None = Field(None, ge=1, le=cfg.max_beam)
+    cfg = cfg or ServeConfig()
+    metrics, state = Metrics(), {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -261,17 +261,26 @@ def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]
             state.clear()
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
+    _errors_and_limits(app, cfg, metrics)
+    _translation_routes(app, translator, cfg, state)
+    _service_routes(app, translator, cfg, description or {}, state, metrics)
+    app.state.metrics = metrics
+    return app
 
-    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
+    """Errors as JSON, the body limit, the API key, and the request metrics, for every path."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, e: ServiceError) -> JSONResponse:
-        return error(e.status, e.message, e.headers)
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        return error(422, "; ".join(_describe(err) for err in e.errors()[:5]))
+        return JSONResponse({"error": "; ".join(_describe(err, ()) for err in e.errors()[:5])}, status_code=422)
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)     # inside guard: its 413s are counted
 
@@ -280,21 +289,36 @@ def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]
         """API key and metrics for every request."""
         t0, path = time.perf_counter(), request.url.path
         label = path if path in ("/translate", "/attention", "/health", "/info", "/metrics", "/") else "other"
-        response = _check_key(request, cfg) or await call_next(request)
+        busy = label in ("/translate", "/attention")
+        metrics.in_flight.inc(busy)
+        try:
+            response = _check_key(request, cfg) or await call_next(request)
+        finally:
+            metrics.in_flight.dec(busy)
         metrics.requests.labels(label, str(response.status_code)).inc()
         metrics.latency.labels(label).observe(time.perf_counter() - t0)
         return response
 
-    async def parse(request: Request, model: type[BaseModel]) -> Any:
-        """The body as JSON (whatever Content-Type says) validated by ``model``; 422 naming what is wrong."""
-        try:
-            return model.model_validate_json(await request.body())
-        except ValidationError as e:
-            raise ServiceError(422, "; ".join(_describe(err) for err in e.errors()[:5])) from None
+
+async def _parse(request: Any, model: Any) -> Any:
+    """The body as JSON (whatever Content-Type says) validated by ``model``; 422 naming what is wrong."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
+
+
+def _translation_routes(app: Any, translator: Translator, cfg: ServeConfig, state: dict[str, Any]) -> None:
+    """POST /translate and POST /attention."""
+    from fastapi import Request
+
+    TranslateRequest, AttentionRequest = request_models(cfg)
 
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
-        req = await parse(request, TranslateRequest)
+        req = await _parse(request, TranslateRequest)
         if len(req.text) > cfg.max_lines:
             raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
         for i, line in enumerate(req.text):
@@ -308,25 +332,31 @@ def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]
         if not req.text:
             return {"translations": []}
         hyps = await state["batcher"].translate(list(req.text), options)
-        nbest = options.get("nbest", 1)
         texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
-        if nbest > 1:
+        if options.get("nbest", 1) > 1:
             return {"translations": [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
                                      for ts, hs in zip(texts, hyps, strict=True)]}
         return {"translations": [ts[0] for ts in texts]}
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
-        req = await parse(request, AttentionRequest)
+        req = await _parse(request, AttentionRequest)
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
         options = {"beam": req.beam} if req.beam else {}
         return dict(await state["batcher"].attention(req.text, options))
 
+
+def _service_routes(app: Any, translator: Translator, cfg: ServeConfig, description: dict[str, Any],
+                    state: dict[str, Any], metrics: Metrics) -> None:
+    """GET /health, /info, /metrics, the page and its static files."""
+    from fastapi.responses import FileResponse, JSONResponse, Response
+    from fastapi.staticfiles import StaticFiles
+
     @app.get("/health")
     async def health() -> Any:
         if "batcher" not in state:
-            return error(503, "the model is not loaded yet")
+            return JSONResponse({"error": "the model is not loaded yet"}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/info")
@@ -345,8 +375,6 @@ def _build(translator: Translator, cfg: ServeConfig, description: dict[str, Any]
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.state.metrics = metrics
-    return app
 
 
 OPEN_PATHS = ("/health", "/")
@@ -408,12 +436,13 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _describe(err: Any) -> str:
+def _describe(err: Any, known: Iterable[str]) -> str:
+    """One pydantic error in words; ``known``: the request's fields, listed when an unknown one is sent."""
     where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the body"
     if err.get("type") == "json_invalid":
         return f"malformed JSON: {err.get('ctx', {}).get('error', err.get('msg'))}"
     if err.get("type") == "extra_forbidden":
-        return f"unknown field {where!r} (known: text, {', '.join(DECODE_FIELDS)})"
+        return f"unknown field {where!r} (known: {', '.join(known)})"
     return f"{where}: {err.get('msg')}"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -153,25 +154,7 @@ class Tokenizer:
         """
         if model_type not in ("bpe", "unigram"):
             raise ValueError(f"model_type={model_type!r}: expected 'bpe' or 'unigram'")
-        sample: list[str] = []
-        alphabet: set[str] = set()
-
-        def stream() -> Iterator[str]:
-            for line in sentences:
-                if len(sample) < 20_000:
-                    sample.append(line)
-                    alphabet.update(line)
-                if line:
-                    yield line
-
-        if character_coverage is None:
-            # peek at the start of the corpus to choose the coverage
-            it = iter(stream())
-            head = [line for _, line in zip(range(20_000), it, strict=False)]
-            character_coverage = 0.9995 if len(alphabet) > 1000 else 1.0
-            lines: Iterable[str] = _chain(head, it)
-        else:
-            lines = stream()
+        lines, character_coverage = _with_coverage(sentences, character_coverage)
         model = io.BytesIO()
         try:
             spm.SentencePieceTrainer.Train(
@@ -183,17 +166,7 @@ class Tokenizer:
                 minloglevel=2,
             )
         except RuntimeError as e:
-            msg = str(e)
-            limit = re.search(r"value <= (\d+)", msg)
-            if "Vocabulary size too high" in msg:
-                most = f"at most {limit.group(1)} pieces can be learned from it" if limit else msg.strip()
-                raise ValueError(f"--vocab-size {vocab_size} is too large for this corpus: {most}; "
-                                 "choose a smaller --vocab-size") from None
-            small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
-            if small:
-                raise ValueError(f"--vocab-size {vocab_size} is too small: the characters and 256 byte pieces alone "
-                                 f"need {small.group(2)}; raise --vocab-size or lower --character-coverage") from None
-            raise ValueError(f"SentencePiece training failed: {msg.strip()}") from None
+            raise _training_error(str(e), vocab_size) from None
         Path(out_path).write_bytes(model.getvalue())
         tok = Tokenizer(out_path)
         assert tok.ids.identity
@@ -202,9 +175,29 @@ class Tokenizer:
         return tok
 
 
-def _chain(head: list[str], rest: Iterator[str]) -> Iterator[str]:
-    yield from head
-    yield from rest
+def _with_coverage(sentences: Iterable[str], coverage: float | None) -> tuple[Iterator[str], float]:
+    """The non-empty sentences, and the character coverage: as given, or 1.0 for alphabetic text and 0.9995 when
+    the first 20,000 sentences hold more than 1,000 distinct characters (CJK), read ahead to decide."""
+    lines = (line for line in sentences if line)
+    if coverage is not None:
+        return lines, coverage
+    head = list(itertools.islice(lines, 20_000))
+    alphabet = set().union(*head)
+    return itertools.chain(head, lines), 0.9995 if len(alphabet) > 1000 else 1.0
+
+
+def _training_error(msg: str, vocab_size: int) -> ValueError:
+    """SentencePiece's training errors in terms of aiayn's options."""
+    limit = re.search(r"value <= (\d+)", msg)
+    if "Vocabulary size too high" in msg:
+        most = f"at most {limit.group(1)} pieces can be learned from it" if limit else msg.strip()
+        return ValueError(f"--vocab-size {vocab_size} is too large for this corpus: {most}; choose a smaller "
+                          "--vocab-size")
+    small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
+    if small:
+        return ValueError(f"--vocab-size {vocab_size} is too small: the characters and 256 byte pieces alone need "
+                          f"{small.group(2)}; raise --vocab-size or lower --character-coverage")
+    return ValueError(f"SentencePiece training failed: {msg.strip()}")
 
 
 # Names under which tokenizers made elsewhere spell their special pieces (BERT, RoBERTa/BART, T5, GPT styles).
@@ -269,6 +262,13 @@ def load_tokenizer(path: str | Path) -> AnyTokenizer:
 VOCAB_FILE = "vocab.json"
 
 
+def stored_name(side: str | None, kind: str = "sentencepiece") -> str:
+    """The name a directory gives a tokenizer file: ``spm.model`` (joint SentencePiece), ``spm.src.model`` /
+    ``spm.tgt.model`` (one per side, ``side`` "src" or "tgt"), ``tokenizer[.src|.tgt].json`` (tokenizers files)."""
+    stem, suffix = ("tokenizer", ".json") if kind == "tokenizers" else ("spm", ".model")
+    return f"{stem}{suffix}" if side is None else f"{stem}.{side}{suffix}"
+
+
 @dataclass
 class Vocab:
     """The source and target tokenizers of a model, and the files they came from (the same one when joint)."""
@@ -299,7 +299,7 @@ class Vocab:
         d = Path(directory)
         spec = d / VOCAB_FILE
         if not spec.is_file():
-            return cls.from_files(d / "spm.model")
+            return cls.from_files(d / stored_name(None))
         try:
             names = json.loads(spec.read_text(encoding="utf-8"))
             src, tgt = str(names["src"]), str(names["tgt"])
@@ -314,14 +314,18 @@ class Vocab:
         """Copy the tokenizer files into ``directory`` under standard names, and write ``vocab.json``."""
         d = Path(directory)
         names = {}
-        for side, f in (("src", self.src_file), ("tgt", self.tgt_file)):
-            suffix = ".json" if f.suffix == ".json" else ".model"
-            stem = "tokenizer" if suffix == ".json" else "spm"
-            names[side] = f"{stem}{suffix}" if self.joint else f"{stem}.{side}{suffix}"
+        for side, f, tok in (("src", self.src_file, self.src), ("tgt", self.tgt_file, self.tgt)):
+            names[side] = stored_name(None if self.joint else side, tok.kind)
             target = d / names[side]
             if f.resolve() != target.resolve():
                 shutil.copyfile(f, target)
         (d / VOCAB_FILE).write_text(json.dumps(names, indent=2) + "\n")
+
+    @staticmethod
+    def stored_in(directory: str | Path) -> bool:
+        """Whether ``directory`` holds a vocabulary (:meth:`load` would find one)."""
+        d = Path(directory)
+        return (d / VOCAB_FILE).is_file() or (d / stored_name(None)).is_file()
 
     def digest(self) -> str:
         """A hash of the tokenizer files and which side uses which: equal digests tokenize alike."""

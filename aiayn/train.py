@@ -34,6 +34,7 @@ from .loss import SequenceLoss
 from .metrics import MetricsLog
 from .model import Transformer
 from .optim import cooldown_factor, make_optimizer, noam_lr
+from .precision import autocast
 from .rundir import RunDir
 from .runtime import eval_mode, resolve_device
 from .translate import detokenize, translate_ids
@@ -95,6 +96,15 @@ class TrainStep:
         self.device, self.precision, self.dist = device, precision, dist
         self.scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
+    @classmethod
+    def build(cls, model: Transformer, optimizer: torch.optim.Optimizer, cfg: TrainConfig, device: torch.device,
+              precision: str, dist: Distributed) -> TrainStep:
+        """The step with its loss (:class:`SequenceLoss`, compiled if ``cfg.compile``, wrapped for data parallelism)."""
+        loss_fn: torch.nn.Module = SequenceLoss(model, cfg.label_smoothing, cfg.loss_chunk_tokens)
+        if cfg.compile:
+            loss_fn = torch.compile(loss_fn, dynamic=True)  # type: ignore[assignment]
+        return cls(dist.wrap(loss_fn, device), model, optimizer, cfg, device, precision, dist)
+
     def __call__(self, batches: list[Batch], lr: float) -> StepStats:
         try:
             return self._update(batches, lr)
@@ -115,7 +125,7 @@ class TrainStep:
         for i, batch in enumerate(batches):
             b = batch.to(self.device)
             with self.dist.no_sync(self.loss_fn, sync=i == len(batches) - 1):
-                with precision.autocast(self.device, self.precision):
+                with autocast(self.device, self.precision):
                     loss, nll = self.loss_fn(b.src, b.tgt_in, b.tgt_out)
                 self.scaler.scale(loss * (self.dist.world / tokens)).backward()
             loss_sum += float(loss.detach())
@@ -145,10 +155,10 @@ class TrainStep:
 # --- validation -----------------------------------------------------------------------------------------------------
 
 
-def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, mixed: str,
+def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, precision: str,
              hypotheses: Path | None = None) -> dict[str, float]:
     """Teacher-forced loss and perplexity on the validation split, and greedy-decoding BLEU (``valid_bleu``),
-    with ``model`` in eval mode under ``mixed`` autocast precision. BLEU is over at most ``valid_max_sentences``
+    with ``model`` in eval mode, autocast to ``precision`` (fp32, bf16 or fp16). BLEU is over at most ``valid_max_sentences``
     lines: a subset drawn with the run's seed, the same at every validation (the loss is always over all of
     them); its translations are written to ``hypotheses`` (one per line, in the order of the validation file)."""
     t0 = time.perf_counter()
@@ -158,7 +168,7 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
     sampler = TokenBatchSampler(src.lengths[fits] + 1, tgt.lengths[fits] + 1, cfg.train.max_tokens, shuffle=False)
     loss = nll = 0.0
     tokens = 0
-    with eval_mode(model), torch.no_grad(), precision.autocast(device, mixed):
+    with eval_mode(model), torch.no_grad(), autocast(device, precision):
         loss_fn = SequenceLoss(model, cfg.train.label_smoothing, cfg.train.loss_chunk_tokens)
         for idx in sampler.epoch_batches(0):
             b = collate(src, tgt, fits[idx]).to(device)
@@ -169,9 +179,9 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
     if cfg.train.valid_bleu:
         chosen = bleu_subset(len(src), cfg.train.valid_max_sentences, cfg.train.seed)
         greedy = dataclasses.replace(cfg.decode, beam=1, nbest=1, sampling=False)
-        hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, mixed)
+        hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, precision)
         text = detokenize(data.vocab(), [h[0].tokens for h in hyps])
-        all_refs = data.raw("valid", "tgt").read_text(encoding="utf-8").split("\n")
+        all_refs = data.raw_lines("valid", "tgt")
         s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)
         out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"],
                     "valid_bleu_sentences": len(chosen)})
@@ -210,11 +220,7 @@ class Trainer:
         torch.manual_seed(t.seed + self.dist.rank)
         self.model = Transformer(self.cfg.model).to(self.device)
         self.optimizer = make_optimizer(self.model.parameters(), t, self.device)
-        loss_fn: torch.nn.Module = SequenceLoss(self.model, t.label_smoothing, t.loss_chunk_tokens)
-        if t.compile:
-            loss_fn = torch.compile(loss_fn, dynamic=True)  # type: ignore[assignment]
-        self.train_step = TrainStep(self.dist.wrap(loss_fn, self.device), self.model, self.optimizer, t, self.device,
-                                    self.precision, self.dist)
+        self.train_step = TrainStep.build(self.model, self.optimizer, t, self.device, self.precision, self.dist)
         self.train_src, self.train_tgt = self.data.split("train")
         self.sampler = TokenBatchSampler(self.train_src.lengths + 1, self.train_tgt.lengths + 1, t.max_tokens,
                                          seed=t.seed, rank=self.dist.rank, world=self.dist.world)
@@ -225,43 +231,18 @@ class Trainer:
         self._last_tick = 0.0
         self._bad_updates = 0          # skipped updates in a row
 
-    def _start(self) -> None:
-        """Write (rank 0) the run directory's description, then resume from last/ if there is one."""
-        if self.dist.main:
-            if self.run.path.is_dir():
-                remove_debris(self.run.path)      # what a crash in the middle of a save left
-            info = {"data_dir": str(self.data.path.resolve()), "src": self.data.src, "tgt": self.data.tgt,
-                    "data_hash": self.data.manifest["hash"],   # and what a fine-tuning run started from (kept on resume)
-                    "init_from": str(self.init_from) if self.init_from else self.run.data_info().get("init_from")}
-            self.run.create(self.cfg, self.data.vocab(), {k: v for k, v in info.items() if v is not None})
-        if self.run.can_resume():
-            checkpoint.load_weights(self.model, self.run.last)
-            saved = checkpoint.load_training_state(self.run.last, self.optimizer, self.dist.rank)
-            self.state = TrainState(**{k: saved[k] for k in dataclasses.asdict(TrainState()) if k in saved})
-            if self.state.world != self.dist.world:
-                raise ValueError(f"{self.run} was trained with {self.state.world} process(es) and is resumed with "
-                                 f"{self.dist.world}: the data position depends on the number of processes. Resume "
-                                 f"it with {self.state.world} (torchrun --nproc_per_node {self.state.world}), or start "
-                                 "a new run from its weights with --init-from")
-            log.info("resuming %s from step %d (epoch %d, batch %d)", self.run, self.state.step, self.state.epoch,
-                     self.state.position)
-        elif self.init_from:
-            checkpoint.load_weights(self.model, self.init_from)
-            log.info("initialized from %s (fresh optimizer and schedule)", self.init_from)
-        if self.dist.main:
-            n = sum(p.numel() for p in self.model.parameters())
-            log.info("model: %s parameters (%s); %s on %s; %d train pairs in %d batches per epoch",
-                     f"{n:,}", _describe(self.cfg), self.precision, self.device, len(self.train_src), len(self.sampler))
-
-    # -- the loop ---------------------------------------------------------------------------------------------------
-
     def train(self) -> TrainState:
         """Train until a limit (steps, epochs, minutes), early stopping or a signal; always leaves last/ saved."""
         t = self.cfg.train
-        self._start()
+        if self.dist.main:
+            _write_run_dir(self.run, self.data, self.cfg, self.init_from)
+        self.state = _resume_or_start(self.run, self.model, self.optimizer, self.dist, self.init_from) or self.state
+        if self.dist.main:
+            log.info("model: %s parameters (%s); %s on %s; %d train pairs in %d batches per epoch",
+                     f"{sum(p.numel() for p in self.model.parameters()):,}", _describe(self.cfg), self.precision,
+                     self.device, len(self.train_src), len(self.sampler))
         restore = _on_stop_signals(self._stop) if self.dist.main else (lambda: None)
-        total = t.max_steps or (len(self.sampler) // t.update_freq * t.max_epochs if t.max_epochs else None)
-        self.metrics.start(total, self.state.step)
+        self.metrics.start(t.max_steps or (len(self.sampler) // t.update_freq * t.max_epochs or None), self.state.step)
         self.model.train()
         self._last_tick = time.perf_counter()
         try:
@@ -271,7 +252,7 @@ class Trainer:
                     self._end_epoch()
                     continue
                 group = batches[self.state.position : self.state.position + t.update_freq]
-                self._update([collate(self.train_src, self.train_tgt, idx) for idx in group], len(batches))
+                self._step([collate(self.train_src, self.train_tgt, idx) for idx in group], len(batches))
                 with self.metrics.paused():
                     if self.state.step % t.valid_every_steps == 0:
                         self._validate()
@@ -284,57 +265,38 @@ class Trainer:
         self._finish()
         return self.state
 
-    def _update(self, batches: list[Batch], per_epoch: int) -> None:
+    def _step(self, batches: list[Batch], per_epoch: int) -> None:
         """One update through :class:`TrainStep`, then the state, the clock and the metrics log."""
-        lr = self.lr(self.state.step + 1)
+        lr = rate(self.cfg, self.state, per_epoch)
         try:
             stats = self.train_step(batches, lr)
         except _StepFailed as e:
             raise TrainingError(f"{e.what} at step {self.state.step + 1}; stopping. {e.advice}. The last good "
                                 f"checkpoint is intact in {self.run.last}") from None
+        self.state.position += len(batches)           # skipped batches are passed over, not retried
+        self._bad_updates = self._bad_updates + 1 if stats.skipped else 0
         if stats.skipped:
-            self.state.position += len(batches)       # those batches are passed over, not retried
-            self._bad_updates += 1
-            limit = self.cfg.train.max_bad_updates
-            log.warning("update %d skipped: %s (%d in a row; the run stops at %d)", self.state.step + 1,
-                        stats.skipped, self._bad_updates, limit)
-            if self._bad_updates >= limit:
-                raise TrainingError(f"{stats.skipped} in {limit} updates in a row at step {self.state.step + 1}; "
-                                    "stopping. Try a smaller lr_factor, a longer warmup, clip_norm=1, or "
-                                    f"precision=fp32. The last good checkpoint is intact in {self.run.last}")
+            _check_bad_updates(stats.skipped, self._bad_updates, self.cfg.train.max_bad_updates, self.state.step + 1,
+                               self.run.last)
             return
-        self._bad_updates = 0
-        self.state.step += 1
-        self.state.position += len(batches)
-        self.state.tgt_tokens += stats.all_tgt_tokens
+        self.state.step, self.state.tgt_tokens = self.state.step + 1, self.state.tgt_tokens + stats.all_tgt_tokens
         now = time.perf_counter()
-        self.state.seconds += now - self._last_tick
-        self._last_tick = now
+        self.state.seconds, self._last_tick = self.state.seconds + now - self._last_tick, now
         if self.cfg.train.max_minutes:   # one clock for all processes: they must stop (and cool down) together
             self.state.seconds = self.dist.from_main(self.state.seconds, self.device)
         self.metrics.update(step=self.state.step, epoch=self.state.epoch + self.state.position / max(1, per_epoch),
                             loss=stats.loss, nll=stats.nll, tgt_tokens=stats.tgt_tokens, src_tokens=stats.src_tokens,
                             grad_norm=stats.grad_norm, lr=lr, elapsed=self.state.seconds)
 
-    def lr(self, step: int) -> float:
-        """The rate for update ``step``: §5.3 times the cooldown multiplier (1 without a cooldown)."""
-        t = self.cfg.train
-        per_epoch = len(self.sampler.epoch_batches(self.state.epoch))          # cached for the current epoch
-        return (noam_lr(step, self.cfg.model.d_model, t.warmup, t.lr_factor)
-                * cooldown_factor(progress(t, self.state, per_epoch), t.cooldown))
-
     def _stop(self, reason: str) -> None:
         self._signal = reason
 
     def _end_epoch(self) -> None:
-        self.state.epoch += 1
-        self.state.position = 0
+        self.state.epoch, self.state.position = self.state.epoch + 1, 0
         t = self.cfg.train
         if t.valid_each_epoch and self.state.step % t.valid_every_steps != 0:   # not just validated at this step
             with self.metrics.paused():
                 self._validate()
-
-    # -- validation, checkpoints -------------------------------------------------------------------------------------
 
     def _validate(self) -> None:
         """Validate on rank 0, keep best/, decide on early stopping; every process learns whether to stop."""
@@ -342,53 +304,109 @@ class Trainer:
             metrics = validate(self.model, self.data, self.cfg, self.device, self.precision,
                                self.run.valid_hypotheses(self.state.step))
             self.metrics.validation(self.state.step, self.state.epoch, metrics)
-            key = self.cfg.train.early_stop_metric if self.cfg.train.early_stop_metric in metrics else "valid_loss"
-            value, best = metrics[key], self.state.best
-            if best is None or (value > best if key == "valid_bleu" else value < best):
-                self.state.best, self.state.bad_validations = value, 0
-                checkpoint.save(self.run.best, self.model, self._meta(metrics))
-            else:
-                self.state.bad_validations += 1
-                if self.cfg.train.patience and self.state.bad_validations >= self.cfg.train.patience:
-                    self.stop_reason = f"early stop: {key} did not improve for {self.cfg.train.patience} validations"
+            improved, stop = judge(self.state, metrics, self.cfg.train)
+            if improved:
+                checkpoint.save(self.run.best, self.model, _meta(self.state, metrics))
+            self.stop_reason = self.stop_reason or stop
         if self.dist.from_main(1.0 if self.stop_reason else 0.0, self.device) and not self.stop_reason:
             self.stop_reason = "early stop (rank 0)"
 
-    def _meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {"step": self.state.step, "epoch": self.state.epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                **(extra or {})}
-
     def save(self) -> None:
-        """Write last/ (resumable) and a step checkpoint (weights); keep the newest ``keep_last`` of those. Called by
-        every process (they hand rank 0 their generator states); rank 0 writes. A write that fails (a full disk,
-        ...) stops the run with the previous checkpoint intact (atomic.py)."""
-        states = checkpoint.rng_state()
-        rngs = [{k: g for k, g in zip(states, gathered, strict=True)}
-                for gathered in zip(*(self.dist.gather(v) for v in states.values()), strict=True)]
-        if not self.dist.main:
-            return
-        try:
-            checkpoint.save(self.run.last, self.model, self._meta(), self.optimizer, dataclasses.asdict(self.state),
-                            rngs)
-            checkpoint.save(self.run.step_dir(self.state.step), self.model, self._meta())
-        except OSError as e:
-            raise TrainingError(f"cannot write the checkpoint of step {self.state.step} ({e}); stopping. The previous "
-                                f"checkpoint in {self.run.last} is intact: free the space (or fix the permissions) and "
-                                "re-run the same command to resume from it") from None
-        self.run.prune_steps(self.cfg.train.keep_last)
+        """Write last/ (resumable) and a step checkpoint, keeping the newest ``keep_last`` (:func:`save_checkpoints`;
+        every process calls it, rank 0 writes)."""
+        save_checkpoints(self.run, self.model, self.optimizer, self.state, self.dist, self.cfg.train.keep_last)
 
     def _finish(self) -> None:
-        t = self.cfg.train
         self.save()
         if self.dist.main:
             log.info("%s at step %d (epoch %d, %.1f min)", self.stop_reason, self.state.step, self.state.epoch,
                      self.state.seconds / 60)
-            if t.average_last > 1:
-                chosen = checkpoint.average_last(self.run, t.average_last, meta=self._meta({"stop": self.stop_reason}))
+            if self.cfg.train.average_last > 1:
+                chosen = self.run.average_last(self.cfg.train.average_last,
+                                               meta=_meta(self.state, {"stop": self.stop_reason}))
                 log.info("averaged the last %d checkpoints into %s", len(chosen), self.run.averaged)
         self.metrics.close()
         self.dist.barrier()
 
+
+# --- the run directory: its description, resuming, checkpoints -------------------------------------------------------
+
+
+def _write_run_dir(run: RunDir, data: DataDir, cfg: RunConfig, init_from: Path | None) -> None:
+    """Clean up what a crash in the middle of a save left, and write (or refresh) the run's description."""
+    if run.path.is_dir():
+        remove_debris(run.path)
+    info = {"data_dir": str(data.path.resolve()), "src": data.src, "tgt": data.tgt, "data_hash": data.manifest["hash"],
+            # and what a fine-tuning run started from (kept on resume)
+            "init_from": str(init_from) if init_from else run.data_info().get("init_from")}
+    run.create(cfg, data.vocab(), {k: v for k, v in info.items() if v is not None})
+
+
+def _resume_or_start(run: RunDir, model: Transformer, optimizer: torch.optim.Optimizer, dist: Distributed,
+                     init_from: Path | None) -> TrainState | None:
+    """The state of the run resumed from last/ (weights, optimizer, this process's generators), or None for a new
+    run (whose weights come from ``init_from`` when it is fine-tuning)."""
+    if not run.can_resume():
+        if init_from:
+            checkpoint.load_weights(model, init_from)
+            log.info("initialized from %s (fresh optimizer and schedule)", init_from)
+        return None
+    checkpoint.load_weights(model, run.last)
+    saved = checkpoint.load_training_state(run.last, optimizer, dist.rank)
+    state = TrainState(**{k: saved[k] for k in dataclasses.asdict(TrainState()) if k in saved})
+    if state.world != dist.world:
+        raise ValueError(f"{run} was trained with {state.world} process(es) and is resumed with {dist.world}: the data "
+                         f"position depends on the number of processes. Resume it with {state.world} (torchrun "
+                         f"--nproc_per_node {state.world}), or start a new run from its weights with --init-from")
+    log.info("resuming %s from step %d (epoch %d, batch %d)", run, state.step, state.epoch, state.position)
+    return state
+
+
+def save_checkpoints(run: RunDir, model: Transformer, optimizer: torch.optim.Optimizer, state: TrainState,
+                     dist: Distributed, keep_last: int) -> None:
+    """Write last/ (resumable: weights, Adam, every process's generators, the data position) and a step checkpoint
+    (weights); keep the newest ``keep_last`` of those. Called by every process (they hand rank 0 their generator
+    states); rank 0 writes. A write that fails (a full disk, ...) stops the run with the previous checkpoint intact."""
+    states = checkpoint.rng_state()
+    rngs = [{k: g for k, g in zip(states, gathered, strict=True)}
+            for gathered in zip(*(dist.gather(v) for v in states.values()), strict=True)]
+    if not dist.main:
+        return
+    try:
+        checkpoint.save(run.last, model, _meta(state), optimizer, dataclasses.asdict(state), rngs)
+        checkpoint.save(run.step_dir(state.step), model, _meta(state))
+    except OSError as e:
+        raise TrainingError(f"cannot write the checkpoint of step {state.step} ({e}); stopping. The previous "
+                            f"checkpoint in {run.last} is intact: free the space (or fix the permissions) and "
+                            "re-run the same command to resume from it") from None
+    run.prune_steps(keep_last)
+
+
+def judge(state: TrainState, metrics: dict[str, float], t: TrainConfig) -> tuple[bool, str | None]:
+    """After a validation: whether it is the best so far (``state.best`` updated), and why to stop early (or None).
+    ``early_stop_metric`` decides (valid_loss when BLEU is off); ``patience`` validations without improvement stop."""
+    key = t.early_stop_metric if t.early_stop_metric in metrics else "valid_loss"
+    value, best = metrics[key], state.best
+    if best is None or (value > best if key == "valid_bleu" else value < best):
+        state.best, state.bad_validations = value, 0
+        return True, None
+    state.bad_validations += 1
+    if t.patience and state.bad_validations >= t.patience:
+        return False, f"early stop: {key} did not improve for {t.patience} validations"
+    return False, None
+
+
+def _meta(state: TrainState, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"step": state.step, "epoch": state.epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})}
+
+
+def _check_bad_updates(why: str, in_a_row: int, limit: int, step: int, last: Path) -> None:
+    """Warn about a skipped update; stop the run when ``limit`` were skipped in a row."""
+    log.warning("update %d skipped: %s (%d in a row; the run stops at %d)", step, why, in_a_row, limit)
+    if in_a_row >= limit:
+        raise TrainingError(f"{why} in {limit} updates in a row at step {step}; stopping. Try a smaller lr_factor, a "
+                            f"longer warmup, clip_norm=1, or train.precision=fp32. The last good checkpoint is intact "
+                            f"in {last}")
 
 
 def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
@@ -439,6 +457,13 @@ def _model_diff(old: ModelConfig, new: ModelConfig, where: str, ignore: frozense
     """The model fields that differ, listed for an error message ("" when none)."""
     return ", ".join(f"{k}: {getattr(old, k)!r} {where}, {getattr(new, k)!r} now" for k in old.to_dict()
                      if k not in ignore and getattr(old, k) != getattr(new, k))
+
+
+def rate(cfg: RunConfig, state: TrainState, per_epoch: int) -> float:
+    """The rate of the next update (step ``state.step + 1``): §5.3 times the cooldown multiplier (1 without one)."""
+    t = cfg.train
+    return (noam_lr(state.step + 1, cfg.model.d_model, t.warmup, t.lr_factor)
+            * cooldown_factor(progress(t, state, per_epoch), t.cooldown))
 
 
 def progress(t: TrainConfig, state: TrainState, per_epoch: int) -> float:

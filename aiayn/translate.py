@@ -21,6 +21,7 @@ import torch
 from . import precision
 from .config import DecodeConfig, from_dict
 from .model import Transformer
+from .precision import autocast
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, beam_search, greedy, sample
@@ -46,12 +47,12 @@ def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
 
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
-    autocast: str = "fp32", generator: torch.Generator | None = None,
+    precision: str = "fp32", generator: torch.Generator | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
-    whoever made it, as :class:`Translator` does); ``autocast``: a mixed precision to run its fp32 weights in
+    whoever made it, as :class:`Translator` does); ``precision``: a training precision to autocast its fp32 weights to
     (validation during training, see precision.py).
     """
     cfg = model.cfg
@@ -67,7 +68,7 @@ def translate_ids(
         for row, i in enumerate(batch):
             src[row, : len(seqs[i])] = torch.tensor(seqs[i])
         src = src.to(device)
-        with precision.autocast(device, autocast):   # thread-local: entered by the thread that decodes
+        with autocast(device, precision):   # thread-local: entered by the thread that decodes
             if decode.sampling:
                 return [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
                                             generator=generator, **args)]  # type: ignore[arg-type]
@@ -86,9 +87,14 @@ def translate_ids(
     return results
 
 
+def one_line(text: str) -> str:
+    """A translation is one line: line breaks a decoder produced become spaces (N lines in, N lines out)."""
+    return text.replace("\n", " ").replace("\r", " ")
+
+
 def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
-    """Target ids -> text, one line each: a translation is one line, so no newline may come out of the decoder."""
-    return [t.replace("\n", " ").replace("\r", " ") for t in vocab.tgt.decode(token_lists)]
+    """Target ids -> text, one line each (:func:`one_line`)."""
+    return [one_line(t) for t in vocab.tgt.decode(token_lists)]
 
 
 class Translator:

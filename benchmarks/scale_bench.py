@@ -67,7 +67,7 @@ def measure(pairs: int, minutes: float, work: Path) -> dict:
     subprocess.run([sys.executable, "-m", "aiayn", "train", "--data", str(data), "--out", str(run), "--preset", "small",
                     "--set", f"max_minutes={minutes}", "max_tokens=4096", "valid_every_steps=1000000",
                     "valid_each_epoch=false", "save_every_steps=1000000", "log_every_steps=10", "tensorboard=false",
-                    "precision=fp32"], capture_output=True, text=True, check=True)
+                    "train.precision=fp32"], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "peak_rss_mb" in r]

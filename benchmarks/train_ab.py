@@ -30,7 +30,7 @@ def train_once(pkg: str, path: str, data: Path, out: Path, a: argparse.Namespace
     cmd = [sys.executable, "-c", RUNNER.format(path=path, pkg=pkg), "train", "--data", str(data), "--out", str(out),
            "--preset", a.preset, "--max-steps", str(a.steps), "--set", "valid_every_steps=1000000",
            "save_every_steps=1000000", "valid_each_epoch=false", "log_every_steps=5", "tensorboard=false",
-           f"max_tokens={a.max_tokens}", f"precision={a.precision}", "average_last=0"]
+           f"max_tokens={a.max_tokens}", f"train.precision={a.precision}", "average_last=0"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return statistics.median([r["tgt_tokens_per_s"] for r in records if "loss" in r][1:])

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from safetensors.torch import load_file
 
@@ -64,16 +65,68 @@ def _actual_imports(path: Path) -> dict[str, str]:
     return found
 
 
-def test_every_module_imports_only_what_docs_architecture_allows() -> None:
+def test_every_module_imports_exactly_what_docs_architecture_says() -> None:
     rules = _documented_rules()
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert set(rules) == modules, f"docs/architecture.md lists {sorted(set(rules) ^ modules)} wrongly"
     for name in sorted(modules):
-        allowed = rules[name]
-        for dep, how in _actual_imports(PACKAGE / f"{name}.py").items():
+        allowed, actual = rules[name], _actual_imports(PACKAGE / f"{name}.py")
+        for dep, how in actual.items():
             assert dep in allowed, f"{name}.py imports {dep}, which docs/architecture.md does not allow"
-            if allowed[dep]:
-                assert how == allowed[dep], f"{name}.py imports {dep} {how or 'at module level'}, not {allowed[dep]}"
+            assert how == allowed[dep], f"{name}.py imports {dep} {how or 'at module level'}, not {allowed[dep]}"
+        unused = set(allowed) - set(actual)
+        assert not unused, f"docs/architecture.md says {name}.py imports {sorted(unused)}, which it does not"
+
+
+def test_no_import_cycles() -> None:
+    """Not even through an import inside a function or for type annotations only."""
+    rules = _documented_rules()
+
+    def visit(name: str, path: list[str]) -> None:
+        for dep in rules[name]:
+            assert dep not in path, f"import cycle: {' -> '.join([*path, name, dep])}"
+            visit(dep, [*path, name])
+
+    for name in rules:
+        visit(name, [])
+
+
+def _functions_and_classes() -> list[tuple[int, str, str]]:
+    found = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                kind = "class" if isinstance(node, ast.ClassDef) else "function"
+                found.append((node.end_lineno - node.lineno + 1, kind, f"{path.name}:{node.lineno} {node.name}"))  # type: ignore[operator]
+    return found
+
+
+def test_functions_and_classes_stay_short() -> None:
+    """STYLE.md: split a function past ~60 lines or a class past ~150 where a reader would pause."""
+    for lines, kind, where in _functions_and_classes():
+        assert lines <= (60 if kind == "function" else 150), f"{kind} {where} is {lines} lines long"
+
+
+def _spelled_outside(allowed: dict[str, set[str]]) -> list[str]:
+    """Places where a string constant equal to a key of ``allowed`` appears outside the modules allowed for it."""
+    wrong = []
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in allowed \
+                    and path.name not in allowed[node.value]:
+                wrong.append(f"{path.name}:{node.lineno} {node.value!r}")
+    return wrong
+
+
+def test_only_data_py_and_tokenizer_py_spell_data_directory_paths() -> None:
+    """A data directory's layout is DataDir's (data.py), its tokenizer files tokenizer.py's; a CTranslate2 export
+    keeps its SentencePiece model under a name of its own (export.EXPORT_SPM), and transformers' MarianTokenizer
+    reads a vocab.json of its own."""
+    owners = {"manifest.json": {"data.py"}, "vocab.json": {"tokenizer.py", "export.py"},
+              "spm.model": {"tokenizer.py", "export.py"},
+              "spm.src.model": {"tokenizer.py"}, "spm.tgt.model": {"tokenizer.py"}}
+    assert _spelled_outside(owners) == []
+    assert (PACKAGE / "export.py").read_text().count('"spm.model"') == 1
 
 
 def test_only_rundir_spells_run_directory_paths() -> None:
@@ -221,7 +274,7 @@ def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.
     with pytest.raises(SystemExit):
         main(["translate", "--model", str(legacy / "run"), "--precision", "fp8"])
     assert "invalid choice: 'fp8'" in capsys.readouterr().err
-    assert main(["train", "--data", "d", "--out", str(legacy / "x"), "--set", "precision=int8"]) == 2
+    assert main(["train", "--data", "d", "--out", str(legacy / "x"), "--set", "train.precision=int8"]) == 2
     assert "int8 is for translation" in capsys.readouterr().err
 
 
@@ -255,7 +308,7 @@ def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Pat
     try:
         torch.set_num_threads(1)
         Translator.load(legacy / "run", device="cpu")
-        Trainer(legacy / "data", tmp_path / "run", resolve("tiny", sets=["threads=2", "device=cpu"]))
+        Trainer(legacy / "data", tmp_path / "run", resolve("tiny", sets=["threads=2", "train.device=cpu"]))
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
@@ -266,7 +319,13 @@ def test_evaluate_translates_scores_and_keeps_the_hypotheses(legacy: Path) -> No
     src = (legacy / "data" / "test.de").read_text(encoding="utf-8").splitlines()
     ref = (legacy / "data" / "test.en").read_text(encoding="utf-8").splitlines()
     r = evaluate(t, src, ref, legacy / "h" / "test.hyp", beam=1)
-    assert r["sentences"] == 20 and 0.0 <= r["bleu"] <= 100.0 and "tok:13a" in r["signature"]
+    hyps = (legacy / "h" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    assert r["sentences"] == 20 and "tok:13a" in r["signature"]
+    assert r["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [ref]).score, abs=0.005)   # this tiny model: 0
+    half = hyps[:10] + ref[10:]                  # references half equal to the hypotheses: a score inside (0, 100)
+    r = evaluate(t, src, half, legacy / "h" / "half.hyp", tokenize="char", beam=1)
+    expected = sacrebleu.corpus_bleu(hyps, [half], tokenize="char").score
+    assert 0 < r["bleu"] < 100 and r["bleu"] == pytest.approx(expected, abs=0.005) and "tok:char" in r["signature"]
     assert (legacy / "h" / "test.hyp").read_text(encoding="utf-8").splitlines() == t.translate(src, beam=1)
     with pytest.raises(ValueError, match="20 source lines but 19 reference lines"):
         evaluate(t, src, ref[:-1])

@@ -12,7 +12,7 @@ from aiayn.config import DecodeConfig, RunConfig, TrainConfig, parse_sets, resol
 def test_precedence_preset_then_yaml_then_set(tmp_path: Path) -> None:
     y = tmp_path / "r.yaml"
     y.write_text("preset: small\nmodel: {p_drop: 0.3, d_ff: 512}\ntrain: {warmup: 800, max_tokens: 2048}\n")
-    cfg = resolve(yaml_path=y, sets=["d_ff=768", "train.warmup=1000", "precision=fp32", "beam=5"])
+    cfg = resolve(yaml_path=y, sets=["d_ff=768", "train.warmup=1000", "train.precision=fp32", "beam=5"])
     assert cfg.model.d_model == 256            # preset
     assert cfg.model.p_drop == 0.3             # YAML over preset
     assert cfg.model.d_ff == 768               # --set over YAML
@@ -37,7 +37,7 @@ def test_wrong_type_names_the_field() -> None:
     with pytest.raises(ValueError, match="warmup"):
         resolve(sets=["warmup=1.5"])
     with pytest.raises(ValueError, match="precision"):
-        resolve(sets=["precision=fp8"])
+        resolve(sets=["train.precision=fp8"])
 
 
 def test_bad_yaml_is_a_clear_error(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from aiayn.data import DataDir, TokenBatchSampler
 ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
 BASE = ["d_model=32", "d_ff=64", "n_layers=1", "warmup=4", "tensorboard=false", "threads=1", "valid_bleu=false",
-        "valid_each_epoch=false", "precision=fp32", "average_last=0"]
+        "valid_each_epoch=false", "train.precision=fp32", "average_last=0"]
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
 

@@ -31,7 +31,7 @@ SCRIPTS = {"zh": "的一是不了人我在有他这中大来上国个到说们�
 QUICK = ["d_model=64", "d_ff=256", "n_heads=4", "n_layers=2", "p_drop=0.0", "norm=pre", "max_positions=128",
          "max_tokens=2048", "warmup=100", "lr_factor=0.5", "clip_norm=1.0", "label_smoothing=0.0",
          "valid_every_steps=1000", "valid_each_epoch=false", "save_every_steps=1000", "log_every_steps=50",
-         "tensorboard=false", "precision=fp32", "beam=1"]
+         "tensorboard=false", "train.precision=fp32", "beam=1"]
 
 
 def _lexicon(lang: str, words: list[str], seed: int = 0) -> dict[str, str]:

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, make_model
-from aiayn.attention import add_dropout, additive_mask, dropout, fast_attention, padding_mask
+from aiayn.attention import additive_mask, attention, fast_attention, padding_mask
 from aiayn.cache import KeyValueCache
-from aiayn.model import attention, sinusoids
+from aiayn.dropout import add_dropout, dropout
+from aiayn.model import sinusoids
 
 from .reference import reference_log_probs
 
@@ -185,7 +186,7 @@ def test_key_value_cache_append_select_reorder() -> None:
 
 
 @pytest.mark.parametrize("T", [1, 4])
-def test_few_query_attention_with_additive_mask_equals_explicit(T: int) -> None:
+def test_attention_with_an_additive_mask_equals_a_boolean_one(T: int) -> None:
     g = torch.Generator().manual_seed(4)
     q = torch.randn(4, 2, T, 8, generator=g)
     k, v = (torch.randn(4, 2, 5, 8, generator=g) for _ in range(2))
