@@ -6,7 +6,7 @@ TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
 MINUTES ?= 15
 
-.PHONY: setup test test-fast lint typecheck demo bench clean
+.PHONY: setup browser test test-fast lint typecheck demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,8 +18,20 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Chromium and its driver for the web page's browser test (Debian/Ubuntu, as root or through sudo); without
+# them that test skips and says so (under CI it fails).
+browser:
+	@command -v chromedriver >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
+	    echo "make browser: install Chromium and chromedriver (Debian: chromium chromium-driver) as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make browser: no apt-get here; install Chromium and chromedriver" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@chromedriver --version
+
+# pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests; rc=$$?; [ $$rc -eq 5 ] && echo "no tests collected" && exit 0; exit $$rc
+	@$(BIN)/python -m pytest tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"

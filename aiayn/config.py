@@ -317,9 +317,9 @@ def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
     """
     out: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     for item in items:
-        if "=" not in item:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
             raise ValueError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
         section, name = _owner(key.strip())
         try:
             out[section][name] = yaml.safe_load(raw) if raw.strip() else ""

@@ -1,13 +1,39 @@
-"""Shared fixtures: prepared Multi30k and copy-task data dirs, built once per session."""
+"""Shared fixtures (prepared Multi30k and copy-task data dirs, built once per session), helpers, and the rule that
+under CI (``CI`` set, as .ci/run does) no test may skip: a skip there is a failure naming its reason."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aiayn.corpora import fetch
 from aiayn.data import DataDir, PrepareOptions, prepare
+
+# Reasons a test may still skip under CI: hardware a CI machine does not have.
+MAY_SKIP_IN_CI = ("CUDA", "GPU")
+
+
+def _strict(report: Any) -> Any:
+    if os.environ.get("CI") and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if not any(word in reason for word in MAY_SKIP_IN_CI):
+            report.outcome = "failed"
+            report.longrepr = f"skipped under CI, where every test must run (install what it needs): {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    return _strict((yield))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
+    return _strict((yield))
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +63,33 @@ def write(tmp_path: Path):  # type: ignore[no-untyped-def]
         return p
 
     return _write
+
+
+def cli_error(err: str, command: str) -> str:
+    """What a failed ``aiayn COMMAND`` printed on stderr, checked to be one line, ``aiayn COMMAND: error: ...``, the
+    last thing it printed, with no traceback anywhere; returns the message."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, "nothing on stderr"
+    prefix = f"aiayn {command}: "
+    errors = [line for line in lines if line.startswith(prefix)]
+    assert len(errors) == 1 and lines[-1] == errors[0], f"expected one line '{prefix}...' last on stderr:\n{err}"
+    assert "Traceback" not in err and 'File "' not in err
+    return errors[0][len(prefix):]
+
+
+def train_steps(run: Path) -> list[int]:
+    """The steps of the training records in a run's metrics.jsonl, in the order they were written (a resumed run
+    continues the list; a run that silently started again from step 0 would repeat its first steps)."""
+    import json
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r["step"] for r in records if "loss" in r]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -30,6 +30,8 @@ from aiayn.data import (
 )
 from aiayn.tokenizer import Tokenizer
 
+from .conftest import cli_error
+
 # --- tokenizer ----------------------------------------------------------------------------------------------
 
 
@@ -205,8 +207,7 @@ def test_cli_prepare_errors_are_one_line(write, tmp_path: Path, capsys) -> None:
     p = _pair(write, "t", "a\nb\n", "a\n")
     rc = main(["prepare", "--train", str(p), "--valid", str(p), "--src", "de", "--tgt", "en", "--out",
                str(tmp_path / "o")])
-    err = capsys.readouterr().err
-    assert rc == 2 and "line counts differ" in err and "Traceback" not in err
+    assert rc == 2 and "line counts differ" in cli_error(capsys.readouterr().err, "prepare")
 
 
 # --- batching ------------------------------------------------------------------------------------------------------

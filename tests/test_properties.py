@@ -150,6 +150,11 @@ def test_set_parsing_gives_a_config_or_a_clear_error(items: list[str]) -> None:
     try:
         cfg = resolve("tiny", None, items)
     except ValueError as e:
-        assert str(e) and "Traceback" not in str(e)
+        message = str(e)
+        # one line, naming what is wrong: the item (no key=value), or the key (its last part) it came from
+        named = [i.split("=", 1)[0].strip().split(".")[-1] if "=" in i else i for i in items]
+        assert "\n" not in message, (items, message)
+        assert any(n and (n in message or repr(n) in message) for n in named) or "expected key=value" in message, \
+            (items, message)
         return
     assert cfg.model.d_model % cfg.model.n_heads == 0 and cfg.train.max_tokens > 0

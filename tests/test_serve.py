@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,13 @@ from typing import Any
 
 import pytest
 
+from .conftest import free_port
+
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 RUN = Path(__file__).parent / "fixtures" / "legacy-f06e6aa" / "run"
 KEY = "s3cret-key"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -206,13 +201,25 @@ def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
 
 
 def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
-    s = Server("--max-wait-ms", "5")
+    s = Server("--max-wait-ms", "5", "--workers", "1")
     payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300}
+    done: list[float] = []
+
+    def post() -> tuple[int, dict[str, str], Any]:
+        answer = s.post("/translate", payload)
+        done.append(time.monotonic())
+        return answer
+
     with ThreadPoolExecutor(12) as pool:
-        futures = [pool.submit(s.post, "/translate", payload) for _ in range(12)]
-        time.sleep(0.5)                                              # accepted and decoding
+        futures = [pool.submit(post) for _ in range(12)]
+        deadline = time.monotonic() + 60
+        while s.metric("aiayn_requests_in_flight") < 12 and time.monotonic() < deadline:   # all accepted, none done
+            time.sleep(0.02)
+        in_flight = s.metric("aiayn_requests_in_flight")
+        signalled = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         answers = [f.result() for f in futures]
+    assert in_flight >= 12 and not [t for t in done if t < signalled], "the requests were not in flight at SIGTERM"
     assert [status for status, _, _ in answers] == [200] * 12
     assert all(len(body["translations"]) == 4 for _, _, body in answers)
     assert s.proc.wait(timeout=60) == 0
@@ -226,8 +233,8 @@ def _chrome() -> tuple[str, str] | None:
     return (browser, driver) if browser and driver else None
 
 
-@pytest.mark.skipif(_chrome() is None, reason="no Chromium + chromedriver here (Debian: apt-get install chromium "
-                    "chromium-driver; .ci/run installs them where it can)")
+@pytest.mark.skipif(_chrome() is None, reason="no Chromium + chromedriver here: `make browser` installs them (Debian: "
+                    "apt-get install chromium chromium-driver)")
 def test_the_page_in_a_real_browser(server: Server) -> None:
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.options import Options

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +24,8 @@ from aiayn.data import DataDir, collate
 from aiayn.optim import noam_lr
 from aiayn.train import Trainer, TrainStep
 from aiayn.translate import Translator
+
+from .conftest import cli_error, free_port, train_steps
 
 ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
@@ -51,8 +55,10 @@ def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, tmp_path: P
     assert exact >= 0.99
 
 
-def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """2N steps straight == N steps, a crash (no graceful save), and a resume to 2N — bit for bit."""
+def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                    caplog) -> None:
+    """2N steps straight == N steps, a crash (no graceful save), and a resume to 2N — bit for bit, from step 6 (a
+    run that silently started again from step 0 would end with the same weights: the step is checked too)."""
     assert _cli_train(copy_dir, tmp_path / "straight") == 0
     original = TrainStep.__call__
     calls = {"n": 0}
@@ -68,24 +74,37 @@ def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path:
         _cli_train(copy_dir, tmp_path / "resumed")
     assert json.loads((tmp_path / "resumed" / "last" / "checkpoint.json").read_text())["step"] == 6
     monkeypatch.setattr(TrainStep, "__call__", original)
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="aiayn")
     assert _cli_train(copy_dir, tmp_path / "resumed") == 0
+    assert any(re.search(r"resuming .* from step 6 ", r.message) for r in caplog.records)
+    assert train_steps(tmp_path / "resumed") == [3, 6, 9, 9, 12]      # 9 logged before the crash, again after
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
 
 
+def _process(run: Path, *sets: str) -> list[str]:
+    return [sys.executable, "-m", "aiayn", "train", "--data", "DATA", "--out", str(run), "--config", str(COPY_CFG),
+            "--set", *FAST, *sets]
+
+
 def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config",
-           str(COPY_CFG), "--set", *FAST, "max_steps=40", "save_every_steps=5", "valid_every_steps=100"]
+    cmd = [str(copy_dir.path) if c == "DATA" else c
+           for c in _process(run, "max_steps=40", "save_every_steps=5", "valid_every_steps=100")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not (run / "last" / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    resumed = re.search(r"resuming .* from step (\d+) ", again.stderr)
+    assert resumed and int(resumed.group(1)) >= 5, again.stderr[-2000:]
+    assert train_steps(run).count(3) == 1                              # not started again from step 0
     straight = tmp_path / "straight"
     assert subprocess.run([*cmd[:7], str(straight), *cmd[8:]], capture_output=True).returncode == 0
     a, b = _weights(run), _weights(straight)
@@ -94,8 +113,8 @@ def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) 
 
 def test_sigint_saves_a_resumable_checkpoint(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config",
-           str(COPY_CFG), "--set", *FAST, "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000"]
+    cmd = [str(copy_dir.path) if c == "DATA" else c
+           for c in _process(run, "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while not (run / "metrics.jsonl").exists() and time.time() < deadline:
@@ -152,8 +171,8 @@ def test_out_of_memory_suggests_smaller_batches(copy_dir: DataDir, tmp_path: Pat
 
     monkeypatch.setattr(loss_mod.SequenceLoss, "forward", oom)
     assert _cli_train(copy_dir, tmp_path / "run") == 1
-    err = capsys.readouterr().err
-    assert "out of memory" in err and "max_tokens=256" in err and "Traceback" not in err
+    err = cli_error(capsys.readouterr().err, "train")
+    assert "out of memory" in err and "max_tokens=256" in err
 
 
 def test_unknown_key_and_wrong_type_are_clear_errors(copy_dir: DataDir, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -171,7 +190,8 @@ def test_resume_with_another_vocabulary_or_model_is_refused(copy_dir: DataDir, m
     assert _cli_train(multi30k_dir, run, "max_steps=4") == 2
     assert "different vocabulary" in capsys.readouterr().err
     assert _cli_train(copy_dir, run, "max_steps=4", "d_model=48") == 2
-    assert "model config differs" in capsys.readouterr().err and "d_model" in capsys.readouterr().err + "d_model"
+    err = cli_error(capsys.readouterr().err, "train")
+    assert "model config differs" in err and "d_model: 32 in the run, 48 now" in err
 
 
 def test_metrics_checkpoints_and_averaging(copy_dir: DataDir, tmp_path: Path) -> None:
@@ -218,7 +238,7 @@ def test_cooldown_brings_the_logged_rate_down_to_zero_at_max_steps(copy_dir: Dat
 def test_cooldown_follows_an_epoch_limit(copy_dir: DataDir, tmp_path: Path) -> None:
     """max_epochs=1, cooldown=1: the factor at update s of an n-batch epoch is 1 - (s - 1) / n."""
     run = tmp_path / "run"
-    assert _cli_train(copy_dir, run, "max_steps=0", "max_epochs=1", "cooldown=1.0", "log_every_steps=1",
+    assert _cli_train(copy_dir, run, "max_steps=0", "max_epochs=1", "cooldown=1.0", "log_every_steps=1", "max_tokens=4096",
                       "valid_every_steps=1000", "save_every_steps=1000", "valid_each_epoch=false") == 0
     lrs = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
     k = json.loads((run / "config.json").read_text())["train"]["lr_factor"]
@@ -240,7 +260,7 @@ def test_early_stopping_with_patience(copy_dir: DataDir, tmp_path: Path, caplog)
 def test_two_process_data_parallel_training(copy_dir: DataDir, tmp_path: Path) -> None:
     """torchrun --nproc_per_node 2 on CPU (gloo): both ranks train on disjoint batches; rank 0 writes the run dir."""
     run = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "aiayn", "train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(COPY_CFG),
            "--set", *FAST, "max_steps=6", "threads=1", "max_minutes=30", "cooldown=0.5"]   # one clock for both ranks
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
