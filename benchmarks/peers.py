@@ -136,7 +136,7 @@ def build_aiayn(size: str, precision: str, dropout: float = 0.1) -> tuple[Step, 
             loss, _ = loss_fn(b.src, b.tgt_in, b.tgt_out)
         (loss / b.n_tgt).backward()
         opt.step()
-        return float(loss) / b.n_tgt
+        return float(loss.detach()) / b.n_tgt
 
     return step, model
 
@@ -145,6 +145,12 @@ class _SinusoidalEmbedding(nn.Module):
     def __init__(self, vocab: int, d: int, dropout: float) -> None:
         super().__init__()
         self.emb, self.scale, self.drop = nn.Embedding(vocab, d, padding_idx=PAD), math.sqrt(d), nn.Dropout(dropout)
+        # As a user of a tied Transformer initialises it (fairseq, the Annotated Transformer's users, aiayn):
+        # N(0, d^-0.5), so that the scaled input and the tied output's logits start at unit scale. nn.Embedding's
+        # default N(0, 1) made the first logits ~sqrt(d) wide and the reported loss ~41 (base: 78).
+        nn.init.normal_(self.emb.weight, std=d**-0.5)
+        with torch.no_grad():
+            self.emb.weight[PAD].zero_()
         pos = torch.arange(1024)[:, None] * torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))
         pe = torch.zeros(1024, d)
         pe[:, 0::2], pe[:, 1::2] = pos.sin(), pos.cos()

@@ -1,5 +1,7 @@
 """Data preparation: time and memory on Multi30k and on a 10x replicated Multi30k, and the encoding
-throughput of the prepare pipeline against raw SentencePiece encoding of the same lines.
+throughput of the prepare pipeline against raw SentencePiece encoding of the same lines, the round trip
+decode(encode(line)) == line over every bundled Multi30k line, and the padding of training batches at
+max_tokens 4096 (data.padding_fraction over the token-bucketed batches of epoch 0).
 
     python benchmarks/prepare_bench.py
 
@@ -63,7 +65,24 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
             "ratio": raw / pipeline}
 
 
+def round_trip_and_padding(data_dir: Path) -> dict:
+    """Share of Multi30k lines that survive decode(encode(line)); padding of the training batches."""
+    from aiayn.data import DataDir, TokenBatchSampler, padding_fraction, read_lines
+
+    d = DataDir(data_dir)
+    tok = d.vocab().src
+    lines = [line for name in ("train", "val", "test_2016_flickr") for lang in ("de", "en")
+             for line in read_lines(BUNDLED / f"{name}.{lang}.gz")]
+    same = sum(a == b for a, b in zip(lines, tok.decode(tok.encode(lines)), strict=True))
+    src, tgt = d.split("train")
+    batches = TokenBatchSampler(src.lengths + 1, tgt.lengths + 1, 4096).epoch_batches(0)
+    return {"round_trip_lines": len(lines), "round_trip_identical": same,
+            "padding_max_tokens": 4096, "padding_fraction": padding_fraction(batches, src.lengths, tgt.lengths)}
+
+
 def main() -> None:
+    from run import machine
+
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3])
         return
@@ -80,13 +99,17 @@ def main() -> None:
             r.update(pairs=29000 * times)
             rows.append(r)
         enc = encoding_ratio(t / "data10", t / "x10" / "train")
+        quality = round_trip_and_padding(t / "data1")
     print("| corpus | pairs | prepare seconds | peak RSS MB |\n|---|---:|---:|---:|")
     for r in rows:
         print(f"| Multi30k x{r['pairs'] // 29000} | {r['pairs']:,} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} |")
     print(f"\nencoding {enc['lines']:,} lines on {os.cpu_count()} cores: pipeline {enc['pipeline_lines_per_s']:,.0f} "
           f"lines/s, raw SentencePiece {enc['raw_lines_per_s']:,.0f} lines/s -> {100 * enc['ratio']:.0f}% of raw")
+    print(f"round trip: {quality['round_trip_identical']:,} of {quality['round_trip_lines']:,} lines identical; "
+          f"padding at max_tokens 4096: {100 * quality['padding_fraction']:.1f}%")
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "prepare.json").write_text(json.dumps({"prepare": rows, "encoding": enc}, indent=2) + "\n")
+    result = {"prepare": rows, "encoding": enc, "quality": quality, "machine": machine()}
+    (HERE / "results" / "prepare.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

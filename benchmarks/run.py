@@ -58,9 +58,21 @@ def precisions_here() -> list[str]:
     return ["bf16", "fp32"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (e.g. "AMD EPYC 7B13"), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> str:
     bf16 = "native bf16" if "bf16" in precisions_here() else "no native bf16: bf16 rows skipped"
-    return (f"{platform.processor() or platform.machine()} {torch.backends.cpu.get_cpu_capability()} ({bf16}), "
+    return (f"{cpu_model()} {torch.backends.cpu.get_cpu_capability()} ({bf16}), "
             f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
 
 
