@@ -6,7 +6,7 @@ TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
 MINUTES ?= 15
 
-.PHONY: setup browser test test-fast lint typecheck demo bench clean
+.PHONY: setup browser test test-fast check-claims lint typecheck demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,9 +29,14 @@ browser:
 	@chromedriver --version
 
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
+# ARGS go to pytest: make test ARGS="-k serve"
 test: $(STAMP)
-	@$(BIN)/python -m pytest tests; rc=$$?; \
+	@$(BIN)/python -m pytest tests $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
+
+# Every README table names the recorded result its figures come from, and that file holds them.
+check-claims: $(STAMP)
+	$(BIN)/python -m pytest tests/test_claims.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"

@@ -7,15 +7,20 @@ Exports the run (``aiayn export --format ctranslate2 --quantization Q``), then t
 aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 (compute type Q), greedy and
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
 passes after a warm-up. Both decode with aiayn's length rule (source length + 50, export.CTranslate2Engine).
-Prints sentences/s, BLEU of each, and the share of identical lines.
+Prints sentences/s, BLEU of each, and the share of identical lines as a Markdown table, and records the
+same rows with the machine in ``benchmarks/results/export-YYYYMMDD-HHMM.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+HERE = Path(__file__).parent
 
 
 def best_of(fn, passes: int = 2) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
@@ -44,6 +49,10 @@ def main() -> None:
     from aiayn.export import CTranslate2Engine, export
 
     configure()
+    sys.path.insert(0, str(HERE))
+    from run import machine
+
+    rows: list[dict] = []
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()
     precision = "int8" if a.quantization.startswith("int8") else "fp32"
@@ -71,9 +80,18 @@ def main() -> None:
                 t_ours, hyp_ours = best_of(run_ours)
                 t_ct2, hyp_ct2 = best_of(run_ct2)
                 same = sum(x.strip() == y.strip() for x, y in zip(hyp_ours, hyp_ct2, strict=True))
+                rows.append({"beam": beam, "workers": workers, "aiayn_sentences_per_s": len(src) / t_ours,
+                             "ct2_sentences_per_s": len(src) / t_ct2, "ratio": t_ct2 / t_ours,
+                             "bleu_aiayn": score(hyp_ours, ref)["bleu"], "bleu_ct2": score(hyp_ct2, ref)["bleu"],
+                             "identical": same, "sentences": len(src)})
                 print(f"| {'greedy' if beam == 1 else f'beam {beam}'} | {workers} | {len(src) / t_ours:.1f} | "
                       f"{len(src) / t_ct2:.1f} | {t_ct2 / t_ours:.2f}× | {score(hyp_ours, ref)['bleu']:.2f} | "
                       f"{score(hyp_ct2, ref)['bleu']:.2f} | {same}/{len(src)} |", flush=True)
+    record = HERE / "results" / time.strftime("export-%Y%m%d-%H%M.json")
+    record.write_text(json.dumps({"command": " ".join(sys.argv), "machine": machine(), "aiayn": precision,
+                                  "ctranslate2": f"{ctranslate2.__version__} {a.quantization}", "rows": rows},
+                                 indent=2) + "\n")
+    print(f"recorded in {record}")
 
 
 if __name__ == "__main__":

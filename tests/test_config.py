@@ -97,3 +97,45 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch: pytest.MonkeyPatch
     assert precision.resolve("auto", cpu) == "fp32"          # auto never picks the emulated path
     monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: True)
     assert precision.resolve("auto", cpu) == "bf16"
+
+
+def _subparser(name: str):  # type: ignore[no-untyped-def]
+    import argparse
+
+    from aiayn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() -> None:
+    """DecodeConfig is the one description: each field is a flag of translate, evaluate (not nbest) and serve,
+    and each per_request field is a field of the server's request model that enforces the same bounds."""
+    import dataclasses
+
+    pytest.importorskip("pydantic")
+    from pydantic import ValidationError
+
+    from aiayn.serve import ServeConfig, request_models
+
+    flags = {cmd: {s for a in _subparser(cmd)._actions for s in a.option_strings} for cmd in ("translate", "evaluate",
+                                                                                                 "serve")}
+    request, _ = request_models(ServeConfig(max_beam=10**6))
+    for f in dataclasses.fields(DecodeConfig):
+        flag = "--" + f.name.replace("_", "-")
+        assert flag in flags["translate"] and flag in flags["serve"], f.name
+        assert (flag in flags["evaluate"]) == (f.name != "nbest"), f.name
+        assert (f.name in request.model_fields) == bool(f.metadata["per_request"]), f.name
+        if not f.metadata["per_request"]:
+            continue
+        value = f.default
+        request.model_validate({"text": ["x"], f.name: value})            # the default is accepted
+        for key, outside in (("ge", -1), ("gt", 0), ("le", 1)):
+            bound = f.metadata[key]
+            if bound is None:
+                continue
+            bad = type(value)(bound + outside) if key != "gt" else type(value)(bound)
+            with pytest.raises(ValidationError):
+                request.model_validate({"text": ["x"], f.name: bad})
+            with pytest.raises(ValueError, match=f.name):
+                DecodeConfig(**{f.name: bad})

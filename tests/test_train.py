@@ -85,19 +85,22 @@ def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path:
         assert torch.equal(a[k], b[k]), k
 
 
-def _process(run: Path, *sets: str) -> list[str]:
-    return [sys.executable, "-m", "aiayn", "train", "--data", "DATA", "--out", str(run), "--config", str(COPY_CFG),
-            "--set", *FAST, *sets]
+def _process(data: DataDir, run: Path, sets: list[str], wait_for: str,
+             stderr: int = subprocess.DEVNULL) -> tuple[list[str], subprocess.Popen]:
+    """``aiayn train`` on ``data`` in a process of its own, started, once ``run / wait_for`` exists (or 2 min)."""
+    cmd = [sys.executable, "-m", "aiayn", "train", "--data", str(data.path), "--out", str(run), "--config",
+           str(COPY_CFG), "--set", *FAST, *sets]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.time() + 120
+    while not (run / wait_for).exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    return cmd, proc
 
 
 def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [str(copy_dir.path) if c == "DATA" else c
-           for c in _process(run, "max_steps=40", "save_every_steps=5", "valid_every_steps=100")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not (run / "last" / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+    cmd, proc = _process(copy_dir, run, ["max_steps=40", "save_every_steps=5", "valid_every_steps=100"],
+                         "last/checkpoint.json")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     again = subprocess.run(cmd, capture_output=True, text=True)
@@ -113,12 +116,8 @@ def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) 
 
 def test_sigint_saves_a_resumable_checkpoint(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [str(copy_dir.path) if c == "DATA" else c
-           for c in _process(run, "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while not (run / "metrics.jsonl").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    _, proc = _process(copy_dir, run, ["max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000"],
+                       "metrics.jsonl", stderr=subprocess.PIPE)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()[-2000:]
