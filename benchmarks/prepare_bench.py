@@ -59,7 +59,8 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
     raw = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        _encode_split("train", src, vocab, DataDir(tmp, new=True), PrepareOptions(src="de", tgt="en"), np.dtype(np.uint16), 50_000)
+        _encode_split("train", src, vocab, DataDir(tmp, new=True), PrepareOptions(src="de", tgt="en"),
+                      np.dtype(np.uint16), 50_000)
         pipeline = time.perf_counter() - t0
     return {"lines": len(lines), "raw_lines_per_s": len(lines) / raw, "pipeline_lines_per_s": len(lines) / pipeline,
             "ratio": raw / pipeline}
