@@ -77,6 +77,25 @@ class KeyValueCache:
         torch.index_select(self.v[:t], 1, index, out=vb[:t])
         return KeyValueCache(kb, vb, t)
 
+    def join(self, n: int) -> KeyValueCache:
+        """This cache with ``n`` more rows after its own, whose t positions are zeros (step-level batching: the
+        rows of sentences that join a running search; the decoder's self-attention mask hides those positions)."""
+        self._check()
+        t = self.length
+        kb = self.k.new_zeros((self.k.shape[0], self.k.shape[1] + n) + self.k.shape[2:])
+        vb = torch.zeros_like(kb)
+        kb[:t, : self.k.shape[1]], vb[:t, : self.v.shape[1]] = self.k[:t], self.v[:t]
+        return KeyValueCache(kb, vb, t)
+
+    def drop_front(self, m: int) -> KeyValueCache:
+        """The cache without its first ``m`` positions (those no live row can see any more): a copy."""
+        self._check()
+        t = self.length
+        kb = self.k.new_empty((max(self.k.shape[0] - m, t - m, 1),) + self.k.shape[1:])
+        vb = torch.empty_like(kb)
+        kb[: t - m], vb[: t - m] = self.k[m:t], self.v[m:t]
+        return KeyValueCache(kb, vb, t - m)
+
     @staticmethod
     def moved_rows(index: Tensor) -> Tensor:
         """The rows i with index[i] != i: those a reorder by ``index`` has to copy."""
@@ -107,13 +126,17 @@ class DecoderCache:
                shared by its g hypotheses (not copied per beam).
     self_kv:   per layer, the self-attention keys/values of the t tokens decoded so far, N rows.
     src_mask:  (B, 1, 1, S) additive (0 at real source tokens, -inf at padding; made once per source).
-    step:      t, the position of the next token.
+    step:      t, the position of the next token in the buffers.
+    joined:    None when every row started at step 0 (a batch decoded together); else (N,) the step at which
+               each row's sentence joined (step-level batching, :meth:`join`): its first ``joined`` positions
+               are hidden from it and its next token is at position ``step - joined`` of its own sentence.
     """
 
     memory_kv: list[tuple[Tensor, Tensor]]
     self_kv: list[KeyValueCache]
     src_mask: Tensor
     step: int = 0
+    joined: Tensor | None = None
 
     @classmethod
     def start(cls, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor, max_len: int) -> DecoderCache:
@@ -132,7 +155,56 @@ class DecoderCache:
 
     def advance(self, self_kv: list[KeyValueCache]) -> DecoderCache:
         """The cache after one step, with each layer's extended self-attention keys/values."""
-        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1)
+        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1, self.joined)
+
+    def positions(self) -> int | Tensor:
+        """The position of each row's next token in its own sentence: ``step``, or (N,) with :attr:`joined`."""
+        return self.step if self.joined is None else self.step - self.joined
+
+    def self_mask(self) -> Tensor | None:
+        """None, or the additive mask (N, 1, 1, step + 1) of the next token's self-attention over the buffers
+        (after it is appended): -inf at the positions written before the row's sentence joined."""
+        if self.joined is None:
+            return None
+        keys = torch.arange(self.step + 1, device=self.joined.device)
+        return additive_mask((keys >= self.joined[:, None])[:, None, None, :], self.src_mask.dtype)
+
+    def join(self, other: DecoderCache) -> DecoderCache:
+        """This cache and ``other``'s rows after its own (step-level batching). ``other`` has decoded nothing
+        (step 0) and has as many hypotheses per source; its sources are padded or this cache's are, to the
+        longer source length, the padding masked."""
+        if other.step != 0 or (self.rows and other.group != self.group):
+            raise ValueError("join(): the joining cache must be at step 0 with the same hypotheses per source")
+        S = max(self.src_mask.shape[-1], other.src_mask.shape[-1])
+
+        def pad(x: Tensor, value: float) -> Tensor:                  # (B, ..., s) -> (B, ..., S) along the last
+            return torch.nn.functional.pad(x, (0, S - x.shape[-1]), value=value)
+
+        def pad_kv(x: Tensor) -> Tensor:                               # (B, H, s, K) -> (B, H, S, K)
+            return torch.nn.functional.pad(x, (0, 0, 0, S - x.shape[2]))
+
+        start = self.joined if self.joined is not None else torch.zeros(self.rows, dtype=torch.long,
+                                                                         device=self.src_mask.device)
+        return DecoderCache(
+            memory_kv=[(torch.cat([pad_kv(k), pad_kv(k2)]), torch.cat([pad_kv(v), pad_kv(v2)]))
+                       for (k, v), (k2, v2) in zip(self.memory_kv, other.memory_kv, strict=True)],
+            self_kv=[kv.join(other.rows) for kv in self.self_kv],
+            src_mask=torch.cat([pad(self.src_mask, float("-inf")), pad(other.src_mask, float("-inf"))]),
+            step=self.step,
+            joined=torch.cat([start, start.new_full((other.rows,), self.step)]),
+        )
+
+    def compact(self) -> DecoderCache:
+        """Drop the buffer positions that no row can see (those before every row joined); a cache whose rows
+        all start at the first remaining position needs no mask any more."""
+        if self.joined is None or not self.rows:
+            return self
+        m = int(self.joined.min())
+        if m == 0:
+            return self
+        start = self.joined - m
+        return DecoderCache(self.memory_kv, [kv.drop_front(m) for kv in self.self_kv], self.src_mask, self.step - m,
+                            None if not bool(start.any()) else start)
 
     @property
     def rows(self) -> int:
@@ -147,7 +219,8 @@ class DecoderCache:
     def expand(self, k: int) -> DecoderCache:
         """Each hypothesis repeated k times in consecutive rows (the beams), sharing its source."""
         index = torch.arange(self.rows, device=self.src_mask.device).repeat_interleave(k)
-        return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step)
+        return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step,
+                            None if self.joined is None else self.joined[index])
 
     def select(self, index: Tensor) -> DecoderCache:
         """Keep / reorder hypotheses: row i of the result is row index[i] of this cache.
@@ -168,6 +241,7 @@ class DecoderCache:
             self_kv=[kv.select(index) for kv in self.self_kv],
             src_mask=pick(self.src_mask),
             step=self.step,
+            joined=None if self.joined is None else self.joined[index],
         )
 
     def select_self(self, index: Tensor) -> DecoderCache:
@@ -175,4 +249,4 @@ class DecoderCache:
         source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
         moved = KeyValueCache.moved_rows(index)                    # the same rows move in every layer
         return DecoderCache(self.memory_kv, [kv.reorder_(index, moved) for kv in self.self_kv], self.src_mask,
-                            self.step)
+                            self.step, None if self.joined is None else self.joined[index])

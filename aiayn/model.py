@@ -157,12 +157,17 @@ class PositionalEncoding(nn.Module):
         """(P, D): the vector added at each position."""
         return self.learned.weight if self.learned is not None else self.pe
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """x (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D)."""
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """x (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D); ``offset`` an int, or (B,) one
+        per row (sentences decoded side by side that started at different steps, cache.py)."""
         T = x.shape[1]
-        if offset + T > self.max_positions:
-            raise ValueError(f"sequence of {offset + T} tokens exceeds max_positions={self.max_positions}")
-        return self.dropout(x + self.table()[offset : offset + T].to(x.dtype))                 # (T, D) added
+        last = (offset if isinstance(offset, int) else int(offset.max())) + T
+        if last > self.max_positions:
+            raise ValueError(f"sequence of {last} tokens exceeds max_positions={self.max_positions}")
+        if isinstance(offset, int):
+            return self.dropout(x + self.table()[offset : offset + T].to(x.dtype))             # (T, D) added
+        rows = offset[:, None] + torch.arange(T, device=offset.device)                          # (B, T)
+        return self.dropout(x + self.table()[rows].to(x.dtype))                                # (B, T, D) added
 
 
 # --- §3.1 Encoder and decoder stacks -----------------------------------------------------------------------
@@ -219,16 +224,17 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-        past_kv: KeyValueCache | None = None, need_weights: bool = False,
+        past_kv: KeyValueCache | None = None, need_weights: bool = False, self_mask: Tensor | None = None,
     ) -> tuple[Tensor, KeyValueCache | None, tuple[Tensor | None, Tensor | None]]:
         """x (B, T, D) -> (B, T, D), the extended ``past_kv`` (None without it), (self, cross) probabilities.
 
         Without ``past_kv`` the self-attention is causal over the T positions (training, scoring);
-        with it, x holds the newest position(s) and attends to the whole cached prefix.
+        with it, x holds the newest position(s) and attends to the whole cached prefix (less the positions
+        ``self_mask`` hides: those written before the row's sentence joined, cache.DecoderCache.start).
         """
         causal = x.shape[1] > 1   # a single query is the newest position: it may see every key
         y, p_self, kv = self.self_attn(
-            self.res_self.before(x), causal=causal, past_kv=past_kv, need_weights=need_weights
+            self.res_self.before(x), mask=self_mask, causal=causal, past_kv=past_kv, need_weights=need_weights
         )
         x = self.res_self.after(x, y)
         y, p_cross, _ = self.cross_attn(
@@ -376,10 +382,10 @@ class Transformer(nn.Module):
 
         The prefix is never recomputed: each layer attends to its cached keys/values plus the new one.
         """
-        x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.step)       # (N, 1, D)
-        self_kv = []
+        x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.positions())  # (N, 1, D)
+        self_kv, self_mask = [], cache.self_mask()                                   # None unless rows joined late
         for layer, memory_kv, past_kv in zip(self.decoder, cache.memory_kv, cache.self_kv, strict=True):
-            x, kv, _ = layer(x, memory_kv, cache.src_mask, past_kv=past_kv)
+            x, kv, _ = layer(x, memory_kv, cache.src_mask, past_kv=past_kv, self_mask=self_mask)
             assert kv is not None
             self_kv.append(kv)
         return self.generator(self.dec_norm(x))[:, 0], cache.advance(self_kv)       # (N, V)

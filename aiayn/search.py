@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from .cache import DecoderCache
 from .config import ModelConfig
 from .model import Transformer
 
@@ -51,12 +53,16 @@ def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
     return torch.tensor([max_length(k, a, b, model.cfg.max_positions) for k in n], device=src.device)
 
 
-def _allowed(logp: Tensor, step: int, limit: Tensor, cfg: ModelConfig, min_len: int = 0) -> Tensor:
+def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, cfg: ModelConfig, min_len: int = 0) -> Tensor:
     """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit.
-    logp (..., V), limit (...,)."""
+    logp (..., V), limit (...,); ``step`` the tokens decoded so far, an int or a tensor broadcastable to limit
+    (sentences that joined the search at different steps)."""
     logp[..., cfg.pad_id] = float("-inf")
     logp[..., cfg.bos_id] = float("-inf")
-    if step < min_len:
+    if isinstance(step, Tensor):
+        if min_len > 0:
+            logp[..., cfg.eos_id] = logp[..., cfg.eos_id].masked_fill(step < min_len, float("-inf"))
+    elif step < min_len:
         logp[..., cfg.eos_id] = float("-inf")
     at_limit = step >= limit
     if at_limit.any():
@@ -133,38 +139,6 @@ def sample(
 # --- beam search ---------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Finished:
-    """Up to k finished hypotheses per sentence, kept in tensors (no per-hypothesis Python objects)."""
-
-    tokens: Tensor    # (B, k, L) ids, EOS and padding after the end
-    score: Tensor     # (B, k) normalized score, -inf in empty slots
-    logprob: Tensor   # (B, k)
-    length: Tensor    # (B, k) tokens before EOS
-    count: Tensor     # (B,) slots used
-
-    @classmethod
-    def empty(cls, B: int, k: int, L: int, pad: int, device: torch.device) -> _Finished:
-        return cls(torch.full((B, k, L), pad, dtype=torch.long, device=device),
-                   torch.full((B, k), float("-inf"), device=device), torch.zeros(B, k, device=device),
-                   torch.zeros(B, k, dtype=torch.long, device=device), torch.zeros(B, dtype=torch.long, device=device))
-
-    def add(self, rows: Tensor, is_new: Tensor, seqs: Tensor, t: int, score: Tensor, logprob: Tensor) -> None:
-        """Store the marked candidates. rows (n,) sentence ids; is_new, score, logprob (n, c); seqs (n, c, t)."""
-        slot = self.count[rows, None] + is_new.long().cumsum(1) - 1         # (n, c) target slot of each candidate
-        ok = is_new & (slot < self.tokens.shape[1])
-        r, c = ok.nonzero(as_tuple=True)
-        b, s = rows[r], slot[r, c]
-        self.tokens[b, s, :t] = seqs[r, c]
-        self.score[b, s], self.logprob[b, s], self.length[b, s] = score[r, c], logprob[r, c], t
-        self.count.index_add_(0, rows, ok.long().sum(1))
-
-    def nbest(self, n: int) -> list[list[Hypothesis]]:
-        order = self.score.argsort(dim=1, descending=True)[:, :n].tolist()
-        tok, sc, lp, ln = self.tokens.tolist(), self.score.tolist(), self.logprob.tolist(), self.length.tolist()
-        return [[Hypothesis(tok[b][j][: ln[b][j]], sc[b][j], lp[b][j]) for j in row] for b, row in enumerate(order)]
-
-
 def _block_maxima(x: Tensor, block: int) -> Tensor:
     """(..., V) -> (..., ceil(V / block)): the maximum of each run of ``block`` entries along the last axis."""
     V = x.shape[-1]
@@ -228,57 +202,179 @@ def stay_in_place(parent: Tensor) -> Tensor:
     return slot.argsort(dim=1)                                                         # candidate of each row
 
 
-@torch.inference_mode()
-def beam_search(
-    model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-    max_len_b: int = 50, nbest: int = 1, min_len: int = 0,
-) -> list[list[Hypothesis]]:
-    """Beam search (§6.1), batched over sentences x beams on the incremental cache.
+class BeamSearch:
+    """Beam search (§6.1) over a stream of sentences, batched over sentences x beams on the incremental cache.
 
-    At each step the 2k best continuations of a sentence's k beams are ranked; those ending in EOS
-    within the top k are retired as finished (scored with the length penalty), the k best others
-    continue. A sentence is done once it has k finished hypotheses, and leaves the batch; the search
-    stops when every sentence is done. Returns the ``nbest`` best finished hypotheses per sentence.
+    :meth:`admit` adds sentences between decoding steps (they join the running batch: step-level batching, as
+    ``aiayn serve`` uses it); :meth:`step` runs one decoding step for every sentence in the batch and returns
+    those that are done, which leave the batch at once. At each step the 2k best continuations of a
+    sentence's k beams are ranked; those ending in EOS within the top k are retired as finished (scored with
+    the length penalty), the k best others continue. A sentence is done once it has k finished hypotheses, or
+    at its length limit (where every live beam had to end).
+    What a sentence gets does not depend on when it joined or on the other sentences in the batch.
+
+    State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
+    joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
+    first step of a batch that all started together, else k; a sentence that joins a running batch starts
+    with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
+    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many.
     """
-    cfg, k = model.cfg, beam
-    B, dev = src.shape[0], src.device
-    limit = max_lengths(model, src, max_len_a, max_len_b)                   # (B,)
-    L = int(limit.max()) + 1
-    cache = model.init_cache(model.encode(src), src, L)                    # B rows: one live beam at the start
-    fin = _Finished.empty(B, k, L, cfg.pad_id, dev)
-    rows = torch.arange(B, device=dev)                                     # active sentences
-    scores = torch.zeros(B, 1, device=dev)                                 # (n, w): w live beams per sentence
-    seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
-    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
-    rank = torch.arange(2 * k, device=dev)                                 # of the 2k candidates, best first
-    for t in range(L):
-        n, w = scores.shape
-        logp, cache = model.decode_step(tokens, cache)                     # (n*w, V)
+
+    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
+                 max_len_b: int = 50, min_len: int = 0) -> None:
+        self.model, self.k, self.lenpen, self.min_len = model, beam, lenpen, min_len
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.cache: DecoderCache | None = None
+        self.keys: list[Any] = []
+        self.finished: list[list[Hypothesis]] = []
+        self.dropped: set[Any] = set()
+
+    @property
+    def active(self) -> int:
+        """Sentences in the batch."""
+        return len(self.keys)
+
+    @property
+    def rows(self) -> int:
+        """Hypotheses in the batch (the rows of a decoding step)."""
+        return self.cache.rows if self.cache is not None else 0
+
+    @torch.inference_mode()
+    def admit(self, src: Tensor, keys: list[Any]) -> None:
+        """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
+        results."""
+        model, cfg, k, dev = self.model, self.model.cfg, self.k, src.device
+        B = src.shape[0]
+        limit = max_lengths(model, src, self.max_len_a, self.max_len_b)
+        cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
+        tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
+        if self.cache is None:                              # a new batch: one live beam each until the first step
+            self.cache, self.tokens, self.limit = cache, tokens, limit
+            self.start = torch.zeros(B, dtype=torch.long, device=dev)
+            self.scores = torch.zeros(B, 1, device=dev)
+            self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
+            self.count = torch.zeros(B, dtype=torch.long, device=dev)
+        else:                                               # joining a running batch: k rows each, one alive
+            self._expand()
+            t = self.cache.step
+            self.cache = self.cache.join(cache.expand(k))
+            self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
+            self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
+            self.start = torch.cat([self.start, self.start.new_full((B,), t)])
+            fresh = torch.full((B, k), float("-inf"), device=dev)
+            fresh[:, 0] = 0.0
+            self.scores = torch.cat([self.scores, fresh])
+            self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
+        self.keys += keys
+        self.finished += [[] for _ in keys]
+
+    def _expand(self) -> None:
+        """Before the first step of a batch its sentences have one beam each: make it k (one live, k - 1 at
+        -inf), the layout of sentences joining later."""
+        assert self.cache is not None
+        n, w = self.scores.shape
+        if w == self.k:
+            return
+        self.cache = self.cache.expand(self.k)
+        self.tokens = self.tokens.repeat_interleave(self.k)
+        self.scores = torch.cat([self.scores, self.scores.new_full((n, self.k - 1), float("-inf"))], dim=1)
+        self.seqs = self.seqs.expand(n, self.k, self.seqs.shape[2]).contiguous()
+
+    def drop(self, keys: set[Any]) -> None:
+        """Stop decoding these sentences (their request is gone); they leave at the next step, without results."""
+        self.dropped |= keys
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Any, list[Hypothesis]]]:
+        """One decoding step for every sentence; (key, finished hypotheses, best first) of those now done."""
+        assert self.cache is not None, "step() with no sentences: admit() some first"
+        cfg, k, dev = self.model.cfg, self.k, self.tokens.device
+        n, w = self.scores.shape
+        t = self.cache.step
+        decoded = t - self.start                                            # (n,) tokens each has so far
+        logp, cache = self.model.decode_step(self.tokens, self.cache)       # (n*w, V)
         V = logp.shape[-1]
-        logp = _allowed(logp.view(n, w, V), t, limit[rows, None].expand(n, w), cfg, min_len)
-        top, beam_of, tok = beam_topk(logp, scores, 2 * k)                 # (n, 2k) each, best first
-        prefix = seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, t))   # (n, 2k, t)
+        logp = _allowed(logp.view(n, w, V), decoded[:, None], self.limit[:, None].expand(n, w), cfg, self.min_len)
+        top, beam_of, tok = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
+        rank = torch.arange(2 * k, device=dev)
+        prefix = self.seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, self.seqs.shape[2]))   # (n, 2k, t')
         is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
         new = is_eos & (rank < k)
         if new.any():
-            fin.add(rows, new, prefix, t, top / length_penalty(t + 1, lenpen), top)
+            self._finish(new, prefix, decoded, top)
         # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
-        cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]        # (n, k)
+        cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]       # (n, k)
         if w == 1:
             # the first step: every candidate extends the single beam, whose cache row is repeated k times
             cache = cache.expand(k)
         else:
             cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))
-            flat = (torch.arange(n, device=dev)[:, None] * k + beam_of.gather(1, cont)).view(-1)
-            cache = cache.select_self(flat)
-        scores, tok = top.gather(1, cont), tok.gather(1, cont)
-        seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, t)), tok[:, :, None]], dim=2)
-        tokens = tok.view(-1)
-        done = fin.count[rows] >= k
-        if done.all():
-            break
-        if done.any():                                                     # retire finished sentences
-            keep = (~done).nonzero().squeeze(1)
-            rows, scores, seqs, tokens = rows[keep], scores[keep], seqs[keep], tok[keep].view(-1)
-            cache = cache.select((keep[:, None] * k + torch.arange(k, device=dev)).view(-1))
-    return fin.nbest(nbest)
+            cache = cache.select_self((torch.arange(n, device=dev)[:, None] * k + beam_of.gather(1, cont)).view(-1))
+        self.scores, tok = top.gather(1, cont), tok.gather(1, cont)
+        self.seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, prefix.shape[2])), tok[:, :, None]], 2)
+        self.tokens, self.cache = tok.view(-1), cache
+        return self._retire(decoded >= self.limit)             # at its limit every live beam had to end
+
+    def _finish(self, new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor) -> None:
+        """Store the candidates marked ``new`` (n, 2k) as finished, while their sentence has fewer than k."""
+        slot = self.count[:, None] + new.long().cumsum(1) - 1             # (n, 2k) its place among the finished
+        ok = new & (slot < self.k)
+        self.count += ok.long().sum(1)
+        r, c = ok.nonzero(as_tuple=True)
+        lengths = decoded[r]
+        score = top[r, c] / length_penalty(lengths.double() + 1, self.lenpen).float()   # as a Python float would
+        width = prefix.shape[2]
+        for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
+                                    top[r, c].tolist(), strict=True):
+            self.finished[i].append(Hypothesis(seq[width - n:], s, lp))
+
+    def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
+        """The sentences with k finished hypotheses or at their length limit leave the batch (and those dropped,
+        without results)."""
+        done = (self.count >= self.k) | at_limit
+        gone = done
+        if self.dropped:
+            gone = done | torch.tensor([key in self.dropped for key in self.keys], device=done.device)
+        if not gone.any():
+            return []
+        out = [(key, sorted(self.finished[i], key=lambda h: -h.score))
+               for i, key in enumerate(self.keys) if done[i] and key not in self.dropped]
+        self.dropped -= {key for i, key in enumerate(self.keys) if gone[i]}
+        if gone.all():
+            self.cache, self.keys, self.finished = None, [], []
+            return out
+        keep = (~gone).nonzero().squeeze(1)
+        k = self.k
+        self.cache = self.cache.select((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))  # type: ignore[union-attr]
+        self.tokens = self.tokens.view(-1, k)[keep].view(-1)
+        self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
+        self.start, self.count = self.start[keep], self.count[keep]
+        kept = keep.tolist()
+        self.keys, self.finished = [self.keys[i] for i in kept], [self.finished[i] for i in kept]
+        self._compact()
+        return out
+
+    def _compact(self) -> None:
+        """Drop the decoded columns no sentence in the batch needs any more (the buffers stay as long as the
+        longest-running sentence's output, however long the server runs)."""
+        m = int(self.start.min())
+        if m > 0:
+            assert self.cache is not None
+            self.cache = self.cache.compact()
+            self.start, self.seqs = self.start - m, self.seqs[:, :, m:]
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
+    max_len_b: int = 50, nbest: int = 1, min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
+    with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence."""
+    search = BeamSearch(model, beam, lenpen, max_len_a, max_len_b, min_len)
+    search.admit(src, list(range(src.shape[0])))
+    out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
+    while search.active:
+        for i, hyps in search.step():
+            out[i] = hyps[:nbest]
+    return out

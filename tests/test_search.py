@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
+from aiayn.search import BeamSearch, beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -289,3 +290,40 @@ def test_beam_wider_than_the_vocabulary_allows_at_the_first_step() -> None:
     assert tok[0, :3].tolist() == [0, 1, 2]
     nbest = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=5, lenpen=0.0, nbest=2)[0]  # type: ignore[arg-type]
     assert [h.tokens for h in nbest] == [[B], [A, A]]
+
+
+# --- step-level batching: sentences join a running search ---------------------------------------------------------
+
+
+def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: Transformer) -> None:
+    """BeamSearch.admit between steps (as aiayn serve does): each sentence's hypotheses are those of decoding it in
+    one batch with the others, whenever it joined, whatever ran beside it; the buffers stay bounded."""
+    src = torch.cat([_src(seed, B=6) for seed in range(4)])                # 24 sentences
+    batch = beam_search(model, src, beam=3, lenpen=0.6, max_len_b=8, nbest=3)
+    search, got, widths = BeamSearch(model, 3, 0.6, 1.0, 8), {}, []
+    waiting, rng = list(range(len(src))), random.Random(0)
+    while waiting or search.active:
+        if waiting and (rng.random() < 0.4 or not search.active):          # 1-3 sentences join, own padding
+            take = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
+            width = int(max((src[i] != PAD).sum() for i in take))
+            search.admit(src[take][:, :width], take)
+        got.update(search.step())
+        widths.append(search.cache.self_kv[0].length if search.cache is not None else 0)
+    for i, hyps in enumerate(batch):
+        assert [h.tokens for h in got[i]] == [h.tokens for h in hyps], i
+        assert [h.score for h in got[i]] == pytest.approx([h.score for h in hyps], abs=1e-4)
+    assert max(widths) <= 9 + 8 + 1            # never longer than the longest sentence's output: compacted
+
+
+def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transformer) -> None:
+    src = _src(5)
+    search = BeamSearch(model, 4, 0.6, 1.0, 10)
+    search.admit(src, list(range(len(src))))
+    search.step()
+    search.drop({0, 3})
+    got = dict(search.step())
+    while search.active:
+        got.update(search.step())
+    assert 0 not in got and 3 not in got and search.active == 0
+    batch = beam_search(model, src, beam=4, lenpen=0.6, max_len_b=10)
+    assert all([h.tokens for h in got[i][:1]] == [h.tokens for h in batch[i]] for i in (1, 2, 4, 5))
