@@ -395,15 +395,18 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     d = ServeConfig()
     p = sub.add_parser("serve", help="an HTTP translation service with a web page (needs aiayn[serve])",
                        description="JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web "
-                       "page at /. Lines of concurrent requests are batched together. SIGTERM or Ctrl-C: requests in "
+                       "page at /. The lines of concurrent requests are decoded together, joining the running batch between "
+                       "decoding steps. SIGTERM or Ctrl-C: requests in "
                        "flight are answered, then it exits.")
     _add_decode_flags(p)
     p.add_argument("--host", default=d.host, help="address to bind (default %(default)s: this machine only)")
     p.add_argument("--port", type=int, default=d.port, help="(default %(default)s)")
     p.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens,
-                   help="source tokens merged into one model call (default %(default)s)")
+                   help="source tokens of the sentences one decoding thread runs at once; waiting sentences join its "
+                   "running batch between decoding steps (default %(default)s)")
     p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
-                   help="how long a request may wait for others to share its model call (default %(default)s)")
+                   help="how long an idle decoding thread waits for a burst of requests before its first step "
+                   "(default %(default)s)")
     p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request (default %(default)s)")
     p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="(default %(default)s)")

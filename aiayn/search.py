@@ -322,7 +322,8 @@ class BeamSearch:
         self.count += ok.long().sum(1)
         r, c = ok.nonzero(as_tuple=True)
         lengths = decoded[r]
-        score = top[r, c] / length_penalty(lengths.double() + 1, self.lenpen).float()   # as a Python float would
+        penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen)).float()   # as a Python float would
+        score = top[r, c] / penalty
         width = prefix.shape[2]
         for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
                                     top[r, c].tolist(), strict=True):

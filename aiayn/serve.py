@@ -24,10 +24,10 @@ import hmac
 import json
 import logging
 import signal
+import threading
 import time
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,8 @@ import torch
 
 from .config import DecodeConfig
 from .runtime import resolve_workers
-from .translate import Translator
+from .search import BeamSearch, Hypothesis
+from .translate import Translator, source_batch, source_ids
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -46,15 +47,15 @@ STATIC = Path(__file__).parent / "static"
 class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8080
-    max_batch_tokens: int = 6000       # source tokens merged into one model call
-    max_wait_ms: float = 10.0          # how long a request waits for others to share its model call
+    max_batch_tokens: int = 6000       # source tokens of the sentences one decoding thread runs at once
+    max_wait_ms: float = 10.0          # how long an idle decoding thread waits for a burst of requests
     max_body_bytes: int = 1 << 20
     max_lines: int = 256               # per request
     max_chars: int = 2000              # per line
     max_queue_lines: int = 8192        # waiting lines over all requests; beyond: 503
     max_beam: int = 16
     timeout_s: float = 60.0
-    workers: int = 0                   # model calls at once (0: one per core, at most 4; 1 on GPUs)
+    workers: int = 0                   # decoding threads (0: one per core, at most 4; 1 on GPUs)
     api_key: str | None = None
 
 
@@ -64,32 +65,65 @@ class ServiceError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-# --- dynamic batching ----------------------------------------------------------------------------------------------
+# --- step-level batching ---------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
+    """One request's lines, waiting or being decoded; answered when its last line is done."""
+
     lines: list[str]
-    tokens: int
+    tokens: int                                   # source tokens, EOS included
     options: dict[str, Any]
     future: asyncio.Future[list[Any]]
+    loop: asyncio.AbstractEventLoop
+    results: list[Any] = field(default_factory=list)
+    left: int = 0
+    cancelled: bool = False
+    decode: DecodeConfig | None = None
     queued: float = field(default_factory=time.perf_counter)
+
+    def answer(self, index: int, hyps: list[Any]) -> None:
+        """Line ``index`` is done (from a decoding thread); the request is answered with its last line."""
+        self.results[index] = hyps
+        self.left -= 1
+        if self.left == 0:
+            self.loop.call_soon_threadsafe(_resolve, self.future, self.results)
+
+    def fail(self, error: BaseException) -> None:
+        self.cancelled = True
+        self.loop.call_soon_threadsafe(_resolve, self.future, error)
+
+
+def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
+    if not future.done():
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
 
 
 class Batcher:
-    """Merges the lines of concurrent requests into model calls; one queue, ``workers`` calls at once."""
+    """Step-level (continuous) batching: ``workers`` decoding threads, each running one batch of sentences
+    through beam search step by step (search.BeamSearch). Between two decoder steps a thread admits waiting
+    sentences into its running batch (encoding them and joining their cache rows), up to ``max_batch_tokens``
+    source tokens in flight; a sentence leaves the batch as soon as it is done, and a request is answered as soon
+    as its last line is. Requests with other decoding settings run in their own batch in the same thread, one
+    step each in turn; sampling requests are decoded whole, as ``aiayn translate`` does. A request that times out
+    or whose client goes away is dropped from the batch at the next step."""
 
     def __init__(self, translator: Translator, cfg: ServeConfig, metrics: "Metrics") -> None:
         self.translator, self.cfg, self.metrics = translator, cfg, metrics
         self.workers = resolve_workers(cfg.workers, translator.device)
-        threads = max(1, torch.get_num_threads() // self.workers)
-        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-decode",
-                                       initializer=torch.set_num_threads, initargs=(threads,))
+        self.threads = max(1, torch.get_num_threads() // self.workers)
         self.queue: list[_Job] = []
         self.waiting_lines = 0
-        self.wakeup = asyncio.Event()
-        self.slots = asyncio.Semaphore(self.workers)
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.lock = threading.Condition()
+        self.stopping = False
+        self.decoders = [threading.Thread(target=self._decode_loop, name=f"aiayn-decode-{i}", daemon=True)
+                         for i in range(self.workers)]
+        for t in self.decoders:
+            t.start()
 
     async def translate(self, lines: list[str], options: dict[str, Any]) -> list[Any]:
         """The hypotheses of ``lines``; raises ServiceError(503) when the queue is full, (504) on timeout."""
@@ -97,87 +131,123 @@ class Batcher:
             raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
                                {"Retry-After": "1"})
         tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
-        job = _Job(lines, tokens, options, asyncio.get_running_loop().create_future())
-        self.queue.append(job)
-        self.waiting_lines += len(lines)
-        self.metrics.queue_lines.set(self.waiting_lines)
-        self.wakeup.set()
+        loop = asyncio.get_running_loop()
+        job = _Job(lines, tokens, options, loop.create_future(), loop)
+        with self.lock:
+            self.queue.append(job)
+            self.waiting_lines += len(lines)
+            self.metrics.queue_lines.set(self.waiting_lines)
+            self.lock.notify()
         try:
             return await asyncio.wait_for(asyncio.shield(job.future), self.cfg.timeout_s)
         except asyncio.TimeoutError:
-            job.future.cancel()                # dropped from the queue if it has not started
             raise ServiceError(504, f"translation took longer than {self.cfg.timeout_s:g} s") from None
-
-    async def run(self) -> None:
-        """The scheduler: take the oldest job, wait up to max_wait_ms for others with the same settings, decode."""
-        while True:
-            await self.wakeup.wait()
-            self.wakeup.clear()
-            while self.queue:
-                await self.slots.acquire()
-                first = self.queue[0]
-                delay = first.queued + self.cfg.max_wait_ms / 1000 - time.perf_counter()
-                if delay > 0 and self._tokens_like(first) < self.cfg.max_batch_tokens:
-                    await asyncio.sleep(delay)
-                batch = self._take()
-                if not batch:
-                    self.slots.release()
-                    continue
-                task = asyncio.create_task(self._decode(batch))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-
-    def _tokens_like(self, first: _Job) -> int:
-        return sum(j.tokens for j in self.queue if j.options == first.options)
-
-    def _take(self) -> list[_Job]:
-        """The oldest live job and the next ones with the same settings, within max_batch_tokens."""
-        batch: list[_Job] = []
-        tokens = 0
-        for job in list(self.queue):
-            if job.future.cancelled():
-                self._remove(job)
-                continue
-            if batch and (job.options != batch[0].options or tokens + job.tokens > self.cfg.max_batch_tokens):
-                continue
-            batch.append(job)
-            tokens += job.tokens
-            self._remove(job)
-        return batch
-
-    def _remove(self, job: _Job) -> None:
-        self.queue.remove(job)
-        self.waiting_lines -= len(job.lines)
-        self.metrics.queue_lines.set(self.waiting_lines)
-
-    async def _decode(self, batch: list[_Job]) -> None:
-        lines = [line for job in batch for line in job.lines]
-        t0 = time.perf_counter()
-        try:
-            hyps = await asyncio.get_running_loop().run_in_executor(
-                self.pool, lambda: self.translator.translate_hypotheses(lines, **batch[0].options, workers=1))
-        except Exception as e:  # noqa: BLE001 - every waiting request gets the error, the server goes on
-            for job in batch:
-                if not job.future.done():
-                    job.future.set_exception(e)
-            return
         finally:
-            self.slots.release()
-            self.wakeup.set()
-        seconds = time.perf_counter() - t0
-        self.metrics.batch(len(lines), sum(j.tokens for j in batch), sum(len(h[0].tokens) + 1 for h in hyps), seconds)
-        start = 0
-        for job in batch:
-            if not job.future.done():
-                job.future.set_result(hyps[start : start + len(job.lines)])
-            start += len(job.lines)
+            job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away
+
+    def _take(self, in_flight: int, idle: bool) -> list[_Job] | None:
+        """Waiting jobs for a decoding thread with ``in_flight`` source tokens running (oldest first, within
+        max_batch_tokens; at least one when idle, waiting for it); None when the server is stopping."""
+        with self.lock:
+            while idle and not self.queue and not self.stopping:
+                self.lock.wait()
+            if idle and self.queue:           # an idle thread gives a burst of requests max_wait_ms to arrive
+                until = self.queue[0].queued + self.cfg.max_wait_ms / 1000
+                while not self.stopping and time.perf_counter() < until and \
+                        sum(j.tokens for j in self.queue) < self.cfg.max_batch_tokens:
+                    self.lock.wait(until - time.perf_counter())
+            if self.stopping:
+                return None
+            taken: list[_Job] = []
+            while self.queue and (not taken and idle or in_flight + self.queue[0].tokens <= self.cfg.max_batch_tokens):
+                job = self.queue.pop(0)
+                self.waiting_lines -= len(job.lines)
+                if not job.cancelled:
+                    taken.append(job)
+                    in_flight += job.tokens
+                    idle = False
+            self.metrics.queue_lines.set(self.waiting_lines)
+            return taken
+
+    def _decode_loop(self) -> None:
+        """One decoding thread: admit, step every running batch once, answer what is done; until stopped."""
+        torch.set_num_threads(self.threads)
+        searches: dict[tuple[Any, ...], BeamSearch] = {}
+        running: dict[Any, _Job] = {}                 # sentence key (job, line) -> its job, for drops
+        in_flight = 0
+        while True:
+            jobs = self._take(in_flight, idle=not running)
+            if jobs is None:
+                return
+            for job in jobs:
+                in_flight += self._admit(job, searches, running)
+            for key, search in list(searches.items()):
+                gone = {s for s in search.keys if running[s].cancelled}
+                if gone:
+                    search.drop(gone)
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    try:
+                        done = search.step()
+                    except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
+                        for s in search.keys:
+                            running[s].fail(e)
+                        done, search.keys = [], []
+                self.metrics.step(search.active + len(done), time.perf_counter() - t0)
+                for s in gone | {s for s, _ in done}:
+                    running.pop(s)
+                for (job, i), hyps in done:
+                    self.metrics.produced(len(hyps[0].tokens) + 1)
+                    job.answer(i, _as_translate_gives(hyps, job.decode))
+                if not search.active:
+                    del searches[key]
+            in_flight = sum(job.tokens for job in set(running.values()))
+
+    def _admit(self, job: _Job, searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> int:
+        """Start ``job``'s lines (blank ones are answered at once; sampling requests are decoded whole here)."""
+        t = self.translator
+        job.decode = decode = t.settings(**job.options)
+        job.results, job.left = [None] * len(job.lines), len(job.lines)
+        if decode.sampling:
+            try:
+                for i, hyps in enumerate(t.translate_hypotheses(job.lines, **job.options)):
+                    job.answer(i, hyps)
+            except Exception as e:  # noqa: BLE001
+                job.fail(e)
+            return 0
+        todo = [i for i, line in enumerate(job.lines) if line.strip()]
+        for i in set(range(len(job.lines))) - set(todo):          # a blank line translates to a blank line
+            job.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest))
+        if not todo:
+            return 0
+        key = (decode.beam, decode.lenpen, decode.max_len_a, decode.max_len_b, decode.min_len)
+        search = searches.get(key) or searches.setdefault(key, BeamSearch(t.model, *key))
+        seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode([job.lines[i] for i in todo])]
+        with torch.inference_mode():       # the model is in its inference precision already (Translator)
+            search.admit(source_batch(t.model, seqs, t.device), [(job, i) for i in todo])
+        for i in todo:
+            running[(job, i)] = job
+        self.metrics.src_tokens.inc(job.tokens)
+        return job.tokens
 
     async def attention(self, line: str, options: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.get_running_loop().run_in_executor(
-            self.pool, lambda: self.translator.attention(line, **options, workers=1))
+            None, lambda: self.translator.attention(line, **options, workers=1))
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        with self.lock:
+            self.stopping = True
+            self.lock.notify_all()
+        for t in self.decoders:
+            t.join()
+
+
+def _as_translate_gives(hyps: list[Any], decode: DecodeConfig | None) -> list[Any]:
+    """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the log-probability."""
+    assert decode is not None
+    if decode.beam == 1:
+        hyps = [Hypothesis(h.tokens, h.logprob, h.logprob) for h in hyps]
+    return hyps[: max(1, decode.nbest)]
 
 
 # --- metrics ---------------------------------------------------------------------------------------------------------
@@ -193,20 +263,24 @@ class Metrics:
         self.requests = Counter("aiayn_requests", "HTTP requests", ["path", "status"], registry=self.registry)
         self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
                                  buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-        self.batch_lines = Histogram("aiayn_batch_lines", "lines per model call", registry=self.registry,
+        self.batch_lines = Histogram("aiayn_batch_lines", "sentences in each decoding step", registry=self.registry,
                                      buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
         self.src_tokens = Counter("aiayn_source_tokens", "source tokens translated", registry=self.registry)
         self.tgt_tokens = Counter("aiayn_target_tokens", "target tokens produced", registry=self.registry)
-        self.tokens_per_s = Gauge("aiayn_target_tokens_per_second", "target tokens/s of the last model call",
-                                  registry=self.registry)
+        self.steps = Counter("aiayn_decoding_steps", "decoding steps", registry=self.registry)
+        self.step_seconds = Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", registry=self.registry)
         self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting for a model call", registry=self.registry)
         self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
 
-    def batch(self, lines: int, src_tokens: int, tgt_tokens: int, seconds: float) -> None:
-        self.batch_lines.observe(lines)
-        self.src_tokens.inc(src_tokens)
+    def step(self, sentences: int, seconds: float) -> None:
+        """One decoding step of ``sentences`` sentences."""
+        self.batch_lines.observe(sentences)
+        self.steps.inc()
+        self.step_seconds.inc(seconds)
+
+    def produced(self, tgt_tokens: int) -> None:
+        """A sentence is done: its best translation's tokens, EOS included."""
         self.tgt_tokens.inc(tgt_tokens)
-        self.tokens_per_s.set(tgt_tokens / max(seconds, 1e-9))
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -250,14 +324,11 @@ def create_app(translator: Translator, cfg: ServeConfig | None = None, descripti
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         batcher = Batcher(translator, cfg, metrics)
-        scheduler = asyncio.create_task(batcher.run())
         state["batcher"] = batcher
         try:
             yield
         finally:                                 # uvicorn has answered every request in flight by now
-            scheduler.cancel()
-            await asyncio.gather(*batcher.tasks, return_exceptions=True)
-            batcher.close()
+            await asyncio.get_running_loop().run_in_executor(None, batcher.close)
             state.clear()
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)

@@ -45,6 +45,19 @@ def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     return out
 
 
+def source_ids(model: Transformer, ids: Sequence[int]) -> list[int]:
+    """One source sentence as the encoder takes it: cut to the model's positions, then EOS."""
+    return list(ids[: model.cfg.max_positions - 1]) + [model.cfg.eos_id]
+
+
+def source_batch(model: Transformer, seqs: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """(B, S) ids of sentences made by :func:`source_ids`, right-padded to the longest, on ``device``."""
+    src = torch.full((len(seqs), max(len(s) for s in seqs)), model.cfg.pad_id, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        src[row, : len(s)] = torch.tensor(s)
+    return src.to(device)
+
+
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
     precision: str = "fp32", generator: torch.Generator | None = None,
@@ -59,15 +72,11 @@ def translate_ids(
     limit = cfg.max_positions - 1
     if any(len(s) > limit for s in src_ids):
         log.warning("some inputs are longer than the model's %d source tokens and were truncated", limit)
-    seqs = [list(s[:limit]) + [cfg.eos_id] for s in src_ids]
+    seqs = [source_ids(model, s) for s in src_ids]
     args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
 
     def run(batch: list[int]) -> list[list[Hypothesis]]:
-        S = max(len(seqs[i]) for i in batch)
-        src = torch.full((len(batch), S), cfg.pad_id, dtype=torch.long)
-        for row, i in enumerate(batch):
-            src[row, : len(seqs[i])] = torch.tensor(seqs[i])
-        src = src.to(device)
+        src = source_batch(model, [seqs[i] for i in batch], device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
             if decode.sampling:
                 return [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
