@@ -220,10 +220,8 @@ class BeamSearch:
     ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many.
     """
 
-    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-                 max_len_b: int = 50, min_len: int = 0) -> None:
+    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0) -> None:
         self.model, self.k, self.lenpen, self.min_len = model, beam, lenpen, min_len
-        self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.cache: DecoderCache | None = None
         self.keys: list[Any] = []
         self.finished: list[list[Hypothesis]] = []
@@ -240,12 +238,12 @@ class BeamSearch:
         return self.cache.rows if self.cache is not None else 0
 
     @torch.inference_mode()
-    def admit(self, src: Tensor, keys: list[Any]) -> None:
+    def admit(self, src: Tensor, keys: list[Any], max_len_a: float = 1.0, max_len_b: int = 50) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
-        results."""
+        results. Their length limit is ``max_len_a * source length + max_len_b`` (each sentence has its own)."""
         model, cfg, k, dev = self.model, self.model.cfg, self.k, src.device
         B = src.shape[0]
-        limit = max_lengths(model, src, self.max_len_a, self.max_len_b)
+        limit = max_lengths(model, src, max_len_a, max_len_b)
         cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
@@ -372,8 +370,8 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence."""
-    search = BeamSearch(model, beam, lenpen, max_len_a, max_len_b, min_len)
-    search.admit(src, list(range(src.shape[0])))
+    search = BeamSearch(model, beam, lenpen, min_len)
+    search.admit(src, list(range(src.shape[0])), max_len_a, max_len_b)
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:
         for i, hyps in search.step():

@@ -180,28 +180,40 @@ class Batcher:
             if jobs is None:
                 return
             for job in jobs:
-                in_flight += self._admit(job, searches, running)
+                try:
+                    in_flight += self._admit(job, searches, running)
+                except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
+                    log.exception("admitting a request failed")
+                    job.fail(e)
             for key, search in list(searches.items()):
-                gone = {s for s in search.keys if running[s].cancelled}
-                if gone:
-                    search.drop(gone)
-                t0 = time.perf_counter()
-                with torch.inference_mode():
-                    try:
-                        done = search.step()
-                    except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
-                        for s in search.keys:
-                            running[s].fail(e)
-                        done, search.keys = [], []
-                self.metrics.step(search.active + len(done), time.perf_counter() - t0)
-                for s in gone | {s for s, _ in done}:
-                    running.pop(s)
-                for (job, i), hyps in done:
-                    self.metrics.produced(len(hyps[0].tokens) + 1)
-                    job.answer(i, _as_translate_gives(hyps, job.decode))
-                if not search.active:
+                if not self._step(search, running):
                     del searches[key]
             in_flight = sum(job.tokens for job in set(running.values()))
+
+    def _step(self, search: BeamSearch, running: dict[Any, _Job]) -> bool:
+        """One decoding step of one batch: drop the sentences whose request is gone, answer those now done.
+        False when the batch is empty afterwards."""
+        if not search.active:
+            return False
+        gone = {s for s in search.keys if running[s].cancelled}
+        if gone:
+            search.drop(gone)
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                done = search.step()
+        except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
+            log.exception("decoding step failed")
+            for s in search.keys:
+                running.pop(s).fail(e)
+            return False
+        self.metrics.step(search.active + len(done), time.perf_counter() - t0)
+        for s in gone | {s for s, _ in done}:
+            running.pop(s, None)
+        for (job, i), hyps in done:
+            self.metrics.produced(len(hyps[0].tokens) + 1)
+            job.answer(i, _as_translate_gives(hyps, job.decode))
+        return bool(search.active)
 
     def _admit(self, job: _Job, searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> int:
         """Start ``job``'s lines (blank ones are answered at once; sampling requests are decoded whole here)."""
@@ -220,11 +232,13 @@ class Batcher:
             job.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest))
         if not todo:
             return 0
-        key = (decode.beam, decode.lenpen, decode.max_len_a, decode.max_len_b, decode.min_len)
-        search = searches.get(key) or searches.setdefault(key, BeamSearch(t.model, *key))
+        key = (decode.beam, decode.lenpen, decode.min_len)        # the length limits are each sentence's own
+        search = searches.get(key) or searches.setdefault(
+            key, BeamSearch(t.model, decode.beam, decode.lenpen, min_len=decode.min_len))
         seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode([job.lines[i] for i in todo])]
         with torch.inference_mode():       # the model is in its inference precision already (Translator)
-            search.admit(source_batch(t.model, seqs, t.device), [(job, i) for i in todo])
+            search.admit(source_batch(t.model, seqs, t.device), [(job, i) for i in todo],
+                         decode.max_len_a, decode.max_len_b)
         for i in todo:
             running[(job, i)] = job
         self.metrics.src_tokens.inc(job.tokens)

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from run import machine  # noqa: E402
 
 
 def free_port() -> int:
@@ -67,19 +69,20 @@ def metric(port: int, name: str) -> float:
     return next((float(x.split()[1]) for x in lines if x.startswith(name + " ")), 0.0)
 
 
-def load(port: int, requests: list[list[str]], concurrency: int) -> dict[str, float]:
-    """Send ``requests`` with ``concurrency`` client threads; latency per request, errors, wall time."""
+def load(port: int, requests: list[list[str]], concurrency: int, outputs: list[list[str]] | None = None) -> dict[str, float]:
+    """Send ``requests`` with ``concurrency`` client threads; latency per request, errors, wall time. The
+    translations go into ``outputs`` (one list per request) when given."""
     latencies: list[float] = []
     errors = 0
     lock = threading.Lock()
-    todo = iter(requests)
+    todo = iter(enumerate(requests))
 
     def client() -> None:
         nonlocal errors
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         while True:
             with lock:
-                lines = next(todo, None)
+                index, lines = next(todo, (-1, None))
             if lines is None:
                 return
             body = json.dumps({"text": lines}).encode()
@@ -89,6 +92,8 @@ def load(port: int, requests: list[list[str]], concurrency: int) -> dict[str, fl
                 r = conn.getresponse()
                 data = json.loads(r.read())
                 ok = r.status == 200 and len(data["translations"]) == len(lines)
+                if ok and outputs is not None:
+                    outputs[index] = data["translations"]
             except (OSError, ValueError, KeyError):
                 ok = False
                 conn.close()
@@ -109,8 +114,9 @@ def load(port: int, requests: list[list[str]], concurrency: int) -> dict[str, fl
             "p50_ms": 1000 * q[49], "p95_ms": 1000 * q[94], "p99_ms": 1000 * q[98], "errors": errors}
 
 
-def cli_rate(a: argparse.Namespace, lines: list[str]) -> dict[str, float]:
-    """``aiayn translate`` on all the lines: sentences/s without its start-up (an empty input's run time)."""
+def cli_rate(a: argparse.Namespace, lines: list[str]) -> tuple[dict[str, float], list[str]]:
+    """``aiayn translate`` on all the lines: sentences/s without its start-up (an empty input's run time), and its
+    translations."""
     with tempfile.TemporaryDirectory() as tmp:
         src, empty = Path(tmp) / "in.txt", Path(tmp) / "empty.txt"
         src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -123,7 +129,8 @@ def cli_rate(a: argparse.Namespace, lines: list[str]) -> dict[str, float]:
         t0 = time.perf_counter()
         subprocess.run([*cmd, "--input", str(src)], check=True, stderr=subprocess.DEVNULL)
         total = time.perf_counter() - t0
-    return {"startup_s": startup, "seconds": total - startup, "sentences_per_s": len(lines) / (total - startup)}
+        out = (Path(tmp) / "out.txt").read_text(encoding="utf-8").split("\n")[: len(lines)]
+    return {"startup_s": startup, "seconds": total - startup, "sentences_per_s": len(lines) / (total - startup)}, out
 
 
 def main() -> None:
@@ -140,7 +147,7 @@ def main() -> None:
     lines_iter = iter(pool * (a.requests * 5 // len(pool) + 1))
     requests = [[next(lines_iter) for _ in range(rng.randint(1, 5))] for _ in range(a.requests)]
     all_lines = [line for r in requests for line in r]
-    cli = cli_rate(a, all_lines)
+    cli, cli_out = cli_rate(a, all_lines)
     print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "
           f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
     rows = []
@@ -148,27 +155,32 @@ def main() -> None:
         proc, port = start_server(a)
         try:
             load(port, requests[:20], min(c, 4))                    # warm-up
-            calls0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
-            r = load(port, requests, c)
+            steps0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
+            outputs: list[list[str]] = [[] for _ in requests]
+            r = load(port, requests, c, outputs)
+            served = [t for ts in outputs for t in ts]
             r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
-                     cli["sentences_per_s"], lines_per_call=(metric(port, "aiayn_batch_lines_sum") - lines0) /
-                     max(1.0, metric(port, "aiayn_batch_lines_count") - calls0))
+                     cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
+                     max(1.0, metric(port, "aiayn_batch_lines_count") - steps0),
+                     identical_to_cli=sum(x.strip() == y.strip() for x, y in zip(served, cli_out)) / len(cli_out))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
         rows.append(r)
         print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
               f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['lines_per_call']:.1f} lines per model call", flush=True)
+              f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['sentences_per_step']:.1f} sentences per decoding step, "
+              f"{100 * r['identical_to_cli']:.1f}% of lines identical to the CLI's", flush=True)
     print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
-          "server peak RSS |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "server peak RSS | sentences per step | identical to the CLI |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
-              f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB |")
+              f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB | "
+              f"{r['sentences_per_step']:.1f} | {100 * r['identical_to_cli']:.1f}% |")
     out = ROOT / "benchmarks" / "results" / f"serve-{time.strftime('%Y%m%d-%H%M')}.json"
     out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests,
-                               "sentences": len(all_lines), "cli": cli, "rows": rows, "cpu": os.cpu_count()}, indent=2))
+                               "sentences": len(all_lines), "cli": cli, "rows": rows, "machine": machine()}, indent=2))
     print(f"\n{out}")
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import BeamSearch, beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
+from aiayn.search import BeamSearch, Hypothesis, beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -300,13 +301,13 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
     one batch with the others, whenever it joined, whatever ran beside it; the buffers stay bounded."""
     src = torch.cat([_src(seed, B=6) for seed in range(4)])                # 24 sentences
     batch = beam_search(model, src, beam=3, lenpen=0.6, max_len_b=8, nbest=3)
-    search, got, widths = BeamSearch(model, 3, 0.6, 1.0, 8), {}, []
+    search, got, widths = BeamSearch(model, 3, 0.6), {}, []
     waiting, rng = list(range(len(src))), random.Random(0)
     while waiting or search.active:
         if waiting and (rng.random() < 0.4 or not search.active):          # 1-3 sentences join, own padding
             take = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
             width = int(max((src[i] != PAD).sum() for i in take))
-            search.admit(src[take][:, :width], take)
+            search.admit(src[take][:, :width], take, 1.0, 8)
         got.update(search.step())
         widths.append(search.cache.self_kv[0].length if search.cache is not None else 0)
     for i, hyps in enumerate(batch):
@@ -317,8 +318,8 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
 
 def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transformer) -> None:
     src = _src(5)
-    search = BeamSearch(model, 4, 0.6, 1.0, 10)
-    search.admit(src, list(range(len(src))))
+    search = BeamSearch(model, 4, 0.6)
+    search.admit(src, list(range(len(src))), 1.0, 10)
     search.step()
     search.drop({0, 3})
     got = dict(search.step())
@@ -327,3 +328,19 @@ def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transform
     assert 0 not in got and 3 not in got and search.active == 0
     batch = beam_search(model, src, beam=4, lenpen=0.6, max_len_b=10)
     assert all([h.tokens for h in got[i][:1]] == [h.tokens for h in batch[i]] for i in (1, 2, 4, 5))
+
+
+def test_each_admission_has_its_own_length_limit(model: Transformer) -> None:
+    """Requests that differ only in max_len_a/max_len_b share one running search (aiayn serve groups them)."""
+    a, b = _src(1), _src(2)
+    search = BeamSearch(model, 4, 0.6)
+    search.admit(a, [("a", i) for i in range(len(a))], 0.0, 3)
+    search.step()
+    search.admit(b, [("b", i) for i in range(len(b))], 1.0, 12)
+    got: dict[Any, list[Hypothesis]] = {}
+    while search.active:
+        got.update(search.step())
+    for name, src, lo, hi in (("a", a, 0.0, 3), ("b", b, 1.0, 12)):
+        alone = beam_search(model, src, beam=4, lenpen=0.6, max_len_a=lo, max_len_b=hi)
+        assert [got[(name, i)][0].tokens for i in range(len(src))] == [h[0].tokens for h in alone]
+    assert max(len(got[("a", i)][0].tokens) for i in range(len(a))) <= 3
