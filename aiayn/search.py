@@ -223,19 +223,12 @@ class BeamSearch:
     def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0) -> None:
         self.model, self.k, self.lenpen, self.min_len = model, beam, lenpen, min_len
         self.cache: DecoderCache | None = None
-        self.keys: list[Any] = []
-        self.finished: list[list[Hypothesis]] = []
-        self.dropped: set[Any] = set()
+        self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
 
     @property
     def active(self) -> int:
         """Sentences in the batch."""
         return len(self.keys)
-
-    @property
-    def rows(self) -> int:
-        """Hypotheses in the batch (the rows of a decoding step)."""
-        return self.cache.rows if self.cache is not None else 0
 
     @torch.inference_mode()
     def admit(self, src: Tensor, keys: list[Any], max_len_a: float = 1.0, max_len_b: int = 50) -> None:
@@ -322,18 +315,15 @@ class BeamSearch:
         lengths = decoded[r]
         penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen)).float()   # as a Python float would
         score = top[r, c] / penalty
-        width = prefix.shape[2]
         for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
                                     top[r, c].tolist(), strict=True):
-            self.finished[i].append(Hypothesis(seq[width - n:], s, lp))
+            self.finished[i].append(Hypothesis(seq[prefix.shape[2] - n:], s, lp))
 
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
         """The sentences with k finished hypotheses or at their length limit leave the batch (and those dropped,
         without results)."""
         done = (self.count >= self.k) | at_limit
-        gone = done
-        if self.dropped:
-            gone = done | torch.tensor([key in self.dropped for key in self.keys], device=done.device)
+        gone = done | torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=done.device)
         if not gone.any():
             return []
         out = [(key, sorted(self.finished[i], key=lambda h: -h.score))
@@ -342,14 +332,12 @@ class BeamSearch:
         if gone.all():
             self.cache, self.keys, self.finished = None, [], []
             return out
-        keep = (~gone).nonzero().squeeze(1)
-        k = self.k
+        keep, k = (~gone).nonzero().squeeze(1), self.k
         self.cache = self.cache.select((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))  # type: ignore[union-attr]
         self.tokens = self.tokens.view(-1, k)[keep].view(-1)
         self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
         self.start, self.count = self.start[keep], self.count[keep]
-        kept = keep.tolist()
-        self.keys, self.finished = [self.keys[i] for i in kept], [self.finished[i] for i in kept]
+        self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
         self._compact()
         return out
 

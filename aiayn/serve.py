@@ -244,10 +244,6 @@ class Batcher:
         self.metrics.src_tokens.inc(job.tokens)
         return job.tokens
 
-    async def attention(self, line: str, options: dict[str, Any]) -> dict[str, Any]:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self.translator.attention(line, **options, workers=1))
-
     def close(self) -> None:
         with self.lock:
             self.stopping = True
@@ -429,7 +425,8 @@ def _translation_routes(app: Any, translator: Translator, cfg: ServeConfig, stat
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
         options = {"beam": req.beam} if req.beam else {}
-        return dict(await state["batcher"].attention(req.text, options))
+        return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
+            None, lambda: translator.attention(req.text, **options, workers=1)))
 
 
 def _service_routes(app: Any, translator: Translator, cfg: ServeConfig, description: dict[str, Any],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import random
 import signal
 import socket
@@ -162,7 +161,8 @@ def main() -> None:
             r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
                      cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
                      max(1.0, metric(port, "aiayn_batch_lines_count") - steps0),
-                     identical_to_cli=sum(x.strip() == y.strip() for x, y in zip(served, cli_out)) / len(cli_out))
+                     identical_to_cli=sum(x.strip() == y.strip() for x, y in zip(served, cli_out, strict=False))
+                     / len(cli_out))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)

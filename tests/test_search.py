@@ -11,7 +11,17 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import BeamSearch, Hypothesis, beam_search, beam_topk, block_argmax, greedy, length_penalty, sample, stay_in_place
+from aiayn.search import (
+    BeamSearch,
+    Hypothesis,
+    beam_search,
+    beam_topk,
+    block_argmax,
+    greedy,
+    length_penalty,
+    sample,
+    stay_in_place,
+)
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
