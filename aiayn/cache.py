@@ -81,10 +81,11 @@ class KeyValueCache:
         """This cache with ``n`` more rows after its own, whose t positions are zeros (step-level batching: the
         rows of sentences that join a running search; the decoder's self-attention mask hides those positions)."""
         self._check()
-        t = self.length
-        kb = self.k.new_zeros((self.k.shape[0], self.k.shape[1] + n) + self.k.shape[2:])
-        vb = torch.zeros_like(kb)
-        kb[:t, : self.k.shape[1]], vb[:t, : self.v.shape[1]] = self.k[:t], self.v[:t]
+        t, N = self.length, self.k.shape[1]
+        kb = self.k.new_empty((max(self.k.shape[0], t + 1), N + n) + self.k.shape[2:])
+        vb = torch.empty_like(kb)
+        kb[:t, :N], vb[:t, :N] = self.k[:t], self.v[:t]
+        kb[:t, N:], vb[:t, N:] = 0, 0               # finite, so that masked positions weigh exactly nothing
         return KeyValueCache(kb, vb, t)
 
     def drop_front(self, m: int) -> KeyValueCache:

@@ -205,19 +205,18 @@ def stay_in_place(parent: Tensor) -> Tensor:
 class BeamSearch:
     """Beam search (§6.1) over a stream of sentences, batched over sentences x beams on the incremental cache.
 
-    :meth:`admit` adds sentences between decoding steps (they join the running batch: step-level batching, as
-    ``aiayn serve`` uses it); :meth:`step` runs one decoding step for every sentence in the batch and returns
-    those that are done, which leave the batch at once. At each step the 2k best continuations of a
-    sentence's k beams are ranked; those ending in EOS within the top k are retired as finished (scored with
-    the length penalty), the k best others continue. A sentence is done once it has k finished hypotheses, or
-    at its length limit (where every live beam had to end).
-    What a sentence gets does not depend on when it joined or on the other sentences in the batch.
+    :meth:`admit` adds sentences between decoding steps (step-level batching, as ``aiayn serve`` uses it);
+    :meth:`step` decodes one token for every sentence and returns those now done. At each step the 2k best
+    continuations of a sentence's k beams are ranked; those ending in EOS within the top k are finished
+    (scored with the length penalty), the k best others continue. A sentence is done once it has k finished
+    hypotheses, or at its length limit. What it gets does not depend on when it joined or on its neighbours.
 
     State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
     joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
     first step of a batch that all started together, else k; a sentence that joins a running batch starts
     with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
-    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many.
+    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many; ``alive`` (n,)
+    False for the rows of sentences done (their key None) until they are removed.
     """
 
     def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0) -> None:
@@ -227,8 +226,8 @@ class BeamSearch:
 
     @property
     def active(self) -> int:
-        """Sentences in the batch."""
-        return len(self.keys)
+        """Sentences being decoded."""
+        return len(self.keys) - self.keys.count(None)
 
     @torch.inference_mode()
     def admit(self, src: Tensor, keys: list[Any], max_len_a: float = 1.0, max_len_b: int = 50) -> None:
@@ -242,16 +241,18 @@ class BeamSearch:
         if self.cache is None:                              # a new batch: one live beam each until the first step
             self.cache, self.tokens, self.limit = cache, tokens, limit
             self.start = torch.zeros(B, dtype=torch.long, device=dev)
-            self.scores = torch.zeros(B, 1, device=dev)
-            self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
             self.count = torch.zeros(B, dtype=torch.long, device=dev)
+            self.scores, self.alive = torch.zeros(B, 1, device=dev), torch.ones(B, dtype=torch.bool, device=dev)
+            self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
         else:                                               # joining a running batch: k rows each, one alive
+            if not bool(self.alive.all()):
+                self._keep(self.alive.nonzero().squeeze(1))  # the join copies the buffers anyway
             self._expand()
-            t = self.cache.step
+            self.start = torch.cat([self.start, self.start.new_full((B,), self.cache.step)])
             self.cache = self.cache.join(cache.expand(k))
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
-            self.start = torch.cat([self.start, self.start.new_full((B,), t)])
+            self.alive = torch.cat([self.alive, self.alive.new_ones(B)])
             fresh = torch.full((B, k), float("-inf"), device=dev)
             fresh[:, 0] = 0.0
             self.scores = torch.cat([self.scores, fresh])
@@ -281,11 +282,9 @@ class BeamSearch:
         assert self.cache is not None, "step() with no sentences: admit() some first"
         cfg, k, dev = self.model.cfg, self.k, self.tokens.device
         n, w = self.scores.shape
-        t = self.cache.step
-        decoded = t - self.start                                            # (n,) tokens each has so far
+        decoded = self.cache.step - self.start                              # (n,) tokens each has so far
         logp, cache = self.model.decode_step(self.tokens, self.cache)       # (n*w, V)
-        V = logp.shape[-1]
-        logp = _allowed(logp.view(n, w, V), decoded[:, None], self.limit[:, None].expand(n, w), cfg, self.min_len)
+        logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), cfg, self.min_len)
         top, beam_of, tok = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
         rank = torch.arange(2 * k, device=dev)
         prefix = self.seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, self.seqs.shape[2]))   # (n, 2k, t')
@@ -309,7 +308,7 @@ class BeamSearch:
     def _finish(self, new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor) -> None:
         """Store the candidates marked ``new`` (n, 2k) as finished, while their sentence has fewer than k."""
         slot = self.count[:, None] + new.long().cumsum(1) - 1             # (n, 2k) its place among the finished
-        ok = new & (slot < self.k)
+        ok = new & (slot < self.k) & self.alive[:, None]
         self.count += ok.long().sum(1)
         r, c = ok.nonzero(as_tuple=True)
         lengths = decoded[r]
@@ -320,33 +319,37 @@ class BeamSearch:
             self.finished[i].append(Hypothesis(seq[prefix.shape[2] - n:], s, lp))
 
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
-        """The sentences with k finished hypotheses or at their length limit leave the batch (and those dropped,
-        without results)."""
-        done = (self.count >= self.k) | at_limit
-        gone = done | torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=done.device)
+        """The sentences with k finished hypotheses or at their length limit are done (and those dropped are gone,
+        without results). Their rows stay in the batch, unused, until a quarter of the rows are unused or
+        sentences join (one copy of the buffers for many sentences leaving)."""
+        dropped = torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=at_limit.device)
+        done = ((self.count >= self.k) | at_limit) & self.alive & ~dropped
+        gone = done | (dropped & self.alive)
         if not gone.any():
             return []
-        out = [(key, sorted(self.finished[i], key=lambda h: -h.score))
-               for i, key in enumerate(self.keys) if done[i] and key not in self.dropped]
-        self.dropped -= {key for i, key in enumerate(self.keys) if gone[i]}
-        if gone.all():
+        out = [(self.keys[i], sorted(self.finished[i], key=lambda h: -h.score)) for i in done.nonzero()[:, 0].tolist()]
+        for i in gone.nonzero()[:, 0].tolist():
+            self.dropped.discard(self.keys[i])
+            self.keys[i], self.finished[i] = None, []
+        self.alive &= ~gone
+        unused = len(self.keys) - int(self.alive.sum())
+        if unused == len(self.keys):
             self.cache, self.keys, self.finished = None, [], []
-            return out
-        keep, k = (~gone).nonzero().squeeze(1), self.k
-        self.cache = self.cache.select((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))  # type: ignore[union-attr]
-        self.tokens = self.tokens.view(-1, k)[keep].view(-1)
-        self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
-        self.start, self.count = self.start[keep], self.count[keep]
-        self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
-        self._compact()
+        elif 4 * unused >= len(self.keys):
+            self._keep(self.alive.nonzero()[:, 0])
         return out
 
-    def _compact(self) -> None:
-        """Drop the decoded columns no sentence in the batch needs any more (the buffers stay as long as the
-        longest-running sentence's output, however long the server runs)."""
-        m = int(self.start.min())
-        if m > 0:
-            assert self.cache is not None
+    def _keep(self, keep: Tensor) -> None:
+        """Only the sentences ``keep`` (m,) stay in the batch, in that order; their buffers compacted."""
+        assert self.cache is not None
+        k = self.k
+        self.cache = self.cache.select((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))
+        self.tokens = self.tokens.view(-1, k)[keep].view(-1)
+        self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
+        self.start, self.count, self.alive = self.start[keep], self.count[keep], self.alive[keep]
+        self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
+        m = int(self.start.min())       # the decoded columns no sentence needs any more: the buffers stay as long
+        if m > 0:                       # as the longest-running sentence's output, however long the server runs
             self.cache = self.cache.compact()
             self.start, self.seqs = self.start - m, self.seqs[:, :, m:]
 

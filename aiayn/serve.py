@@ -179,12 +179,7 @@ class Batcher:
             jobs = self._take(in_flight, idle=not running)
             if jobs is None:
                 return
-            for job in jobs:
-                try:
-                    in_flight += self._admit(job, searches, running)
-                except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
-                    log.exception("admitting a request failed")
-                    job.fail(e)
+            self._admit(jobs, searches, running)
             for key, search in list(searches.items()):
                 if not self._step(search, running):
                     del searches[key]
@@ -195,7 +190,7 @@ class Batcher:
         False when the batch is empty afterwards."""
         if not search.active:
             return False
-        gone = {s for s in search.keys if running[s].cancelled}
+        gone = {s for s in search.keys if s is not None and running[s].cancelled}
         if gone:
             search.drop(gone)
         t0 = time.perf_counter()
@@ -205,7 +200,8 @@ class Batcher:
         except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
             log.exception("decoding step failed")
             for s in search.keys:
-                running.pop(s).fail(e)
+                if s is not None:
+                    running.pop(s).fail(e)
             return False
         self.metrics.step(search.active + len(done), time.perf_counter() - t0)
         for s in gone | {s for s, _ in done}:
@@ -215,34 +211,38 @@ class Batcher:
             job.answer(i, _as_translate_gives(hyps, job.decode))
         return bool(search.active)
 
-    def _admit(self, job: _Job, searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> int:
-        """Start ``job``'s lines (blank ones are answered at once; sampling requests are decoded whole here)."""
+    def _admit(self, jobs: list[_Job], searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> None:
+        """Start the lines of ``jobs``: those with the same settings join their running batch in one admission
+        (one encoder call, one copy of the batch's buffers)."""
         t = self.translator
-        job.decode = decode = t.settings(**job.options)
-        job.results, job.left = [None] * len(job.lines), len(job.lines)
-        if decode.sampling:
+        groups: dict[tuple[Any, ...], tuple[list[str], list[tuple[_Job, int]]]] = {}
+        for job in jobs:
+            self.metrics.src_tokens.inc(job.tokens)
             try:
-                for i, hyps in enumerate(t.translate_hypotheses(job.lines, **job.options)):
-                    job.answer(i, hyps)
-            except Exception as e:  # noqa: BLE001
+                todo = _start(t, job)
+            except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
                 job.fail(e)
-            return 0
-        todo = [i for i, line in enumerate(job.lines) if line.strip()]
-        for i in set(range(len(job.lines))) - set(todo):          # a blank line translates to a blank line
-            job.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest))
-        if not todo:
-            return 0
-        key = (decode.beam, decode.lenpen, decode.min_len)        # the length limits are each sentence's own
-        search = searches.get(key) or searches.setdefault(
-            key, BeamSearch(t.model, decode.beam, decode.lenpen, min_len=decode.min_len))
-        seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode([job.lines[i] for i in todo])]
-        with torch.inference_mode():       # the model is in its inference precision already (Translator)
-            search.admit(source_batch(t.model, seqs, t.device), [(job, i) for i in todo],
-                         decode.max_len_a, decode.max_len_b)
-        for i in todo:
-            running[(job, i)] = job
-        self.metrics.src_tokens.inc(job.tokens)
-        return job.tokens
+                continue
+            d = job.decode
+            assert d is not None
+            lines, keys = groups.setdefault((d.beam, d.lenpen, d.min_len, d.max_len_a, d.max_len_b), ([], []))
+            lines += [job.lines[i] for i in todo]
+            keys += [(job, i) for i in todo]
+        for (beam, lenpen, min_len, a, b), (lines, keys) in groups.items():
+            if not keys:
+                continue
+            search = searches.get((beam, lenpen, min_len)) or searches.setdefault(   # limits: each sentence's own
+                (beam, lenpen, min_len), BeamSearch(t.model, beam, lenpen, min_len))
+            try:
+                seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
+                with torch.inference_mode():       # the model is in its inference precision already (Translator)
+                    search.admit(source_batch(t.model, seqs, t.device), keys, a, b)
+            except Exception as e:  # noqa: BLE001
+                log.exception("admitting requests failed")
+                for job, _ in keys:
+                    job.fail(e)
+                continue
+            running.update({key: key[0] for key in keys})
 
     def close(self) -> None:
         with self.lock:
@@ -250,6 +250,22 @@ class Batcher:
             self.lock.notify_all()
         for t in self.decoders:
             t.join()
+
+
+def _start(translator: Translator, job: _Job) -> list[int]:
+    """A job's settings; its blank lines answered at once, a sampling request decoded whole (as ``aiayn
+    translate`` does); the indices of the lines left to decode."""
+    t = translator
+    job.decode = decode = t.settings(**job.options)
+    job.results, job.left = [None] * len(job.lines), len(job.lines)
+    if decode.sampling:
+        for i, hyps in enumerate(t.translate_hypotheses(job.lines, **job.options)):
+            job.answer(i, hyps)
+        return []
+    todo = [i for i, line in enumerate(job.lines) if line.strip()]
+    for i in set(range(len(job.lines))) - set(todo):          # a blank line translates to a blank line
+        job.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest))
+    return todo
 
 
 def _as_translate_gives(hyps: list[Any], decode: DecodeConfig | None) -> list[Any]:
