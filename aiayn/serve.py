@@ -104,13 +104,11 @@ def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
 
 
 class Batcher:
-    """Step-level (continuous) batching: ``workers`` decoding threads, each running one batch of sentences
-    through beam search step by step (search.BeamSearch). Between two decoder steps a thread admits waiting
-    sentences into its running batch (encoding them and joining their cache rows), up to ``max_batch_tokens``
-    source tokens in flight; a sentence leaves the batch as soon as it is done, and a request is answered as soon
-    as its last line is. Requests with other decoding settings run in their own batch in the same thread, one
-    step each in turn; sampling requests are decoded whole, as ``aiayn translate`` does. A request that times out
-    or whose client goes away is dropped from the batch at the next step."""
+    """Step-level (continuous) batching: ``workers`` threads, each decoding its batch with search.BeamSearch, step by
+    step. Between steps a busy thread admits waiting sentences (while no thread is idle), up to ``max_batch_tokens``
+    source tokens in flight; a request is answered as soon as its last line is done. Other decoding settings run
+    as their own batch, a step each in turn; sampling requests are decoded whole, as ``aiayn translate`` does. A
+    request that times out or whose client goes away is dropped from the batch at the next step."""
 
     def __init__(self, translator: Translator, cfg: ServeConfig, metrics: "Metrics") -> None:
         self.translator, self.cfg, self.metrics = translator, cfg, metrics
@@ -120,6 +118,7 @@ class Batcher:
         self.waiting_lines = 0
         self.lock = threading.Condition()
         self.stopping = False
+        self.idle = 0                  # decoding threads with nothing to decode
         self.decoders = [threading.Thread(target=self._decode_loop, name=f"aiayn-decode-{i}", daemon=True)
                          for i in range(self.workers)]
         for t in self.decoders:
@@ -149,6 +148,9 @@ class Batcher:
         """Waiting jobs for a decoding thread with ``in_flight`` source tokens running (oldest first, within
         max_batch_tokens; at least one when idle, waiting for it); None when the server is stopping."""
         with self.lock:
+            if not idle and self.idle:        # another thread has nothing to do: the waiting requests are its
+                return []
+            self.idle += idle
             while idle and not self.queue and not self.stopping:
                 self.lock.wait()
             if idle and self.queue:           # an idle thread gives a burst of requests max_wait_ms to arrive
@@ -156,6 +158,7 @@ class Batcher:
                 while not self.stopping and time.perf_counter() < until and \
                         sum(j.tokens for j in self.queue) < self.cfg.max_batch_tokens:
                     self.lock.wait(until - time.perf_counter())
+            self.idle -= idle
             if self.stopping:
                 return None
             taken: list[_Job] = []

@@ -202,7 +202,9 @@ def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
 
 def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
     s = Server("--max-wait-ms", "5", "--workers", "1")
-    payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300}
+    # min_len: every sentence decodes 250+ steps, so that none is done before all 12 requests are in flight
+    payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300,
+               "min_len": 250}
     done: list[float] = []
 
     def post() -> tuple[int, dict[str, str], Any]:
@@ -232,7 +234,8 @@ def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
     the running batch between steps and is answered while the long one is still decoding."""
     s = Server("--workers", "1", "--max-wait-ms", "0")
     try:
-        long = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300}
+        long = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300,
+                "min_len": 250}
         done: dict[str, float] = {}
 
         def post(name: str, payload: dict[str, Any]) -> int:
