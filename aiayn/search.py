@@ -321,7 +321,7 @@ class BeamSearch:
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
         """The sentences with k finished hypotheses or at their length limit are done (and those dropped are gone,
         without results). Their rows stay in the batch, unused, until a quarter of the rows are unused or
-        sentences join (one copy of the buffers for many sentences leaving)."""
+        sentences join (one copy of the buffers for many sentences leaving) or one of them reaches its length limit."""
         dropped = torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=at_limit.device)
         done = ((self.count >= self.k) | at_limit) & self.alive & ~dropped
         gone = done | (dropped & self.alive)
@@ -335,8 +335,8 @@ class BeamSearch:
         unused = len(self.keys) - int(self.alive.sum())
         if unused == len(self.keys):
             self.cache, self.keys, self.finished = None, [], []
-        elif 4 * unused >= len(self.keys):
-            self._keep(self.alive.nonzero()[:, 0])
+        elif 4 * unused >= len(self.keys) or bool((at_limit & ~self.alive).any()):   # unused rows go on decoding:
+            self._keep(self.alive.nonzero()[:, 0])                                      # never past their limit
         return out
 
     def _keep(self, keep: Tensor) -> None:

@@ -141,6 +141,8 @@ class Batcher:
             return await asyncio.wait_for(asyncio.shield(job.future), self.cfg.timeout_s)
         except asyncio.TimeoutError:
             raise ServiceError(504, f"translation took longer than {self.cfg.timeout_s:g} s") from None
+        except (ValueError, RuntimeError) as e:            # logged where it happened, in the decoding thread
+            raise ServiceError(500, f"translation failed: {e}") from None
         finally:
             job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away
 
@@ -177,16 +179,14 @@ class Batcher:
         torch.set_num_threads(self.threads)
         searches: dict[tuple[Any, ...], BeamSearch] = {}
         running: dict[Any, _Job] = {}                 # sentence key (job, line) -> its job, for drops
-        in_flight = 0
         while True:
-            jobs = self._take(in_flight, idle=not running)
+            jobs = self._take(sum(job.tokens for job in set(running.values())), idle=not running)
             if jobs is None:
                 return
             self._admit(jobs, searches, running)
             for key, search in list(searches.items()):
                 if not self._step(search, running):
                     del searches[key]
-            in_flight = sum(job.tokens for job in set(running.values()))
 
     def _step(self, search: BeamSearch, running: dict[Any, _Job]) -> bool:
         """One decoding step of one batch: drop the sentences whose request is gone, answer those now done.

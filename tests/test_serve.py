@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,13 +34,14 @@ class Server:
     def __init__(self, *flags: str) -> None:
         self.port = free_port()
         env = {**os.environ, "AIAYN_API_KEY": ""}
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(RUN), "--device", "cpu",
                                       "--port", str(self.port), *flags], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                raise RuntimeError(f"the server exited: {self.output()[-2000:]}")
             try:
                 if self.request("GET", "/health")[0] == 200:
                     return
@@ -81,6 +83,11 @@ class Server:
         lines = [line for line in text.decode().splitlines() if line.startswith(name + " ")]
         return float(lines[0].split()[1]) if lines else 0.0
 
+    def output(self) -> str:
+        """What the server printed so far."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -98,6 +105,7 @@ def server() -> Iterator[Server]:
                "--api-key", KEY)
     yield s
     assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]          # no request ever failed inside the server
 
 
 AWKWARD = ["Ein Mann fährt Fahrrad.", "", "   ", "日本語のテキスト、そして中文。", "🙂🚲 Emoji 👍🏽", "x" * 290,
