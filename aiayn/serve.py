@@ -1,13 +1,14 @@
-"""``aiayn serve``: a translation service — a JSON API with dynamic batching, limits, metrics, and a web page.
+"""``aiayn serve``: a translation service — a JSON API batched at the decoding step, limits, metrics, a web page.
 
     POST /translate   {"text": ["line", ...], "beam": 4, ...}  ->  {"translations": ["...", ...]}
     POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
     GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
 
-Dynamic batching: the lines of concurrent requests that ask for the same decoding settings are merged into
-one model call of at most ``max_batch_tokens`` source tokens, waiting at most ``max_wait_ms`` for company;
-``workers`` model calls run at once, each on its own share of the CPU threads (as ``aiayn translate
---workers`` does). Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
+Step-level (continuous) batching: ``workers`` decoding threads, each on its own share of the CPU threads (as
+``aiayn translate --workers``), each running one search (search.BeamSearch) per group of decoding settings
+over at most ``max_batch_tokens`` source tokens; between two steps the lines of new requests join the running
+search, and a request is answered once its last line is done. An idle thread waits at most ``max_wait_ms`` for
+a burst of requests. Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
 (413), too many lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full
 queue (503 with Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
@@ -298,7 +299,7 @@ class Metrics:
         self.tgt_tokens = Counter("aiayn_target_tokens", "target tokens produced", registry=self.registry)
         self.steps = Counter("aiayn_decoding_steps", "decoding steps", registry=self.registry)
         self.step_seconds = Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", registry=self.registry)
-        self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting for a model call", registry=self.registry)
+        self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting to join a search", registry=self.registry)
         self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
 
     def step(self, sentences: int, seconds: float) -> None:
