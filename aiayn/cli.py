@@ -439,6 +439,9 @@ def cmd_export(a: argparse.Namespace) -> int:
         x = r[name]
         print(f"{name:7s} identical {x['identical']}/{r['sentences']} ({100 * x['identical_share']:.1f}%)  BLEU against "
               f"{against}: aiayn {x['bleu_aiayn']:.2f}, export {x['bleu_export']:.2f} ({x['bleu_difference']:+.2f})")
+    if r["length_norm"] != "length":
+        print(f"(beam: this run ranks hypotheses with decode.length_norm={r['length_norm']}, the export by "
+              "log p / |Y| ** lenpen; set decode.length_norm=length for the same beam search)")
     if r["quantization"] != "float32":
         print(f"(the export's weights are {r['quantization']}: identity is expected of float32 exports only)")
     if not r["passed"]:

@@ -28,6 +28,8 @@ Tie = Literal["none", "decoder", "all"]
 # aiayn/precision.py resolves and applies it.
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+# What a finished beam hypothesis' log-probability is divided by (aiayn/search.py: length_penalty).
+LengthNorm = Literal["gnmt", "length"]
 
 # The special token ids, defined here only: the tokenizer is trained with them, the data manifest records them,
 # and ModelConfig's defaults are them.
@@ -223,14 +225,19 @@ def _check_bounds(obj: Any) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeConfig:
-    """Decoding (paper §6.1: beam 4, length penalty alpha 0.6, max length = source length + 50).
+    """Decoding (paper §6.1: beam 4, length penalty alpha 0.6, max length = source length + 50; the paper's GNMT
+    form of the penalty is ``length_norm="gnmt"``, which the WMT14 recipes set).
 
     The one description of every decoding setting: ``aiayn translate/evaluate/serve`` flags (``--max-len-a``
     for ``max_len_a``), the fields of a ``POST /translate`` request (``per_request``) and ``decode.*`` keys of a
     recipe all come from these fields."""
 
     beam: int = setting(4, "beam size (1 = greedy)", ge=1, per_request=True)
-    lenpen: float = setting(0.6, "alpha of the GNMT length penalty ((5 + |Y|) / 6) ** alpha", ge=0, per_request=True)
+    lenpen: float = setting(0.6, "alpha of the length penalty (see length_norm)", ge=0, per_request=True)
+    length_norm: LengthNorm = setting("length", "beam scores are log p(Y) / lp(Y) with |Y| counting EOS: length "
+                                      "lp = |Y| ** lenpen (fairseq, Marian, CTranslate2, transformers; better on "
+                                      "Multi30k's validation set at every lenpen tried) or gnmt lp = "
+                                      "((5 + |Y|) / 6) ** lenpen (the paper's, as tensor2tensor)", per_request=True)
     max_len_a: float = setting(1.0, "max output length = a * source length + b", ge=0, per_request=True)
     max_len_b: int = setting(50, "see max_len_a", ge=0, per_request=True)
     min_len: int = setting(0, "no EOS before this many tokens", ge=0, per_request=True)

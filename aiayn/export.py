@@ -61,8 +61,9 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
         raise ExportError(f"{t.run} uses {'separate vocabularies' if not v.joint else 'a tokenizer made elsewhere'}: "
                           "export supports runs with one joint SentencePiece vocabulary trained by `aiayn prepare` "
                           "(its default)")
-    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32",
-            "lenpen": t.config.decode.lenpen, "max_len_a": t.config.decode.max_len_a, "max_len_b": t.config.decode.max_len_b,
+    d = t.config.decode
+    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
+            "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b,
             "max_positions": t.config.model.max_positions, "languages": t.run.languages()}
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
@@ -375,7 +376,9 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
     out = Path(out)
     quantization = json.loads((out / INFO).read_text()).get("quantization", "float32")
     aiayn = Translator.load(path, device="cpu", precision="fp32")
-    result: dict[str, Any] = {"format": fmt, "sentences": len(lines), "quantization": quantization}
+    # both engines rank finished hypotheses by log p / |Y| ** lenpen: aiayn's length_norm="length"
+    result: dict[str, Any] = {"format": fmt, "sentences": len(lines), "quantization": quantization,
+                              "length_norm": aiayn.decode.length_norm}
     lang = RunDir.locate(path)[0].target_language()
     for beam in beams:
         ours = aiayn.translate(lines, beam=beam)

@@ -7,8 +7,10 @@ Length rules, defined once here:
   tokens before EOS (paper: n + 50), never more than the model's positions allow;
 - when a hypothesis reaches that limit, EOS is its only allowed next token; before ``min_len`` tokens
   EOS is not allowed (0 by default; benchmarks force a fixed output length with min = max);
-- the GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha divides the log-probability, with |Y|
-  counting EOS (paper: alpha = 0.6).
+- a finished beam hypothesis is ranked by log p(Y) / lp(Y), |Y| counting EOS, with lp(Y) = |Y| ** alpha
+  (``length_norm="length"``, the default: fairseq, Marian, CTranslate2 and transformers, whose beam search this
+  is, hypothesis for hypothesis) or the paper's GNMT penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (``"gnmt"``,
+  paper: alpha = 0.6).
 
 All functions run under ``torch.inference_mode`` and return token ids without BOS/EOS.
 """
@@ -24,7 +26,7 @@ import torch
 from torch import Tensor
 
 from .cache import DecoderCache
-from .config import ModelConfig
+from .config import LengthNorm, ModelConfig
 from .model import Transformer
 
 
@@ -35,9 +37,10 @@ class Hypothesis:
     logprob: float         # sum of token log-probabilities, EOS included
 
 
-def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """GNMT (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha; 1 when alpha is 0."""
-    return ((5.0 + length) / 6.0) ** alpha
+def length_penalty(length: Tensor | int, alpha: float, norm: LengthNorm = "length") -> Tensor | float:
+    """lp(Y) for a hypothesis of ``length`` tokens, EOS included; 1 when alpha is 0. ``gnmt`` (Wu et al., 2016,
+    the paper's §6.1): ((5 + |Y|) / 6) ** alpha; ``length``: |Y| ** alpha."""
+    return ((5.0 + length) / 6.0) ** alpha if norm == "gnmt" else length ** alpha
 
 
 def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
@@ -207,9 +210,9 @@ class BeamSearch:
 
     :meth:`admit` adds sentences between decoding steps (step-level batching, as ``aiayn serve`` uses it);
     :meth:`step` decodes one token for every sentence and returns those now done. At each step the 2k best
-    continuations of a sentence's k beams are ranked; those ending in EOS within the top k are finished
-    (scored with the length penalty), the k best others continue. A sentence is done once it has k finished
-    hypotheses, or at its length limit. What it gets does not depend on when it joined or on its neighbours.
+    continuations of a sentence's k beams are ranked; those ending in EOS within the top k are finished (scored
+    with the length penalty), the k best others continue. A sentence is done once k have finished (it keeps the k
+    best), or at its length limit. What it gets does not depend on when it joined or on its neighbours.
 
     State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
     joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
@@ -219,8 +222,9 @@ class BeamSearch:
     False for the rows of sentences done (their key None) until they are removed.
     """
 
-    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0) -> None:
-        self.model, self.k, self.lenpen, self.min_len = model, beam, lenpen, min_len
+    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0,
+                 length_norm: LengthNorm = "length") -> None:
+        self.model, self.k, self.lenpen, self.min_len, self.norm = model, beam, lenpen, min_len, length_norm
         self.cache: DecoderCache | None = None
         self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
 
@@ -233,15 +237,13 @@ class BeamSearch:
     def admit(self, src: Tensor, keys: list[Any], max_len_a: float = 1.0, max_len_b: int = 50) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
         results. Their length limit is ``max_len_a * source length + max_len_b`` (each sentence has its own)."""
-        model, cfg, k, dev = self.model, self.model.cfg, self.k, src.device
-        B = src.shape[0]
+        model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
         limit = max_lengths(model, src, max_len_a, max_len_b)
         cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
             self.cache, self.tokens, self.limit = cache, tokens, limit
-            self.start = torch.zeros(B, dtype=torch.long, device=dev)
-            self.count = torch.zeros(B, dtype=torch.long, device=dev)
+            self.start, self.count = (torch.zeros(B, dtype=torch.long, device=dev) for _ in range(2))
             self.scores, self.alive = torch.zeros(B, 1, device=dev), torch.ones(B, dtype=torch.bool, device=dev)
             self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
         else:                                               # joining a running batch: k rows each, one alive
@@ -306,28 +308,28 @@ class BeamSearch:
         return self._retire(decoded >= self.limit)             # at its limit every live beam had to end
 
     def _finish(self, new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor) -> None:
-        """Store the candidates marked ``new`` (n, 2k) as finished, while their sentence has fewer than k."""
-        slot = self.count[:, None] + new.long().cumsum(1) - 1             # (n, 2k) its place among the finished
-        ok = new & (slot < self.k) & self.alive[:, None]
-        self.count += ok.long().sum(1)
+        """Store the candidates ``new`` (n, 2k) as finished (a sentence keeps its k best: :meth:`_retire`)."""
+        ok = new & self.alive[:, None]
+        self.count = (self.count + ok.long().sum(1)).clamp(max=self.k)
         r, c = ok.nonzero(as_tuple=True)
         lengths = decoded[r]
-        penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen)).float()   # as a Python float would
+        penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen, self.norm)).float()   # as in Python
         score = top[r, c] / penalty
         for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
                                     top[r, c].tolist(), strict=True):
             self.finished[i].append(Hypothesis(seq[prefix.shape[2] - n:], s, lp))
 
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
-        """The sentences with k finished hypotheses or at their length limit are done (and those dropped are gone,
-        without results). Their rows stay in the batch, unused, until a quarter of the rows are unused or
-        sentences join (one copy of the buffers for many sentences leaving) or one of them reaches its length limit."""
+        """Sentences with k finished or at their limit are done (with their k best); those dropped are gone. Their
+        rows stay in the batch, unused, until a quarter of the rows are unused or sentences join (one copy of the
+        buffers for many sentences leaving) or one of them reaches its length limit."""
         dropped = torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=at_limit.device)
         done = ((self.count >= self.k) | at_limit) & self.alive & ~dropped
         gone = done | (dropped & self.alive)
         if not gone.any():
             return []
-        out = [(self.keys[i], sorted(self.finished[i], key=lambda h: -h.score)) for i in done.nonzero()[:, 0].tolist()]
+        out = [(self.keys[i], sorted(self.finished[i], key=lambda h: -h.score)[:self.k])
+               for i in done.nonzero()[:, 0].tolist()]
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []
@@ -357,11 +359,11 @@ class BeamSearch:
 @torch.inference_mode()
 def beam_search(
     model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-    max_len_b: int = 50, nbest: int = 1, min_len: int = 0,
+    max_len_b: int = 50, nbest: int = 1, min_len: int = 0, length_norm: LengthNorm = "length",
 ) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence."""
-    search = BeamSearch(model, beam, lenpen, min_len)
+    search = BeamSearch(model, beam, lenpen, min_len, length_norm)
     search.admit(src, list(range(src.shape[0])), max_len_a, max_len_b)
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:

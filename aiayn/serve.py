@@ -229,14 +229,14 @@ class Batcher:
                 continue
             d = job.decode
             assert d is not None
-            lines, keys = groups.setdefault((d.beam, d.lenpen, d.min_len, d.max_len_a, d.max_len_b), ([], []))
+            options = (d.beam, d.lenpen, d.min_len, d.length_norm)        # one search; each sentence has its own
+            lines, keys = groups.setdefault((options, d.max_len_a, d.max_len_b), ([], []))   # length limit
             lines += [job.lines[i] for i in todo]
             keys += [(job, i) for i in todo]
-        for (beam, lenpen, min_len, a, b), (lines, keys) in groups.items():
+        for (options, a, b), (lines, keys) in groups.items():
             if not keys:
                 continue
-            search = searches.get((beam, lenpen, min_len)) or searches.setdefault(   # limits: each sentence's own
-                (beam, lenpen, min_len), BeamSearch(t.model, beam, lenpen, min_len))
+            search = searches.get(options) or searches.setdefault(options, BeamSearch(t.model, *options))
             try:
                 seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
                 with torch.inference_mode():       # the model is in its inference precision already (Translator)

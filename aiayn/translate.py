@@ -83,7 +83,8 @@ def translate_ids(
                                             generator=generator, **args)]  # type: ignore[arg-type]
             if decode.beam == 1:
                 return [[h] for h in greedy(model, src, **args)]  # type: ignore[arg-type]
-            return beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest, **args)  # type: ignore[arg-type]
+            return beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest,
+                               length_norm=decode.length_norm, **args)  # type: ignore[arg-type]
 
     batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing

@@ -20,19 +20,21 @@ LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"
 LINES = (LEGACY / "data" / "valid.de").read_text(encoding="utf-8").splitlines() + ["", "Ein Hund.", "日本語 🙂"]
 
 
-def make_run(path: Path, **model: object) -> Path:
+def make_run(path: Path, decode: dict[str, object] | None = None, eos: float = 1.0, **model: object) -> Path:
     """A run dir with a small random model of the given variant, on the fixture's 400-piece vocabulary. The
     decoder's last LayerNorm is scaled up so that each step's best token wins by a clear margin (otherwise an
-    untrained model's near-ties would make "identical output" a test of float rounding)."""
+    untrained model's near-ties would make "identical output" a test of float rounding); ``eos`` scales EOS's
+    output embedding (> 1: outputs of many lengths, as a trained model's)."""
     torch.manual_seed(0)
     cfg = RunConfig.from_dict({"model": {**ModelConfig.preset("tiny", vocab_size=400).to_dict(), "d_model": 32,
                                          "n_heads": 4, "max_positions": 128, **model},
-                               "decode": {"max_len_a": 0.0, "max_len_b": 12}})
+                               "decode": {"max_len_a": 0.0, "max_len_b": 12, **(decode or {})}})
     net = Transformer(cfg.model)
     last = net.dec_norm if cfg.model.norm == "pre" else net.decoder[-1].res_ffn.norm
     with torch.no_grad():
         last.weight.mul_(8.0)
         last.bias.normal_(0.0, 1.0)
+        net.out_proj.weight[cfg.model.eos_id] *= eos
     run = RunDir(path)
     run.create(cfg, Vocab.from_files(LEGACY / "data" / "spm.model"), {"src": "de", "tgt": "en"})
     save(run.last, net, {"step": 0})
@@ -102,6 +104,53 @@ def test_huggingface_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     expect = [x.strip() for x in t.translate(LINES, beam=1)]     # MarianTokenizer strips what it decodes
     assert len(set(expect)) > 2
     assert huggingface_translate(out, LINES, beam=1) == expect
+
+
+def _nbest_aiayn(t: Translator, lines: list[str]) -> list[list[tuple[list[int], float]]]:
+    return [[(h.tokens, h.score) for h in hyps] for hyps in t.translate_hypotheses(lines)]
+
+
+def _nbest_huggingface(out: Path, lines: list[str], beam: int, lenpen: float, limit: int
+                       ) -> list[list[tuple[list[int], float]]]:
+    import transformers
+
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(out)).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    result = []
+    for line in lines:
+        with torch.inference_mode():      # aiayn's length rule: at most `limit` tokens, then EOS (forced)
+            g = model.generate(**tok([line], return_tensors="pt"), num_beams=beam, num_return_sequences=beam,
+                               length_penalty=lenpen, early_stopping=True, max_new_tokens=limit + 1,
+                               forced_eos_token_id=2, output_scores=True, return_dict_in_generate=True)
+        seqs = [s[1:].tolist() for s in g.sequences]                                    # without the start token
+        result.append([(s[:s.index(2)], float(x)) for s, x in zip(seqs, g.sequences_scores, strict=True)])
+    return result
+
+
+def test_beam_search_gives_the_n_best_lists_of_transformers_generate(tmp_path: Path) -> None:
+    """With ``length_norm="length"`` aiayn's beam search is the one of transformers' ``generate``: the same 4 best
+    hypotheses of each input, in the same order, with the same scores. With the paper's GNMT penalty some n-best
+    lists differ (which is why the setting exists). (CTranslate2's beam search is the same but for one thing that
+    only an untrained model like this one shows: it never ends a translation at the first step, and renormalises
+    that step's probabilities without EOS; on the demo model its 1-best is aiayn's on 999 of 1,000 lines.)"""
+    pytest.importorskip("transformers")
+    decode = {"beam": 4, "nbest": 4, "lenpen": 1.0, "length_norm": "length", "max_len_b": 30}
+    run = make_run(tmp_path / "run", decode=decode, eos=15.0)
+    out = export(run, "huggingface", tmp_path / "hf")
+    t = Translator.load(run, device="cpu")
+    # the inputs whose 4 best end by themselves (each engine treats a hypothesis cut at the length limit its own way)
+    lines = [line for line, hyps in zip(LINES, t.translate_hypotheses(LINES), strict=True)
+             if line.strip() and max(len(h.tokens) for h in hyps) < 30]
+    ours = _nbest_aiayn(t, lines)
+    lengths = {len(tokens) for hyps in ours for tokens, _ in hyps}
+    assert len(lines) >= 10 and len(lengths) >= 10, (len(lines), lengths)     # many inputs, of many lengths
+    theirs = _nbest_huggingface(out, lines, 4, 1.0, 30)
+    for line, a, b in zip(lines, ours, theirs, strict=True):
+        assert [tokens for tokens, _ in a] == [tokens for tokens, _ in b], line
+        torch.testing.assert_close(torch.tensor([s for _, s in a]), torch.tensor([s for _, s in b]),
+                                   atol=1e-4, rtol=1e-5)
+    gnmt = _nbest_aiayn(Translator.load(run, device="cpu", length_norm="gnmt"), lines)
+    assert [[x for x, _ in h] for h in gnmt] != [[x for x, _ in h] for h in ours]
 
 
 @pytest.mark.parametrize("variant, message", [

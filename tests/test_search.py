@@ -90,18 +90,34 @@ def test_beam_search_by_hand() -> None:
 
 
 def test_length_penalty_reranks() -> None:
-    """With alpha = 1 the scores are divided by (5 + |Y|) / 6, |Y| counting EOS:
-    "b" EOS: log .36 / (7/6) = -0.8757;  "a a" EOS: log .216 / (8/6) = -1.1494. "b" still wins, scores change."""
-    nbest = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=1.0, nbest=2)[0]  # type: ignore[arg-type]
-    assert nbest[0].score == pytest.approx(math.log(0.36) / (7 / 6))
-    assert nbest[1].score == pytest.approx(math.log(0.216) / (8 / 6))
-    assert length_penalty(2, 0.6) == pytest.approx((7 / 6) ** 0.6)
+    """Scores divided by |Y| ** alpha (length_norm="length", the default), |Y| counting EOS; alpha = 0.5:
+    "b" EOS: log .36 / 2 ** .5 = -0.7224;  "a a" EOS: log .216 / 3 ** .5 = -0.8850. The paper's GNMT form,
+    alpha = 1, divides by (5 + |Y|) / 6: log .36 / (7/6) = -0.8757, log .216 / (8/6) = -1.1494."""
+    nbest = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=0.5, nbest=2)[0]  # type: ignore[arg-type]
+    assert nbest[0].score == pytest.approx(math.log(0.36) / 2 ** 0.5)
+    assert nbest[1].score == pytest.approx(math.log(0.216) / 3 ** 0.5)
+    gnmt = beam_search(ScriptedDecoder(SCRIPT), SRC, beam=2, lenpen=1.0, nbest=2, length_norm="gnmt")[0]  # type: ignore[arg-type]
+    assert gnmt[0].score == pytest.approx(math.log(0.36) / (7 / 6))
+    assert gnmt[1].score == pytest.approx(math.log(0.216) / (8 / 6))
+    assert length_penalty(2, 0.6, "gnmt") == pytest.approx((7 / 6) ** 0.6)
+    assert length_penalty(2, 0.6) == pytest.approx(2 ** 0.6)
+
+
+def test_a_sentence_keeps_its_k_best_finished_hypotheses_not_the_first_k() -> None:
+    """Beam 2, alpha 1 (scores divided by |Y|). t=1: "a a" .3, "b" EOS .2, "a b" .18: "b" EOS ends (score
+    log .2 / 2 = -0.805); "a a" and "a b" go on. t=2: both end (log .3 / 3 = -0.401, log .18 / 3 = -0.572), two
+    more than the one slot left: the sentence keeps its 2 best, "a a" and "a b", and drops "b" (which ended
+    first), as transformers' and CTranslate2's beam search do."""
+    script = {(): {A: 0.6, B: 0.4}, (A,): {A: 0.5, B: 0.3, EOS: 0.2}, (B,): {EOS: 0.5, A: 0.35, B: 0.15}}
+    nbest = beam_search(ScriptedDecoder(script), SRC, beam=2, lenpen=1.0, nbest=2)[0]  # type: ignore[arg-type]
+    assert [h.tokens for h in nbest] == [[A, A], [A, B]]
+    assert [h.score for h in nbest] == pytest.approx([math.log(0.3) / 3, math.log(0.18) / 3])
 
 
 def test_long_hypothesis_wins_with_length_penalty() -> None:
     """P(a)=.5 then "a" continues with certainty for 3 tokens; P(EOS)=.5 at t=0.
     Without penalty: "" (log .5 / 1) ties "a a a" (log .5); with alpha=2 the longer one wins:
-    log .5 / ((5+1)/6)^2 = -0.693 vs log .5 / ((5+4)/6)^2 = -0.308."""
+    log .5 / 1^2 = -0.693 vs log .5 / 4^2 = -0.043."""
     script = {(): {EOS: 0.5, A: 0.5}, (A,): {A: 1.0}, (A, A): {A: 1.0}, (A, A, A): {EOS: 1.0}}
     best = beam_search(ScriptedDecoder(script), SRC, beam=2, lenpen=2.0)[0][0]  # type: ignore[arg-type]
     assert best.tokens == [A, A, A]
