@@ -117,7 +117,8 @@ def train_rows(sizes: list[str], steps: dict[str, int], rounds: int = 1) -> list
     return best_of(measured, "tgt_tokens_per_s")
 
 
-def translate_rows(sizes: list[str], rounds: int = 1, workers: tuple[int, ...] = (1, 2)) -> list[dict]:
+def translate_rows(sizes: list[str], rounds: int = 1, workers: tuple[int, ...] = (1, 2),
+                   engines: list[str] | None = None) -> list[dict]:
     measured: list[list[dict]] = []
     for _ in range(rounds):
         rows = []
@@ -125,6 +126,8 @@ def translate_rows(sizes: list[str], rounds: int = 1, workers: tuple[int, ...] =
             for beam in (1, 4):
                 for w in workers:
                     for engine, precisions in TRANSLATE:
+                        if engines and engine not in engines:
+                            continue
                         if engine == "aiayn (no cache)" and w > 1:
                             continue                       # the cache's effect is shown at one worker
                         for precision in _translate_precisions(engine, precisions):
@@ -177,7 +180,9 @@ def add_ratios(train: list[dict], translate: list[dict]) -> None:
               and p.get("workers", 1) == r.get("workers", 1)]
         nocache = [p["sentences_per_s"] for p in same if p["engine"] == "aiayn (no cache)"
                    and p["precision"] == r["precision"] and p.get("workers", 1) == r.get("workers", 1)]
+        ct2 = [p["sentences_per_s"] for p in same if p["engine"] == "CTranslate2" and p["precision"].startswith("int8")]
         parts = [f"{r['sentences_per_s'] / max(others):.2f}x best other"] if others else []
+        parts += [f"{r['sentences_per_s'] / max(ct2):.2f}x CT2 best int8"] if ct2 and r["precision"] == "int8" else []
         parts += [f"{r['sentences_per_s'] / hf[0]:.2f}x HF {r['precision']}"] if hf else []
         parts += [f"{r['sentences_per_s'] / nocache[0]:.2f}x no cache"] if nocache else []
         r["ratio"] = ", ".join(parts)
@@ -242,6 +247,8 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="*", default=["small", "base"])
     ap.add_argument("--steps-small", type=int, default=20)
     ap.add_argument("--steps-base", type=int, default=8)
+    ap.add_argument("--engines", nargs="*", choices=[e for e, _ in TRANSLATE],
+                    help="translation: only these engines (the run is then recorded, but latest.json kept)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure every row this many times, interleaved, and keep each row's fastest")
     a = ap.parse_args()
@@ -255,7 +262,7 @@ def main() -> None:
     if a.only in (None, "train"):
         result["train"] = train_rows(a.sizes, {"small": a.steps_small, "base": a.steps_base}, a.rounds)
     if a.only in (None, "translate"):
-        result["translate"] = translate_rows(a.sizes, a.rounds)
+        result["translate"] = translate_rows(a.sizes, a.rounds, engines=a.engines)
     add_ratios(result["train"], result["translate"])
     RESULTS.mkdir(exist_ok=True)
     latest = RESULTS / "latest.json"
@@ -271,7 +278,8 @@ def main() -> None:
                                                               previous["matmul_peak_gflops"])
     out = RESULTS / f"{time.strftime('%Y%m%d-%H%M')}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    if not a.engines:
+        (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
     print_tables(result)
     plot(result, out.with_suffix(".png"))
     print(f"\nraw results: {out}")
