@@ -346,9 +346,9 @@ class BeamSearch:
         self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
         self.start, self.count = self.start[keep], self.count[keep]
         self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
-        m = int(self.start.min())       # the decoded columns no sentence needs any more: dropped (a copy) once they
-        if m > 0 and 2 * m >= self.cache.step:   # are half the buffers, which stay within twice the longest-running
-            self.cache = self.cache.compact()        # sentence's output, however long the server runs
+        m = int(self.start.min())       # the decoded columns no sentence needs any more: the buffers stay as long
+        if m > 0:                       # as the longest-running sentence's output, however long the server runs
+            self.cache = self.cache.compact()
             self.start, self.seqs = self.start - m, self.seqs[:, :, m:]
 
 
