@@ -36,11 +36,13 @@ class KeyValueCache:
     reorder does change them, and any older cache of that buffer then refuses to be used.
     """
 
-    def __init__(self, k: Tensor, v: Tensor, length: int, shared: list[int] | None = None) -> None:
+    def __init__(self, k: Tensor, v: Tensor, length: int, shared: list[int] | None = None,
+                 base: tuple[Tensor, Tensor] | None = None) -> None:
         self.k, self.v, self.length = k, v, length
-        # shared by the caches of one buffer: [positions written, number of in-place reorders]
-        self._shared = shared if shared is not None else [length, 0]
+        # shared by the caches of one buffer: [positions written, number of in-place reorders, rows claimed]
+        self._shared = shared if shared is not None else [length, 0, k.shape[1]]
         self._version = self._shared[1]
+        self._base = base if base is not None else (k, v)   # k, v are its first rows (spare rows for joins)
 
     @classmethod
     def empty(cls, n: int, heads: int, d_k: int, like: Tensor, capacity: int = 16) -> KeyValueCache:
@@ -58,14 +60,15 @@ class KeyValueCache:
         (strided views of the buffers)."""
         self._check()
         t, T = self.length, k.shape[2]
-        kb, vb, shared = self.k, self.v, self._shared
+        kb, vb, shared, base = self.k, self.v, self._shared, self._base
         if shared[0] != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
             kb = kb.new_empty((max(2 * kb.shape[0], t + T),) + kb.shape[1:])
             vb = torch.empty_like(kb)
-            kb[:t], vb[:t], shared = self.k[:t], self.v[:t], [t, 0]
+            kb[:t], vb[:t], shared, base = self.k[:t], self.v[:t], [t, 0, kb.shape[1]], (kb, vb)
         kb[t : t + T], vb[t : t + T] = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)
         shared[0] = t + T
-        return KeyValueCache(kb, vb, t + T, shared), kb[: t + T].permute(1, 2, 0, 3), vb[: t + T].permute(1, 2, 0, 3)
+        return (KeyValueCache(kb, vb, t + T, shared, base), kb[: t + T].permute(1, 2, 0, 3),
+                vb[: t + T].permute(1, 2, 0, 3))
 
     def select(self, index: Tensor) -> KeyValueCache:
         """Row i of the result is row index[i] of this cache: a copy of the filled positions."""
@@ -79,23 +82,29 @@ class KeyValueCache:
 
     def join(self, n: int) -> KeyValueCache:
         """This cache with ``n`` more rows after its own, whose t positions are zeros (step-level batching: the
-        rows of sentences that join a running search; the decoder's self-attention mask hides those positions)."""
+        rows of sentences that join a running search; the decoder's self-attention mask hides those positions).
+        The buffers it makes have as many spare rows again, so that later joins write only the new rows in
+        place (while no other cache of the buffer has claimed them) instead of copying every row."""
         self._check()
         t, N = self.length, self.k.shape[1]
-        kb = self.k.new_empty((max(self.k.shape[0], t + 1), N + n) + self.k.shape[2:])
-        vb = torch.empty_like(kb)
-        kb[:t, :N], vb[:t, :N] = self.k[:t], self.v[:t]
-        kb[:t, N:], vb[:t, N:] = 0, 0               # finite, so that masked positions weigh exactly nothing
-        return KeyValueCache(kb, vb, t)
+        (kb, vb), shared = self._base, self._shared
+        if shared[2] != N or N + n > kb.shape[1] or t >= kb.shape[0]:      # no room in place: copy
+            kb = self.k.new_empty((max(self.k.shape[0], t + 1), 2 * (N + n)) + self.k.shape[2:])
+            vb = torch.empty_like(kb)
+            kb[:t, :N], vb[:t, :N], shared = self.k[:t], self.v[:t], [t, 0, N]
+        kb[:t, N : N + n], vb[:t, N : N + n] = 0, 0   # finite, so that masked positions weigh exactly nothing
+        shared[2] = N + n
+        return KeyValueCache(kb[:, : N + n], vb[:, : N + n], t, shared, (kb, vb))
 
     def drop_front(self, m: int) -> KeyValueCache:
-        """The cache without its first ``m`` positions (those no live row can see any more): a copy."""
+        """The cache without its first ``m`` positions (those no live row can see any more): a copy, with the
+        spare rows of this cache's buffers."""
         self._check()
-        t = self.length
-        kb = self.k.new_empty((max(self.k.shape[0] - m, t - m, 1),) + self.k.shape[1:])
+        t, N = self.length, self.k.shape[1]
+        kb = self.k.new_empty((max(self.k.shape[0] - m, t - m, 1), self._base[0].shape[1]) + self.k.shape[2:])
         vb = torch.empty_like(kb)
-        kb[: t - m], vb[: t - m] = self.k[m:t], self.v[m:t]
-        return KeyValueCache(kb, vb, t - m)
+        kb[: t - m, :N], vb[: t - m, :N] = self.k[m:t], self.v[m:t]
+        return KeyValueCache(kb[:, :N], vb[:, :N], t - m, [t - m, 0, N], (kb, vb))
 
     @staticmethod
     def moved_rows(index: Tensor) -> Tensor:
@@ -103,11 +112,12 @@ class KeyValueCache:
         return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
 
     def reorder_(self, index: Tensor, moved: Tensor | None = None) -> KeyValueCache:
-        """In place, for index (N,) over the same N rows: row i becomes row index[i]. Only the rows with
-        index[i] != i are copied (beam search keeps most hypotheses in their row, see search.py);
-        ``moved`` is :meth:`moved_rows` of ``index`` where the caller already has it."""
+        """In place, for index (M,) over these N >= M rows: row i becomes row index[i], rows past M are let go.
+        Only the rows with index[i] != i are copied (beam search keeps most hypotheses in their row; sentences
+        leaving are replaced by the last ones, see search.py); ``moved`` is :meth:`moved_rows` of ``index``
+        where the caller already has it."""
         self._check()
-        t = self.length
+        t, M = self.length, index.shape[0]
         if moved is None:
             moved = self.moved_rows(index)
         if moved.numel():
@@ -115,7 +125,10 @@ class KeyValueCache:
             for buf in (self.k, self.v):
                 buf[:t].index_copy_(1, moved, buf[:t].index_select(1, src))   # gathered first: sources may move too
         self._shared[1] += 1
-        return KeyValueCache(self.k, self.v, t, self._shared)
+        if M == self.k.shape[1]:
+            return KeyValueCache(self.k, self.v, t, self._shared, self._base)
+        self._shared[2] = M
+        return KeyValueCache(self._base[0][:, :M], self._base[1][:, :M], t, self._shared, self._base)
 
 
 @dataclass
@@ -138,6 +151,8 @@ class DecoderCache:
     src_mask: Tensor
     step: int = 0
     joined: Tensor | None = None
+    # after a join: the buffers (with spare rows) whose first B rows memory_kv and src_mask are; [rows claimed]
+    spare: tuple[list[tuple[Tensor, Tensor]], Tensor, list[int]] | None = None
 
     @classmethod
     def start(cls, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor, max_len: int) -> DecoderCache:
@@ -156,7 +171,7 @@ class DecoderCache:
 
     def advance(self, self_kv: list[KeyValueCache]) -> DecoderCache:
         """The cache after one step, with each layer's extended self-attention keys/values."""
-        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1, self.joined)
+        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1, self.joined, self.spare)
 
     def positions(self) -> int | Tensor:
         """The position of each row's next token in its own sentence: ``step``, or (N,) with :attr:`joined`."""
@@ -176,36 +191,27 @@ class DecoderCache:
         longer source length, the padding masked."""
         if other.step != 0 or (self.rows and other.group != self.group):
             raise ValueError("join(): the joining cache must be at step 0 with the same hypotheses per source")
-        S = max(self.src_mask.shape[-1], other.src_mask.shape[-1])
-
-        def pad(x: Tensor, value: float) -> Tensor:                  # (B, ..., s) -> (B, ..., S) along the last
-            return torch.nn.functional.pad(x, (0, S - x.shape[-1]), value=value)
-
-        def pad_kv(x: Tensor) -> Tensor:                               # (B, H, s, K) -> (B, H, S, K)
-            return torch.nn.functional.pad(x, (0, 0, 0, S - x.shape[2]))
-
-        start = self.joined if self.joined is not None else torch.zeros(self.rows, dtype=torch.long,
-                                                                         device=self.src_mask.device)
+        start = self.joined if self.joined is not None else self.src_mask.new_zeros(self.rows, dtype=torch.long)
+        bases, mask, claimed = _join_sources(self, other)
+        n = claimed[0]
         return DecoderCache(
-            memory_kv=[(torch.cat([pad_kv(k), pad_kv(k2)]), torch.cat([pad_kv(v), pad_kv(v2)]))
-                       for (k, v), (k2, v2) in zip(self.memory_kv, other.memory_kv, strict=True)],
+            memory_kv=[(kb[:n], vb[:n]) for kb, vb in bases],
             self_kv=[kv.join(other.rows) for kv in self.self_kv],
-            src_mask=torch.cat([pad(self.src_mask, float("-inf")), pad(other.src_mask, float("-inf"))]),
+            src_mask=mask[:n],
             step=self.step,
             joined=torch.cat([start, start.new_full((other.rows,), self.step)]),
+            spare=(bases, mask, claimed),
         )
 
     def compact(self) -> DecoderCache:
         """Drop the buffer positions that no row can see (those before every row joined); a cache whose rows
         all start at the first remaining position needs no mask any more."""
-        if self.joined is None or not self.rows:
-            return self
-        m = int(self.joined.min())
-        if m == 0:
+        m = 0 if self.joined is None or not self.rows else int(self.joined.min())
+        if self.joined is None or m == 0:
             return self
         start = self.joined - m
         return DecoderCache(self.memory_kv, [kv.drop_front(m) for kv in self.self_kv], self.src_mask, self.step - m,
-                            None if not bool(start.any()) else start)
+                            None if not bool(start.any()) else start, self.spare)
 
     @property
     def rows(self) -> int:
@@ -223,19 +229,24 @@ class DecoderCache:
         return DecoderCache(self.memory_kv, [kv.select(index) for kv in self.self_kv], self.src_mask, self.step,
                             None if self.joined is None else self.joined[index])
 
+    def _sources(self, index: Tensor) -> Tensor:
+        """The sources of the rows ``index``, which keeps each source's g rows together and in order."""
+        g = self.group
+        if g == 1:
+            return index
+        rows = index.view(-1, g)
+        src_index = rows[:, 0] // g
+        if not torch.equal(rows, src_index[:, None] * g + torch.arange(g, device=index.device)):
+            raise ValueError(f"select(): the {g} hypotheses of a source must be kept together and in order")
+        return src_index
+
     def select(self, index: Tensor) -> DecoderCache:
         """Keep / reorder hypotheses: row i of the result is row index[i] of this cache.
 
         With g > 1 hypotheses per source, ``index`` keeps each source's g rows together and in order
         (index[i*g + j] = s*g + j), as retiring finished sentences does; anything else is a ValueError.
         """
-        g = self.group
-        src_index = index
-        if g > 1:
-            rows = index.view(-1, g)
-            src_index = rows[:, 0] // g
-            if not torch.equal(rows, src_index[:, None] * g + torch.arange(g, device=index.device)):
-                raise ValueError(f"select(): the {g} hypotheses of a source must be kept together and in order")
+        src_index = self._sources(index)
         pick: Callable[[Tensor], Tensor] = lambda t: t.index_select(0, src_index)  # noqa: E731
         return DecoderCache(
             memory_kv=[(pick(k), pick(v)) for k, v in self.memory_kv],
@@ -245,9 +256,60 @@ class DecoderCache:
             joined=None if self.joined is None else self.joined[index],
         )
 
+    def keep_(self, index: Tensor) -> DecoderCache:
+        """:meth:`select` in place, ``index`` (M,) over these N >= M rows: only the rows and sources that move are
+        copied (sentences leave as the last ones move into their rows). This cache may not be used afterwards."""
+        src_index = self._sources(index)
+        bases, mask, claimed = self.spare or ([(k, v) for k, v in self.memory_kv], self.src_mask, [len(index)])
+        M = src_index.shape[0]
+        moved = KeyValueCache.moved_rows(src_index)
+        if moved.numel():
+            for x in [mask] + [t for kv in bases for t in kv]:
+                x[moved] = x[src_index[moved]]                   # gathered first: sources may move too
+        claimed[0] = M
+        return DecoderCache(
+            memory_kv=[(kb[:M], vb[:M]) for kb, vb in bases],
+            self_kv=[kv.reorder_(index) for kv in self.self_kv],
+            src_mask=mask[:M],
+            step=self.step,
+            joined=None if self.joined is None else self.joined[index],
+            spare=self.spare,
+        )
+
     def select_self(self, index: Tensor) -> DecoderCache:
         """Reorder only the decoded prefixes, in place (beam search: the beams of a sentence share its
         source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
         moved = KeyValueCache.moved_rows(index)                    # the same rows move in every layer
         return DecoderCache(self.memory_kv, [kv.reorder_(index, moved) for kv in self.self_kv], self.src_mask,
-                            self.step, None if self.joined is None else self.joined[index])
+                            self.step, None if self.joined is None else self.joined[index], self.spare)
+
+
+def _join_sources(cache: DecoderCache, other: DecoderCache) -> tuple[list[tuple[Tensor, Tensor]], Tensor, list[int]]:
+    """The buffers of ``cache``'s sources (keys/values of every layer, mask) with ``other``'s after them: written
+    into ``cache``'s spare rows where it has room (and no other cache claimed them), else copied into buffers with
+    as many spare rows again. Sources are padded to the longer source length, the padding masked."""
+    B, b = cache.src_mask.shape[0], other.src_mask.shape[0]
+    S = max(cache.src_mask.shape[-1], other.src_mask.shape[-1])
+
+    def pad(x: Tensor) -> Tensor:                                     # (B, H, s, K) -> (B, H, S, K), zeros
+        return torch.nn.functional.pad(x, (0, 0, 0, S - x.shape[2]))
+
+    def pad_mask(x: Tensor) -> Tensor:                                # (B, 1, 1, s) -> (B, 1, 1, S), masked
+        return torch.nn.functional.pad(x, (0, S - x.shape[-1]), value=float("-inf"))
+
+    spare = cache.spare
+    if spare is not None and spare[2][0] == B and B + b <= spare[1].shape[0] and S == cache.src_mask.shape[-1]:
+        bases, mask, claimed = spare
+    else:
+        bases = [(k.new_empty((2 * (B + b), k.shape[1], S, k.shape[3])),
+                  v.new_empty((2 * (B + b), v.shape[1], S, v.shape[3]))) for k, v in cache.memory_kv]
+        mask, claimed = cache.src_mask.new_empty((2 * (B + b), 1, 1, S)), [B]
+        for (kb, vb), (k, v) in zip(bases, cache.memory_kv, strict=True):
+            kb[:B], vb[:B] = pad(k), pad(v)
+        mask[:B] = pad_mask(cache.src_mask)
+    for (kb, vb), (k, v) in zip(bases, other.memory_kv, strict=True):
+        kb[B : B + b], vb[B : B + b] = pad(k), pad(v)
+    mask[B : B + b] = pad_mask(other.src_mask)
+    claimed[0] = B + b
+    return bases, mask, claimed
+

@@ -218,8 +218,8 @@ class BeamSearch:
     joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
     first step of a batch that all started together, else k; a sentence that joins a running batch starts
     with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
-    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many; ``alive`` (n,)
-    False for the rows of sentences done (their key None) until they are removed.
+    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many. A sentence done
+    leaves at once: the last sentence of the batch moves into its rows (the buffers' other rows stay in place).
     """
 
     def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0,
@@ -244,17 +244,14 @@ class BeamSearch:
         if self.cache is None:                              # a new batch: one live beam each until the first step
             self.cache, self.tokens, self.limit = cache, tokens, limit
             self.start, self.count = (torch.zeros(B, dtype=torch.long, device=dev) for _ in range(2))
-            self.scores, self.alive = torch.zeros(B, 1, device=dev), torch.ones(B, dtype=torch.bool, device=dev)
+            self.scores = torch.zeros(B, 1, device=dev)
             self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
         else:                                               # joining a running batch: k rows each, one alive
-            if not bool(self.alive.all()):
-                self._keep(self.alive.nonzero().squeeze(1))  # the join copies the buffers anyway
             self._expand()
             self.start = torch.cat([self.start, self.start.new_full((B,), self.cache.step)])
             self.cache = self.cache.join(cache.expand(k))
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
-            self.alive = torch.cat([self.alive, self.alive.new_ones(B)])
             fresh = torch.full((B, k), float("-inf"), device=dev)
             fresh[:, 0] = 0.0
             self.scores = torch.cat([self.scores, fresh])
@@ -309,9 +306,8 @@ class BeamSearch:
 
     def _finish(self, new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor) -> None:
         """Store the candidates ``new`` (n, 2k) as finished (a sentence keeps its k best: :meth:`_retire`)."""
-        ok = new & self.alive[:, None]
-        self.count = (self.count + ok.long().sum(1)).clamp(max=self.k)
-        r, c = ok.nonzero(as_tuple=True)
+        self.count = (self.count + new.long().sum(1)).clamp(max=self.k)
+        r, c = new.nonzero(as_tuple=True)
         lengths = decoded[r]
         penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen, self.norm)).float()   # as in Python
         score = top[r, c] / penalty
@@ -320,12 +316,11 @@ class BeamSearch:
             self.finished[i].append(Hypothesis(seq[prefix.shape[2] - n:], s, lp))
 
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
-        """Sentences with k finished or at their limit are done (with their k best); those dropped are gone. Their
-        rows stay in the batch, unused, until a quarter of the rows are unused or sentences join (one copy of the
-        buffers for many sentences leaving) or one of them reaches its length limit."""
+        """Sentences with k finished or at their limit are done (with their k best); those dropped are gone. Both
+        leave the batch now, the last sentences taking their rows (only those rows are copied)."""
         dropped = torch.tensor([key in self.dropped for key in self.keys], dtype=torch.bool, device=at_limit.device)
-        done = ((self.count >= self.k) | at_limit) & self.alive & ~dropped
-        gone = done | (dropped & self.alive)
+        done = ((self.count >= self.k) | at_limit) & ~dropped
+        gone = done | dropped
         if not gone.any():
             return []
         out = [(self.keys[i], sorted(self.finished[i], key=lambda h: -h.score)[:self.k])
@@ -333,22 +328,23 @@ class BeamSearch:
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []
-        self.alive &= ~gone
-        unused = len(self.keys) - int(self.alive.sum())
-        if unused == len(self.keys):
+        live = (~gone).nonzero()[:, 0]
+        if not live.numel():
             self.cache, self.keys, self.finished = None, [], []
-        elif 4 * unused >= len(self.keys) or bool((at_limit & ~self.alive).any()):   # unused rows go on decoding:
-            self._keep(self.alive.nonzero()[:, 0])                                      # never past their limit
+            return out
+        keep = torch.arange(live.numel(), device=live.device)     # the last sentences move into the rows of those
+        keep[gone[: live.numel()].nonzero()[:, 0]] = live[live >= live.numel()]     # gone (copied in place)
+        self._keep(keep)
         return out
 
     def _keep(self, keep: Tensor) -> None:
-        """Only the sentences ``keep`` (m,) stay in the batch, in that order; their buffers compacted."""
+        """Only the sentences ``keep`` (m,) stay in the batch, in that order (the cache's rows moved in place)."""
         assert self.cache is not None
         k = self.k
-        self.cache = self.cache.select((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))
+        self.cache = self.cache.keep_((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))
         self.tokens = self.tokens.view(-1, k)[keep].view(-1)
         self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
-        self.start, self.count, self.alive = self.start[keep], self.count[keep], self.alive[keep]
+        self.start, self.count = self.start[keep], self.count[keep]
         self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
         m = int(self.start.min())       # the decoded columns no sentence needs any more: the buffers stay as long
         if m > 0:                       # as the longest-running sentence's output, however long the server runs
