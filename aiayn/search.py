@@ -212,7 +212,8 @@ class BeamSearch:
     :meth:`step` decodes one token for every sentence and returns those now done. At each step the 2k best
     continuations of a sentence's k beams are ranked; those ending in EOS within the top k are finished (scored
     with the length penalty), the k best others continue. A sentence is done once k have finished (it keeps the k
-    best), or at its length limit. What it gets does not depend on when it joined or on its neighbours.
+    best), or at its length limit. What it gets does not depend on when it joined or on its neighbours (but
+    for rounding in int8, whose activation scale is one per call over all rows).
 
     State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
     joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
