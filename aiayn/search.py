@@ -75,6 +75,16 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, cfg: ModelConfig, 
     return logp
 
 
+def _leave(gone: Tensor) -> Tensor:
+    """The rows that stay when the rows ``gone`` (n,) bool leave, as an index (row i <- row keep[i]): the last
+    staying rows move into the rows of those gone, every other row stays where it is, so that
+    cache.DecoderCache.keep_ copies only the rows that move."""
+    live = (~gone).nonzero()[:, 0]
+    keep = torch.arange(live.numel(), device=gone.device)
+    keep[gone[: live.numel()].nonzero()[:, 0]] = live[live >= live.numel()]
+    return keep
+
+
 # --- greedy and sampling ------------------------------------------------------------------------------------------
 
 
@@ -103,8 +113,8 @@ def _one_best(
         if done.all():
             break
         if done.any():                                            # retire finished sentences
-            keep = (~done).nonzero().squeeze(1)
-            rows, tokens, cache = rows[keep], tokens[keep], cache.select(keep)
+            keep = _leave(done)
+            rows, tokens, cache = rows[keep], tokens[keep], cache.keep_(keep)
     return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
 
 
@@ -329,13 +339,10 @@ class BeamSearch:
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []
-        live = (~gone).nonzero()[:, 0]
-        if not live.numel():
+        if bool(gone.all()):
             self.cache, self.keys, self.finished = None, [], []
-            return out
-        keep = torch.arange(live.numel(), device=live.device)     # the last sentences move into the rows of those
-        keep[gone[: live.numel()].nonzero()[:, 0]] = live[live >= live.numel()]     # gone (copied in place)
-        self._keep(keep)
+        else:
+            self._keep(_leave(gone))
         return out
 
     def _keep(self, keep: Tensor) -> None:

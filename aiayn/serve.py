@@ -217,7 +217,7 @@ class Batcher:
 
     def _admit(self, jobs: list[_Job], searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> None:
         """Start the lines of ``jobs``: those with the same settings join their running batch in one admission
-        (one encoder call, one copy of the batch's buffers)."""
+        (one encoder call)."""
         t = self.translator
         groups: dict[tuple[Any, ...], tuple[list[str], list[tuple[_Job, int]]]] = {}
         for job in jobs:

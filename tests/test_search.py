@@ -35,7 +35,7 @@ class FakeCache:
     def select(self, index: torch.Tensor) -> FakeCache:
         return FakeCache(self.prefix[index], self.src_mask[index], self.step)
 
-    select_self = select
+    select_self = keep_ = select
 
     def expand(self, k: int) -> FakeCache:
         return self.select(torch.arange(self.prefix.shape[0]).repeat_interleave(k))
