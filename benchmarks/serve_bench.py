@@ -132,6 +132,14 @@ def cli_rate(a: argparse.Namespace, lines: list[str]) -> tuple[dict[str, float],
     return {"startup_s": startup, "seconds": total - startup, "sentences_per_s": len(lines) / (total - startup)}, out
 
 
+def draw_requests(src: Path, n: int) -> list[list[str]]:
+    """``n`` requests of 1-5 consecutive non-blank lines of ``src`` (a seeded draw of sizes; the file cycled)."""
+    pool = [line for line in src.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(0)
+    lines_iter = iter(pool * (n * 5 // len(pool) + 1))
+    return [[next(lines_iter) for _ in range(rng.randint(1, 5))] for _ in range(n)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -141,10 +149,7 @@ def main() -> None:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--workers", type=int, default=0, help="the server's model calls at once (default: its own)")
     a = ap.parse_args()
-    pool = [line for line in Path(a.src).read_text(encoding="utf-8").splitlines() if line.strip()]
-    rng = random.Random(0)
-    lines_iter = iter(pool * (a.requests * 5 // len(pool) + 1))
-    requests = [[next(lines_iter) for _ in range(rng.randint(1, 5))] for _ in range(a.requests)]
+    requests = draw_requests(Path(a.src), a.requests)
     all_lines = [line for r in requests for line in r]
     cli, cli_out = cli_rate(a, all_lines)
     print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "

@@ -1,9 +1,9 @@
 """Where the server's decoding time goes, without HTTP: one thread replays a stream of requests in one process.
 
-    python benchmarks/serve_replay.py --model runs/demo/run-de-en --src runs/demo/data/test.de [--lines 600]
+    python benchmarks/serve_replay.py --model runs/demo/run-de-en --src runs/demo/data/test.de [--requests 200]
 
-Requests of 1-5 lines (seeded draw, in order) decoded four ways on one thread, the same beam and length
-penalty, each the fastest of --rounds interleaved rounds:
+The requests of ``serve_bench.py`` (1-5 consecutive lines, seeded) decoded several ways on one thread, the
+same beam and length penalty, each the fastest of --rounds interleaved rounds:
 
 - ``translate``: :meth:`Translator.translate` over all lines (sorted by length, token-budget batches: the CLI);
 - ``static N``: batches of N lines in arrival order, each decoded to its end before the next (per-request
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--src", required=True)
-    ap.add_argument("--lines", type=int, default=600)
+    ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--in-flight", type=int, nargs="+", default=[48, 96])
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--lenpen", type=float, default=0.6)
@@ -45,16 +44,13 @@ def main() -> None:
 
     sys.path.insert(0, str(HERE))
     from run import machine
+    from serve_bench import draw_requests
 
     torch.set_num_threads(1)
     t = Translator.load(a.model, device="cpu", precision="fp32", workers=1)
     m = t.model
-    lines = [x for x in Path(a.src).read_text(encoding="utf-8").splitlines() if x.strip()][: a.lines]
-    rng, requests, i = random.Random(0), [], 0
-    while i < len(lines):
-        n = rng.randint(1, 5)
-        requests.append(lines[i : i + n])
-        i += n
+    requests = draw_requests(Path(a.src), a.requests)
+    lines = [line for r in requests for line in r]
 
     def batch(texts: list[str]) -> torch.Tensor:
         return source_batch(m, [source_ids(m, ids) for ids in t.vocab.src.encode(texts)], t.device)
