@@ -4,11 +4,11 @@
     POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
     GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
 
-Step-level (continuous) batching: ``workers`` decoding threads, each on its own share of the CPU threads (as
-``aiayn translate --workers``), each running one search (search.BeamSearch) per group of decoding settings
+Step-level (continuous) batching: ``workers`` decoding threads, sharing the CPU threads among those busy (a lone
+request gets all of them, as one ``aiayn translate`` call does; with all busy, 1/workers each), each running one search (search.BeamSearch) per group of decoding settings
 over at most ``max_batch_tokens`` source tokens; between two steps the lines of new requests join the running
-search, and a request is answered once its last line is done. An idle thread waits at most ``max_wait_ms`` for
-a burst of requests. Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
+search, and a request is answered once its last line is done. An idle thread may wait ``max_wait_ms`` for a
+burst of requests (0 by default: new requests join at the next step anyway). Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
 (413), too many lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full
 queue (503 with Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
@@ -49,7 +49,8 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     max_batch_tokens: int = 6000       # source tokens of the sentences one decoding thread runs at once
-    max_wait_ms: float = 10.0          # how long an idle decoding thread waits for a burst of requests
+    max_wait_ms: float = 0.0           # how long an idle decoding thread waits for a burst of requests (0: the
+                                       # requests of a burst join at the next step; 10 cost a lone request 14%)
     max_body_bytes: int = 1 << 20
     max_lines: int = 256               # per request
     max_chars: int = 2000              # per line
@@ -114,7 +115,7 @@ class Batcher:
     def __init__(self, translator: Translator, cfg: ServeConfig, metrics: "Metrics") -> None:
         self.translator, self.cfg, self.metrics = translator, cfg, metrics
         self.workers = resolve_workers(cfg.workers, translator.device)
-        self.threads = max(1, torch.get_num_threads() // self.workers)
+        self.threads = torch.get_num_threads()          # shared out among the threads with something to decode
         self.queue: list[_Job] = []
         self.waiting_lines = 0
         self.lock = threading.Condition()
@@ -177,13 +178,18 @@ class Batcher:
 
     def _decode_loop(self) -> None:
         """One decoding thread: admit, step every running batch once, answer what is done; until stopped."""
-        torch.set_num_threads(self.threads)
         searches: dict[tuple[Any, ...], BeamSearch] = {}
         running: dict[Any, _Job] = {}                 # sentence key (job, line) -> its job, for drops
+        threads = 0
         while True:
             jobs = self._take(sum(job.tokens for job in set(running.values())), idle=not running)
             if jobs is None:
                 return
+            # this step's share of the CPU threads: all of them while the other decoding threads are idle (a lone
+            # request decodes as fast as one translate call), 1/workers of them once all are busy
+            share = max(1, self.threads // max(1, self.workers - self.idle))
+            if share != threads:
+                torch.set_num_threads(threads := share)
             self._admit(jobs, searches, running)
             for key, search in list(searches.items()):
                 if not self._step(search, running):

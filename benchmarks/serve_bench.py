@@ -48,7 +48,8 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", a.model, "--port", str(port),
                              "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600",
-                             *(["--workers", str(a.workers)] if a.workers else [])],
+                             *(["--workers", str(a.workers)] if a.workers else []),
+                             *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -132,6 +133,33 @@ def cli_rate(a: argparse.Namespace, lines: list[str]) -> tuple[dict[str, float],
     return {"startup_s": startup, "seconds": total - startup, "sentences_per_s": len(lines) / (total - startup)}, out
 
 
+def latency(a: argparse.Namespace, port: int, lines: list[str]) -> dict[str, float]:
+    """Concurrency 1, one line per request: the server's latency against one ``Translator.translate`` call for the
+    same line in this process (the library call the CLI makes, without its start-up), alternating line by line so
+    that both see the same moment of a shared VM."""
+    sys.path.insert(0, str(ROOT))
+    from aiayn.translate import Translator
+
+    translator = Translator.load(a.model, precision=a.precision)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    served, direct = [], []
+    for line in lines:
+        t0 = time.perf_counter()
+        conn.request("POST", "/translate", json.dumps({"text": [line]}).encode(), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        served.append(time.perf_counter() - t0)
+        assert r.status == 200, r.status
+        t0 = time.perf_counter()
+        translator.translate([line])
+        direct.append(time.perf_counter() - t0)
+    ratios = sorted(s / d for s, d in zip(served, direct, strict=True))
+    return {"lines": len(lines), "serve_p50_ms": 1000 * statistics.median(served),
+            "translate_p50_ms": 1000 * statistics.median(direct),
+            "p50_ratio": statistics.median(served) / statistics.median(direct),
+            "median_per_line_ratio": statistics.median(ratios)}
+
+
 def draw_requests(src: Path, n: int) -> list[list[str]]:
     """``n`` requests of 1-5 consecutive non-blank lines of ``src`` (a seeded draw of sizes; the file cycled)."""
     pool = [line for line in src.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -148,6 +176,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--workers", type=int, default=0, help="the server's model calls at once (default: its own)")
+    ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
+    ap.add_argument("--latency", type=int, default=0, metavar="N",
+                    help="also time N one-line requests at concurrency 1 against one translate call each")
     a = ap.parse_args()
     requests = draw_requests(Path(a.src), a.requests)
     all_lines = [line for r in requests for line in r]
@@ -183,9 +214,22 @@ def main() -> None:
         print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
               f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB | "
               f"{r['sentences_per_step']:.1f} | {100 * r['identical_to_cli']:.1f}% |")
+    lat = None
+    if a.latency:
+        proc, port = start_server(a)
+        try:
+            load(port, requests[:20], 1)                            # warm-up
+            lat = latency(a, port, all_lines[: a.latency])
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        print(f"\nconcurrency 1, {lat['lines']} one-line requests: p50 {lat['serve_p50_ms']:.1f} ms served, "
+              f"{lat['translate_p50_ms']:.1f} ms by one translate call = {lat['p50_ratio']:.2f}x "
+              f"(median of the per-line ratios {lat['median_per_line_ratio']:.2f}x)")
     out = ROOT / "benchmarks" / "results" / f"serve-{time.strftime('%Y%m%d-%H%M')}.json"
-    out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests,
-                               "sentences": len(all_lines), "cli": cli, "rows": rows, "machine": machine()}, indent=2))
+    out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests, "workers": a.workers,
+                               "max_wait_ms": a.max_wait_ms,
+                               "sentences": len(all_lines), "cli": cli, "rows": rows, "latency": lat, "machine": machine()}, indent=2))
     print(f"\n{out}")
 
 
