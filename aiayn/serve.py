@@ -4,13 +4,14 @@
     POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
     GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
 
-Step-level (continuous) batching: ``workers`` decoding threads, sharing the CPU threads among those busy (a lone
-request gets all of them, as one ``aiayn translate`` call does; with all busy, 1/workers each), each running one search (search.BeamSearch) per group of decoding settings
-over at most ``max_batch_tokens`` source tokens; between two steps the lines of new requests join the running
-search, and a request is answered once its last line is done. An idle thread may wait ``max_wait_ms`` for a
-burst of requests (0 by default: new requests join at the next step anyway). Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes``
-(413), too many lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full
-queue (503 with Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
+Step-level (continuous) batching: ``workers`` decoding threads, sharing the CPU threads among those busy (a
+lone request gets all of them, as one ``aiayn translate`` call does; with all busy, 1/workers each), each running
+one search (search.BeamSearch) per group of decoding settings over at most ``max_batch_tokens`` source tokens;
+between two steps the lines of new requests join the running search, and a request is answered once its last line
+is done. An idle thread may wait ``max_wait_ms`` for a burst of requests (0 by default: new requests join at the
+next step anyway). Every limit is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes`` (413),
+too many lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full queue (503
+with Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
 
 FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.

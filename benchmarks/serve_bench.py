@@ -229,7 +229,8 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / f"serve-{time.strftime('%Y%m%d-%H%M')}.json"
     out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests, "workers": a.workers,
                                "max_wait_ms": a.max_wait_ms,
-                               "sentences": len(all_lines), "cli": cli, "rows": rows, "latency": lat, "machine": machine()}, indent=2))
+                               "sentences": len(all_lines), "cli": cli, "rows": rows, "latency": lat,
+                               "machine": machine()}, indent=2))
     print(f"\n{out}")
 
 
