@@ -106,6 +106,33 @@ def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
             future.set_result(outcome)
 
 
+def _step(search: BeamSearch, running: dict[Any, _Job], metrics: "Metrics") -> bool:
+    """One decoding step of one of a decoding thread's batches (Batcher): drop the sentences whose request is gone,
+    answer those now done. False when the batch is empty afterwards."""
+    if not search.active:
+        return False
+    gone = {s for s in search.keys if s is not None and running[s].cancelled}
+    if gone:
+        search.drop(gone)
+    t0 = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            done = search.step()
+    except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
+        log.exception("decoding step failed")
+        for s in search.keys:
+            if s is not None:
+                running.pop(s).fail(e)
+        return False
+    metrics.step(search.active + len(done), time.perf_counter() - t0)
+    for s in gone | {s for s, _ in done}:
+        running.pop(s, None)
+    for (job, i), hyps in done:
+        metrics.produced(len(hyps[0].tokens) + 1)
+        job.answer(i, _as_translate_gives(hyps, job.decode))
+    return bool(search.active)
+
+
 class Batcher:
     """Step-level (continuous) batching: ``workers`` threads, each decoding its batch with search.BeamSearch, step by
     step. Between steps a busy thread admits waiting sentences (while no thread is idle), up to ``max_batch_tokens``
@@ -193,34 +220,8 @@ class Batcher:
                 torch.set_num_threads(threads := share)
             self._admit(jobs, searches, running)
             for key, search in list(searches.items()):
-                if not self._step(search, running):
+                if not _step(search, running, self.metrics):
                     del searches[key]
-
-    def _step(self, search: BeamSearch, running: dict[Any, _Job]) -> bool:
-        """One decoding step of one batch: drop the sentences whose request is gone, answer those now done.
-        False when the batch is empty afterwards."""
-        if not search.active:
-            return False
-        gone = {s for s in search.keys if s is not None and running[s].cancelled}
-        if gone:
-            search.drop(gone)
-        t0 = time.perf_counter()
-        try:
-            with torch.inference_mode():
-                done = search.step()
-        except Exception as e:  # noqa: BLE001 - every request in this batch gets the error; serving goes on
-            log.exception("decoding step failed")
-            for s in search.keys:
-                if s is not None:
-                    running.pop(s).fail(e)
-            return False
-        self.metrics.step(search.active + len(done), time.perf_counter() - t0)
-        for s in gone | {s for s, _ in done}:
-            running.pop(s, None)
-        for (job, i), hyps in done:
-            self.metrics.produced(len(hyps[0].tokens) + 1)
-            job.answer(i, _as_translate_gives(hyps, job.decode))
-        return bool(search.active)
 
     def _admit(self, jobs: list[_Job], searches: dict[tuple[Any, ...], BeamSearch], running: dict[Any, _Job]) -> None:
         """Start the lines of ``jobs``: those with the same settings join their running batch in one admission
