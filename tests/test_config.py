@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,46 @@ def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() 
                 request.model_validate({"text": ["x"], f.name: bad})
             with pytest.raises(ValueError, match=f.name):
                 DecodeConfig(**{f.name: bad})
+
+
+def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """make demo's recipe follows the epochs its minutes buy on this kind of CPU (demo.EPOCHS_PER_MINUTE): the
+    short recipe (no dropout, lower rate, last 6 averaged) below 10 epochs, the full one beyond; on GPUs the full one."""
+    from aiayn import demo
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(demo, "cpu_has_fast_bf16", lambda: False)            # AVX2: 0.32 epochs a minute
+    assert demo.recipe("de", "en", 15) == "multi30k-de-en-short"
+    assert demo.recipe("en", "de", 30) == "multi30k-en-de-short"              # 9.6 epochs
+    assert demo.recipe("de", "en", 60) == "multi30k-de-en"
+    monkeypatch.setattr(demo, "cpu_has_fast_bf16", lambda: True)             # AVX-512 BF16: 0.5 a minute
+    assert demo.recipe("de", "en", 15) == "multi30k-de-en-short"
+    assert demo.recipe("de", "en", 30) == "multi30k-de-en"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert demo.recipe("de", "en", 15) == "multi30k-de-en"
+    short, full = resolve(yaml_path="multi30k-de-en-short"), resolve(yaml_path="multi30k-de-en")
+    assert (short.model.p_drop, short.train.lr_factor, short.train.average_last) == (0.0, 1.5, 6)
+    assert (full.model.p_drop, full.train.lr_factor, full.train.average_last) == (0.1, 2.0, 8)
+    assert short.model == dataclasses.replace(full.model, p_drop=0.0)      # the same model otherwise
+
+
+def test_the_demo_prints_the_recorded_figure_for_this_kind_of_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make demo says what to expect from its own records: each record exists and holds the figure quoted."""
+    import json
+
+    from aiayn import demo
+
+    root = Path(__file__).parent.parent
+    for (src, tgt, _minutes, _kind), (bleu_lc, steps, record) in demo.RECORDED.items():
+        text = (root / record).read_text()
+        if record.endswith(".json"):
+            r = json.loads(text)
+            assert (r["bleu_lc"], r["steps"]) == (bleu_lc, steps) and f"{src}-{tgt}" in r["run_dir"]
+        else:
+            assert f"{bleu_lc:.2f}" in text and f"{steps:,}" in text, record
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(demo, "cpu_has_fast_bf16", lambda: False)
+    assert "expect about 38.2 lowercased BLEU" in demo.expectation("de", "en", 15)
+    assert "1,276 updates in 15 minutes" in demo.expectation("de", "en", 15)
+    assert demo.expectation("de", "en", 7).startswith("no recorded de->en run of 7 minutes on a 2-core AVX2")
