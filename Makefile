@@ -6,7 +6,7 @@ TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
 MINUTES ?= 15
 
-.PHONY: setup browser test test-fast check-claims lint typecheck demo bench clean
+.PHONY: setup browser test test-fast check-claims lint typecheck demo bench walkthrough clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check aiayn tests benchmarks
+	$(BIN)/ruff check aiayn tests benchmarks docs/walkthrough
 
 typecheck: $(STAMP)
 	$(BIN)/mypy aiayn
@@ -56,6 +56,19 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q --upgrade --no-deps --target benchmarks/.peers "OpenNMT-py==3.5.1" \
 		"pyonmttok>=1.37,<2" configargparse || echo "OpenNMT-py could not be installed; its rows will say so"
 	$(BIN)/python benchmarks/run.py
+
+# The walkthrough, both editions, executed in full (the tests run them in a fast mode) into executed notebooks
+# and HTML pages with their figures: build/walkthrough/walkthrough{,.zh}.{ipynb,html}
+walkthrough: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[walkthrough]"
+	mkdir -p build/walkthrough
+	for ed in walkthrough walkthrough.zh; do \
+	  $(BIN)/jupytext --quiet --to ipynb -o build/walkthrough/$$ed.ipynb docs/walkthrough/$$ed.py && \
+	  (cd build/walkthrough && AIAYN_WALKTHROUGH_FIGURES=figures $(abspath $(BIN))/jupyter nbconvert --log-level WARN \
+	    --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 $$ed.ipynb && \
+	   $(abspath $(BIN))/jupyter nbconvert --log-level WARN --to html $$ed.ipynb) || exit 1; \
+	done
+	@ls -l build/walkthrough
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,334 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 《Attention Is All You Need》逐节精读：用 aiayn 自己的代码
+#
+# 本文按论文（Vaswani 等，2017）的章节顺序，一节一节地读；每一步运行的，都是 `aiayn train` 和
+# `aiayn translate` 真正使用的模块——这里没有任何一份模型代码的副本。每一步都会打印张量形状，需要时画图，
+# 并用一条看得见的 `assert` 验证论文里的一个结论。`make test` 在每次 CI 中以快速模式执行本文件（以及英文版
+# `walkthrough.py`），所以它不可能和代码脱节；`make walkthrough` 会把它渲染成 notebook 和 HTML。
+#
+# 本项目所参考的几篇教程里有写错的地方，我们把错误写法和正确写法并排展示（完整清单见 `docs/seed-bugs.md`，
+# 每一条都有 `tests/test_seed_bugs.py` 里的测试把关）。
+#
+# 形状记号：B 批大小，S 源序列长度，T 目标序列长度，D 即 d_model，H 头数，K = D / H，V 词表大小。
+
+# %%
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+
+if "inline" not in matplotlib.get_backend():      # 作为脚本运行（测试）时：把图画进文件
+    matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+
+from aiayn.attention import attention, causal_mask, padding_mask
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig, TrainConfig
+from aiayn.loss import SequenceLoss, smoothed_targets
+from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
+from aiayn.optim import make_optimizer, noam_lr
+from aiayn.search import beam_search, greedy
+
+FAST = os.environ.get("AIAYN_WALKTHROUGH_FAST") == "1"     # 测试用的快速模式：同样的单元格，更少的训练步数
+FIGURES = Path(os.environ.get("AIAYN_WALKTHROUGH_FIGURES", "walkthrough-figures"))
+FIGURES.mkdir(parents=True, exist_ok=True)
+torch.manual_seed(0)
+
+
+def show(fig, name: str) -> None:
+    """保存图片（在 notebook 里同时显示）。"""
+    fig.savefig(FIGURES / f"{name}.png", dpi=80, bbox_inches="tight")
+    if "inline" in matplotlib.get_backend():
+        plt.show()
+    else:
+        plt.close(fig)
+
+
+# %% [markdown]
+# ## §3.2.1 缩放点积注意力，公式 (1)
+#
+# $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$。每个查询（query）给所有键（key）
+# 打分，分数除以 $\sqrt{d_k}$（否则分数的方差会随 $d_k$ 增大，softmax 被推进梯度极小的饱和区），再沿着**键**
+# 的方向做 softmax 得到权重，输出就是值（value）的加权和。`aiayn.attention.attention` 就是把公式 (1) 原样
+# 写出来；输入形状为 (B, H, T, K)，掩码中 `True` 表示“可以关注”。
+
+# %%
+B, H, T, S, K = 2, 4, 5, 6, 16
+q, k, v = torch.randn(B, H, T, K), torch.randn(B, H, S, K), torch.randn(B, H, S, K)
+out, probs = attention(q, k, v)
+print("q", tuple(q.shape), "k", tuple(k.shape), "-> out", tuple(out.shape), "probs", tuple(probs.shape))
+
+by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(K), dim=-1) @ v
+assert torch.allclose(out, by_hand, atol=1e-6), "手算的公式 (1) 与 aiayn 不一致"
+assert torch.allclose(probs.sum(-1), torch.ones(B, H, T)), "每个查询对所有键的权重之和为 1"
+
+# %% [markdown]
+# **掩码。** 有两种：填充掩码（一批句子长短不一，短句后面补的填充符不能被关注）和因果掩码（解码器第 $t$ 个
+# 位置不能看到 $t$ 之后的位置，即 §3.2.3 所说的“阻止向左的信息流”）。被屏蔽的键得分为 $-\infty$，
+# softmax 之后权重恰好为 0。
+
+# %%
+tokens = torch.tensor([[5, 6, 7, 8, EOS_ID, PAD_ID], [5, 6, EOS_ID, PAD_ID, PAD_ID, PAD_ID]])
+pad = padding_mask(tokens, PAD_ID)                                   # (B, 1, 1, S)
+print("padding mask", tuple(pad.shape), pad[1, 0, 0].tolist())
+_, pad_probs = attention(q, k, v, mask=pad)
+assert (pad_probs[1, :, :, 3:] == 0).all(), "填充位置的概率恰好为 0"
+
+causal = causal_mask(T, T, torch.device("cpu"))
+_, probs = attention(q[..., :T, :], k[..., :T, :], v[..., :T, :], causal=True)
+assert (probs[..., ~causal] == 0).all(), "没有任何位置关注它之后的位置"
+
+fig, axes = plt.subplots(1, 2, figsize=(7, 3))
+axes[0].imshow(pad[:, 0, 0].float(), cmap="Greys_r", vmin=0, vmax=1)
+axes[0].set_title("padding mask (B, S)")
+axes[1].imshow(causal.float(), cmap="Greys_r", vmin=0, vmax=1)
+axes[1].set_title("causal mask (T, T)")
+show(fig, "masks")
+
+# %% [markdown]
+# 第一篇参考文档用 `1e-9` 填充被屏蔽的分数——这是一个很小的**正数**，而不是 $-\infty$——于是被屏蔽的键几乎
+# 分到了原本应得的那份权重。下面把它和 aiayn 的结果放在一起对比：
+
+# %%
+scores = (q @ k.transpose(-2, -1) / math.sqrt(K))[1]                  # sentence 1: keys 3.. are padding
+wrong = torch.softmax(scores.masked_fill(~pad[1, 0], 1e-9), dim=-1)
+print(f"落在填充位置上的权重：参考文档的 masked_fill(1e-9) {wrong[..., 3:].sum(-1).mean():.2f}, "
+      f"aiayn {pad_probs[1, ..., 3:].sum(-1).mean():.2f}")
+assert wrong[..., 3:].sum(-1).mean() > 0.1
+
+# %% [markdown]
+# ## §3.2.2 多头注意力
+#
+# $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)W^O$，其中
+# $\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)$。aiayn 把 $h$ 组投影合并成一个 (D → 3D)
+# 的矩阵，再把结果切成 H 个头、每头 K = D / H 维，各头的输出拼接后乘以 $W^O$。输出形状与输入相同，
+# 所以层可以一层层叠起来。
+
+# %%
+D = 64
+mha = MultiHeadAttention(D, n_heads=4, p_attn=0.0, cross=False)
+x = torch.randn(2, 7, D)
+y, maps, _ = mha(x, need_weights=True)
+print("x", tuple(x.shape), "-> y", tuple(y.shape), "每个头一张注意力图：", tuple(maps.shape))
+assert y.shape == x.shape and maps.shape == (2, 4, 7, 7)
+
+# %% [markdown]
+# ## §3.3 逐位置前馈网络，公式 (2)
+#
+# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$，每个位置用的是同样的两个矩阵。“逐位置”的含义正是下面
+# 断言所检查的：对整个序列一次算完，和一个位置一个位置地算，结果完全相同。
+
+# %%
+ffn = FeedForward(D, d_ff=256, p_ffn=0.0)
+whole = ffn(x)
+one_by_one = torch.cat([ffn(x[:, t : t + 1]) for t in range(x.shape[1])], dim=1)
+assert torch.allclose(whole, one_by_one, atol=1e-6), "FFN 对每个位置独立计算"
+print("FFN", tuple(x.shape), "->", tuple(whole.shape), "，中间层 d_ff = 256")
+
+# %% [markdown]
+# ## §3.4 词嵌入与 softmax
+#
+# 可学习的词嵌入，**乘以 $\sqrt{d_{model}}$**；源语言嵌入、目标语言嵌入和 softmax 之前的线性变换共用同一个
+# 矩阵（源语言和目标语言共享词表才能这样做）。有一篇参考文档说论文里没有 $\sqrt{d_{model}}$ 这个因子——
+# §3.4 明明写着要乘。
+
+# %%
+emb = Embedding(vocab_size=20, d_model=D, pad_id=PAD_ID)
+ids = torch.tensor([[5, 9, EOS_ID]])
+assert torch.allclose(emb(ids), emb.lut(ids) * math.sqrt(D)), "词嵌入乘以了 sqrt(d_model)"
+assert (emb.lut.weight[PAD_ID] == 0).all(), "填充符那一行为零"
+
+cfg = ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=D, d_ff=256, n_heads=4, n_layers=2, p_drop=0.0,
+                  norm="pre", max_positions=64)
+model = Transformer(cfg)
+assert model.out_proj.weight is model.src_embed.lut.weight is model.tgt_embed.lut.weight, "三处共享同一个矩阵"
+print(f"模型：{sum(p.numel() for p in model.parameters()):,} 个参数，一个 {tuple(emb.lut.weight.shape)} "
+      "矩阵三处共享")
+
+# %% [markdown]
+# ## §3.5 位置编码
+#
+# $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d})$，$PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/d})$：每一对维度都像
+# 一个以自己的速度转动的时钟。论文选它的理由是“对任意固定的偏移 $k$，$PE_{pos+k}$ 都可以表示为 $PE_{pos}$
+# 的线性函数”：对每一对维度，这个线性函数就是旋转 $k\omega_i$ 角。下面的断言把这个旋转构造出来并作用上去。
+
+# %%
+pe = sinusoids(100, D).double()                         # (位置数, D)，用 float64 计算，以 float32 保存
+fig, ax = plt.subplots(figsize=(7, 3))
+for dim in (4, 5, 6, 7):
+    ax.plot(pe[:, dim], label=f"dim {dim}")
+ax.set_xlabel("position")
+ax.legend()
+show(fig, "positional-encoding")
+
+shift = 7
+omega = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)      # (D/2,)，每对维度一个转速
+c, s_ = torch.cos(shift * omega), torch.sin(shift * omega)
+sin, cos = pe[:, 0::2], pe[:, 1::2]
+rotated_sin, rotated_cos = sin * c + cos * s_, cos * c - sin * s_           # sin(a+b), cos(a+b)
+assert torch.allclose(rotated_sin[:-shift], sin[shift:], atol=1e-6)
+assert torch.allclose(rotated_cos[:-shift], cos[shift:], atol=1e-6), "PE(pos+k) 是 PE(pos) 的旋转"
+print(f"在每个位置上都有 PE(pos + {shift}) = R_{shift} PE(pos)（float32 舍入误差以内，1e-6）")
+
+# %% [markdown]
+# ## §3.1 编码器与解码器堆栈
+#
+# 各有 N 层。编码器的一层：自注意力，然后是 FFN；解码器的一层：带掩码的自注意力，对编码器输出的注意力
+# （查询来自解码器，键和值来自编码器：§3.2.3），然后是 FFN。每个子层都包在残差连接和层归一化里（论文把归一化
+# 放在相加之后，即 post-norm；这个小模型用 pre-norm，在高学习率下训练更稳定；`aiayn` 两种都支持）。解码器必须
+# 是因果的：改动后面的目标词，不应改变前面位置的输出。
+
+# %%
+model.eval()
+src = torch.tensor([[5, 6, 7, 8, EOS_ID]])
+tgt = torch.tensor([[BOS_ID, 5, 6, 7]])
+memory = model.encode(src)
+hidden = model.decode(tgt, memory, src)
+print("src", tuple(src.shape), "-> memory", tuple(memory.shape), "; tgt", tuple(tgt.shape), "-> hidden",
+      tuple(hidden.shape), "-> log-probabilities", tuple(model.generator(hidden).shape))
+changed = tgt.clone()
+changed[0, 3] = 9
+assert torch.allclose(model.decode(changed, memory, src)[:, :3], hidden[:, :3], atol=1e-6), "解码器是因果的"
+assert torch.equal(model(src, tgt), model(src, tgt)), "评估时不做 dropout：同样的输入，同样的输出"
+
+# %% [markdown]
+# ## §5.3 优化器与学习率
+#
+# Adam，$\beta_1 = 0.9$，$\beta_2 = 0.98$，$\epsilon = 10^{-9}$，学习率
+# $lrate = d_{model}^{-0.5} \cdot \min(step^{-0.5}, step \cdot warmup^{-1.5})$：先线性预热，再按步数的平方根
+# 倒数衰减。两项在 `warmup` 处相等，所以学习率在那里达到峰值。（参考文档在第 0 步求值，算的是 `0 ** -0.5`：
+# 除以零。aiayn 在第一次更新之前的学习率为 0。）
+
+# %%
+steps = torch.arange(1, 20001)
+fig, ax = plt.subplots(figsize=(7, 3))
+for d_model, warmup in ((512, 4000), (512, 8000), (256, 4000)):
+    ax.plot(steps, [noam_lr(int(s), d_model, warmup) for s in steps], label=f"d={d_model}, warmup={warmup}")
+ax.set_xlabel("step")
+ax.legend()
+show(fig, "learning-rate")
+rates = [noam_lr(s, 512, 4000) for s in range(1, 10001)]
+assert rates.index(max(rates)) + 1 == 4000, "学习率在 warmup 处达到峰值"
+assert noam_lr(0, 512, 4000) == 0.0
+print(f"峰值 {max(rates):.2e}，在第 4000 步（d_model 512）")
+
+# %% [markdown]
+# ## §5.4 标签平滑
+#
+# 取 $\epsilon_{ls} = 0.1$：目标分布在正确的词上保留 $1 - \epsilon$，把 $\epsilon$ 平均分给其他真实的词——
+# 填充符一点也不分。论文说：“这会损害困惑度，因为模型学得更不确定，但能提高准确率和 BLEU。”
+
+# %%
+target = torch.tensor([5, 7, PAD_ID])
+dist = smoothed_targets(target, vocab_size=10, eps=0.1, pad_id=PAD_ID)
+fig, ax = plt.subplots(figsize=(5, 2))
+ax.imshow(dist, cmap="viridis")
+ax.set_title("smoothed targets (3 tokens x V=10)")
+show(fig, "label-smoothing")
+print(dist)
+assert torch.allclose(dist[:2].sum(-1), torch.ones(2)), "每个真实目标都是一个概率分布"
+assert dist[0, 5] == 0.9 and (dist[:, PAD_ID] == 0).all() and (dist[2] == 0).all(), "填充符上没有概率"
+
+# %% [markdown]
+# ## 训练：复制任务
+#
+# 参考文档里的第一个实验：学会复制一串随机符号。上面的每个部件它都用得到——任何一处写错，模型都学不会——
+# 而且在 2 个 CPU 核上不到一分钟就能训练完。损失函数是 aiayn 训练时用的目标（`SequenceLoss`：只在非填充词上
+# 计算平滑损失，不构造 (词数 × V) 的大矩阵），优化器和学习率都按 §5.3。
+
+# %%
+def copy_batch(n: int, length: int = 10) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n 个由符号 4..19 组成的随机串：src = x EOS，tgt_in = BOS x，tgt_out = x EOS。"""
+    x = torch.randint(4, 20, (n, length))
+    eos, bos = torch.full((n, 1), EOS_ID), torch.full((n, 1), BOS_ID)
+    return torch.cat([x, eos], 1), torch.cat([bos, x], 1), torch.cat([x, eos], 1)
+
+
+torch.manual_seed(1)
+model = Transformer(cfg)
+train_cfg = TrainConfig(warmup=200, lr_factor=0.5)
+objective = SequenceLoss(model, eps=0.0, chunk=2048)
+optimizer = make_optimizer(model.parameters(), train_cfg, torch.device("cpu"))
+n_steps = 200 if FAST else 600
+losses = []
+model.train()
+for step in range(1, n_steps + 1):
+    src, tgt_in, tgt_out = copy_batch(64)
+    for group in optimizer.param_groups:
+        group["lr"] = noam_lr(step, cfg.d_model, train_cfg.warmup, train_cfg.lr_factor)
+    loss, _ = objective(src, tgt_in, tgt_out)
+    optimizer.zero_grad()
+    (loss / (tgt_out != PAD_ID).sum()).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    losses.append(loss.item() / (tgt_out != PAD_ID).sum().item())
+print(f"{n_steps} 次更新：每个词的损失 {losses[0]:.3f} -> {losses[-1]:.3f}")
+assert losses[-1] < 0.8 * losses[0], "损失在下降"
+
+fig, ax = plt.subplots(figsize=(6, 3))
+ax.plot(losses)
+ax.set_xlabel("update")
+ax.set_ylabel("loss per token")
+show(fig, "copy-loss")
+
+# %% [markdown]
+# ## 解码：贪心搜索与束搜索
+#
+# 推理时解码器一次生成一个位置，把自己刚生成的词再喂回去。贪心解码每一步取概率最大的词；束搜索（§6.1：束宽 4，
+# 长度惩罚 α）保留 k 个最好的前缀。两者都使用 aiayn 的缓存，每一步只计算一个新位置，而不是重算整个前缀。
+
+# %%
+model.eval()
+torch.manual_seed(2)
+src, _, tgt_out = copy_batch(100)
+best = greedy(model, src)
+beams = beam_search(model, src, beam=4, lenpen=0.6)
+exact_greedy = sum(h.tokens == t[:-1].tolist() for h, t in zip(best, tgt_out, strict=True))
+exact_beam = sum(b[0].tokens == t[:-1].tolist() for b, t in zip(beams, tgt_out, strict=True))
+print("source   ", src[0, :-1].tolist())
+print("greedy   ", best[0].tokens)
+print("beam 4   ", beams[0][0].tokens, f"(score {beams[0][0].score:.3f})")
+print(f"完全复制正确：贪心 {exact_greedy}/100，束宽 4 {exact_beam}/100")
+if not FAST:
+    assert exact_greedy >= 90, "训练好的模型能复制"
+
+# %% [markdown]
+# ## 模型在关注什么
+#
+# `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，
+# 下三角：因果性）和编码器–解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注
+# 源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --run RUN --sentence "..."` 会画出同样的图，
+# `aiayn serve` 的网页也能对任意句子显示它们。
+
+# %%
+src1, tgt1, _ = copy_batch(1)
+with torch.no_grad():
+    maps = model.attention_maps(src1, tgt1)
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.3))
+for ax, (name, m) in zip(axes, (("encoder self", maps.encoder[-1]), ("decoder self", maps.decoder_self[-1]),
+                                 ("encoder-decoder", maps.cross[-1])), strict=True):
+    ax.imshow(m[0].mean(0), cmap="viridis")
+    ax.set_title(f"{name}, last layer")
+show(fig, "attention")
+assert (maps.decoder_self[-1][0].triu(1) == 0).all(), "解码器自注意力是下三角的"
+diagonal = (maps.cross[-1][0].mean(0).argmax(-1) == torch.arange(tgt1.shape[1])).float().mean().item()
+print(f"编码器-解码器注意力：{diagonal:.0%} 的输出位置最关注的源位置，正是它要复制的那个")
+
+# %% [markdown]
+# ## 接下来
+#
+# - 同一个模型用在真实数据上：`make demo`（Multi30k 德译英，CPU 上 15 分钟）。
+# - 论文每一节对应 aiayn 的哪一行代码：`docs/paper-to-code.md`。
+# - 参考文档里的错误，以及防止它们回到 aiayn 的测试：`docs/seed-bugs.md`。
+
