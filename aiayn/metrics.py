@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from .rundir import RunDir
@@ -88,6 +89,22 @@ class MetricsLog:
         if self.enabled:
             tqdm.write(f"step {step}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
 
+    @property
+    def images(self) -> bool:
+        """Whether TensorBoard is writing (attention images are then worth computing)."""
+        return self._tb is not None
+
+    def attention_images(self, step: int, maps: dict[str, list[torch.Tensor]]) -> None:
+        """TensorBoard images of one sentence's attention at a validation, as seed 002's system logs them: one
+        image per kind and layer (``attention/<kind>/layer_<n>``), its heads side by side, white = probability 1.
+        ``maps``: kind -> per layer (1, H, rows, cols) probabilities."""
+        if self._tb is None:
+            return
+        for kind, layers in maps.items():
+            for n, probs in enumerate(layers, 1):
+                self._tb.add_image(f"attention/{kind}/layer_{n}", head_grid(probs[0].float().cpu()), step,
+                                   dataformats="HW")
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Time spent inside does not count toward throughput."""
@@ -117,3 +134,16 @@ class MetricsLog:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def head_grid(probs: torch.Tensor, size: int = 96) -> torch.Tensor:
+    """(H, rows, cols) attention probabilities -> one (rows*z, H*(cols*z + 1) - 1) image in [0, 1]: each head
+    enlarged z times (about ``size`` pixels a side) and the heads separated by a grey column."""
+    H, rows, cols = probs.shape
+    z = max(1, size // max(rows, cols))
+    big = probs.clamp(0, 1).repeat_interleave(z, 1).repeat_interleave(z, 2)              # (H, rows*z, cols*z)
+    sep = torch.full((rows * z, 1), 0.5)
+    parts: list[torch.Tensor] = []
+    for h in range(H):
+        parts += [sep, big[h]] if h else [big[h]]
+    return torch.cat(parts, dim=1)

@@ -3,6 +3,7 @@
 - :func:`positional_encoding`  — §3.5's sinusoids, as a heat map and a few dimensions over positions
 - :func:`learning_rate`        — §5.3's schedule for a few (d_model, warmup) settings
 - :func:`label_smoothing`      — §5.4's smoothed target distribution
+- :func:`masks`                — the padding and causal masks of a batch, and what each attention combines
 - :func:`training_curves`      — loss, validation perplexity and BLEU, tokens/s from a run's metrics.jsonl
 - :func:`attention`            — every layer's and head's attention for one sentence pair of a trained model
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 
+from .attention import causal_mask, padding_mask
+from .config import EOS_ID, PAD_ID
 from .loss import smoothed_targets
 from .model import sinusoids
 from .optim import noam_lr
@@ -68,6 +71,32 @@ def label_smoothing(path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.imshow(q, cmap="viridis")
     ax.set(xlabel="vocabulary", ylabel="target position", title="smoothed targets (eps 0.4, pad 0)")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def masks(path: Path) -> Path:
+    """The masks of a batch of three sentences of different lengths (white = may attend): the padding mask
+    (B, S); what the second sentence's encoder self-attention and encoder-decoder attention allow (its padding
+    hidden); the decoder's causal mask (target padding sits after the words, so causality hides it too)."""
+    plt = _plt()
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, EOS_ID], [5, 6, 7, EOS_ID, PAD_ID, PAD_ID, PAD_ID],
+                        [5, 6, 7, 8, 9, EOS_ID, PAD_ID]])
+    T = 5
+    pad = padding_mask(src, PAD_ID)[:, 0, 0]                                         # (B, S)
+    causal = causal_mask(T, T, torch.device("cpu"))                                  # (T, T)
+    S = src.shape[1]
+    panels = (("padding mask (B, S)", pad, "sentence"),
+              ("sentence 2: encoder self (S, S)", pad[1].expand(S, S), "query"),
+              ("decoder self = causal (T, T)", causal, "query"),
+              ("sentence 2: encoder-decoder (T, S)", pad[1].expand(T, S), "query"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.2))
+    for ax, (title, m, rows) in zip(axes, panels, strict=True):
+        ax.imshow(m.float().numpy(), cmap="Greys_r", vmin=0, vmax=1)
+        ax.set(title=title, xlabel="key", ylabel=rows)
+        ax.title.set_fontsize(8)
+    fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -129,7 +158,7 @@ def attention(run_dir: Path, sentence: str, out_dir: Path) -> list[Path]:
 def all_plots(run_dir: Path | None, out_dir: Path, sentence: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [positional_encoding(out_dir / "positional_encoding.png"), learning_rate(out_dir / "learning_rate.png"),
-             label_smoothing(out_dir / "label_smoothing.png")]
+             label_smoothing(out_dir / "label_smoothing.png"), masks(out_dir / "masks.png")]
     if run_dir is not None:
         run = RunDir(run_dir)
         if run.metrics.is_file():

@@ -192,6 +192,21 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
     return out
 
 
+def attention_sample(model: Transformer, data: DataDir, max_positions: int,
+                     device: torch.device) -> dict[str, list[torch.Tensor]] | None:
+    """Every attention map of one fixed validation sentence (the first with at most 30 tokens a side),
+    teacher-forced on its reference, in fp32: kind -> per layer (1, H, rows, cols). None if none is short."""
+    src, tgt = data.split("valid")
+    limit = min(30, max_positions - 1)
+    short = np.nonzero((src.lengths <= limit) & (tgt.lengths <= limit))[0]
+    if not len(short):
+        return None
+    b = collate(src, tgt, short[:1]).to(device)
+    with eval_mode(model), torch.no_grad():
+        m = model.attention_maps(b.src, b.tgt_in)
+    return {"encoder_self": m.encoder, "decoder_self": m.decoder_self, "cross": m.cross}
+
+
 def bleu_subset(n: int, cap: int, seed: int) -> np.ndarray:
     """Which of ``n`` validation lines validation BLEU uses: all (``cap`` 0 or >= n), or ``cap`` of them drawn
     with ``seed`` (the same every time), in file order."""
@@ -304,6 +319,9 @@ class Trainer:
             metrics = validate(self.model, self.data, self.cfg, self.device, self.precision,
                                self.run.valid_hypotheses(self.state.step))
             self.metrics.validation(self.state.step, self.state.epoch, metrics)
+            if self.metrics.images and (maps := attention_sample(self.model, self.data, self.cfg.model.max_positions,
+                                                                 self.device)):
+                self.metrics.attention_images(self.state.step, maps)
             improved, stop = judge(self.state, metrics, self.cfg.train)
             if improved:
                 checkpoint.save(self.run.best, self.model, _meta(self.state, metrics))

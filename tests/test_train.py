@@ -265,3 +265,32 @@ def test_two_process_data_parallel_training(copy_dir: DataDir, tmp_path: Path) -
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads((run / "last" / "checkpoint.json").read_text())["step"] == 6
+
+
+def test_tensorboard_gets_the_scalars_and_attention_images_at_each_validation(copy_dir: DataDir,
+                                                                                tmp_path: Path) -> None:
+    """Seed 002's system: at each validation, the attention of a fixed validation sentence per kind and layer."""
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install 'aiayn[tensorboard]')")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    assert _cli_train(copy_dir, run, "tensorboard=true", "n_layers=2") == 0
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0, "scalars": 0})
+    acc.Reload()
+    assert {"loss", "valid_loss", "valid_bleu"} <= set(acc.Tags()["scalars"])
+    kinds = ("encoder_self", "decoder_self", "cross")
+    assert set(acc.Tags()["images"]) == {f"attention/{k}/layer_{n}" for k in kinds for n in (1, 2)}
+    shots = acc.Images("attention/cross/layer_2")
+    assert [s.step for s in shots] == [6, 12]
+    assert shots[0].width > shots[0].height > 0            # 4 heads side by side
+
+
+def test_head_grid_puts_the_heads_side_by_side_enlarged_with_a_separator() -> None:
+    from aiayn.metrics import head_grid
+
+    probs = torch.rand(2, 3, 4)
+    img = head_grid(probs, size=8)                         # z = 8 // 4 = 2
+    assert img.shape == (6, 2 * 8 + 1)
+    torch.testing.assert_close(img[::2, 0:8:2], probs[0])
+    torch.testing.assert_close(img[::2, 9::2], probs[1])
+    assert (img[:, 8] == 0.5).all()

@@ -178,7 +178,7 @@ def test_plots(run_dir: Path, tmp_path: Path) -> None:
     assert main(["plot", "--model", str(run_dir), "--out", str(tmp_path / "p")]) == 0
     names = sorted(p.name for p in (tmp_path / "p").glob("*.png"))
     assert names == ["attention_cross.png", "attention_decoder_self.png", "attention_encoder.png", "label_smoothing.png",
-                     "learning_rate.png", "positional_encoding.png", "training_curves.png"]
+                     "learning_rate.png", "masks.png", "positional_encoding.png", "training_curves.png"]
 
 
 def test_int8_without_torch_ao_quantization_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
