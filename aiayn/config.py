@@ -23,6 +23,7 @@ import yaml
 Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned"]
 Tie = Literal["none", "decoder", "all"]
+Activation = Literal["relu", "swish", "gelu"]
 # How numbers are computed. Training: fp32, or bf16/fp16 autocast over fp32 master weights; inference also int8
 # (dynamically quantized linear layers, CPU). "auto" picks bf16 where the hardware runs it fast, else fp32.
 # aiayn/precision.py resolves and applies it.
@@ -86,6 +87,7 @@ class ModelConfig:
     norm: Norm = "post"         # "post": LayerNorm(x + Sublayer(x)) as in the paper; "pre": x + Sublayer(LayerNorm(x))
     positions: Positions = "sinusoidal"   # §3.5; "learned" is the paper's Table 3 row (E)
     tie: Tie = "all"            # §3.4: "all" shares src/tgt embeddings and the pre-softmax matrix
+    activation: Activation = "relu"   # §3.3's max(0, x); "swish" (x * sigmoid(x): Marian / OPUS-MT models), "gelu"
     max_positions: int = 1024   # longest sequence (tokens, BOS/EOS included) the model accepts
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID

@@ -102,7 +102,7 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
 
     m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
     spec = transformer_spec.TransformerSpec.from_config(
-        m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=common_spec.Activation.RELU)
+        m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=getattr(common_spec.Activation, m.activation.upper()))
     spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
     spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
     spec.config.decoder_start_token = "<s>"
@@ -185,7 +185,7 @@ def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
     arch = _hf_architecture(m)
     common: dict[str, Any] = dict(
         d_model=m.d_model, encoder_layers=m.n_layers, decoder_layers=m.n_layers, encoder_attention_heads=m.n_heads,
-        decoder_attention_heads=m.n_heads, encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff, activation_function="relu",
+        decoder_attention_heads=m.n_heads, encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff, activation_function=m.activation,
         max_position_embeddings=m.max_positions, scale_embedding=True, dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, pad_token_id=m.pad_id, eos_token_id=m.eos_id, bos_token_id=m.bos_id,
         decoder_start_token_id=m.bos_id, forced_eos_token_id=None, vocab_size=m.src_vocab_size,

@@ -98,16 +98,22 @@ class MultiHeadAttention(nn.Module):
 # --- §3.3 Position-wise feed-forward networks --------------------------------------------------------------
 
 
-class FeedForward(nn.Module):
-    """§3.3, Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position; (B, T, D) -> (B, T, D)."""
+# The FFN's nonlinearity: the paper's ReLU, or another one a pretrained model was trained with (Marian's swish).
+ACTIVATIONS = {"relu": torch.relu, "swish": nn.functional.silu, "gelu": nn.functional.gelu}
 
-    def __init__(self, d_model: int, d_ff: int, p_ffn: float) -> None:
+
+class FeedForward(nn.Module):
+    """§3.3, Eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position; (B, T, D) -> (B, T, D).
+    ``activation`` replaces max(0, .) for models trained with another one (ModelConfig.activation)."""
+
+    def __init__(self, d_model: int, d_ff: int, p_ffn: float, activation: str = "relu") -> None:
         super().__init__()
         self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.dropout = Dropout(p_ffn)   # Deviation: 0 by default (the paper's); tensor2tensor's relu_dropout
+        self.act = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(self.dropout(torch.relu(self.w1(x))))
+        return self.w2(self.dropout(self.act(self.w1(x))))
 
 
 # --- §3.4 Embeddings and softmax; §3.5 Positional encoding -------------------------------------------------
@@ -197,10 +203,10 @@ class EncoderLayer(nn.Module):
     """§3.1: multi-head self-attention, then the position-wise FFN, each inside a :class:`Residual`."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, p_drop: float, p_attn: float, p_ffn: float,
-                 *, pre_norm: bool) -> None:
+                 *, pre_norm: bool, activation: str = "relu") -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, p_attn, cross=False)
-        self.ffn = FeedForward(d_model, d_ff, p_ffn)
+        self.ffn = FeedForward(d_model, d_ff, p_ffn, activation)
         self.res_attn, self.res_ffn = Residual(d_model, p_drop, pre_norm), Residual(d_model, p_drop, pre_norm)
 
     def forward(self, x: Tensor, src_mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -215,11 +221,11 @@ class DecoderLayer(nn.Module):
     """§3.1: masked self-attention, encoder-decoder attention, then the FFN, each inside a :class:`Residual`."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, p_drop: float, p_attn: float, p_ffn: float,
-                 *, pre_norm: bool) -> None:
+                 *, pre_norm: bool, activation: str = "relu") -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, p_attn, cross=False)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, p_attn, cross=True)
-        self.ffn = FeedForward(d_model, d_ff, p_ffn)
+        self.ffn = FeedForward(d_model, d_ff, p_ffn, activation)
         self.res_self, self.res_cross, self.res_ffn = (Residual(d_model, p_drop, pre_norm) for _ in range(3))
 
     def forward(
@@ -270,7 +276,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         layer = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff, p_drop=cfg.p_drop, p_attn=cfg.p_attn,
-                     p_ffn=cfg.p_ffn, pre_norm=cfg.norm == "pre")
+                     p_ffn=cfg.p_ffn, pre_norm=cfg.norm == "pre", activation=cfg.activation)
         self.src_embed = Embedding(cfg.src_vocab_size, cfg.d_model, cfg.pad_id)
         self.tgt_embed = self.src_embed if cfg.tie == "all" else Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id)
         self.src_pos, self.tgt_pos = (PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.p_drop,

@@ -56,6 +56,7 @@ def _aiayn_logprobs(t: Translator, src: list[int], tgt: list[int]) -> torch.Tens
 
 VARIANTS = [dict(norm=n, tie=t, positions=p) for n in ("post", "pre") for t in ("all", "decoder", "none")
             for p in ("sinusoidal", "learned")]
+VARIANTS += [dict(norm="post", tie="all", positions="sinusoidal", activation=a) for a in ("swish", "gelu")]
 
 
 def _name(v: dict[str, str]) -> str:

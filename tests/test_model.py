@@ -72,6 +72,20 @@ def test_config_rejects_bad_values() -> None:
         ModelConfig.preset("huge")
     with pytest.raises(ValueError, match="distinct"):
         ModelConfig(pad_id=1, bos_id=1)
+    with pytest.raises(ValueError, match="activation"):
+        ModelConfig(activation="tanh")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("activation, f", [("relu", lambda h: h.clamp_min(0)), ("swish", lambda h: h * h.sigmoid()),
+                                           ("gelu", lambda h: 0.5 * h * (1 + torch.erf(h / 2 ** 0.5)))])
+def test_the_ffn_uses_the_configured_activation(activation: str, f) -> None:  # type: ignore[no-untyped-def]
+    """Eq. (2) with max(0, .) (the paper's), or the nonlinearity a pretrained model was trained with."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1,
+                                    activation=activation))           # type: ignore[arg-type]
+    ffn, x = model.encoder[0].ffn, torch.randn(2, 3, 16)
+    torch.testing.assert_close(ffn(x), ffn.w2(f(ffn.w1(x))))
+    assert ModelConfig(**model.cfg.to_dict()).activation == activation
 
 
 def test_config_json_round_trip() -> None:
