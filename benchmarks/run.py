@@ -35,17 +35,22 @@ TRANSLATE = [  # (engine, precisions); the no-cache row runs in the fastest prec
 ]
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
-    """Best GFLOP/s of an (n x n) @ (n x n) matmul in this process."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, reps: int = 10) -> float:
+    """Best GFLOP/s of an (m x k) @ (k x n) matmul in this process (3 untimed runs first)."""
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     best = 0.0
     for _ in range(3):
         a @ b
     for _ in range(reps):
         t = time.perf_counter()
         a @ b
-        best = max(best, 2 * n**3 / (time.perf_counter() - t) / 1e9)
+        best = max(best, 2 * m * k * n / (time.perf_counter() - t) / 1e9)
     return best
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
+    """Best GFLOP/s of an (n x n) @ (n x n) matmul in this process."""
+    return matmul_rate(n, n, n, dtype, reps)
 
 
 @functools.cache

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from peers import SIZES, build_aiayn, make_batches, train_flops  # noqa: E402
-from run import machine  # noqa: E402
+from run import machine, matmul_rate  # noqa: E402
 
 KINDS = [  # (kind, substrings of aten op names), first match wins
     ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
@@ -44,17 +44,6 @@ KINDS = [  # (kind, substrings of aten op names), first match wins
 
 def kind_of(name: str) -> str:
     return next((k for k, keys in KINDS if any(s in name for s in keys)), "other")
-
-
-def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype) -> float:
-    """GFLOP/s of (m x k) @ (k x n), best of 5."""
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    best = float("inf")
-    for _ in range(6):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * m * k * n / best / 1e9
 
 
 def main() -> None:
