@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
+
+import torch
 
 from .config import resolve
 from .corpora import fetch
@@ -37,16 +40,22 @@ SAMPLES = [
 EPOCHS_PER_MINUTE = {"fp32": 0.32, "bf16": 0.50}
 
 
+def machine_kind() -> str:
+    """What decides the demo's recipe and expectation: "cuda", or the CPU's fast precision ("bf16" / "fp32")."""
+    if torch.cuda.is_available():
+        return "cuda"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
 def recipe(src: str, tgt: str, minutes: float) -> str:
     """The shipped recipe for a run of ``minutes`` on this machine: the ``-short`` one (no dropout, a lower rate,
     a shorter averaging window) where the run will see fewer than 10 epochs, the full one beyond. Chosen on the
     validation set at fixed update counts: the short recipe gained 1.5-1.9 BLEU de-en at 4.75-9.5 epochs and lost
     2.2 at 15 (benchmarks/results/recipe-sweep-gpu-20261124.jsonl). GPUs run far more epochs: the full one."""
-    import torch
-
-    if torch.cuda.is_available():
+    kind = machine_kind()
+    if kind == "cuda":
         return f"multi30k-{src}-{tgt}"
-    epochs = minutes * EPOCHS_PER_MINUTE["bf16" if cpu_has_fast_bf16() else "fp32"]
+    epochs = minutes * EPOCHS_PER_MINUTE[kind]
     return f"multi30k-{src}-{tgt}" + ("-short" if epochs < 10 else "")
 
 
@@ -63,13 +72,9 @@ CPU_KIND = {"fp32": "a 2-core AVX2 CPU (fp32)", "bf16": "a 2-core AVX-512 BF16 C
 def expectation(src: str, tgt: str, minutes: float) -> str:
     """The figure a user should expect from this job on this kind of machine, from :data:`RECORDED`, or why
     there is none."""
-    import os
-
-    import torch
-
-    if torch.cuda.is_available():
+    kind = machine_kind()
+    if kind == "cuda":
         return "no recorded demo run on a GPU: expect at least the CPU figures (a GPU makes many more updates)"
-    kind = "bf16" if cpu_has_fast_bf16() else "fp32"
     if (src, tgt, minutes, kind) not in RECORDED:
         return (f"no recorded {src}->{tgt} run of {minutes:g} minutes on {CPU_KIND[kind]}; the score follows the "
                 "updates the minutes buy (docs/results.md)")
