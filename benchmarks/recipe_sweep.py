@@ -31,19 +31,16 @@ from run import machine  # noqa: E402
 AIAYN = [sys.executable, "-m", "aiayn"]
 
 
-DEVICE = "auto"
-
-
-def score(model: Path, data: Path, src: str, tgt: str) -> dict[str, float]:
+def score(model: Path, data: Path, src: str, tgt: str, device: str) -> dict[str, float]:
     """Validation BLEU of ``model`` (a run dir or one of its checkpoint dirs) with the run's decoding settings (fp32)."""
     out = subprocess.run([*AIAYN, "evaluate", "--model", str(model), "--src", str(data / f"valid.{src}"),
-                          "--ref", str(data / f"valid.{tgt}"), "--json", "--device", DEVICE, "--precision", "fp32"],
+                          "--ref", str(data / f"valid.{tgt}"), "--json", "--device", device, "--precision", "fp32"],
                          check=True, capture_output=True, text=True)
     s = json.loads(out.stdout)
     return {k: s[k] for k in ("bleu", "bleu_lc", "chrf")}
 
 
-def windows(run: Path, data: Path, sizes: list[int]) -> dict[int, dict[str, float]]:
+def windows(run: Path, data: Path, sizes: list[int], device: str) -> dict[int, dict[str, float]]:
     """Validation scores of the average of the last n step checkpoints, for each n (written to run/avg-n)."""
     sys.path.insert(0, str(ROOT))
     from aiayn.rundir import RunDir
@@ -52,11 +49,12 @@ def windows(run: Path, data: Path, sizes: list[int]) -> dict[int, dict[str, floa
     out = {}
     for n in sizes:
         chosen = RunDir(run).average_last(n, out=run / f"avg-{n}")
-        out[n] = {"from_step": RunDir.step_of(chosen[0]), **score(run / f"avg-{n}", data, manifest["src"], manifest["tgt"])}
+        out[n] = {"from_step": RunDir.step_of(chosen[0]), **score(run / f"avg-{n}", data, manifest["src"], manifest["tgt"],
+                                                                     device)}
     return out
 
 
-def describe(run: Path, data: Path) -> dict[str, object]:
+def describe(run: Path, data: Path, device: str) -> dict[str, object]:
     """What a finished run reached, from its metrics log, and its validation scores."""
     manifest = json.loads((data / "manifest.json").read_text())
     src, tgt = manifest["src"], manifest["tgt"]
@@ -70,8 +68,8 @@ def describe(run: Path, data: Path) -> dict[str, object]:
         "median_tgt_tokens_per_s": round(statistics.median(r["tgt_tokens_per_s"] for r in train)),
         "greedy_valid_bleu": {r["step"]: r["valid_bleu"] for r in valid},
         "valid_loss": {r["step"]: round(r["valid_loss"], 4) for r in valid},
-        "averaged": score(run, data, src, tgt) if (run / "averaged").exists() else None,
-        "last": score(run / "last", data, src, tgt),
+        "averaged": score(run, data, src, tgt, device) if (run / "averaged").exists() else None,
+        "last": score(run / "last", data, src, tgt, device),
     }
 
 
@@ -93,8 +91,6 @@ def main() -> None:
     ap.add_argument("--record", type=Path, help="the JSON-lines file to append to (default: "
                     "benchmarks/results/recipe-sweep-<date>.jsonl)")
     a = ap.parse_args()
-    global DEVICE
-    DEVICE = a.device
     record = a.record or ROOT / "benchmarks" / "results" / f"recipe-sweep-{time.strftime('%Y%m%d')}.jsonl"
     todo: list[tuple[str, list[str], Path]] = [(a.baseline.name, [], a.baseline)] if a.baseline else []
     todo += [(t[0], t[1:], a.out / f"{t[0]}-{a.steps}") for t in a.trial]
@@ -104,10 +100,11 @@ def main() -> None:
                    "--max-steps", str(a.steps), "--set", "max_minutes=0", f"train.device={a.device}",
                    "train.precision=fp32", *sets]
             print(" ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)       # its errors still show
         result = {"name": name, "config": a.config, "sets": sets, "baseline": run == a.baseline, "device": a.device,
                   "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                  **describe(run, a.data), "windows": windows(run, a.data, a.windows), "machine": machine()}
+                  **describe(run, a.data, a.device), "windows": windows(run, a.data, a.windows, a.device),
+                  "machine": machine()}
         with record.open("a") as f:
             f.write(json.dumps(result) + "\n")
         avg = result["averaged"] or {}
