@@ -468,6 +468,39 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
 
+# --- import -------------------------------------------------------------------------------------------------------
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from .pretrained import import_model
+    from .rundir import load_trained
+
+    out = import_model(a.source, a.out, a.format, a.src, a.tgt, a.force)
+    t = load_trained(out)
+    m = t.config.model
+    langs = t.run.languages()
+    print(f"imported {a.source} into {out}: {sum(p.numel() for p in t.model.parameters()) / 1e6:.1f}M parameters, "
+          f"{m.n_layers} layers, d_model {m.d_model}, {m.activation}, vocabulary {m.tgt_vocab_size}"
+          + (f", {langs[0]}->{langs[1]}" if langs else ""))
+    return 0
+
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    from .pretrained import FORMATS
+
+    p = sub.add_parser("import", help="read a pretrained Marian / OPUS-MT model into a run dir",
+                       description="Read a Hugging Face MarianMTModel with its MarianTokenizer (a local directory, or "
+                       "a hub name such as Helsinki-NLP/opus-mt-de-en) into a run directory that translate, "
+                       "evaluate, serve, export and train --init-from use.")
+    p.add_argument("source", help="a model directory or a Hugging Face hub name")
+    p.add_argument("--from", dest="format", default="huggingface", choices=FORMATS, help="its format")
+    p.add_argument("--out", required=True, type=Path, help="the run directory to write")
+    p.add_argument("--src", help="source language code (default: the tokenizer's, or the opus-mt-SRC-TGT name's)")
+    p.add_argument("--tgt", help="target language code (chooses sacreBLEU's tokenizer)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.set_defaults(func=cmd_import)
+
+
 # --- plot --------------------------------------------------------------------------------------------------------
 
 
@@ -503,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export, _add_serve,
+    _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export, _add_import,
+    _add_serve,
 ]
 
 

@@ -88,6 +88,7 @@ class ModelConfig:
     positions: Positions = "sinusoidal"   # §3.5; "learned" is the paper's Table 3 row (E)
     tie: Tie = "all"            # §3.4: "all" shares src/tgt embeddings and the pre-softmax matrix
     activation: Activation = "relu"   # §3.3's max(0, x); "swish" (x * sigmoid(x): Marian / OPUS-MT models), "gelu"
+    output_bias: bool = False   # a bias on the pre-softmax projection (§3.4 has none; Marian models train one)
     max_positions: int = 1024   # longest sequence (tokens, BOS/EOS included) the model accepts
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ from .translate import Translator, one_line
 FORMATS = ("ctranslate2", "huggingface")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 INFO = "aiayn-export.json"          # in every export: where it came from, its length rule and length penalty
-EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's SentencePiece model
+EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's (source) SentencePiece model
+EXPORT_TGT_SPM = "spm.target.model"  # ... and the target's, when the sides have one each (imported Marian models)
 
 
 class ExportError(ValueError):
@@ -57,14 +58,16 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
         raise ExportError(f"{out} exists and is not empty; choose another --out or pass --force")
     t = load_trained(path)
     v = t.vocab
-    if not (v.joint and v.src.kind == "sentencepiece" and v.src.ids.identity):
-        raise ExportError(f"{t.run} uses {'separate vocabularies' if not v.joint else 'a tokenizer made elsewhere'}: "
-                          "export supports runs with one joint SentencePiece vocabulary trained by `aiayn prepare` "
-                          "(its default)")
-    d = t.config.decode
+    if not (v.shared_ids and v.src.kind == v.tgt.kind == "sentencepiece"):
+        raise ExportError(f"{t.run} uses {'separate vocabularies' if not v.shared_ids else 'a tokenizers file'}: "
+                          "export supports runs whose two sides number their SentencePiece pieces alike (one joint "
+                          "vocabulary, `aiayn prepare`'s default, or an imported Marian model's piece table)")
+    d, m = t.config.decode, t.config.model
     info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
             "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b,
-            "max_positions": t.config.model.max_positions, "languages": t.run.languages()}
+            "max_positions": m.max_positions, "languages": t.run.languages(),
+            "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
+            "piece_table": getattr(v.tgt, "table", None) is not None}      # decoded as MarianTokenizer decodes
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
     else:
@@ -105,7 +108,8 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
         m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=getattr(common_spec.Activation, m.activation.upper()))
     spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
     spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
-    spec.config.decoder_start_token = "<s>"
+    spec.config.bos_token = spec.config.decoder_start_token = t.vocab.tgt.piece(m.bos_id)
+    spec.config.eos_token, spec.config.unk_token = t.vocab.tgt.piece(m.eos_id), t.vocab.tgt.piece(m.unk_id)
     for side, embed, pos in ((spec.encoder, "src_embed", t.model.src_pos), (spec.decoder, "tgt_embed", t.model.tgt_pos)):
         embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings  # encoder: a list
         embeddings.weight = w[f"{embed}.lut.weight"]
@@ -130,10 +134,13 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
         _ct2_norm(layer.attention.layer_norm, w, f"{p}.res_cross.norm")
         _ct2_ffn(layer.ffn, w, p)
     spec.decoder.projection.weight = w["out_proj.weight"]
-    pieces = [t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)]
-    spec.register_source_vocabulary(pieces)
-    spec.register_target_vocabulary(pieces)
+    if "out_proj.bias" in w:
+        spec.decoder.projection.bias = w["out_proj.bias"]
+    spec.register_source_vocabulary([t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)])
+    spec.register_target_vocabulary([t.vocab.tgt.piece(i) for i in range(t.vocab.tgt.vocab_size)])
     spec.register_file(str(t.vocab.src_file), EXPORT_SPM)
+    if not t.vocab.joint:
+        spec.register_file(str(t.vocab.tgt_file), EXPORT_TGT_SPM)
     spec.register_file(str(info_file), INFO)
     return spec
 
@@ -194,7 +201,7 @@ def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
     if arch == "marian":
         hf: Any = MarianMTModel(MarianConfig(**common, decoder_vocab_size=m.tgt_vocab_size,
                                              share_encoder_decoder_embeddings=m.tie == "all"))
-        perm = torch.cat([torch.arange(0, m.d_model, 2), torch.arange(1, m.d_model, 2)])   # interleaved -> halves
+        perm = marian_order(m.d_model)                                                    # interleaved -> halves
     else:
         hf = PegasusForConditionalGeneration(PegasusConfig(**common))
         perm = torch.arange(m.d_model)
@@ -206,12 +213,44 @@ def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         vocab = Path(tmp) / "vocab.json"
         vocab.write_text(json.dumps({t.vocab.src.piece(i): i for i in range(t.vocab.src.vocab_size)}))
+        tgt = t.vocab.tgt
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Recommended: pip install sacremoses")
-            tok = MarianTokenizer(str(t.vocab.src_file), str(t.vocab.src_file), str(vocab), unk_token="<unk>",
-                                  eos_token="</s>", pad_token="<pad>", model_max_length=m.max_positions)
+            tok = MarianTokenizer(str(t.vocab.src_file), str(t.vocab.tgt_file), str(vocab), unk_token=tgt.piece(m.unk_id),
+                                  eos_token=tgt.piece(m.eos_id), pad_token=tgt.piece(m.pad_id),
+                                  model_max_length=m.max_positions)
         tok.save_pretrained(out)
     (out / INFO).write_text(json.dumps({**info, "architecture": type(hf).__name__}, indent=2) + "\n")
+
+
+def marian_order(d_model: int) -> torch.Tensor:
+    """Marian's order of the d_model axis in aiayn's terms: position j of a Marian vector is aiayn's ``order[j]``
+    (the sines of the even dimensions first, then the cosines of the odd ones; §3.5 interleaves them)."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def layer_names(n_layers: int, d_model: int) -> Iterator[tuple[str, str, slice | None, bool, bool]]:
+    """The per-layer weights of a post-norm model as (transformers name, aiayn name, rows of the aiayn matrix or
+    None for all, input on the residual stream, output on it), without ``.weight``/``.bias``: the one table of
+    the Marian / Pegasus layout, used by export and by import (pretrained.py). A LayerNorm is "output"."""
+    D = d_model
+    q, k, v = slice(0, D), slice(D, 2 * D), slice(2 * D, 3 * D)
+    for side in ("encoder", "decoder"):
+        for i in range(n_layers):
+            h, o = f"model.{side}.layers.{i}", f"{side}.{i}"
+            for name, part in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
+                yield f"{h}.self_attn.{name}", f"{o}.self_attn.qkv_proj", part, True, False
+            yield f"{h}.self_attn.out_proj", f"{o}.self_attn.out_proj", None, False, True
+            yield f"{h}.self_attn_layer_norm", f"{o}.res_{'attn' if side == 'encoder' else 'self'}.norm", None, False, True
+            if side == "decoder":
+                yield f"{h}.encoder_attn.q_proj", f"{o}.cross_attn.q_proj", None, True, False
+                yield f"{h}.encoder_attn.k_proj", f"{o}.cross_attn.kv_proj", q, True, False
+                yield f"{h}.encoder_attn.v_proj", f"{o}.cross_attn.kv_proj", k, True, False
+                yield f"{h}.encoder_attn.out_proj", f"{o}.cross_attn.out_proj", None, False, True
+                yield f"{h}.encoder_attn_layer_norm", f"{o}.res_cross.norm", None, False, True
+            yield f"{h}.fc1", f"{o}.ffn.w1", None, True, False
+            yield f"{h}.fc2", f"{o}.ffn.w2", None, False, True
+            yield f"{h}.final_layer_norm", f"{o}.res_ffn.norm", None, False, True
 
 
 def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) -> None:
@@ -228,55 +267,27 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
             param.copy_(value)
         done.add(id(param))
 
-    cols = lambda x: x[:, perm]   # noqa: E731  (input side on the residual stream)
-    rows = lambda x: x[perm]      # noqa: E731  (output side on the residual stream)
-
-    def linear(hf_name: str, ours_name: str, part: slice | None = None, d_in: bool = True, d_out: bool = False) -> None:
+    for hf_name, ours_name, part, d_in, d_out in layer_names(model.cfg.n_layers, model.cfg.d_model):
         wt, b = ours[f"{ours_name}.weight"], ours[f"{ours_name}.bias"]
         if part is not None:
             wt, b = wt[part], b[part]
-        put(f"{hf_name}.weight", rows(cols(wt)) if d_in and d_out else cols(wt) if d_in else rows(wt) if d_out else wt)
-        put(f"{hf_name}.bias", rows(b) if d_out else b)
-
-    def norm(hf_name: str, ours_name: str) -> None:
-        put(f"{hf_name}.weight", rows(ours[f"{ours_name}.weight"]))
-        put(f"{hf_name}.bias", rows(ours[f"{ours_name}.bias"]))
-
-    D = perm.numel()
-    q, k, v = slice(0, D), slice(D, 2 * D), slice(2 * D, 3 * D)
-    for side, layers in (("encoder", ours_layers(ours, "encoder")), ("decoder", ours_layers(ours, "decoder"))):
-        for i in layers:
-            h, o = f"model.{side}.layers.{i}", f"{side}.{i}"
-            for name, part in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
-                linear(f"{h}.self_attn.{name}", f"{o}.self_attn.qkv_proj", part)
-            linear(f"{h}.self_attn.out_proj", f"{o}.self_attn.out_proj", d_in=False, d_out=True)
-            norm(f"{h}.self_attn_layer_norm", f"{o}.res_{'attn' if side == 'encoder' else 'self'}.norm")
-            if side == "decoder":
-                linear(f"{h}.encoder_attn.q_proj", f"{o}.cross_attn.q_proj")
-                linear(f"{h}.encoder_attn.k_proj", f"{o}.cross_attn.kv_proj", q)
-                linear(f"{h}.encoder_attn.v_proj", f"{o}.cross_attn.kv_proj", k)
-                linear(f"{h}.encoder_attn.out_proj", f"{o}.cross_attn.out_proj", d_in=False, d_out=True)
-                norm(f"{h}.encoder_attn_layer_norm", f"{o}.res_cross.norm")
-            linear(f"{h}.fc1", f"{o}.ffn.w1")
-            linear(f"{h}.fc2", f"{o}.ffn.w2", d_in=False, d_out=True)
-            norm(f"{h}.final_layer_norm", f"{o}.res_ffn.norm")
-    put("model.encoder.embed_tokens.weight", cols(ours["src_embed.lut.weight"]))
-    put("model.decoder.embed_tokens.weight", cols(ours["tgt_embed.lut.weight"]))
-    put("lm_head.weight", cols(ours["out_proj.weight"]))
+        wt = wt[:, perm] if d_in else wt
+        put(f"{hf_name}.weight", wt[perm] if d_out else wt)
+        put(f"{hf_name}.bias", b[perm] if d_out else b)
+    put("model.encoder.embed_tokens.weight", ours["src_embed.lut.weight"][:, perm])
+    put("model.decoder.embed_tokens.weight", ours["tgt_embed.lut.weight"][:, perm])
+    put("lm_head.weight", ours["out_proj.weight"][:, perm])
     with torch.no_grad():
-        hf.final_logits_bias.zero_()
+        hf.final_logits_bias.copy_(ours["out_proj.bias"] if "out_proj.bias" in ours else 0.0)
     if arch == "pegasus":
-        norm("model.encoder.layer_norm", "enc_norm")
-        norm("model.decoder.layer_norm", "dec_norm")
+        for hf_name, ours_name in (("model.encoder.layer_norm", "enc_norm"), ("model.decoder.layer_norm", "dec_norm")):
+            put(f"{hf_name}.weight", ours[f"{ours_name}.weight"])
+            put(f"{hf_name}.bias", ours[f"{ours_name}.bias"])
         for side, pos in (("encoder", model.src_pos), ("decoder", model.tgt_pos)):
             put(f"model.{side}.embed_positions.weight", pos.table().detach())
     missing = [n for n, p in hf.named_parameters() if id(p) not in done and "embed_positions" not in n]
     if missing:
         raise ExportError(f"internal: no aiayn weight for {missing[:5]}")
-
-
-def ours_layers(state: dict[str, torch.Tensor], side: str) -> list[int]:
-    return sorted({int(k.split(".")[1]) for k in state if k.startswith(f"{side}.")})
 
 
 # --- the check -----------------------------------------------------------------------------------------------------
@@ -316,6 +327,10 @@ class CTranslate2Engine:
         out = Path(out)
         info = json.loads((out / INFO).read_text())
         self.sp = spm.SentencePieceProcessor(model_file=str(out / EXPORT_SPM))
+        tgt = out / EXPORT_TGT_SPM
+        self.sp_tgt = spm.SentencePieceProcessor(model_file=str(tgt)) if tgt.is_file() else self.sp
+        self.suppress = [[p] for p in info.get("suppress", ["<pad>", "<s>"])]
+        self.marian = bool(info.get("piece_table"))
         self.translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type,
                                                  inter_threads=inter_threads, intra_threads=intra_threads)
         self.limit, self.lenpen = _limit_of(info), info["lenpen"]
@@ -326,10 +341,16 @@ class CTranslate2Engine:
         # every group submitted at once, so that CTranslate2's inter_threads decode them side by side
         pending = {limit: self.translator.translate_batch(
             [pieces[i] for i in idx], beam_size=beam, max_decoding_length=limit, length_penalty=self.lenpen,
-            suppress_sequences=[["<pad>"], ["<s>"]], max_batch_size=6000 // beam, batch_type="tokens",
+            suppress_sequences=self.suppress, max_batch_size=6000 // beam, batch_type="tokens",
             asynchronous=True) for limit, idx in groups.items()}
-        texts = {limit: [self.sp.DecodePieces(f.result().hypotheses[0]) for f in fs] for limit, fs in pending.items()}
+        texts = {limit: [self._text(f.result().hypotheses[0]) for f in fs] for limit, fs in pending.items()}
         return _placed(len(lines), groups, texts)
+
+
+    def _text(self, pieces: list[str]) -> str:
+        """As aiayn's tokenizer makes text of these pieces (tokenizer.py; with a piece table, as MarianTokenizer)."""
+        text = self.sp_tgt.DecodePieces(pieces)
+        return text.replace("\u2581", " ").strip() if self.marian else text
 
 
 def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:

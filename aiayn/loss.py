@@ -91,7 +91,8 @@ class _ChunkedLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int
+        ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, eps: float, pad_id: int,
+        chunk: int,
     ) -> tuple[Tensor, Tensor]:
         keep, h_all, y_all = _non_pad(hidden, target, pad_id)                   # padding costs nothing
         # Under autocast, cast the states and the matrix once here (not in each of the 3 matmuls per chunk)
@@ -100,36 +101,49 @@ class _ChunkedLoss(torch.autograd.Function):
         h_all, w = h_all.to(dtype), weight.to(dtype)
         grad_h = torch.empty_like(h_all)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        grad_b = None if bias is None else torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
         loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
         nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
         for start in range(0, h_all.shape[0], chunk):
             h, y = h_all[start : start + chunk], y_all[start : start + chunk]    # (n, D), (n,)
-            z = (h @ w.t()).float()                                               # (n, V) logits
+            z = _logits(h, w, bias)                                               # (n, V) fp32 logits
             chunk_loss, chunk_nll, g = _chunk(z, y, eps, pad_id, dtype)
             loss += chunk_loss
             nll += chunk_nll
             assert g is not None
             grad_h[start : start + chunk] = g @ w                                 # (n, D) (mm with out= is slower)
             grad_w += (g.t() @ h).float()                                         # (V, D)
+            if grad_b is not None:
+                grad_b += g.sum(0, dtype=torch.float32)                           # (V,)
         full_grad_h = torch.zeros_like(hidden).index_copy_(0, keep, grad_h.to(hidden.dtype))
-        ctx.save_for_backward(full_grad_h, grad_w)
+        ctx.save_for_backward(full_grad_h, grad_w, grad_b)
         ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_loss.to(grad_h.dtype), (grad_w * grad_loss).to(ctx.weight_dtype), None, None, None, None
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        db = None if grad_b is None else (grad_b * grad_loss).to(ctx.weight_dtype)
+        return (grad_h * grad_loss.to(grad_h.dtype), (grad_w * grad_loss).to(ctx.weight_dtype), db,
+                None, None, None, None)
+
+
+def _logits(h: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
+    """fp32 logits (n, V) of states h (n, D): h W^T, plus the output bias of models that have one."""
+    z = (h @ w.t()).float()
+    return z if bias is None else z.add_(bias.float())
 
 
 def chunked_label_smoothed_loss(
-    hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int = 2048
+    hidden: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, chunk: int = 2048,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """hidden (N, D) decoder states, weight (V, D) pre-softmax matrix, target (N,) -> (summed loss, summed NLL).
 
-    Same values and gradients as ``label_smoothed_loss(log_softmax(hidden @ weight.T), ...)``, with peak
+    Same values and gradients as ``label_smoothed_loss(log_softmax(hidden @ weight.T + bias), ...)``, with peak
     memory of one (chunk x V) block instead of (N x V). ``chunk <= 0`` processes everything at once.
+    ``bias`` (V,): the output bias of models that have one (ModelConfig.output_bias).
     """
     if chunk <= 0:
         chunk = max(1, hidden.shape[0])
@@ -140,11 +154,11 @@ def chunked_label_smoothed_loss(
         dtype = _matmul_dtype(hidden)
         h_all, w = h_all.to(dtype), weight.to(dtype)
         for start in range(0, h_all.shape[0], chunk):
-            z = (h_all[start : start + chunk] @ w.t()).float()
+            z = _logits(h_all[start : start + chunk], w, bias)
             chunk_loss, chunk_nll, _ = _chunk(z, y_all[start : start + chunk], eps, pad_id, None)
             loss, nll = loss + chunk_loss, nll + chunk_nll
         return loss, nll
-    loss, nll = _ChunkedLoss.apply(hidden, weight, target, eps, pad_id, chunk)
+    loss, nll = _ChunkedLoss.apply(hidden, weight, bias, target, eps, pad_id, chunk)
     return loss, nll
 
 
@@ -164,5 +178,5 @@ class SequenceLoss(torch.nn.Module):
         hidden = m.decode(tgt_in, m.encode(src), src)                           # (B, T, D)
         return chunked_label_smoothed_loss(
             hidden.reshape(-1, hidden.shape[-1]), m.out_proj.weight, tgt_out.reshape(-1), self.eps, m.cfg.pad_id,
-            self.chunk,
+            self.chunk, m.out_proj.bias,
         )

@@ -288,8 +288,9 @@ class Transformer(nn.Module):
         pre = cfg.norm == "pre"
         self.enc_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.dec_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
-        # §3.4: the pre-softmax linear transformation; no bias, so it can share the embedding matrix.
-        self.out_proj = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        # §3.4: the pre-softmax linear transformation, sharing the embedding matrix; no bias in the paper, one
+        # (V,) vector in models trained with it (Marian's, imported by pretrained.py: ModelConfig.output_bias).
+        self.out_proj = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
         self.reset_parameters()
         if cfg.tie != "none":
             self.out_proj.weight = self.tgt_embed.lut.weight
@@ -317,6 +318,8 @@ class Transformer(nn.Module):
                 fused = module.kv_proj if module.cross else module.qkv_proj
                 for block in fused.weight.data.split(fused.in_features, dim=0):
                     nn.init.xavier_uniform_(block)
+        if self.out_proj.bias is not None:
+            nn.init.zeros_(self.out_proj.bias)
 
     # -- encoder -----------------------------------------------------------------------------------------
 

@@ -11,8 +11,9 @@ Models trained here have byte fallback on, so any character — CJK, emoji, char
 training — survives a round trip as UTF-8 byte pieces instead of collapsing to <unk>. Normalization is
 ``identity`` and whitespace is kept as written, so ``decode(encode(line)) == line`` for ordinary text.
 
-A directory (data dir or run dir) holds its vocabulary as the tokenizer files plus ``vocab.json``
-naming the file of each side (:meth:`Vocab.save`, :meth:`Vocab.load`); a directory with only
+A directory (data dir or run dir) holds its vocabulary as the tokenizer files (with the piece table of a
+SentencePiece model numbered by one beside it: ``spm.src.pieces.json``) plus ``vocab.json`` naming the file of
+each side (:meth:`Vocab.save`, :meth:`Vocab.load`); a directory with only
 ``spm.model`` is a joint SentencePiece vocabulary (how aiayn wrote them before ``vocab.json``).
 """
 
@@ -95,11 +96,16 @@ class Tokenizer:
     """Text <-> aiayn subword ids with a SentencePiece model. Thread-parallel batch encoding and decoding.
 
     A model trained by :meth:`train` has aiayn's special ids; any other SentencePiece model (say, one shipped
-    with a pretrained system) is renumbered, with a pad piece added when it has none."""
+    with a pretrained system) is renumbered, with a pad piece added when it has none.
+
+    ``table``: a JSON file ``{piece: id}`` that numbers the pieces instead of the SentencePiece model (Marian's
+    ``vocab.json``: one id table shared by a source and a target SentencePiece model, pieces it lacks read as
+    <unk>). A line starting with a language code such as ``>>fra<<`` keeps it as one piece, as Marian's."""
 
     kind = "sentencepiece"
 
-    def __init__(self, model: str | Path | bytes, num_threads: int | None = None) -> None:
+    def __init__(self, model: str | Path | bytes, num_threads: int | None = None,
+                 table: str | Path | None = None) -> None:
         self.sp = spm.SentencePieceProcessor()
         try:
             if isinstance(model, bytes):
@@ -110,6 +116,12 @@ class Tokenizer:
             raise ValueError(f"{model if not isinstance(model, bytes) else 'the model'}: not a SentencePiece model "
                              f"({str(e).strip() or type(e).__name__})") from None
         self.num_threads = num_threads or os.cpu_count() or 1
+        self.table_file = Path(table) if table is not None else None
+        self.table: _PieceTable | None = None
+        if self.table_file is not None:
+            self.table = _PieceTable(self.table_file)
+            self.ids = _Renumbering(self.table.natives, self.table.size)
+            return
         natives = [i if i >= 0 else None for i in (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id(),
                                                    self.sp.unk_id())]
         self.ids = _Renumbering(natives, int(self.sp.GetPieceSize()))
@@ -120,15 +132,19 @@ class Tokenizer:
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Subword ids of each line, without BOS/EOS."""
+        if self.table is not None:
+            return self.ids.ours(self.table.encode(self.sp, lines, self.num_threads))
         return self.ids.ours(self.sp.Encode(lines, out_type=int, num_threads=self.num_threads))
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; special ids (pad, bos, eos) are dropped."""
+        if self.table is not None:
+            return self.table.decode(self.sp, self.ids.native(ids))
         return self.sp.Decode(self.ids.native(ids), num_threads=self.num_threads)
 
     def piece(self, i: int) -> str:
         """The piece of aiayn id ``i``."""
-        return self.ids.piece(i, self.sp.IdToPiece)
+        return self.ids.piece(i, self.sp.IdToPiece if self.table is None else self.table.piece)
 
     def pieces(self, line: str) -> list[str]:
         return self.sp.EncodeAsPieces(line)
@@ -173,6 +189,48 @@ class Tokenizer:
         log.info("trained %s vocabulary of %d pieces (character coverage %s)", model_type, tok.vocab_size,
                  character_coverage)
         return tok
+
+
+class _PieceTable:
+    """A ``{piece: id}`` JSON file numbering a SentencePiece model's pieces (Marian's ``vocab.json``)."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            table = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ValueError(f"{path}: not a readable piece table ({e})") from None
+        if not (isinstance(table, dict) and table and all(isinstance(v, int) and v >= 0 for v in table.values())):
+            raise ValueError(f"{path}: expected a JSON object mapping each piece to a non-negative integer id")
+        self.ids: dict[str, int] = table
+        self.size = max(table.values()) + 1
+        self.natives = [next((table[n] for n in _HF_NAMES[name] if n in table), None) for name in _SPECIALS]
+        if self.natives[3] is None:
+            raise ValueError(f"{path}: the piece table has no <unk> piece (what pieces it lacks are read as)")
+        self.unk: int = self.natives[3]
+        self.pieces: list[str | None] = [None] * self.size
+        for p, i in table.items():
+            if self.pieces[i] is not None:
+                raise ValueError(f"{path}: id {i} is given to two pieces, {self.pieces[i]!r} and {p!r}")
+            self.pieces[i] = p
+
+    def piece(self, i: int) -> str | None:
+        return self.pieces[i] if 0 <= i < self.size else None
+
+    def encode(self, sp: spm.SentencePieceProcessor, lines: list[str], num_threads: int) -> list[list[int]]:
+        """Table ids of each line's pieces, a leading ``>>code<<`` kept whole (as MarianTokenizer does)."""
+        codes, texts = [], []
+        for line in lines:
+            end = line.find("<<") if line.startswith(">>") else -1
+            codes.append([line[: end + 2]] if end != -1 else [])
+            texts.append(line[end + 2 :] if end != -1 else line)
+        pieces = sp.Encode(texts, out_type=str, num_threads=num_threads)
+        return [[self.ids.get(p, self.unk) for p in c + ps] for c, ps in zip(codes, pieces, strict=True)]
+
+    def decode(self, sp: spm.SentencePieceProcessor, ids: list[list[int]]) -> list[str]:
+        """Text of table ids, as MarianTokenizer makes it: the pieces joined by the SentencePiece model, word marks
+        left by pieces it does not have turned into spaces, the ends stripped (an id without a piece is skipped)."""
+        return [sp.DecodePieces([p for i in s if (p := self.piece(i)) is not None]).replace("\u2581", " ").strip()
+                for s in ids]
 
 
 def _with_coverage(sentences: Iterable[str], coverage: float | None) -> tuple[Iterator[str], float]:
@@ -249,14 +307,23 @@ class HFTokenizer:
 AnyTokenizer = Tokenizer | HFTokenizer
 
 
+def table_of(model: str | Path) -> Path:
+    """Where a SentencePiece model's piece table is kept, when it has one: ``X.model`` -> ``X.pieces.json``."""
+    m = Path(model)
+    return m.with_name(f"{m.stem}.pieces.json")
+
+
 def load_tokenizer(path: str | Path) -> AnyTokenizer:
-    """A SentencePiece ``.model`` file, or a ``tokenizer.json`` (or a directory holding one)."""
+    """A SentencePiece ``.model`` file (numbered by the piece table beside it, if any: :func:`table_of`), or a
+    ``tokenizer.json`` (or a directory holding one)."""
     p = Path(path)
     if p.is_dir():
         p = p / "tokenizer.json"
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such tokenizer file")
-    return HFTokenizer(p) if p.suffix == ".json" else Tokenizer(p)
+    if p.suffix == ".json":
+        return HFTokenizer(p)
+    return Tokenizer(p, table=table_of(p) if table_of(p).is_file() else None)
 
 
 VOCAB_FILE = "vocab.json"
@@ -280,8 +347,17 @@ class Vocab:
 
     @property
     def joint(self) -> bool:
-        """One tokenizer shared by both sides (what tie='all' needs)."""
+        """One tokenizer shared by both sides."""
         return self.src_file == self.tgt_file
+
+    @property
+    def shared_ids(self) -> bool:
+        """Both sides number their pieces alike (what tie='all' needs): one joint tokenizer, or two SentencePiece
+        models numbered by the same piece table (Marian's)."""
+        if self.joint:
+            return True
+        tables = [getattr(t, "table", None) for t in (self.src, self.tgt)]
+        return all(tables) and tables[0].pieces == tables[1].pieces  # type: ignore[union-attr]
 
     @classmethod
     def from_files(cls, src_file: str | Path, tgt_file: str | Path | None = None) -> Vocab:
@@ -319,6 +395,9 @@ class Vocab:
             target = d / names[side]
             if f.resolve() != target.resolve():
                 shutil.copyfile(f, target)
+            table = getattr(tok, "table_file", None)
+            if table is not None and table.resolve() != table_of(target).resolve():
+                shutil.copyfile(table, table_of(target))
         (d / VOCAB_FILE).write_text(json.dumps(names, indent=2) + "\n")
 
     @staticmethod
@@ -330,8 +409,11 @@ class Vocab:
     def digest(self) -> str:
         """A hash of the tokenizer files and which side uses which: equal digests tokenize alike."""
         h = hashlib.sha256()
-        for f in (self.src_file, self.tgt_file):
+        for f, tok in ((self.src_file, self.src), (self.tgt_file, self.tgt)):
             h.update(hashlib.sha256(f.read_bytes()).digest())
+            table = getattr(tok, "table_file", None)
+            if table is not None:
+                h.update(hashlib.sha256(table.read_bytes()).digest())
         return h.hexdigest()
 
     def describe(self) -> dict[str, Any]:

@@ -431,7 +431,7 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
     """``cfg`` with the vocabulary sizes and special ids of ``data``; when ``run`` is being resumed, a check that
     it matches the data (same tokenizer) and the configuration (same model; other training settings warn)."""
     (vs, vt), ids, vocab = data.vocab_sizes, data.special_ids, data.vocab()
-    if not vocab.joint and cfg.model.tie == "all":
+    if not vocab.shared_ids and cfg.model.tie == "all":
         raise ValueError(f"{data.path} has separate source and target vocabularies, but tie='all' shares one "
                          "embedding matrix between them; train with --set tie=decoder (target embedding = output "
                          "projection) or tie=none")

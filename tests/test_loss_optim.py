@@ -47,6 +47,25 @@ def test_chunked_loss_equals_plain_loss_and_gradients(chunk: int) -> None:
     torch.testing.assert_close(w.grad, gw)
 
 
+@pytest.mark.parametrize("chunk", [3, 0])
+def test_chunked_loss_with_an_output_bias_equals_plain_loss_and_gradients(chunk: int) -> None:
+    """Marian models add a bias to the logits (ModelConfig.output_bias): values and all three gradients."""
+    h, w, y = _data()
+    b = torch.randn(w.shape[0], requires_grad=True)
+    loss, nll = label_smoothed_loss(torch.log_softmax(h @ w.T + b, -1), y, 0.1, 0)
+    loss.backward()
+    grads = [t.grad.clone() for t in (h, w, b)]  # type: ignore[union-attr]
+    h.grad = w.grad = b.grad = None
+    closs, cnll = chunked_label_smoothed_loss(h, w, y, 0.1, 0, chunk=chunk, bias=b)
+    closs.backward()
+    torch.testing.assert_close((closs, cnll), (loss, nll))
+    for t, g in zip((h, w, b), grads, strict=True):
+        torch.testing.assert_close(t.grad, g)
+    assert b.grad is not None and b.grad.abs().sum() > 0
+    with torch.no_grad():                                     # the evaluation path adds it too
+        torch.testing.assert_close(chunked_label_smoothed_loss(h, w, y, 0.1, 0, chunk=chunk, bias=b), (loss, nll))
+
+
 def test_chunked_loss_under_bf16_autocast_is_close() -> None:
     h, w, y = _data()
     loss, _ = label_smoothed_loss(torch.log_softmax(h @ w.T, -1), y, 0.1, 0)

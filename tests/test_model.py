@@ -88,6 +88,22 @@ def test_the_ffn_uses_the_configured_activation(activation: str, f) -> None:  # 
     assert ModelConfig(**model.cfg.to_dict()).activation == activation
 
 
+@pytest.mark.parametrize("tie", ["all", "none"])
+def test_the_output_bias_is_added_to_the_logits_and_starts_at_zero(tie: str) -> None:
+    """ModelConfig.output_bias (Marian's): logits = h W^T + b, b a parameter of its own (also when W is tied)."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1,
+                                    tie=tie, output_bias=True))       # type: ignore[arg-type]
+    b = model.out_proj.bias
+    assert b is not None and b.shape == (50,) and not b.any()
+    with torch.no_grad():
+        b.normal_()
+    h = torch.randn(3, 16)
+    torch.testing.assert_close(model.logits(h), h @ model.out_proj.weight.T + b)
+    assert "out_proj.bias" in model.state_dict()
+    assert Transformer(ModelConfig(src_vocab_size=50, tgt_vocab_size=50)).out_proj.bias is None   # §3.4: none
+
+
 def test_config_json_round_trip() -> None:
     cfg = ModelConfig.preset("small", norm="pre", positions="learned", tie="decoder")
     assert ModelConfig(**cfg.to_dict()) == cfg
