@@ -179,6 +179,22 @@ def test_the_imported_run_dir_is_a_run_dir_that_exports_and_round_trips(tmp_path
     assert ctranslate2_translate(out, TEST[:-1], beam=1) == ours
 
 
+def test_aiayn_serve_serves_an_imported_model(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from tests.test_serve import Server
+
+    run = import_model(make_marian(tmp_path / "marian"), tmp_path / "run")
+    server = Server("--max-len-a", "0", "--max-len-b", "12", model=run)
+    try:
+        status, _, body = server.post("/translate", {"text": TEST[:3], "beam": 1})
+        assert status == 200
+        t = Translator.load(run, device="cpu", max_len_a=0.0, max_len_b=12)
+        assert body["translations"] == t.translate(TEST[:3], beam=1)
+    finally:
+        assert server.stop() == 0
+
+
 @pytest.mark.parametrize("variant", [dict(), dict(tie="decoder"), dict(tie="none"), dict(activation="swish")],
                          ids=["all", "decoder", "none", "swish"])
 def test_aiayn_to_huggingface_and_back_gives_identical_weights(variant: dict[str, str], tmp_path: Path) -> None:

@@ -31,11 +31,11 @@ KEY = "s3cret-key"
 class Server:
     """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
 
-    def __init__(self, *flags: str) -> None:
+    def __init__(self, *flags: str, model: Path = RUN) -> None:
         self.port = free_port()
         env = {**os.environ, "AIAYN_API_KEY": ""}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(RUN), "--device", "cpu",
+        self.proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
                                       "--port", str(self.port), *flags], env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
         deadline = time.time() + 60
