@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from . import checkpoint
+from .atomic import atomic_dir
 from .config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, RunConfig
 from .export import INFO, layer_names, marian_order
 from .model import Transformer
@@ -78,17 +79,16 @@ def import_model(source: str | Path, out: str | Path, fmt: str = "huggingface", 
     folder = _local(source)
     hf_cfg = _read_json(folder / HF_CONFIG)
     tok_cfg = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
-    with tempfile.TemporaryDirectory() as tmp:
+    exported = _read_json(folder / INFO) if (folder / INFO).is_file() else {}       # an aiayn export's settings
+    langs = _languages(str(source), tok_cfg, src_lang, tgt_lang, exported.get("languages"))
+    info = {"imported_from": str(source), "format": fmt, **({"src": langs[0], "tgt": langs[1]} if langs else {})}
+    # written whole or not at all (a failure leaves --out as it was; --force replaces it, old checkpoints included)
+    with tempfile.TemporaryDirectory() as tmp, atomic_dir(out) as new:
         vocab = _vocab(folder, tok_cfg, Path(tmp))
         model = marian_model(hf_cfg, _hf_state(folder), vocab, folder)
-        model_cfg = model.cfg
-        exported = _read_json(folder / INFO) if (folder / INFO).is_file() else {}     # an aiayn export's settings
-        langs = _languages(str(source), tok_cfg, src_lang, tgt_lang, exported.get("languages"))
-        cfg = RunConfig(model=model_cfg, decode=_decode_config(folder, exported))
-        run = RunDir(out)
-        run.create(cfg, vocab, {"src": langs[0], "tgt": langs[1], "imported_from": str(source), "format": fmt}
-                   if langs else {"imported_from": str(source), "format": fmt})
-    checkpoint.save(run.best, model, {"step": 0, "imported_from": str(source), "architecture": "MarianMTModel"})
+        run = RunDir(new)
+        run.create(RunConfig(model=model.cfg, decode=_decode_config(folder, exported)), vocab, info)
+        checkpoint.save(run.best, model, {"step": 0, "imported_from": str(source), "architecture": "MarianMTModel"})
     log.info("imported %s into %s (%.1fM parameters)", source, out,
              sum(p.numel() for p in model.parameters()) / 1e6)
     return out

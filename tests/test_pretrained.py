@@ -234,6 +234,9 @@ def test_the_import_command_and_its_errors(tmp_path: Path, capsys: pytest.Captur
     assert json.loads((tmp_path / "run" / "data.json").read_text())["tgt"] == "en"
     assert main(["import", "--from", "huggingface", str(hf_dir), "--out", str(tmp_path / "run")]) != 0
     assert "not empty" in capsys.readouterr().err
+    (tmp_path / "run" / "averaged").mkdir()          # --force replaces the directory whole: no older checkpoint
+    assert main(["import", "--from", "huggingface", str(hf_dir), "--out", str(tmp_path / "run"), "--force"]) == 0
+    assert not (tmp_path / "run" / "averaged").exists() and (tmp_path / "run" / "best").is_dir()
     (hf_dir / "vocab.json").unlink()
     assert main(["import", "--from", "huggingface", str(hf_dir), "--out", str(tmp_path / "other")]) != 0
     assert "vocab.json" in capsys.readouterr().err
