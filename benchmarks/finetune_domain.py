@@ -145,8 +145,8 @@ def exactness(run: Path, hf_dir: Path, src: list[str], beams: tuple[int, ...]) -
         for line in src:
             enc = tok([line], return_tensors="pt")
             limit = max_length(enc["input_ids"].shape[1] - 1, d.max_len_a, d.max_len_b, t.model.cfg.max_positions)
-            with torch.no_grad():
-                ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=limit,
+            with torch.no_grad():                    # aiayn's limit counts the words; transformers' counts the EOS
+                ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=limit + 1,
                                      length_penalty=d.lenpen, early_stopping=True)[0].tolist()[1:]
             theirs.append([j for j in ids if j != pad][: ids.index(0) if 0 in ids else None])
         same = sum(a == b for a, b in zip(ours, theirs, strict=True))
@@ -182,7 +182,6 @@ def main() -> None:
     report: dict[str, Any] = {"splits": splits(w), "cpu": open("/proc/cpuinfo").read().split("model name")[1]
                               .split("\n")[0].strip(" :\t") if Path("/proc/cpuinfo").exists() else "?"}
     text = w / "text"
-    t0 = time.time()
     if not (w / "data-general" / "manifest.json").is_file():
         aiayn("prepare", "--train", str(text / "general/train"), "--valid", str(text / "general/valid"), "--test",
               str(text / "general/test"), "--src", "de", "--tgt", "en", "--vocab-size", "8000", "--out",
@@ -191,7 +190,8 @@ def main() -> None:
     if not (general / "averaged").is_dir():
         aiayn("train", "--data", str(w / "data-general"), "--out", str(general), "--config", "multi30k-de-en-short",
               "--set", "norm=post", "--set", "lr_factor=1.0", "--set", "max_minutes=0", "--max-steps", str(a.updates))
-    report["general_train_seconds"] = round(time.time() - t0)
+    last = json.loads((general / "metrics.jsonl").read_text().splitlines()[-1])
+    report["general_train"] = {"updates": last["step"], "seconds": round(last["elapsed_s"])}
     shutil.rmtree(w / "hf", ignore_errors=True)
     aiayn("export", "--model", str(general), "--format", "huggingface", "--out", str(w / "hf"))
     report["opus_layout"] = opus_layout(w / "hf", w / "opus-mt-de-en", beam=5, lenpen=2.0)

@@ -227,6 +227,31 @@ def test_configurations_aiayn_does_not_implement_are_refused_by_name(field: str,
         model_config(hf)
 
 
+def test_a_hub_name_is_downloaded_with_the_files_a_marian_model_needs(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The online path, with the hub stood in for by a local copy: the name goes to huggingface_hub's
+    snapshot_download, asking for the configuration, tokenizer and weight files; the languages come from the
+    tokenizer (else from an opus-mt-SRC-TGT name); a hub failure is one clear line."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    hf_dir = make_marian(tmp_path / "marian")
+    asked: dict[str, Any] = {}
+
+    def fake(repo_id: str, allow_patterns: list[str]) -> str:
+        asked.update(repo_id=repo_id, patterns=allow_patterns)
+        if repo_id != "Helsinki-NLP/opus-mt-de-en":
+            raise OSError("404 Client Error: Repository Not Found")
+        return str(hf_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    run = import_model("Helsinki-NLP/opus-mt-de-en", tmp_path / "run")
+    assert asked["repo_id"] == "Helsinki-NLP/opus-mt-de-en"
+    assert {"config.json", "generation_config.json", "vocab.json", "source.spm", "target.spm",
+            "model.safetensors"} <= set(asked["patterns"])
+    assert json.loads((run / "data.json").read_text())["imported_from"] == "Helsinki-NLP/opus-mt-de-en"
+    with pytest.raises(PretrainedError, match="could not be downloaded from the Hugging Face hub .*Not Found"):
+        import_model("Helsinki-NLP/opus-mt-xx-yy", tmp_path / "other")
+
+
 def test_the_import_command_and_its_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hf_dir = make_marian(tmp_path / "marian")
     assert main(["import", "--from", "huggingface", str(hf_dir), "--out", str(tmp_path / "run")]) == 0
