@@ -47,7 +47,7 @@ ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish", "gelu": "gelu"
 KILLED = -1e4     # the output bias of a row the pretrained model has no probability for (aiayn's padding)
 HF_CONFIG, MARIAN_VOCAB = "config.json", "vocab.json"    # transformers' files (not aiayn's of the same names)
 _FILES = (HF_CONFIG, "generation_config.json", "tokenizer_config.json", MARIAN_VOCAB, "target_vocab.json",
-          "source.spm", "target.spm", "model.safetensors", "pytorch_model.bin", INFO)
+          "source.spm", "target.spm", "model.safetensors", INFO)           # and pytorch_model.bin where no safetensors
 
 
 class PretrainedError(ValueError):
@@ -112,7 +112,10 @@ def _local(source: str | Path) -> Path:
         raise PretrainedError("hub names need the huggingface_hub package: pip install 'aiayn[export]' (or give "
                            "a local directory)") from None
     try:
-        return Path(snapshot_download(str(source), allow_patterns=list(_FILES)))
+        folder = Path(snapshot_download(str(source), allow_patterns=list(_FILES)))
+        if not (folder / "model.safetensors").is_file():               # older hub models: torch weights only
+            folder = Path(snapshot_download(str(source), allow_patterns=["pytorch_model.bin"]))
+        return folder
     except Exception as e:  # noqa: BLE001 - the hub raises many kinds (not found, offline, gated)
         raise PretrainedError(f"{source}: could not be downloaded from the Hugging Face hub ({type(e).__name__}: "
                            f"{str(e).strip()[:200]})") from None

@@ -4,8 +4,10 @@ score, translate and export exactly as transformers does; the refusals; the roun
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import json
+import shutil
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -229,25 +231,44 @@ def test_configurations_aiayn_does_not_implement_are_refused_by_name(field: str,
 
 def test_a_hub_name_is_downloaded_with_the_files_a_marian_model_needs(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The online path, with the hub stood in for by a local copy: the name goes to huggingface_hub's
-    snapshot_download, asking for the configuration, tokenizer and weight files; the languages come from the
-    tokenizer (else from an opus-mt-SRC-TGT name); a hub failure is one clear line."""
+    """The online path, with the hub stood in for by local repositories that snapshot_download copies from as it
+    would (only the files its patterns allow): the configuration, tokenizer and weight files, torch weights only
+    where a model has no safetensors; the languages come from the tokenizer; a hub failure is one clear line."""
     huggingface_hub = pytest.importorskip("huggingface_hub")
-    hf_dir = make_marian(tmp_path / "marian")
-    asked: dict[str, Any] = {}
+    from safetensors.torch import load_file
+    new = make_marian(tmp_path / "hub" / "new")
+    (new / "tf_model.h5").write_bytes(b"not wanted")
+    old = tmp_path / "hub" / "old"                                       # an older upload: pytorch_model.bin only
+    shutil.copytree(new, old)
+    torch.save(load_file(str(old / "model.safetensors")), old / "pytorch_model.bin")
+    (old / "model.safetensors").unlink()
+    hub = {"Helsinki-NLP/opus-mt-de-en": new, "Helsinki-NLP/opus-mt-old-de-en": old}
+    calls: list[tuple[str, list[str]]] = []
 
     def fake(repo_id: str, allow_patterns: list[str]) -> str:
-        asked.update(repo_id=repo_id, patterns=allow_patterns)
-        if repo_id != "Helsinki-NLP/opus-mt-de-en":
+        calls.append((repo_id, allow_patterns))
+        if repo_id not in hub:
             raise OSError("404 Client Error: Repository Not Found")
-        return str(hf_dir)
+        cache = tmp_path / "cache" / repo_id.replace("/", "--")
+        cache.mkdir(parents=True, exist_ok=True)
+        for f in hub[repo_id].iterdir():
+            if any(fnmatch.fnmatch(f.name, p) for p in allow_patterns):
+                shutil.copyfile(f, cache / f.name)
+        return str(cache)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
     run = import_model("Helsinki-NLP/opus-mt-de-en", tmp_path / "run")
-    assert asked["repo_id"] == "Helsinki-NLP/opus-mt-de-en"
+    assert [c[0] for c in calls] == ["Helsinki-NLP/opus-mt-de-en"]                     # one download, no .bin
     assert {"config.json", "generation_config.json", "vocab.json", "source.spm", "target.spm",
-            "model.safetensors"} <= set(asked["patterns"])
+            "model.safetensors"} <= set(calls[0][1])
+    assert not (tmp_path / "cache" / "Helsinki-NLP--opus-mt-de-en" / "tf_model.h5").exists()
     assert json.loads((run / "data.json").read_text())["imported_from"] == "Helsinki-NLP/opus-mt-de-en"
+    assert json.loads((run / "data.json").read_text())["tgt"] == "en"
+    calls.clear()
+    again = import_model("Helsinki-NLP/opus-mt-old-de-en", tmp_path / "again")
+    assert [c[1] for c in calls][1:] == [["pytorch_model.bin"]]                          # then the torch weights
+    a, b = load_trained(run).model.state_dict(), load_trained(again).model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(PretrainedError, match="could not be downloaded from the Hugging Face hub .*Not Found"):
         import_model("Helsinki-NLP/opus-mt-xx-yy", tmp_path / "other")
 
