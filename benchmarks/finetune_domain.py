@@ -190,7 +190,7 @@ def main() -> None:
     if not (general / "averaged").is_dir():
         aiayn("train", "--data", str(w / "data-general"), "--out", str(general), "--config", "multi30k-de-en-short",
               "--set", "norm=post", "--set", "lr_factor=1.0", "--set", "max_minutes=0", "--max-steps", str(a.updates))
-    last = json.loads((general / "metrics.jsonl").read_text().splitlines()[-1])
+    last = [json.loads(x) for x in (general / "metrics.jsonl").read_text().splitlines() if '"elapsed_s"' in x][-1]
     report["general_train"] = {"updates": last["step"], "seconds": round(last["elapsed_s"])}
     shutil.rmtree(w / "hf", ignore_errors=True)
     aiayn("export", "--model", str(general), "--format", "huggingface", "--out", str(w / "hf"))

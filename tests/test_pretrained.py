@@ -238,9 +238,9 @@ def test_a_hub_name_is_downloaded_with_the_files_a_marian_model_needs(tmp_path: 
     from safetensors.torch import load_file
     new = make_marian(tmp_path / "hub" / "new")
     (new / "tf_model.h5").write_bytes(b"not wanted")
+    torch.save(load_file(str(new / "model.safetensors")), new / "pytorch_model.bin")   # both, as many hub models
     old = tmp_path / "hub" / "old"                                       # an older upload: pytorch_model.bin only
     shutil.copytree(new, old)
-    torch.save(load_file(str(old / "model.safetensors")), old / "pytorch_model.bin")
     (old / "model.safetensors").unlink()
     hub = {"Helsinki-NLP/opus-mt-de-en": new, "Helsinki-NLP/opus-mt-old-de-en": old}
     calls: list[tuple[str, list[str]]] = []
@@ -261,7 +261,8 @@ def test_a_hub_name_is_downloaded_with_the_files_a_marian_model_needs(tmp_path: 
     assert [c[0] for c in calls] == ["Helsinki-NLP/opus-mt-de-en"]                     # one download, no .bin
     assert {"config.json", "generation_config.json", "vocab.json", "source.spm", "target.spm",
             "model.safetensors"} <= set(calls[0][1])
-    assert not (tmp_path / "cache" / "Helsinki-NLP--opus-mt-de-en" / "tf_model.h5").exists()
+    fetched = {p.name for p in (tmp_path / "cache" / "Helsinki-NLP--opus-mt-de-en").iterdir()}
+    assert "tf_model.h5" not in fetched and "pytorch_model.bin" not in fetched        # the safetensors only
     assert json.loads((run / "data.json").read_text())["imported_from"] == "Helsinki-NLP/opus-mt-de-en"
     assert json.loads((run / "data.json").read_text())["tgt"] == "en"
     calls.clear()
