@@ -96,12 +96,21 @@ def fast_attention(
     few_queries = T <= 8 and not causal and not training            # incremental decoding
     if q.device.type == "cpu" and (few_queries or q.dtype != torch.float32 or T == 1):
         return attention(q, k, v, mask, causal, p_drop, training)[0]
-    if causal and T != S:
-        tri = causal_mask(T, S, q.device)
-        mask, causal = (tri if mask is None else mask & tri), False
+    if causal and (mask is not None or T != S):
+        # the fused kernel's is_causal takes no mask and aligns top-left: the triangle joins the mask instead
+        mask, causal = _with_causal(mask, causal_mask(T, S, q.device)), False
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal and mask is None,
+        q, k, v, attn_mask=mask, dropout_p=p_drop if training else 0.0, is_causal=causal,
     )
+
+
+def _with_causal(mask: Tensor | None, tri: Tensor) -> Tensor:
+    """A mask (bool or additive, or None) that also forbids what the causal triangle ``tri`` (T, S) forbids."""
+    if mask is None:
+        return tri
+    if mask.is_floating_point():
+        return torch.where(tri, mask, float("-inf"))
+    return mask & tri
 
 
 def _group(q: Tensor, g: int) -> Tensor:

@@ -259,18 +259,28 @@ def test_beams_share_their_source_in_encoder_decoder_attention() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fast_attention_equals_explicit(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "additive"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("T", "S"), [(12, 12), (3, 12), (12, 7), (1, 12)])
+def test_fast_attention_equals_explicit(dtype: torch.dtype, mask_kind: str, causal: bool, T: int, S: int) -> None:
+    """Every kernel choice fast_attention makes (the fused one for T > 8 on CPU, the written-out one for a few
+    queries and for bf16), with every mask: the same numbers as Eq. (1) written out. Causal queries are the last T
+    of S positions (T < S: a cached prefix; T > S: the first T - S queries see nothing and give zeros)."""
     g = torch.Generator().manual_seed(1)
-    q, k, v = (torch.randn(3, 2, 5, 8, generator=g).to(dtype) for _ in range(3))
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
+    q = torch.randn(3, 2, T, 8, generator=g).to(dtype)
+    k, v = (torch.randn(3, 2, S, 8, generator=g).to(dtype) for _ in range(2))
+    keep = torch.ones(3, S, dtype=torch.bool)
+    keep[1, S - 2 :] = False                                      # a padded sentence
+    keep[2, : S // 2] = False                                     # padding first: a causal row may see no key
+    mask = {"none": None, "bool": keep[:, None, None], "additive": additive_mask(keep[:, None, None], dtype)}[mask_kind]
     tol = dict(atol=1e-5, rtol=0) if dtype == torch.float32 else dict(atol=2e-2, rtol=0)
-    for m, causal in [(mask, False), (None, True), (None, False)]:
-        fast = fast_attention(q, k, v, m, causal, 0.0, False)
-        slow, _ = attention(q, k, v, m, causal)
-        torch.testing.assert_close(fast, slow, **tol)
-    # queries that are the last positions of a longer key sequence (a cached prefix)
-    fast = fast_attention(q[:, :, -2:], k, v, None, True, 0.0, False)
-    torch.testing.assert_close(fast, attention(q, k, v, None, True)[0][:, :, -2:], **tol)
+    fast = fast_attention(q, k, v, mask, causal, 0.0, False)
+    slow, _ = attention(q, k, v, mask, causal)
+    torch.testing.assert_close(fast, slow, **tol)
+    if causal:               # the oracle's own causality, against a triangle built here: query t sees keys <= t + S - T
+        future = torch.arange(S)[None, :] > torch.arange(T)[:, None] + (S - T)
+        _, probs = attention(q.float(), k.float(), v.float(), None, True)
+        assert (probs[..., future] == 0).all() and (probs[..., ~future] > 0).all()
 
 
 def test_attention_probabilities_sum_to_one_over_keys() -> None:
