@@ -155,6 +155,8 @@ def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_
     assert demo.recipe("de", "en", 60) == "multi30k-de-en"
     monkeypatch.setattr(demo, "cpu_has_fast_bf16", lambda: True)             # AVX-512 BF16: 0.5 a minute
     assert demo.recipe("de", "en", 15) == "multi30k-de-en-short"
+    assert demo.recipe("de", "en", 19.9) == "multi30k-de-en-short"           # 9.95 epochs: fewer than 10
+    assert demo.recipe("de", "en", 20) == "multi30k-de-en"                   # exactly 10: the full recipe
     assert demo.recipe("de", "en", 30) == "multi30k-de-en"
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert demo.recipe("de", "en", 15) == "multi30k-de-en"
@@ -183,3 +185,9 @@ def test_the_demo_prints_the_recorded_figure_for_this_kind_of_cpu(monkeypatch: p
     assert "expect about 38.2 lowercased BLEU" in demo.expectation("de", "en", 15)
     assert "1,276 updates in 15 minutes" in demo.expectation("de", "en", 15)
     assert demo.expectation("de", "en", 7).startswith("no recorded de->en run of 7 minutes on a 2-core AVX2")
+    monkeypatch.setattr(demo, "cpu_has_fast_bf16", lambda: True)
+    bf16 = demo.expectation("de", "en", 30)
+    assert "expect about 42.1 lowercased BLEU" in bf16 and "AVX-512 BF16" in bf16 and "3,628 updates" in bf16
+    assert "38.2" not in demo.expectation("de", "en", 15)              # an AVX2 figure is not quoted for bf16
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert demo.expectation("de", "en", 15).startswith("no recorded demo run on a GPU")
