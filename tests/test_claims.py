@@ -2,9 +2,10 @@
 
 Every table in README.md carries, on the line above it, either ``<!-- source: PATH[, PATH...] -->`` — the
 recorded results (``benchmarks/results/…``, a section of ``docs/results.md`` …) its figures come from — or
-``<!-- no figures -->`` for a table of settings or endpoints. Each named file must exist in the repository and
-contain at least one of the table's figures, so a table cannot point at an unrelated file. Shipped recipes
-and the README name ``--config NAME`` only for recipes that exist.
+``<!-- no figures -->`` for a table of settings or endpoints. Each named file must exist in the repository, and
+every figure of the table must be a number of one of them: a whole number token of the file (``12.3`` is not found
+inside ``112.34``), or a longer one that rounds to it (``1.1759`` shows as ``1.18``). Shipped recipes and the
+README name ``--config NAME`` only for recipes that exist.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from aiayn.config import PRESETS, RECIPES
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = re.compile(r"^<!-- source: (.+?) -->$")
 NO_FIGURES = "<!-- no figures -->"
-FIGURE = re.compile(r"\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+|\d{3,}")  # 41.90, 2,707, 4476 (not "1" or "12")
+# A figure: 41.90, 2,707, 4476, 100% (not "1" or "12", nor the 3.5 of a version 3.5.1); a trailing % kept
+FIGURE = re.compile(r"(?<![\d.,])(?:\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+|\d{3,})(?!\d|\.\d)%?")
 
 
 def tables(text: str) -> list[tuple[int, str, list[str]]]:
@@ -38,12 +40,38 @@ def tables(text: str) -> list[tuple[int, str, list[str]]]:
 
 
 def figures(rows: list[str]) -> set[str]:
-    """The figures in a table's body (not its header), without thousands separators."""
-    return {m.replace(",", "") for row in rows[2:] for m in FIGURE.findall(row)}
+    """The figures in a table's body (not its header, nor its `code`: commands), without thousands separators."""
+    return {m.replace(",", "") for row in rows[2:] for m in FIGURE.findall(re.sub(r"`[^`]*`", "", row))}
 
 
-def problems(readme: Path) -> list[str]:
-    """What is wrong with ``readme``'s tables: one line per table, naming its line."""
+# A whole number token of a record: not part of a longer number (112.34 holds no 12.3) or of a version (3.5.1)
+NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\d|\.\d)")
+
+
+def numbers(text: str) -> set[str]:
+    """Every number of a record, as a token, thousands separators dropped."""
+    return set(NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)))
+
+
+def recorded(figure: str, record: set[str]) -> bool:
+    """Whether ``figure`` is one of the record's numbers, or a longer one rounded to its decimals (``1.1759`` shows
+    as ``1.18``); a percentage may be recorded as a fraction (``100%`` as ``1.0``)."""
+    value, percent = figure.removesuffix("%"), figure.endswith("%")
+    places = len(value.partition(".")[2])
+    if value in record:
+        return True
+    for x in record:
+        decimals = len(x.partition(".")[2])
+        if decimals > places and f"{float(x):.{places}f}" == value:
+            return True
+        if percent and f"{100 * float(x):.{places}f}" == value and "." in x:
+            return True
+    return False
+
+
+def problems(readme: Path, root: Path = ROOT) -> list[str]:
+    """What is wrong with ``readme``'s tables: one line per table, naming its line and what it lacks. Sources are
+    named relative to ``root``."""
     out = []
     for line_no, above, rows in tables(readme.read_text(encoding="utf-8")):
         where = f"{readme.name}:{line_no}"
@@ -53,15 +81,16 @@ def problems(readme: Path) -> list[str]:
         if not match:
             out.append(f"{where}: the table has no '<!-- source: PATH -->' (or '{NO_FIGURES}') line above it")
             continue
-        wanted = figures(rows)
+        record: set[str] = set()
         for name in (p.strip() for p in match.group(1).split(",")):
-            path = ROOT / name.split("#")[0]
+            path = root / name.split("#")[0]
             if not path.is_file():
                 out.append(f"{where}: source {name} does not exist")
                 continue
-            recorded = path.read_text(encoding="utf-8", errors="replace").replace(",", "")
-            if wanted and not any(f in recorded for f in wanted):
-                out.append(f"{where}: none of the table's figures ({', '.join(sorted(wanted)[:4])}, …) is in {name}")
+            record |= numbers(path.read_text(encoding="utf-8", errors="replace"))
+        missing = sorted(f for f in figures(rows) if not recorded(f, record))
+        if missing:
+            out.append(f"{where}: {', '.join(missing)} are in no source named above the table")
     return out
 
 
@@ -70,16 +99,24 @@ def test_every_readme_table_names_a_recorded_source() -> None:
 
 
 def test_the_check_fails_on_a_table_without_a_source_or_with_a_wrong_one(tmp_path: Path) -> None:
-    (tmp_path / "results.txt").write_text("tokens/s 1234.5\n")
+    (tmp_path / "results.txt").write_text("tokens/s 1,234.5 and 112.34; bleu 41.8976\n")
     readme = tmp_path / "README.md"
-    readme.write_text("text\n\n| a | b |\n|---|---:|\n| x | 1,234.5 |\n")
-    assert "no '<!-- source" in problems(readme)[0]
-    readme.write_text("<!-- source: benchmarks/results/nothing-here.json -->\n| a | b |\n|---|---:|\n| x | 9.5 |\n")
-    assert "does not exist" in problems(readme)[0]
-    readme.write_text("<!-- source: README.md -->\n| a | b |\n|---|---:|\n| x | 98,765.43 |\n")
-    assert "none of the table's figures" in problems(readme)[0]
-    readme.write_text("<!-- no figures -->\n| a | b |\n|---|---|\n| x | 100 |\n")
-    assert problems(readme) == []
+
+    def check(rows: str, source: str = "<!-- source: results.txt -->") -> str:
+        readme.write_text(f"text\n{source}\n| a | b |\n|---|---:|\n{rows}")
+        return "\n".join(problems(readme, root=tmp_path))
+
+    assert "no '<!-- source" in check("| x | 1,234.5 |\n", source="")
+    assert "does not exist" in check("| x | 9.5 |\n", source="<!-- source: benchmarks/results/nothing-here.json -->")
+    assert check("| x | 1,234.5 |\n| y | 112.34 |\n| z | 41.90 |\n") == ""    # as recorded, or rounded from it
+    assert "12.3 are in no source" in check("| x | 1,234.5 |\n| y | 12.3 |\n")    # not found inside 112.34
+    assert "43.90 are in no source" in check("| x | 1,234.5 |\n| z | 43.90 |\n")  # one figure off: the table fails
+    assert "234.5 are in no source" in check("| x | 234.5 |\n")                      # not found inside 1,234.5
+    assert check("| x | `--vocab-size 6000` |\n| y | version 3.5.1 |\n") == ""       # commands, versions
+    (tmp_path / "results.txt").write_text('{"identical": 1.0, "share": 0.4917}\n')
+    assert check("| x | 100% |\n| y | 49.17% |\n") == ""                             # fractions as percentages
+    assert "49.20% are in no source" in check("| y | 49.20% |\n")
+    assert check("| x | 100 |\n", source="<!-- no figures -->") == ""
 
 
 def config_names() -> list[tuple[str, str]]:
