@@ -74,3 +74,14 @@ def test_a_broken_mask_fails_the_walkthrough(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("AIAYN_WALKTHROUGH_FIGURES", str(tmp_path))
     with pytest.raises(AssertionError, match="padding keys get probability exactly 0"):
         runpy.run_path(str(EDITIONS[0]), run_name="__main__")
+
+
+def test_an_off_by_one_causal_mask_fails_the_walkthrough(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The causal assertion checks aiayn's mask against positions, not against aiayn's own causal_mask: a mask that
+    lets each position see the next one stops the walkthrough there, before any training."""
+    monkeypatch.setattr(aiayn.attention, "causal_mask", lambda T, S, device: torch.ones(T, S, dtype=torch.bool,
+                                                                                         device=device).tril(S - T + 1))
+    monkeypatch.setenv("AIAYN_WALKTHROUGH_FAST", "1")
+    monkeypatch.setenv("AIAYN_WALKTHROUGH_FIGURES", str(tmp_path))
+    with pytest.raises(AssertionError, match="no position attends to a later one"):
+        runpy.run_path(str(EDITIONS[0]), run_name="__main__")

@@ -88,7 +88,10 @@ assert (pad_probs[1, :, :, 3:] == 0).all(), "padding keys get probability exactl
 
 causal = causal_mask(T, T, torch.device("cpu"))
 _, probs = attention(q[..., :T, :], k[..., :T, :], v[..., :T, :], causal=True)
-assert (probs[..., ~causal] == 0).all(), "no position attends to a later one"
+# key j comes after query i: built here, not with causal_mask, so that it checks it
+later = torch.arange(T)[None, :] > torch.arange(T)[:, None]
+assert (probs[..., later] == 0).all(), "no position attends to a later one"
+assert (probs[..., ~later] > 0).all(), "every position attends to itself and to every earlier one"
 
 fig, axes = plt.subplots(1, 2, figsize=(7, 3))
 axes[0].imshow(pad[:, 0, 0].float(), cmap="Greys_r", vmin=0, vmax=1)

@@ -87,7 +87,10 @@ assert (pad_probs[1, :, :, 3:] == 0).all(), "填充位置的概率恰好为 0"
 
 causal = causal_mask(T, T, torch.device("cpu"))
 _, probs = attention(q[..., :T, :], k[..., :T, :], v[..., :T, :], causal=True)
-assert (probs[..., ~causal] == 0).all(), "没有任何位置关注它之后的位置"
+# 键 j 在查询 i 之后：在这里直接构造，而不用 causal_mask，这样才能检验它
+later = torch.arange(T)[None, :] > torch.arange(T)[:, None]
+assert (probs[..., later] == 0).all(), "没有任何位置关注它之后的位置"
+assert (probs[..., ~later] > 0).all(), "每个位置都关注它自己和它之前的每个位置"
 
 fig, axes = plt.subplots(1, 2, figsize=(7, 3))
 axes[0].imshow(pad[:, 0, 0].float(), cmap="Greys_r", vmin=0, vmax=1)
