@@ -1,10 +1,15 @@
-"""Shared fixtures (prepared Multi30k and copy-task data dirs, built once per session), helpers, and the rule that
-under CI (``CI`` set, as .ci/run does) no test may skip: a skip there is a failure naming its reason."""
+"""Shared fixtures (prepared Multi30k and copy-task data dirs and a model trained on the copy task, built once per
+session), helpers (child processes that cannot outlive the suite, waits with a deadline), and the rule that under CI
+(``CI`` set, as .ci/run does) no test may skip: a skip there is a failure naming its reason (tests/test_conftest.py)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
-from collections.abc import Iterator
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,22 @@ def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
     return DataDir(out)
 
 
+@pytest.fixture(scope="session")
+def copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run dir trained on the copy task with aiayn/configs/copy.yaml (about 40 s on 2 cores): it copies >= 99% of
+    held-out strings (tests/test_train.py), so its translations differ from line to line and the right one is known
+    (the input). Its training time is in ``copy_model / "seconds"``."""
+    from aiayn.cli import main
+    from aiayn.config import RECIPES
+
+    run = tmp_path_factory.mktemp("runs") / "copy"
+    t0 = time.perf_counter()
+    assert main(["train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
+                 "--set", "tensorboard=false"]) == 0
+    (run / "seconds").write_text(f"{time.perf_counter() - t0:.1f}\n")
+    return run
+
+
 @pytest.fixture()
 def write(tmp_path: Path):  # type: ignore[no-untyped-def]
     """write("name", "line1\\nline2\\n") -> path under tmp_path (bytes are written as they are)."""
@@ -93,3 +114,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60, every: float = 0.01) -> None:
+    """Poll ``condition`` until it holds; after ``timeout`` seconds fail the test, saying what did not happen."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
+
+
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+def _die_with_parent() -> None:                                  # runs in the child, between fork and exec
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG (Linux): killed if we die
+
+
+def spawn(cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+    """A child process that cannot outlive the suite: on Linux it is killed when the test process dies (even by
+    SIGKILL), and whatever is still running when the session ends is killed then. Start it from the main thread
+    (the kernel ties it to the thread that started it)."""
+    if os.uname().sysname == "Linux":
+        kw.setdefault("preexec_fn", _die_with_parent)
+    proc = subprocess.Popen(cmd, **kw)
+    _CHILDREN.append(proc)
+    return proc
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_child_left_behind() -> Iterator[None]:
+    yield
+    for proc in _CHILDREN:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -196,8 +196,8 @@ def test_a_legacy_run_resumes_to_the_same_weights(legacy: Path) -> None:
     kernels. The record (resumed-step70.safetensors, with f06e6aa's sha256s in expected.json) was made on an AVX2 CPU,
     where today's code still gives it bit for bit; AVX-512, AMX or other kernels round fp32 matrix products
     differently. Each weight's change over the 10 steps is compared: with the kernels forced down to SSE4 it is within
-    2.3e-5 of the record's (relative); an update-rate schedule one step off puts it up to 0.31 off, Adam's second moments restored
-    2% off up to 0.16."""
+    2.3e-5 of the record's (relative); an update-rate schedule one step off puts it up to 0.31 off, Adam's second
+    moments restored 2% off up to 0.16."""
     expected = json.loads((legacy / "expected.json").read_text(encoding="utf-8"))
     record = load_file(str(legacy / "resumed-step70.safetensors"))
     assert _sha256s(record) == expected["resumed_weights_sha256"], "the record is not what f06e6aa wrote"

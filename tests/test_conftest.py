@@ -5,9 +5,13 @@ pytest session with the suite's conftest."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from .conftest import wait_for
 
 pytest_plugins = ["pytester"]
 
@@ -51,3 +55,56 @@ def test_under_ci_a_skip_is_a_failure_naming_its_reason(inner: pytest.Pytester, 
 def test_elsewhere_a_skip_is_a_skip(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CI", raising=False)
     inner.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1, skipped=4)
+
+
+HANGING = '''
+import sys, time
+from conftest import spawn, wait_for
+
+def test_hangs(tmp_path_factory):
+    child = spawn([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open("child.pid", "w") as f:
+        f.write(str(child.pid))
+    time.sleep(600)
+
+def test_waits_for_what_never_happens():
+    wait_for(lambda: False, "a metric that was renamed", timeout=0.5)
+'''
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting for its parent to reap it counts as ended)."""
+    try:
+        return "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return True
+
+
+def test_a_hanging_test_fails_by_its_timeout_and_leaves_no_process(pytester: pytest.Pytester) -> None:
+    """pytest-timeout ends a test that hangs, and the processes it started (conftest.spawn) end with the suite; a
+    wait for something that never happens fails with what it waited for."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text(encoding="utf-8"))
+    pytester.makepyfile(test_hanging=HANGING)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout", "3", timeout=120)
+    result.assert_outcomes(failed=2)
+    assert "Timeout (>3.0s)" in result.stdout.str() and "waited 0.5 s for a metric that was renamed" in result.stdout.str()
+    pid = int((pytester.path / "child.pid").read_text())
+    assert _gone(pid), "the hanging test's child process outlived the suite"
+
+
+def test_a_killed_suite_leaves_no_process(pytester: pytest.Pytester) -> None:
+    """Even when the suite itself is killed (kill -9: no fixture, no finally runs), its children die with it."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text(encoding="utf-8"))
+    pytester.makepyfile(test_hanging=HANGING)
+    suite = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-k", "hangs"],
+                             cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (pytester.path / "child.pid").is_file() and (pytester.path / "child.pid").read_text() != "",
+                 "the suite to start its child", timeout=60)
+        pid = int((pytester.path / "child.pid").read_text())
+        assert not _gone(pid)
+        suite.kill()
+        suite.wait(timeout=60)
+        wait_for(lambda: _gone(pid), "the child of a killed suite to end", timeout=10)
+    finally:
+        suite.kill()

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from aiayn.data import DataDir, TokenBatchSampler
 
-from .conftest import cli_error, free_port
+from .conftest import cli_error, free_port, spawn, wait_for
 
 ROOT = Path(__file__).parent.parent
 COPY_CFG = ROOT / "aiayn" / "configs" / "copy.yaml"
@@ -109,7 +109,7 @@ def test_a_killed_two_process_job_resumes_to_the_same_weights(copy_dir: DataDir,
     sets = KILLED
     run = tmp_path / "killed"
     cmd = _cmd(copy_dir, run, 2, *sets)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    proc = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None:
@@ -125,8 +125,7 @@ def test_a_killed_two_process_job_resumes_to_the_same_weights(copy_dir: DataDir,
             pass
     proc.wait()
     assert len(workers) == 2
-    while any(_alive(w) for w in workers):
-        time.sleep(0.05)
+    wait_for(lambda: not any(_alive(w) for w in workers), "the killed workers to end", every=0.05)
     killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
     assert 8 <= killed_at < 24
     again = _run(cmd)
@@ -148,7 +147,7 @@ def test_a_crashed_process_ends_the_job_instead_of_hanging(copy_dir: DataDir, tm
     run = tmp_path / "run"
     sets = ["max_tokens=512", "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000",
             "log_every_steps=1"]
-    proc = subprocess.Popen(_cmd(copy_dir, run, 2, *sets), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = spawn(_cmd(copy_dir, run, 2, *sets), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 180
     while not (run / "metrics.jsonl").exists() and time.time() < deadline and proc.poll() is None:

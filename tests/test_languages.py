@@ -22,6 +22,8 @@ from aiayn.rundir import RunDir
 from aiayn.tokenizer import HFTokenizer, Tokenizer
 from aiayn.translate import Translator, stream
 
+from .conftest import spawn
+
 ROOT = Path(__file__).parent.parent
 ENGLISH = ("the a man woman child dog cat horse bird red blue green small big old young runs walks sees eats "
            "plays with in on under near house street park tree river ball car book water food").split()
@@ -347,7 +349,7 @@ def test_stream_yields_each_chunk_in_order_with_bounded_read_ahead() -> None:
 
 def test_translate_answers_each_line_before_stdin_is_closed(zh_run: tuple[DataDir, RunDir]) -> None:
     _, run = zh_run
-    p = subprocess.Popen([sys.executable, "-m", "aiayn", "translate", "--model", str(run.path), "--beam", "1"],
+    p = spawn([sys.executable, "-m", "aiayn", "translate", "--model", str(run.path), "--beam", "1"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdin and p.stdout
     try:

@@ -1,11 +1,16 @@
 """aiayn serve: real server processes on 127.0.0.1, a real HTTP client. Round trips, every limit, 64 concurrent
-requests batched together, SIGTERM with requests in flight, the API key, and the page in a real browser."""
+requests batched together, SIGTERM with requests in flight, the API key, and the page in a real browser.
+
+Most tests serve conftest's ``copy_model``, which copies its input: every line has its own translation, and the right
+one is known, so a request decoded wrongly beside others (a joined row's position, its masks) is seen here. The
+limit and shutdown tests serve the tiny legacy model, whose long outputs keep requests in flight."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -19,25 +24,25 @@ from typing import Any
 
 import pytest
 
-from .conftest import free_port
+from .conftest import free_port, spawn, wait_for
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-RUN = Path(__file__).parent / "fixtures" / "legacy-f06e6aa" / "run"
+LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa" / "run"
 KEY = "s3cret-key"
 
 
 class Server:
     """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
 
-    def __init__(self, *flags: str, model: Path = RUN) -> None:
+    def __init__(self, *flags: str, model: Path = LEGACY) -> None:
         self.port = free_port()
         env = {**os.environ, "AIAYN_API_KEY": ""}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
-                                      "--port", str(self.port), *flags], env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
+        self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
+                           "--port", str(self.port), *flags], env=env,
+                          stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -100,9 +105,9 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+def server(copy_model: Path) -> Iterator[Server]:
     s = Server("--max-lines", "64", "--max-chars", "300", "--max-body-bytes", "16384", "--max-wait-ms", "30",
-               "--api-key", KEY)
+               "--api-key", KEY, model=copy_model)
     yield s
     assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()[-3000:]          # no request ever failed inside the server
@@ -155,25 +160,61 @@ def test_every_limit_is_a_clear_json_error(server: Server) -> None:
     assert server.request("GET", "/info", headers={"Authorization": f"Bearer {KEY}"})[0] == 200
 
 
+def _copy_lines(n: int, seed: int = 7) -> list[str]:
+    """Lines of the copy task (letters a-j, 4-24 of them), all different: each has its own right translation."""
+    rng = random.Random(seed)
+    lines: set[str] = set()
+    while len(lines) < n:
+        lines.add(" ".join(rng.choice("abcdefghij") for _ in range(rng.randint(4, 24))))
+    return sorted(lines, key=lambda line: rng.random())
+
+
 def test_concurrent_requests_are_answered_correctly_and_batched(server: Server) -> None:
-    lines = [f"Ein Mann mit {n} Hunden geht über die Straße." for n in range(64)]
-    alone = [server.post("/translate", {"text": [line]}, KEY)[2]["translations"][0] for line in lines[:8]]
+    """64 one-line requests at once, greedy and beam 4 (128 in all): each decoded in a running batch beside others,
+    joining it between steps, and answered exactly as when it is sent alone, which is its own copy."""
+    lines = _copy_lines(64)
+    requests = [{"text": [line], "beam": beam} for line in lines for beam in (1, 4)]
+    alone = [server.post("/translate", r, KEY)[2]["translations"][0] for r in requests]
+    assert sum(a == r["text"][0] for a, r in zip(alone, requests, strict=True)) >= 120       # the model copies
     before_batches = server.metric("aiayn_batch_lines_count", KEY)
     before_lines = server.metric("aiayn_batch_lines_sum", KEY)
     with ThreadPoolExecutor(64) as pool:
-        answers = list(pool.map(lambda line: server.post("/translate", {"text": [line]}, KEY), lines))
-    assert all(status == 200 for status, _, _ in answers)
+        answers = list(pool.map(lambda r: server.post("/translate", r, KEY), requests))
+    assert [status for status, _, _ in answers] == [200] * len(requests)
     got = [body["translations"][0] for _, _, body in answers]
-    assert got[:8] == alone                                          # the same as translated one by one
+    wrong = [(r["text"][0], r["beam"], a, g) for r, a, g in zip(requests, alone, got, strict=True) if a != g]
+    assert not wrong, f"{len(wrong)} of {len(requests)} differ from the same request alone, e.g. {wrong[:2]}"
     steps = server.metric("aiayn_batch_lines_count", KEY) - before_batches
     per_step = (server.metric("aiayn_batch_lines_sum", KEY) - before_lines) / steps
-    assert per_step > 4, f"64 concurrent one-line requests: {per_step:.1f} sentences per decoding step"
+    assert per_step > 4, f"{len(requests)} concurrent one-line requests: {per_step:.1f} sentences per decoding step"
+
+
+def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Server) -> None:
+    """Multi-line requests of short and long lines, sent together, each line's 2-best list as it is alone, scores
+    included: the sources of different lengths share a batch, padded (the padding masked: a padding key that is not
+    masked changes the scores only), and leave it at different steps."""
+    sizes = (1, 6, 3, 6, 2, 6, 5, 6)
+    lines = _copy_lines(sum(sizes), seed=8)
+    chunks = [lines[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))]
+    options = {"beam": 4, "nbest": 2}
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        futures = []
+        for c in chunks:                                           # 15 ms apart: most join a batch that is running
+            futures.append(pool.submit(server.post, "/translate", {"text": c, **options}, KEY))
+            time.sleep(0.015)
+        answers = [f.result() for f in futures]
+    got = [t for _, _, body in answers for t in body["translations"]]
+    alone = [server.post("/translate", {"text": [line], **options}, KEY)[2]["translations"][0] for line in lines]
+    assert [[h["text"] for h in hs] for hs in got] == [[h["text"] for h in hs] for hs in alone]
+    for g, a in zip(got, alone, strict=True):
+        assert [h["score"] for h in g] == pytest.approx([h["score"] for h in a], abs=2e-4), (g, a)
+    assert sum(g[0]["text"] == line for g, line in zip(got, lines, strict=True)) >= 0.95 * len(lines)   # it copies
 
 
 def test_info_and_metrics(server: Server) -> None:
     _, _, info = server.request("GET", "/info", headers={"X-API-Key": KEY})
-    assert info["languages"] == ["de", "en"] and info["parameters"] > 0 and info["model"]["d_model"] == 8
-    assert info["decode"]["beam"] == 4 and "api_key" not in info["limits"]
+    assert info["languages"] == ["in", "out"] and info["parameters"] > 0 and info["model"]["d_model"] == 64
+    assert info["decode"]["beam"] == 1 and "api_key" not in info["limits"]              # aiayn/configs/copy.yaml
     _, _, text = server.request("GET", "/metrics", headers={"X-API-Key": KEY})
     for name in ("aiayn_requests_total", "aiayn_request_seconds_bucket", "aiayn_batch_lines_bucket",
                  "aiayn_target_tokens_total", "aiayn_decoding_steps_total", "aiayn_queue_lines"):
@@ -182,11 +223,11 @@ def test_info_and_metrics(server: Server) -> None:
 
 
 def test_attention_for_the_page(server: Server) -> None:
-    status, _, a = server.post("/attention", {"text": "Ein Hund."}, KEY)
-    assert status == 200
+    status, _, a = server.post("/attention", {"text": "a b c d"}, KEY)
+    assert status == 200 and a["translation"] == "a b c d"
     S, T = len(a["source"]), len(a["target_out"])
     assert a["source"][-1] == "</s>" and a["target_in"][0] == "<s>" and len(a["target_in"]) == T
-    assert len(a["cross"]) == 1 and len(a["cross"][0]) == 2                          # layers x heads
+    assert len(a["cross"]) == 2 and len(a["cross"][0]) == 4                          # layers x heads
     assert all(len(row) == S and abs(sum(row) - 1) < 1e-4 for row in a["cross"][0][0])   # T x S, rows sum to 1
     assert len(a["encoder"][0][0]) == S and len(a["decoder_self"][0][0]) == T
 
@@ -222,9 +263,7 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
 
     with ThreadPoolExecutor(12) as pool:
         futures = [pool.submit(post) for _ in range(12)]
-        deadline = time.monotonic() + 60
-        while s.metric("aiayn_requests_in_flight") < 12 and time.monotonic() < deadline:   # all accepted, none done
-            time.sleep(0.02)
+        wait_for(lambda: s.metric("aiayn_requests_in_flight") >= 12, "12 requests in flight")   # all accepted
         in_flight = s.metric("aiayn_requests_in_flight")
         signalled = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
@@ -253,8 +292,7 @@ def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
 
         with ThreadPoolExecutor(2) as pool:
             slow = pool.submit(post, "long", long)
-            while s.metric("aiayn_decoding_steps_total") < 5:          # the long request is decoding
-                time.sleep(0.01)
+            wait_for(lambda: s.metric("aiayn_decoding_steps_total") >= 5, "the long request to decode 5 steps")
             short = pool.submit(post, "short", {"text": ["Ein Hund."], "beam": 8, "max_len_b": 2})
             assert short.result() == 200 and slow.result() == 200
         assert done["short"] < done["long"], "the short request waited for the long one"
@@ -290,15 +328,16 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
         d.find_element(By.ID, "api-key").send_keys(KEY)
         source = d.find_element(By.ID, "source")
         source.clear()
-        source.send_keys("Ein Hund rennt.\nZwei Kinder spielen.")
+        source.send_keys("a b c d e\nj i h g")
         d.find_element(By.ID, "translate").click()
         wait = WebDriverWait(d, 60)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#translations li")) == 2)
-        item = d.find_elements(By.CSS_SELECTOR, "#translations li")[0]
-        assert "Ein Hund rennt." in item.text
+        items = d.find_elements(By.CSS_SELECTOR, "#translations li")
+        assert "a b c d e" in items[0].text and "j i h g" in items[1].text
+        item = items[0]
         item.click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap"))
-        assert len(d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap")) == 2      # 1 layer x 2 heads
+        assert len(d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap")) == 8      # 2 layers x 4 heads
         coloured = d.execute_script(
             "const c = document.getElementById('zoom-canvas'); const px = c.getContext('2d')"
             ".getImageData(0, 0, c.width, c.height).data; let n = 0;"
