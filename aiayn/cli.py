@@ -189,34 +189,43 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 # --- translate, evaluate -----------------------------------------------------------------------------------------
 
 
-def _decode_fields(exclude: tuple[str, ...] = ()) -> list[dataclasses.Field[Any]]:
-    from .config import DecodeConfig
+def _add_setting_flags(p: argparse.ArgumentParser, cls: type, section: str, exclude: tuple[str, ...] = (),
+                       default: Callable[[dataclasses.Field[Any]], str] = lambda f: f"{f.default}") -> None:
+    """One flag per field of a settings dataclass made with config.setting (``max_len_a`` -> ``--max-len-a``, or the
+    field's own ``flag``), typed, with its help and ``default(field)`` as the default it names; parsed into
+    ``section.NAME``, None when not given (:func:`_given`)."""
+    import types
+    import typing
 
-    return [f for f in dataclasses.fields(DecodeConfig) if f.name not in exclude]
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        hint, flag = hints[f.name], f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):           # str | None: a str
+            hint = next(t for t in typing.get_args(hint) if t is not type(None))
+        kw: dict[str, Any] = {"dest": f"{section}.{f.name}", "default": None,
+                              "help": f"{f.metadata['help']} (default: {default(f)})".replace("%", "%%")}
+        if hint is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+        elif typing.get_origin(hint) is typing.Literal:
+            p.add_argument(flag, choices=typing.get_args(hint), **kw)
+        else:
+            p.add_argument(flag, type=hint, metavar=f.name.upper(), **kw)
 
 
-def _decode_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """The DecodeConfig fields given on the command line (None: not given; the run's saved settings apply)."""
-    return {f.name: getattr(a, f.name) for f in _decode_fields() if hasattr(a, f.name)}
+def _given(a: argparse.Namespace, section: str) -> dict[str, Any]:
+    """The settings of ``section`` given on the command line (:func:`_add_setting_flags`), by field name."""
+    return {k.split(".", 1)[1]: v for k, v in vars(a).items() if k.startswith(section + ".") and v is not None}
 
 
 def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
-    """--model, and one flag per DecodeConfig field (``max_len_a`` -> ``--max-len-a``), typed, with its help."""
-    import typing
-
+    """--model, and one flag per DecodeConfig field; a field not given keeps the run's saved setting."""
     from .config import DecodeConfig
 
     p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
-    hints = typing.get_type_hints(DecodeConfig)
-    for f in _decode_fields(exclude):
-        hint, flag = hints[f.name], "--" + f.name.replace("_", "-")
-        helptext = f"{f.metadata['help']} (default: the run's decode.{f.name}; new runs: {f.default})"
-        if hint is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=helptext)
-        elif typing.get_origin(hint) is typing.Literal:
-            p.add_argument(flag, choices=typing.get_args(hint), help=helptext)
-        else:
-            p.add_argument(flag, type=hint, help=helptext)
+    _add_setting_flags(p, DecodeConfig, "decode", exclude,
+                       default=lambda f: f"the run's decode.{f.name}; new runs: {f.default}")
 
 
 class _Lines:
@@ -262,8 +271,8 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     from .translate import Translator, stream
 
-    settings = _decode_settings(a)
-    nbest = settings.pop("nbest") or 1            # with nbest > 1 the beam grows to nbest if it is smaller
+    settings = _given(a, "decode")
+    nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
     translator = Translator.load(a.model, **settings)
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
@@ -316,7 +325,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     for path, ref in zip(a.ref, refs, strict=True):
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
-    translator = Translator.load(a.model, **_decode_settings(a))
+    translator = Translator.load(a.model, **_given(a, "decode"))
     run = RunDir.locate(a.model)[0]
     lang = a.lang or run.target_language()
     r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
@@ -379,11 +388,11 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from .serve import ServeConfig, serve
     from .translate import Translator
 
-    key = a.api_key or os.environ.get("AIAYN_API_KEY") or None
-    cfg = ServeConfig(host=a.host, port=a.port, max_batch_tokens=a.max_batch_tokens, max_wait_ms=a.max_wait_ms,
-                      max_body_bytes=a.max_body_bytes, max_lines=a.max_lines, max_chars=a.max_chars,
-                      max_queue_lines=a.max_queue_lines, timeout_s=a.timeout, workers=a.workers or 0, api_key=key)
-    translator = Translator.load(a.model, **_decode_settings(a))
+    settings = _given(a, "serve")
+    key = settings.pop("api_key", None) or os.environ.get("AIAYN_API_KEY") or None
+    cfg = ServeConfig(**settings, api_key=key)
+    # the server's decoding threads are its parallelism (--workers): each decodes on its own thread
+    translator = Translator.load(a.model, **_given(a, "decode"), workers=1)
     run, ckpt = RunDir.locate(a.model)
     serve(translator, cfg, {"languages": run.languages(), "checkpoint": str(ckpt), "version": __version__})
     return 0
@@ -392,29 +401,14 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     from .serve import ServeConfig
 
-    d = ServeConfig()
     p = sub.add_parser("serve", help="an HTTP translation service with a web page (needs aiayn[serve])",
                        description="JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web "
-                       "page at /. The lines of concurrent requests are decoded together, joining the running batch between "
-                       "decoding steps. SIGTERM or Ctrl-C: requests in "
-                       "flight are answered, then it exits.")
-    _add_decode_flags(p)
-    p.add_argument("--host", default=d.host, help="address to bind (default %(default)s: this machine only)")
-    p.add_argument("--port", type=int, default=d.port, help="(default %(default)s)")
-    p.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens,
-                   help="source tokens of the sentences one decoding thread runs at once; waiting sentences join its "
-                   "running batch between decoding steps (default %(default)s)")
-    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
-                   help="how long an idle decoding thread waits for a burst of requests before its first step "
-                   "(default %(default)s)")
-    p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request (default %(default)s)")
-    p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line (default %(default)s)")
-    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="(default %(default)s)")
-    p.add_argument("--max-queue-lines", type=int, default=d.max_queue_lines,
-                   help="lines waiting over all requests before new ones get 503 (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=d.timeout_s, help="seconds per request before 504 (default %(default)s)")
-    p.add_argument("--api-key", help="require this key (header X-API-Key) on all but /health and the page; "
-                   "default: $AIAYN_API_KEY if set")
+                       "page at /. The lines of concurrent requests are decoded together, joining the running batch "
+                       "between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits.")
+    # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
+    _add_decode_flags(p, exclude=("workers", "batch_tokens"))
+    _add_setting_flags(p, ServeConfig, "serve",
+                       default=lambda f: "$AIAYN_API_KEY if set" if f.name == "api_key" else f"{f.default}")
     p.set_defaults(func=cmd_serve)
 
 

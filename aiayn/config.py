@@ -208,11 +208,15 @@ class TrainConfig:
 
 
 def setting(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-            per_request: bool = False) -> Any:
-    """A :class:`DecodeConfig` field: its default, what it means (the command-line help), its bounds, and whether
-    one request may set it (``aiayn serve``). The command-line flags, the server's request model and the
-    validation below are all derived from these, so a new decoding setting is one line here."""
-    return field(default=default, metadata={"help": help, "ge": ge, "gt": gt, "le": le, "per_request": per_request})
+            per_request: bool = False, per_sentence: bool = False, flag: str | None = None) -> Any:
+    """A field of a settings dataclass (:class:`DecodeConfig`, serve.ServeConfig): its default, what it means (the
+    command-line help), its bounds, and for decoding whether one request may set it (``aiayn serve``) and whether a
+    search applies it to each sentence on its own (``per_sentence``: sentences that differ in it may be decoded
+    together; every other field decides which sentences may: :meth:`DecodeConfig.batch_key`). The command-line
+    flags (``flag``, else ``--`` and the name with dashes), the server's request model and the validation are all
+    derived from these, so a new setting is one line in its dataclass (CONTRIBUTING.md)."""
+    return field(default=default, metadata={"help": help, "ge": ge, "gt": gt, "le": le, "per_request": per_request,
+                                            "per_sentence": per_sentence, "flag": flag})
 
 
 def _check_bounds(obj: Any) -> None:
@@ -224,6 +228,13 @@ def _check_bounds(obj: Any) -> None:
         if not all(ok(value, b) for _, ok, b in bounds):
             expected = " and ".join(f"{sign} {b:g}" for sign, _, b in bounds)
             raise ValueError(f"{type(obj).__name__}.{f.name}={value!r}: expected a value {expected}")
+
+
+def check(settings: Any) -> None:
+    """Validate a settings dataclass made with :func:`setting` (DecodeConfig, serve.ServeConfig): every field's type
+    and bounds, with an error naming the field and what is expected."""
+    _check(settings)
+    _check_bounds(settings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,10 +252,11 @@ class DecodeConfig:
                                       "lp = |Y| ** lenpen (fairseq, Marian, CTranslate2, transformers; better on "
                                       "Multi30k's validation set at every lenpen tried) or gnmt lp = "
                                       "((5 + |Y|) / 6) ** lenpen (the paper's, as tensor2tensor)", per_request=True)
-    max_len_a: float = setting(1.0, "max output length = a * source length + b", ge=0, per_request=True)
-    max_len_b: int = setting(50, "see max_len_a", ge=0, per_request=True)
+    max_len_a: float = setting(1.0, "max output length = a * source length + b", ge=0, per_request=True,
+                               per_sentence=True)
+    max_len_b: int = setting(50, "see max_len_a", ge=0, per_request=True, per_sentence=True)
     min_len: int = setting(0, "no EOS before this many tokens", ge=0, per_request=True)
-    nbest: int = setting(1, "hypotheses returned per line (at most beam)", ge=1, per_request=True)
+    nbest: int = setting(1, "hypotheses returned per line (at most beam)", ge=1, per_request=True, per_sentence=True)
     batch_tokens: int = setting(6000, "source tokens x beam per translation batch", ge=1)
     workers: int = setting(0, "CPU: batches decoded at once, each by its own thread with its share of the cores "
                            "(0 = auto: one per core, at most 4; 1 = one batch at a time)", ge=0)
@@ -258,10 +270,21 @@ class DecodeConfig:
                            per_request=True)
 
     def __post_init__(self) -> None:
-        _check(self)
-        _check_bounds(self)
+        check(self)
         if self.nbest > self.beam:
             raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
+
+    def batch_key(self) -> tuple[Any, ...]:
+        """What sentences decoded together in one search must share: every field but those a search applies to
+        each sentence on its own (``per_sentence``: the length limit, nbest). ``aiayn serve`` groups requests by it,
+        and search.BeamSearch refuses a sentence whose key differs, so a new setting cannot be left out."""
+        return tuple(getattr(self, f.name) for f in fields(self) if not f.metadata["per_sentence"])
+
+    def replace(self, **settings: Any) -> DecodeConfig:
+        """These settings with some fields replaced (None values ignored), validated; unknown names are ValueErrors
+        naming the valid ones."""
+        return from_dict(DecodeConfig, {**dataclasses.asdict(self), **{k: v for k, v in settings.items()
+                                                                       if v is not None}})
 
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}

@@ -2,7 +2,9 @@
 
 Process-wide settings (intra-op threads, the allocator's treatment of freed memory) change only through
 :func:`configure`, called once by the command line at start-up, or by a program that uses the library
-(``aiayn.configure()``). Constructors (``Trainer``, ``Translator``) never change them.
+(``aiayn.configure()``). Constructors (``Trainer``, ``Translator``) never change them. Threads that decode at once
+(:func:`map_in_threads`' workers, ``aiayn serve``'s decoding threads) each take their share of those intra-op threads
+for themselves, by one policy: :class:`ThreadShare`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ctypes
 import os
 import resource
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -64,24 +67,40 @@ def resolve_workers(workers: int, device: torch.device) -> int:
     return min(4, torch.get_num_threads()) if device.type == "cpu" else 1
 
 
-def map_in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
-    """``[fn(x) for x in items]``, computed by ``workers`` threads at once, in order.
+class ThreadShare:
+    """How the intra-op threads are shared out among threads that decode at once, the one policy: each of the
+    ``busy`` ones gets an equal share of ``total`` (default: this process's), at least 1, so that a lone one gets
+    them all. Decoding a batch is hundreds of small operations per step; on few cores, each of them split across
+    all the threads leaves the threads waiting on one another, while separate batches on separate threads keep every
+    core busy (PyTorch releases the GIL inside its operations)."""
 
-    The intra-op threads are shared out: each worker uses 1/workers of them. Decoding a batch is
-    hundreds of small operations per step; on few cores, each of them split across all the threads
-    leaves the threads waiting on one another, while separate batches on separate threads keep every
-    core busy (PyTorch releases the GIL inside its operations). ``fn`` must not depend on the order
-    in which items run.
-    """
+    def __init__(self, total: int | None = None) -> None:
+        self.total = total or torch.get_num_threads()
+        self._mine = threading.local()
+
+    def of(self, busy: int) -> int:
+        """The intra-op threads of each of ``busy`` threads decoding at once."""
+        return max(1, self.total // max(1, busy))
+
+    def take(self, busy: int) -> None:
+        """The calling thread uses its share while ``busy`` threads decode (set only when it changes)."""
+        n = self.of(busy)
+        if getattr(self._mine, "threads", None) != n:
+            torch.set_num_threads(n)
+            self._mine.threads = n
+
+
+def map_in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``[fn(x) for x in items]``, computed by ``workers`` threads at once, in order, each with its
+    :class:`ThreadShare`. ``fn`` must not depend on the order in which items run."""
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    total, workers = torch.get_num_threads(), min(workers, len(items))
+    share, workers = ThreadShare(), min(workers, len(items))
     try:
-        with ThreadPoolExecutor(workers, initializer=torch.set_num_threads,
-                                initargs=(max(1, total // workers),)) as pool:
+        with ThreadPoolExecutor(workers, initializer=share.take, initargs=(workers,)) as pool:
             return list(pool.map(fn, items))
     finally:
-        torch.set_num_threads(total)   # the workers' setting is also the default of threads started later
+        torch.set_num_threads(share.total)   # the workers' setting is also the default of threads started later
 
 
 def keep_freed_memory() -> None:

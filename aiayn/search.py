@@ -1,5 +1,9 @@
 """Decoding, apart from the model: greedy, beam search (paper §6.1) and sampling, on the incremental cache.
 
+Every search takes its settings as one config.DecodeConfig (fields may also be given as keywords: ``beam_search(model,
+src, beam=4, lenpen=0.6)``); :func:`decode_batch` picks the search they ask for. A new decoding setting is a field of
+DecodeConfig and the code here that uses it (CONTRIBUTING.md).
+
 Shape legend: B sentences, k beam size, N = B x k hypotheses, V vocabulary, t decoding step.
 
 Length rules, defined once here:
@@ -17,6 +21,7 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +31,7 @@ import torch
 from torch import Tensor
 
 from .cache import DecoderCache
-from .config import LengthNorm, ModelConfig
+from .config import DecodeConfig, LengthNorm, ModelConfig
 from .model import Transformer
 
 
@@ -118,21 +123,27 @@ def _one_best(
     return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
 
 
-@torch.inference_mode()
-def greedy(
-    model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 0
-) -> list[Hypothesis]:
-    """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded."""
-    return _one_best(model, src, block_argmax, max_len_a, max_len_b, min_len)
+def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
+    """``decode`` (default: DecodeConfig()) with ``fields`` replaced, validated (None values ignored)."""
+    return (decode or DecodeConfig()).replace(**fields)
 
 
 @torch.inference_mode()
-def sample(
-    model: Transformer, src: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-    max_len_a: float = 1.0, max_len_b: int = 50, generator: torch.Generator | None = None, min_len: int = 0,
-) -> list[Hypothesis]:
+def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, **fields: Any) -> list[Hypothesis]:
+    """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded. Settings used:
+    the length rule (max_len_a, max_len_b, min_len)."""
+    d = settings(decode, **fields)
+    return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len)
+
+
+@torch.inference_mode()
+def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
+           generator: torch.Generator | None = None, **fields: Any) -> list[Hypothesis]:
     """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
-    and/or the smallest set whose probability reaches top_p (nucleus sampling)."""
+    and/or the smallest set whose probability reaches top_p (nucleus sampling). Settings used: temperature, top_k,
+    top_p and the length rule."""
+    d = settings(decode, **fields)
+    temperature, top_k, top_p = d.temperature, d.top_k, d.top_p
 
     def pick(logp: Tensor) -> Tensor:
         scores = logp / temperature
@@ -146,7 +157,18 @@ def sample(
             scores = scores.scatter(1, order, sorted_scores.masked_fill(outside, float("-inf")))
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
-    return _one_best(model, src, pick, max_len_a, max_len_b, min_len)
+    return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len)
+
+
+def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig,
+                 generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+    """The search ``decode`` asks for, on src (B, S): sampling, greedy (beam 1) or beam search; ``decode.nbest``
+    hypotheses per sentence (one for sampling and greedy)."""
+    if decode.sampling:
+        return [[h] for h in sample(model, src, decode, generator)]
+    if decode.beam == 1:
+        return [[h] for h in greedy(model, src, decode)]
+    return beam_search(model, src, decode)
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
@@ -233,9 +255,10 @@ class BeamSearch:
     leaves at once: the last sentence of the batch moves into its rows (the buffers' other rows stay in place).
     """
 
-    def __init__(self, model: Transformer, beam: int = 4, lenpen: float = 0.6, min_len: int = 0,
-                 length_norm: LengthNorm = "length") -> None:
-        self.model, self.k, self.lenpen, self.min_len, self.norm = model, beam, lenpen, min_len, length_norm
+    def __init__(self, model: Transformer, decode: DecodeConfig | None = None, **fields: Any) -> None:
+        self.model, self.decode = model, settings(decode, **fields)
+        d = self.decode
+        self.k, self.lenpen, self.min_len, self.norm = d.beam, d.lenpen, d.min_len, d.length_norm
         self.cache: DecoderCache | None = None
         self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
 
@@ -245,11 +268,17 @@ class BeamSearch:
         return len(self.keys) - self.keys.count(None)
 
     @torch.inference_mode()
-    def admit(self, src: Tensor, keys: list[Any], max_len_a: float = 1.0, max_len_b: int = 50) -> None:
+    def admit(self, src: Tensor, keys: list[Any], decode: DecodeConfig | None = None, **fields: Any) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
-        results. Their length limit is ``max_len_a * source length + max_len_b`` (each sentence has its own)."""
+        results. ``decode`` (default: the search's) may differ from the search's settings only in the fields a search
+        applies per sentence (DecodeConfig.batch_key): each sentence has its own length limit."""
+        d = settings(decode or self.decode, **fields)
+        if d.batch_key() != self.decode.batch_key():
+            differ = [k for k, v in dataclasses.asdict(d).items() if v != getattr(self.decode, k)]
+            raise ValueError(f"BeamSearch.admit: these sentences' settings differ from the running search's in "
+                             f"{', '.join(differ)}, which sentences decoded together must share")
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
-        limit = max_lengths(model, src, max_len_a, max_len_b)
+        limit = max_lengths(model, src, d.max_len_a, d.max_len_b)
         cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
@@ -361,16 +390,15 @@ class BeamSearch:
 
 
 @torch.inference_mode()
-def beam_search(
-    model: Transformer, src: Tensor, beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.0,
-    max_len_b: int = 50, nbest: int = 1, min_len: int = 0, length_norm: LengthNorm = "length",
-) -> list[list[Hypothesis]]:
+def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
+                **fields: Any) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
-    with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence."""
-    search = BeamSearch(model, beam, lenpen, min_len, length_norm)
-    search.admit(src, list(range(src.shape[0])), max_len_a, max_len_b)
+    with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence. Settings used: beam,
+    lenpen, length_norm, min_len, the length rule, nbest."""
+    search = BeamSearch(model, decode, **fields)
+    search.admit(src, list(range(src.shape[0])))
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:
         for i, hyps in search.step():
-            out[i] = hyps[:nbest]
+            out[i] = hyps[: search.decode.nbest]
     return out

@@ -8,7 +8,6 @@ lines longer than the model accepts are truncated with one warning on stderr.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -19,12 +18,12 @@ from typing import Any, TypeVar
 import torch
 
 from . import precision
-from .config import DecodeConfig, from_dict
+from .config import DecodeConfig
 from .model import Transformer
 from .precision import autocast
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from .search import Hypothesis, beam_search, greedy, sample
+from .search import Hypothesis, decode_batch
 from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
@@ -73,18 +72,11 @@ def translate_ids(
     if any(len(s) > limit for s in src_ids):
         log.warning("some inputs are longer than the model's %d source tokens and were truncated", limit)
     seqs = [source_ids(model, s) for s in src_ids]
-    args = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
 
     def run(batch: list[int]) -> list[list[Hypothesis]]:
         src = source_batch(model, [seqs[i] for i in batch], device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
-            if decode.sampling:
-                return [[h] for h in sample(model, src, decode.temperature, decode.top_k, decode.top_p,
-                                            generator=generator, **args)]  # type: ignore[arg-type]
-            if decode.beam == 1:
-                return [[h] for h in greedy(model, src, **args)]  # type: ignore[arg-type]
-            return beam_search(model, src, decode.beam, decode.lenpen, nbest=decode.nbest,
-                               length_norm=decode.length_norm, **args)  # type: ignore[arg-type]
+            return decode_batch(model, src, decode, generator)
 
     batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
@@ -129,20 +121,22 @@ class Translator:
         ``beam``, ...) to override (None values are ignored)."""
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
-        return cls(t.model, t.vocab, _override(t.config.decode, settings))
+        return cls(t.model, t.vocab, t.config.decode.replace(**settings))
 
-    def settings(self, **overrides: object) -> DecodeConfig:
-        """The decoding settings with some fields overridden (None values are ignored). The device and the
-        precision are fixed when the Translator is made."""
-        decode = _override(self.decode, overrides)
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are
+        ignored). The device and the precision are fixed when the Translator is made."""
+        decode = (decode or self.decode).replace(**overrides)
         for fixed in ("device", "precision"):
             if getattr(decode, fixed) != getattr(self.decode, fixed):
                 raise ValueError(f"{fixed}={getattr(decode, fixed)!r}: a Translator's {fixed} is set when it is made "
                                  f"(here {getattr(self.decode, fixed)!r}); load it again with {fixed}=...")
         return decode
 
-    def translate_hypotheses(self, lines: Sequence[str], **overrides: object) -> list[list[Hypothesis]]:
-        decode = self.settings(**overrides)
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings)."""
+        decode = self.settings(decode, **overrides)
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
@@ -234,8 +228,3 @@ def _more_ready(lines: Iterable[str]) -> bool:
     """Whether more input can be read without waiting (files: always; a pipe or terminal: only if data waits)."""
     more = getattr(lines, "more_ready", None)
     return bool(more()) if callable(more) else True
-
-
-def _override(decode: DecodeConfig, settings: dict[str, Any]) -> DecodeConfig:
-    """``decode`` with ``settings`` applied (None values ignored); unknown names and bad values are ValueErrors."""
-    return from_dict(DecodeConfig, {**dataclasses.asdict(decode), **{k: v for k, v in settings.items() if v is not None}})

@@ -58,10 +58,10 @@ def main() -> None:
     def static(size: int) -> None:
         with torch.inference_mode():
             for j in range(0, len(lines), size):
-                beam_search(m, batch(lines[j : j + size]), a.beam, a.lenpen)
+                beam_search(m, batch(lines[j : j + size]), beam=a.beam, lenpen=a.lenpen)
 
     def stream(size: int) -> None:
-        search, queue, in_flight = BeamSearch(m, a.beam, a.lenpen), list(requests), 0
+        search, queue, in_flight = BeamSearch(m, beam=a.beam, lenpen=a.lenpen), list(requests), 0
         with torch.inference_mode():
             while queue or search.active:
                 texts: list[str] = []

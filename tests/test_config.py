@@ -124,8 +124,10 @@ def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() 
     request, _ = request_models(ServeConfig(max_beam=10**6))
     for f in dataclasses.fields(DecodeConfig):
         flag = "--" + f.name.replace("_", "-")
-        assert flag in flags["translate"] and flag in flags["serve"], f.name
+        assert flag in flags["translate"], f.name
         assert (flag in flags["evaluate"]) == (f.name != "nbest"), f.name
+        # serve's own --workers / --max-batch-tokens (ServeConfig) decide what these two do elsewhere
+        assert (_dest(_subparser("serve"), flag) == f"decode.{f.name}") == (f.name not in ("workers", "batch_tokens"))
         assert (f.name in request.model_fields) == bool(f.metadata["per_request"]), f.name
         if not f.metadata["per_request"]:
             continue
@@ -140,6 +142,66 @@ def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() 
                 request.model_validate({"text": ["x"], f.name: bad})
             with pytest.raises(ValueError, match=f.name):
                 DecodeConfig(**{f.name: bad})
+
+
+def _dest(parser, flag: str) -> str | None:  # type: ignore[no-untyped-def]
+    """Where ``parser`` puts the value of ``flag`` (None: no such flag)."""
+    return next((a.dest for a in parser._actions if flag in a.option_strings), None)
+
+
+def test_every_server_setting_is_a_serve_flag_with_its_bounds() -> None:
+    """ServeConfig is the server's one description: each field is one flag of aiayn serve, with its type and bounds,
+    and a value out of bounds is refused naming the field."""
+    pytest.importorskip("pydantic")
+    import dataclasses
+
+    from aiayn.cli import build_parser
+    from aiayn.serve import ServeConfig
+
+    serve = _subparser("serve")
+    for f in dataclasses.fields(ServeConfig):
+        flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+        assert _dest(serve, flag) == f"serve.{f.name}", f.name
+        for key, outside in (("ge", -1), ("gt", 0), ("le", 1)):
+            bound = f.metadata[key]
+            if bound is not None:
+                bad = type(f.default)(bound + outside)
+                with pytest.raises(ValueError, match=f"ServeConfig.{f.name}="):
+                    ServeConfig(**{f.name: bad})
+    a = build_parser().parse_args(["serve", "--model", "m", "--timeout", "5", "--max-beam", "3", "--workers", "2"])
+    assert (vars(a)["serve.timeout_s"], vars(a)["serve.max_beam"], vars(a)["serve.workers"]) == (5.0, 3, 2)
+    assert "decode.workers" not in vars(a)                      # --workers has one meaning here: decoding threads
+
+
+def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> None:
+    """DecodeConfig.batch_key holds every field but those a search applies to each sentence on its own (the length
+    limit, nbest): the server groups requests by it, and BeamSearch refuses a sentence whose key differs."""
+    import dataclasses
+
+    import torch
+
+    from aiayn import ModelConfig, Transformer
+    from aiayn.search import BeamSearch
+
+    base = DecodeConfig(beam=2, nbest=1)
+    changed = {"beam": 3, "lenpen": 1.0, "length_norm": "gnmt", "max_len_a": 2.0, "max_len_b": 7, "min_len": 1,
+               "nbest": 2, "batch_tokens": 100, "workers": 2, "device": "cpu", "precision": "int8", "sampling": True,
+               "temperature": 0.5, "top_k": 5, "top_p": 0.5}
+    assert set(changed) == {f.name for f in dataclasses.fields(DecodeConfig)}, "a new field: give it a value here"
+    model = Transformer(ModelConfig.preset("tiny")).eval()
+    src = torch.tensor([[5, 6, 2]])
+    for f in dataclasses.fields(DecodeConfig):
+        other = dataclasses.replace(base, **{f.name: changed[f.name]})
+        search = BeamSearch(model, base)
+        if f.metadata["per_sentence"]:
+            assert other.batch_key() == base.batch_key(), f.name
+            search.admit(src, ["x"], other)                                  # decoded together, each by its own
+        else:
+            assert other.batch_key() != base.batch_key(), f.name
+            with pytest.raises(ValueError, match=f"differ from the running search's in {f.name}"):
+                search.admit(src, ["x"], other)
+    assert {f.name for f in dataclasses.fields(DecodeConfig) if f.metadata["per_sentence"]} == \
+        {"max_len_a", "max_len_b", "nbest"}
 
 
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(

@@ -126,10 +126,11 @@ def test_long_hypothesis_wins_with_length_penalty() -> None:
 def test_max_length_forces_eos() -> None:
     never_stops = {(): {A: 1.0}} | {(A,) * n: {A: 1.0} for n in range(1, 20)}
     fake = ScriptedDecoder(never_stops)
-    for hyps in (beam_search(fake, SRC, beam=3, max_len_a=0.0, max_len_b=4)[0], greedy(fake, SRC, 0.0, 4)):  # type: ignore[arg-type]
+    limit = dict(max_len_a=0.0, max_len_b=4)
+    for hyps in (beam_search(fake, SRC, beam=3, **limit)[0], greedy(fake, SRC, **limit)):  # type: ignore[arg-type]
         assert hyps[0].tokens == [A] * 4
     # source length 3 (EOS not counted), a=1, b=2: at most 5 tokens
-    assert greedy(fake, SRC, 1.0, 2)[0].tokens == [A] * 5  # type: ignore[arg-type]
+    assert greedy(fake, SRC, max_len_b=2)[0].tokens == [A] * 5  # type: ignore[arg-type]
 
 
 def test_sentences_finish_independently_in_a_batch() -> None:
@@ -184,7 +185,7 @@ def _src(seed: int = 0, B: int = 6) -> torch.Tensor:
 
 def test_beam_one_equals_greedy(model: Transformer) -> None:
     src = _src()
-    g = greedy(model, src, 1.0, 10)
+    g = greedy(model, src, max_len_b=10)
     b = beam_search(model, src, beam=1, lenpen=0.0, max_len_b=10)
     assert [h.tokens for h in g] == [h[0].tokens for h in b]
     for x, y in zip(g, b, strict=True):
@@ -193,7 +194,7 @@ def test_beam_one_equals_greedy(model: Transformer) -> None:
 
 def test_cached_greedy_equals_recomputing_the_prefix(model: Transformer) -> None:
     src = _src(1)
-    cached = greedy(model, src, 1.0, 10)
+    cached = greedy(model, src, max_len_b=10)
     for b in range(src.shape[0]):
         s = src[b : b + 1, : int((src[b] != PAD).sum())]
         prefix = [BOS]
@@ -238,7 +239,7 @@ def test_sampling_is_seeded_and_restricted(model: Transformer) -> None:
     b = sample(model, src, top_k=3, generator=torch.Generator().manual_seed(0), max_len_b=8)
     assert [h.tokens for h in a] == [h.tokens for h in b]
     nucleus = sample(model, src, top_p=1e-6, generator=torch.Generator().manual_seed(1), max_len_b=8)
-    assert [h.tokens for h in nucleus] == [h.tokens for h in greedy(model, src, 1.0, 8)]  # tiny nucleus = argmax
+    assert [h.tokens for h in nucleus] == [h.tokens for h in greedy(model, src, max_len_b=8)]  # tiny nucleus = argmax
 
 
 def test_min_len_forbids_an_early_eos() -> None:
@@ -327,13 +328,13 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
     one batch with the others, whenever it joined, whatever ran beside it; the buffers stay bounded."""
     src = torch.cat([_src(seed, B=6) for seed in range(4)])                # 24 sentences
     batch = beam_search(model, src, beam=3, lenpen=0.6, max_len_b=8, nbest=3)
-    search, got, widths = BeamSearch(model, 3, 0.6), {}, []
+    search, got, widths = BeamSearch(model, beam=3, lenpen=0.6), {}, []
     waiting, rng = list(range(len(src))), random.Random(0)
     while waiting or search.active:
         if waiting and (rng.random() < 0.4 or not search.active):          # 1-3 sentences join, own padding
             take = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
             width = int(max((src[i] != PAD).sum() for i in take))
-            search.admit(src[take][:, :width], take, 1.0, 8)
+            search.admit(src[take][:, :width], take, max_len_b=8)
         got.update(search.step())
         widths.append(search.cache.self_kv[0].length if search.cache is not None else 0)
     for i, hyps in enumerate(batch):
@@ -344,8 +345,8 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
 
 def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transformer) -> None:
     src = _src(5)
-    search = BeamSearch(model, 4, 0.6)
-    search.admit(src, list(range(len(src))), 1.0, 10)
+    search = BeamSearch(model, beam=4, lenpen=0.6)
+    search.admit(src, list(range(len(src))), max_len_b=10)
     search.step()
     search.drop({0, 3})
     got = dict(search.step())
@@ -359,10 +360,10 @@ def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transform
 def test_each_admission_has_its_own_length_limit(model: Transformer) -> None:
     """Requests that differ only in max_len_a/max_len_b share one running search (aiayn serve groups them)."""
     a, b = _src(1), _src(2)
-    search = BeamSearch(model, 4, 0.6)
-    search.admit(a, [("a", i) for i in range(len(a))], 0.0, 3)
+    search = BeamSearch(model, beam=4, lenpen=0.6)
+    search.admit(a, [("a", i) for i in range(len(a))], max_len_a=0.0, max_len_b=3)
     search.step()
-    search.admit(b, [("b", i) for i in range(len(b))], 1.0, 12)
+    search.admit(b, [("b", i) for i in range(len(b))], max_len_a=1.0, max_len_b=12)
     got: dict[Any, list[Hypothesis]] = {}
     while search.active:
         got.update(search.step())

@@ -197,12 +197,14 @@ def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Serv
     lines = _copy_lines(sum(sizes), seed=8)
     chunks = [lines[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))]
     options = {"beam": 4, "nbest": 2}
+    joined = server.metric("aiayn_joined_lines_total", KEY)
     with ThreadPoolExecutor(len(chunks)) as pool:
         futures = []
         for c in chunks:                                           # 15 ms apart: most join a batch that is running
             futures.append(pool.submit(server.post, "/translate", {"text": c, **options}, KEY))
             time.sleep(0.015)
         answers = [f.result() for f in futures]
+    assert server.metric("aiayn_joined_lines_total", KEY) > joined, "no line joined a running search"
     got = [t for _, _, body in answers for t in body["translations"]]
     alone = [server.post("/translate", {"text": [line], **options}, KEY)[2]["translations"][0] for line in lines]
     assert [[h["text"] for h in hs] for hs in got] == [[h["text"] for h in hs] for hs in alone]

@@ -1,0 +1,277 @@
+"""Step-level (continuous) batching for ``aiayn serve``: the lines of many requests decoded together, joining a running
+search between two of its steps and leaving it as soon as they are done.
+
+``workers`` decoding threads each run one search (search.BeamSearch) per group of decoding settings
+(DecodeConfig.batch_key: sentences that differ in anything but their length limit and nbest are never decoded
+together) over at most ``max_batch_tokens`` source tokens. Between two steps a busy thread admits waiting lines (while
+no thread is idle); a request is answered once its last line is done; a request that timed out or whose client went
+away is dropped at the next step. Threads share the CPU's intra-op threads by runtime.ThreadShare (a lone busy thread
+gets them all). Sampling requests are decoded whole, as ``aiayn translate`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .config import DecodeConfig
+from .runtime import ThreadShare, resolve_workers
+from .search import BeamSearch, Hypothesis
+from .translate import Translator, source_batch, source_ids
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """A request answered with an error: its HTTP ``status`` (from the batcher, 503: the queue is full, 504: it took
+    longer than its timeout, 500: decoding failed; the server adds its own), a message, and headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class DecodeMetrics:
+    """The decoding side's Prometheus metrics, on the app's registry."""
+
+    def __init__(self, registry: Any) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.batch_lines = Histogram("aiayn_batch_lines", "sentences in each decoding step", registry=registry,
+                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+        self.src_tokens = Counter("aiayn_source_tokens", "source tokens translated", registry=registry)
+        self.tgt_tokens = Counter("aiayn_target_tokens", "target tokens produced", registry=registry)
+        self.steps = Counter("aiayn_decoding_steps", "decoding steps", registry=registry)
+        self.step_seconds = Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", registry=registry)
+        self.joined = Counter("aiayn_joined_lines", "lines that joined a search already decoding", registry=registry)
+        self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting to join a search", registry=registry)
+
+    def step(self, sentences: int, seconds: float) -> None:
+        """One decoding step of ``sentences`` sentences."""
+        self.batch_lines.observe(sentences)
+        self.steps.inc()
+        self.step_seconds.inc(seconds)
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's lines, waiting or being decoded; answered when its last line is done."""
+
+    lines: list[str]
+    tokens: int                                   # source tokens, EOS included
+    decode: DecodeConfig
+    future: asyncio.Future[list[Any]]
+    loop: asyncio.AbstractEventLoop
+    results: list[Any] = field(default_factory=list)
+    left: int = 0
+    cancelled: bool = False
+    queued: float = field(default_factory=time.perf_counter)
+
+    def answer(self, index: int, hyps: list[Hypothesis]) -> None:
+        """Line ``index`` is done (from a decoding thread); the request is answered with its last line."""
+        self.results[index] = hyps
+        self.left -= 1
+        if self.left == 0:
+            self.loop.call_soon_threadsafe(_resolve, self.future, self.results)
+
+    def fail(self, error: BaseException) -> None:
+        self.cancelled = True
+        self.loop.call_soon_threadsafe(_resolve, self.future, error)
+
+    def start(self, translator: Translator) -> list[int]:
+        """Blank lines answered at once, a sampling request decoded whole (as ``aiayn translate`` does); the indices
+        of the lines left to decode."""
+        self.results, self.left = [None] * len(self.lines), len(self.lines)
+        if self.decode.sampling:
+            for i, hyps in enumerate(translator.translate_hypotheses(self.lines, decode=self.decode)):
+                self.answer(i, hyps)
+            return []
+        todo = [i for i, line in enumerate(self.lines) if line.strip()]
+        for i in set(range(len(self.lines))) - set(todo):          # a blank line translates to a blank line
+            self.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, self.decode.nbest))
+        return todo
+
+    def best(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
+        """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the
+        log-probability."""
+        if self.decode.beam == 1:
+            hyps = [Hypothesis(h.tokens, h.logprob, h.logprob) for h in hyps]
+        return hyps[: max(1, self.decode.nbest)]
+
+
+def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
+    if not future.done():
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+
+def _step(search: BeamSearch, running: dict[Any, Job], metrics: DecodeMetrics) -> bool:
+    """One decoding step of one of a decoding thread's searches: drop the sentences whose request is gone, answer
+    those now done. False when the search is empty afterwards."""
+    if not search.active:
+        return False
+    gone = {s for s in search.keys if s is not None and running[s].cancelled}
+    if gone:
+        search.drop(gone)
+    t0 = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            done = search.step()
+    except Exception as e:  # noqa: BLE001 - every request in this search gets the error; serving goes on
+        log.exception("decoding step failed")
+        for s in search.keys:
+            if s is not None:
+                running.pop(s).fail(e)
+        return False
+    metrics.step(search.active + len(done), time.perf_counter() - t0)
+    for s in gone | {s for s, _ in done}:
+        running.pop(s, None)
+    for (job, i), hyps in done:
+        metrics.tgt_tokens.inc(len(hyps[0].tokens) + 1)             # the best translation's, EOS included
+        job.answer(i, job.best(hyps))
+    return bool(search.active)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the batcher is given by the server's settings (serve.ServeConfig)."""
+
+    workers: int                # decoding threads (0: one per core, at most 4; 1 on GPUs)
+    max_batch_tokens: int       # source tokens of the sentences one decoding thread runs at once
+    max_wait_ms: float          # how long an idle decoding thread waits for a burst of requests
+    max_queue_lines: int        # waiting lines over all requests; beyond: 503
+    timeout_s: float            # per request; beyond: 504
+
+
+class Batcher:
+    """The decoding threads and the queue of lines waiting to join them (the module's docstring says how)."""
+
+    def __init__(self, translator: Translator, limits: Limits, metrics: DecodeMetrics) -> None:
+        self.translator, self.limits, self.metrics = translator, limits, metrics
+        self.workers = resolve_workers(limits.workers, translator.device)
+        self.threads = ThreadShare()           # the CPU's intra-op threads, shared among the busy decoding threads
+        self.queue: list[Job] = []
+        self.waiting_lines = 0
+        self.lock = threading.Condition()
+        self.stopping = False
+        self.idle = 0                  # decoding threads with nothing to decode
+        self.decoders = [threading.Thread(target=self._decode_loop, name=f"aiayn-decode-{i}", daemon=True)
+                         for i in range(self.workers)]
+        for t in self.decoders:
+            t.start()
+
+    async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The hypotheses of ``lines``; raises ServiceError(503) when the queue is full, (504) on timeout."""
+        if self.waiting_lines + len(lines) > self.limits.max_queue_lines:
+            raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
+                                {"Retry-After": "1"})
+        tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
+        loop = asyncio.get_running_loop()
+        job = Job(lines, tokens, decode, loop.create_future(), loop)
+        with self.lock:
+            self.queue.append(job)
+            self.waiting_lines += len(lines)
+            self.metrics.queue_lines.set(self.waiting_lines)
+            self.lock.notify()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), self.limits.timeout_s)
+        except asyncio.TimeoutError:
+            raise ServiceError(504, f"translation took longer than {self.limits.timeout_s:g} s") from None
+        except (ValueError, RuntimeError) as e:            # logged where it happened, in the decoding thread
+            raise ServiceError(500, f"translation failed: {e}") from None
+        finally:
+            job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away
+
+    def take(self, in_flight: int, idle: bool) -> list[Job] | None:
+        """The admission policy: waiting jobs for a decoding thread with ``in_flight`` source tokens running (oldest
+        first, within max_batch_tokens; at least one when idle, waiting for it); None when the server is stopping.
+        A busy thread takes nothing while another thread is idle: the waiting requests are that one's."""
+        with self.lock:
+            if not idle and self.idle:
+                return []
+            self.idle += idle
+            while idle and not self.queue and not self.stopping:
+                self.lock.wait()
+            if idle and self.queue:           # an idle thread gives a burst of requests max_wait_ms to arrive
+                until = self.queue[0].queued + self.limits.max_wait_ms / 1000
+                while not self.stopping and time.perf_counter() < until and \
+                        sum(j.tokens for j in self.queue) < self.limits.max_batch_tokens:
+                    self.lock.wait(until - time.perf_counter())
+            self.idle -= idle
+            if self.stopping:
+                return None
+            taken: list[Job] = []
+            while self.queue and (not taken and idle or
+                                  in_flight + self.queue[0].tokens <= self.limits.max_batch_tokens):
+                job = self.queue.pop(0)
+                self.waiting_lines -= len(job.lines)
+                if not job.cancelled:
+                    taken.append(job)
+                    in_flight += job.tokens
+                    idle = False
+            self.metrics.queue_lines.set(self.waiting_lines)
+            return taken
+
+    def _decode_loop(self) -> None:
+        """One decoding thread: admit, step every running search once, answer what is done; until stopped."""
+        searches: dict[tuple[Any, ...], BeamSearch] = {}
+        running: dict[Any, Job] = {}                  # sentence key (job, line) -> its job, for drops
+        while True:
+            jobs = self.take(sum(job.tokens for job in set(running.values())), idle=not running)
+            if jobs is None:
+                return
+            self.threads.take(self.workers - self.idle)     # all of them while the other threads are idle
+            admit(self.translator, jobs, searches, running, self.metrics)
+            for key, search in list(searches.items()):
+                if not _step(search, running, self.metrics):
+                    del searches[key]
+
+    def close(self) -> None:
+        with self.lock:
+            self.stopping = True
+            self.lock.notify_all()
+        for t in self.decoders:
+            t.join()
+
+
+def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...], BeamSearch],
+          running: dict[Any, Job], metrics: DecodeMetrics) -> None:
+    """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
+    settings join their running search in one admission (one encoder call)."""
+    t = translator
+    groups: dict[DecodeConfig, tuple[list[str], list[tuple[Job, int]]]] = {}
+    for job in jobs:
+        metrics.src_tokens.inc(job.tokens)
+        try:
+            todo = job.start(t)
+        except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
+            job.fail(e)
+            continue
+        lines, keys = groups.setdefault(job.decode, ([], []))
+        lines += [job.lines[i] for i in todo]
+        keys += [(job, i) for i in todo]
+    for decode, (lines, keys) in groups.items():
+        if not keys:
+            continue
+        search = searches.get(decode.batch_key())
+        if search is not None and search.active:
+            metrics.joined.inc(len(keys))
+        search = search or searches.setdefault(decode.batch_key(), BeamSearch(t.model, decode))
+        try:
+            seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
+            with torch.inference_mode():       # the model is in its inference precision already (Translator)
+                search.admit(source_batch(t.model, seqs, t.device), keys, decode)
+        except Exception as e:  # noqa: BLE001
+            log.exception("admitting requests failed")
+            for job, _ in keys:
+                job.fail(e)
+            continue
+        running.update({key: key[0] for key in keys})
