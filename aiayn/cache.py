@@ -9,8 +9,10 @@ Shape legend: N hypotheses (rows), B sources, g = N / B hypotheses per source, H
 length, K d_k, t positions decoded so far.
 
 State is returned, not stored: the model takes a cache and returns the next one. The buffers are
-reused between them (appending writes in place); :class:`KeyValueCache` says when that is safe and
-refuses to read a buffer that changed under it.
+reused between them (appending writes in place, sentences that join are written into spare rows): what the caches
+of one buffer share, and the rules that keep each of them valid, are written once, in :class:`_Buffer` (the decoded
+positions) and :class:`_Sources` (the sources of a batch that sentences join); a cache whose buffer changed under it
+refuses to be read.
 """
 
 from __future__ import annotations
@@ -24,25 +26,39 @@ from torch import Tensor
 from .attention import additive_mask
 
 
+@dataclass
+class _Buffer:
+    """The storage shared by the caches of one layer made from one another (each a view of it), and what they know
+    of it together. Written once here, kept by :class:`KeyValueCache`'s methods:
+
+    - ``k`` and ``v`` are (capacity, rows, H, K); a cache's own keys/values are their first ``claimed`` rows (the
+      newest cache's), the rows after them are spare, for sentences that join;
+    - positions before ``written`` hold what the newest cache appended; an older cache may append only by copying
+      first (its positions past its length are no longer its own), so appending never changes what it sees;
+    - an in-place reorder changes what every cache of the buffer sees: it bumps ``reorders``, and a cache made
+      before it refuses to be used.
+    """
+
+    k: Tensor
+    v: Tensor
+    written: int                # positions written
+    claimed: int                # rows of the newest cache
+    reorders: int = 0           # in-place reorders so far
+
+
 class KeyValueCache:
     """One decoder layer's self-attention keys and values for the t positions decoded so far.
 
     The buffers are time-major, (capacity, N, H, K), and the capacity doubles when full: appending a
     position writes one contiguous slice (no copy of the prefix). Beam search's reordering is done in
-    place by :meth:`reorder_`, moving only the rows whose hypothesis changed.
-
-    Caches made from one another share a buffer. Appending never changes positions an older cache
-    sees (appending to an older cache a second time copies first), so those stay valid; an in-place
-    reorder does change them, and any older cache of that buffer then refuses to be used.
+    place by :meth:`reorder_`, moving only the rows whose hypothesis changed. Caches made from one another share
+    a :class:`_Buffer`, whose rules say when that is safe.
     """
 
-    def __init__(self, k: Tensor, v: Tensor, length: int, shared: list[int] | None = None,
-                 base: tuple[Tensor, Tensor] | None = None) -> None:
+    def __init__(self, k: Tensor, v: Tensor, length: int, buffer: _Buffer | None = None) -> None:
         self.k, self.v, self.length = k, v, length
-        # shared by the caches of one buffer: [positions written, number of in-place reorders, rows claimed]
-        self._shared = shared if shared is not None else [length, 0, k.shape[1]]
-        self._version = self._shared[1]
-        self._base = base if base is not None else (k, v)   # k, v are its first rows (spare rows for joins)
+        self._buf = buffer if buffer is not None else _Buffer(k, v, written=length, claimed=k.shape[1])
+        self._version = self._buf.reorders
 
     @classmethod
     def empty(cls, n: int, heads: int, d_k: int, like: Tensor, capacity: int = 16) -> KeyValueCache:
@@ -51,24 +67,28 @@ class KeyValueCache:
         return cls(buf, torch.empty_like(buf), 0)
 
     def _check(self) -> None:
-        if self._version != self._shared[1]:
+        if self._version != self._buf.reorders:
             raise RuntimeError("this decoding cache's buffer was reordered in place (DecoderCache.select_self) "
                                "after it was made; continue from the reordered cache, or copy with select() first")
+
+    def _view(self, rows: int) -> KeyValueCache:
+        """A cache of this buffer's first ``rows`` rows, ``length`` positions."""
+        return KeyValueCache(self._buf.k[:, :rows], self._buf.v[:, :rows], self.length, self._buf)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[KeyValueCache, Tensor, Tensor]:
         """k, v (N, H, T, K) of T new positions -> the extended cache, and all keys and values (N, H, t+T, K)
         (strided views of the buffers)."""
         self._check()
         t, T = self.length, k.shape[2]
-        kb, vb, shared, base = self.k, self.v, self._shared, self._base
-        if shared[0] != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
+        kb, vb, buf = self.k, self.v, self._buf
+        if buf.written != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
             kb = kb.new_empty((max(2 * kb.shape[0], t + T),) + kb.shape[1:])
             vb = torch.empty_like(kb)
-            kb[:t], vb[:t], shared, base = self.k[:t], self.v[:t], [t, 0, kb.shape[1]], (kb, vb)
+            kb[:t], vb[:t] = self.k[:t], self.v[:t]
+            buf = _Buffer(kb, vb, written=t, claimed=kb.shape[1])
         kb[t : t + T], vb[t : t + T] = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)
-        shared[0] = t + T
-        return (KeyValueCache(kb, vb, t + T, shared, base), kb[: t + T].permute(1, 2, 0, 3),
-                vb[: t + T].permute(1, 2, 0, 3))
+        buf.written = t + T
+        return (KeyValueCache(kb, vb, t + T, buf), kb[: t + T].permute(1, 2, 0, 3), vb[: t + T].permute(1, 2, 0, 3))
 
     def select(self, index: Tensor) -> KeyValueCache:
         """Row i of the result is row index[i] of this cache: a copy of the filled positions."""
@@ -86,25 +106,25 @@ class KeyValueCache:
         The buffers it makes have as many spare rows again, so that later joins write only the new rows in
         place (while no other cache of the buffer has claimed them) instead of copying every row."""
         self._check()
-        t, N = self.length, self.k.shape[1]
-        (kb, vb), shared = self._base, self._shared
-        if shared[2] != N or N + n > kb.shape[1] or t >= kb.shape[0]:      # no room in place: copy
+        t, N, buf = self.length, self.k.shape[1], self._buf
+        if buf.claimed != N or N + n > buf.k.shape[1] or t >= buf.k.shape[0]:      # no room in place: copy
             kb = self.k.new_empty((max(self.k.shape[0], t + 1), 2 * (N + n)) + self.k.shape[2:])
             vb = torch.empty_like(kb)
-            kb[:t, :N], vb[:t, :N], shared = self.k[:t], self.v[:t], [t, 0, N]
-        kb[:t, N : N + n], vb[:t, N : N + n] = 0, 0   # finite, so that masked positions weigh exactly nothing
-        shared[2] = N + n
-        return KeyValueCache(kb[:, : N + n], vb[:, : N + n], t, shared, (kb, vb))
+            kb[:t, :N], vb[:t, :N] = self.k[:t], self.v[:t]
+            buf = _Buffer(kb, vb, written=t, claimed=N)
+        buf.k[:t, N : N + n], buf.v[:t, N : N + n] = 0, 0   # finite, so that masked positions weigh exactly nothing
+        buf.claimed = N + n
+        return KeyValueCache(buf.k[:, : N + n], buf.v[:, : N + n], t, buf)
 
     def drop_front(self, m: int) -> KeyValueCache:
         """The cache without its first ``m`` positions (those no live row can see any more): a copy, with the
         spare rows of this cache's buffers."""
         self._check()
         t, N = self.length, self.k.shape[1]
-        kb = self.k.new_empty((max(self.k.shape[0] - m, t - m, 1), self._base[0].shape[1]) + self.k.shape[2:])
+        kb = self.k.new_empty((max(self.k.shape[0] - m, t - m, 1), self._buf.k.shape[1]) + self.k.shape[2:])
         vb = torch.empty_like(kb)
         kb[: t - m, :N], vb[: t - m, :N] = self.k[m:t], self.v[m:t]
-        return KeyValueCache(kb[:, :N], vb[:, :N], t - m, [t - m, 0, N], (kb, vb))
+        return KeyValueCache(kb[:, :N], vb[:, :N], t - m, _Buffer(kb, vb, written=t - m, claimed=N))
 
     @staticmethod
     def moved_rows(index: Tensor) -> Tensor:
@@ -124,11 +144,28 @@ class KeyValueCache:
             src = index[moved]
             for buf in (self.k, self.v):
                 buf[:t].index_copy_(1, moved, buf[:t].index_select(1, src))   # gathered first: sources may move too
-        self._shared[1] += 1
+        self._buf.reorders += 1
         if M == self.k.shape[1]:
-            return KeyValueCache(self.k, self.v, t, self._shared, self._base)
-        self._shared[2] = M
-        return KeyValueCache(self._base[0][:, :M], self._base[1][:, :M], t, self._shared, self._base)
+            return KeyValueCache(self.k, self.v, t, self._buf)
+        self._buf.claimed = M
+        return self._view(M)
+
+
+@dataclass
+class _Sources:
+    """The encoder-decoder keys/values and the source mask of a batch that sentences join (step-level batching),
+    with spare rows, shared by the caches made from one another after a join. Written once here, kept by
+    :class:`DecoderCache`'s methods: ``kv`` per layer (rows, H, S, K) and ``mask`` (rows, 1, 1, S) additive; a
+    cache's sources are their first ``claimed`` rows (the newest cache's); the rows after them are free for the next
+    join, which writes there only while it extends the newest cache and S does not grow (else it copies)."""
+
+    kv: list[tuple[Tensor, Tensor]]
+    mask: Tensor
+    claimed: int
+
+    def rows(self, n: int) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
+        """The first ``n`` rows: a cache's memory_kv and src_mask."""
+        return [(k[:n], v[:n]) for k, v in self.kv], self.mask[:n]
 
 
 @dataclass
@@ -151,8 +188,7 @@ class DecoderCache:
     src_mask: Tensor
     step: int = 0
     joined: Tensor | None = None
-    # after a join: the buffers (with spare rows) whose first B rows memory_kv and src_mask are; [rows claimed]
-    spare: tuple[list[tuple[Tensor, Tensor]], Tensor, list[int]] | None = None
+    sources: _Sources | None = None     # after a join: the buffers whose first B rows memory_kv and src_mask are
 
     @classmethod
     def start(cls, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor, max_len: int) -> DecoderCache:
@@ -171,7 +207,7 @@ class DecoderCache:
 
     def advance(self, self_kv: list[KeyValueCache]) -> DecoderCache:
         """The cache after one step, with each layer's extended self-attention keys/values."""
-        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1, self.joined, self.spare)
+        return DecoderCache(self.memory_kv, self_kv, self.src_mask, self.step + 1, self.joined, self.sources)
 
     def positions(self) -> int | Tensor:
         """The position of each row's next token in its own sentence: ``step``, or (N,) with :attr:`joined`."""
@@ -192,16 +228,10 @@ class DecoderCache:
         if other.step != 0 or (self.rows and other.group != self.group):
             raise ValueError("join(): the joining cache must be at step 0 with the same hypotheses per source")
         start = self.joined if self.joined is not None else self.src_mask.new_zeros(self.rows, dtype=torch.long)
-        bases, mask, claimed = _join_sources(self, other)
-        n = claimed[0]
-        return DecoderCache(
-            memory_kv=[(kb[:n], vb[:n]) for kb, vb in bases],
-            self_kv=[kv.join(other.rows) for kv in self.self_kv],
-            src_mask=mask[:n],
-            step=self.step,
-            joined=torch.cat([start, start.new_full((other.rows,), self.step)]),
-            spare=(bases, mask, claimed),
-        )
+        sources = _join_sources(self, other)
+        memory_kv, src_mask = sources.rows(sources.claimed)
+        return DecoderCache(memory_kv, [kv.join(other.rows) for kv in self.self_kv], src_mask, self.step,
+                            torch.cat([start, start.new_full((other.rows,), self.step)]), sources)
 
     def compact(self) -> DecoderCache:
         """Drop the buffer positions that no row can see (those before every row joined); a cache whose rows
@@ -211,7 +241,7 @@ class DecoderCache:
             return self
         start = self.joined - m
         return DecoderCache(self.memory_kv, [kv.drop_front(m) for kv in self.self_kv], self.src_mask, self.step - m,
-                            None if not bool(start.any()) else start, self.spare)
+                            None if not bool(start.any()) else start, self.sources)
 
     @property
     def rows(self) -> int:
@@ -260,34 +290,29 @@ class DecoderCache:
         """:meth:`select` in place, ``index`` (M,) over these N >= M rows: only the rows and sources that move are
         copied (sentences leave as the last ones move into their rows). This cache may not be used afterwards."""
         src_index = self._sources(index)
-        bases, mask, claimed = self.spare or ([(k, v) for k, v in self.memory_kv], self.src_mask, [len(index)])
+        sources = self.sources or _Sources(list(self.memory_kv), self.src_mask, self.src_mask.shape[0])
         M = src_index.shape[0]
         moved = KeyValueCache.moved_rows(src_index)
         if moved.numel():
-            for x in [mask] + [t for kv in bases for t in kv]:
+            for x in [sources.mask] + [t for kv in sources.kv for t in kv]:
                 x[moved] = x[src_index[moved]]                   # gathered first: sources may move too
-        claimed[0] = M
-        return DecoderCache(
-            memory_kv=[(kb[:M], vb[:M]) for kb, vb in bases],
-            self_kv=[kv.reorder_(index) for kv in self.self_kv],
-            src_mask=mask[:M],
-            step=self.step,
-            joined=None if self.joined is None else self.joined[index],
-            spare=self.spare,
-        )
+        sources.claimed = M
+        memory_kv, src_mask = sources.rows(M)
+        return DecoderCache(memory_kv, [kv.reorder_(index) for kv in self.self_kv], src_mask, self.step,
+                            None if self.joined is None else self.joined[index], self.sources)
 
     def select_self(self, index: Tensor) -> DecoderCache:
         """Reorder only the decoded prefixes, in place (beam search: the beams of a sentence share its
         source keys/values); index (N,) over the same N rows. This cache may not be used afterwards."""
         moved = KeyValueCache.moved_rows(index)                    # the same rows move in every layer
         return DecoderCache(self.memory_kv, [kv.reorder_(index, moved) for kv in self.self_kv], self.src_mask,
-                            self.step, None if self.joined is None else self.joined[index], self.spare)
+                            self.step, None if self.joined is None else self.joined[index], self.sources)
 
 
-def _join_sources(cache: DecoderCache, other: DecoderCache) -> tuple[list[tuple[Tensor, Tensor]], Tensor, list[int]]:
-    """The buffers of ``cache``'s sources (keys/values of every layer, mask) with ``other``'s after them: written
-    into ``cache``'s spare rows where it has room (and no other cache claimed them), else copied into buffers with
-    as many spare rows again. Sources are padded to the longer source length, the padding masked."""
+def _join_sources(cache: DecoderCache, other: DecoderCache) -> _Sources:
+    """The sources of ``cache`` (keys/values of every layer, mask) with ``other``'s after them: written into
+    ``cache``'s spare rows where it may (:class:`_Sources`), else copied into buffers with as many spare rows again.
+    Sources are padded to the longer source length, the padding masked."""
     B, b = cache.src_mask.shape[0], other.src_mask.shape[0]
     S = max(cache.src_mask.shape[-1], other.src_mask.shape[-1])
 
@@ -297,19 +322,16 @@ def _join_sources(cache: DecoderCache, other: DecoderCache) -> tuple[list[tuple[
     def pad_mask(x: Tensor) -> Tensor:                                # (B, 1, 1, s) -> (B, 1, 1, S), masked
         return torch.nn.functional.pad(x, (0, S - x.shape[-1]), value=float("-inf"))
 
-    spare = cache.spare
-    if spare is not None and spare[2][0] == B and B + b <= spare[1].shape[0] and S == cache.src_mask.shape[-1]:
-        bases, mask, claimed = spare
-    else:
-        bases = [(k.new_empty((2 * (B + b), k.shape[1], S, k.shape[3])),
-                  v.new_empty((2 * (B + b), v.shape[1], S, v.shape[3]))) for k, v in cache.memory_kv]
-        mask, claimed = cache.src_mask.new_empty((2 * (B + b), 1, 1, S)), [B]
-        for (kb, vb), (k, v) in zip(bases, cache.memory_kv, strict=True):
+    sources = cache.sources
+    if sources is None or sources.claimed != B or B + b > sources.mask.shape[0] or S != cache.src_mask.shape[-1]:
+        sources = _Sources([(k.new_empty((2 * (B + b), k.shape[1], S, k.shape[3])),
+                             v.new_empty((2 * (B + b), v.shape[1], S, v.shape[3]))) for k, v in cache.memory_kv],
+                           cache.src_mask.new_empty((2 * (B + b), 1, 1, S)), B)
+        for (kb, vb), (k, v) in zip(sources.kv, cache.memory_kv, strict=True):
             kb[:B], vb[:B] = pad(k), pad(v)
-        mask[:B] = pad_mask(cache.src_mask)
-    for (kb, vb), (k, v) in zip(bases, other.memory_kv, strict=True):
+        sources.mask[:B] = pad_mask(cache.src_mask)
+    for (kb, vb), (k, v) in zip(sources.kv, other.memory_kv, strict=True):
         kb[B : B + b], vb[B : B + b] = pad(k), pad(v)
-    mask[B : B + b] = pad_mask(other.src_mask)
-    claimed[0] = B + b
-    return bases, mask, claimed
-
+    sources.mask[B : B + b] = pad_mask(other.src_mask)
+    sources.claimed = B + b
+    return sources
