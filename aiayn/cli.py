@@ -39,26 +39,16 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     given = inputs(a.cache_dir, corpus=a.corpus, hf_dataset_name=a.hf_dataset, hf_config=a.hf_config,
                    hf_split_map=_split_map(a.hf_split_map), train=a.train, valid=a.valid, test=a.test, src=a.src,
                    tgt=a.tgt)
-    src, tgt = given.src, given.tgt
     tokenizers = tokenizer_files(a.cache_dir, spm_model=a.spm_model, hf_tokenizer=a.hf_tokenizer,
                                  vocab_from=a.vocab_from)
-    opts = PrepareOptions(src=src, tgt=tgt, vocab_size=a.vocab_size, vocab=a.vocab,
+    opts = PrepareOptions(src=given.src, tgt=given.tgt, vocab_size=a.vocab_size, vocab=a.vocab,
                           src_vocab_size=a.src_vocab_size or 0, tgt_vocab_size=a.tgt_vocab_size or 0,
                           tokenizers=tokenizers, model_type=a.model_type, character_coverage=a.character_coverage,
                           encoding_errors=a.encoding_errors, max_len=a.max_len, max_ratio=a.max_ratio,
                           shard_size=a.shard_size)
     out = prepare(given.sources, a.out, opts, force=a.force)
-    m = DataDir(out).manifest
-    for split, s in m["splits"].items():
-        dropped = ", ".join(f"{k} {v}" for k, v in s["dropped"].items() if v) or "none"
-        log.info("%-5s %8d pairs (%d in; dropped: %s)  %d %s / %d %s tokens", split, s["pairs"], s["pairs_in"],
-                 dropped, s["src_tokens"], src, s["tgt_tokens"], tgt)
-    v = m["vocab"]
-    if v.get("joint", True):
-        log.info("vocabulary: %d pieces (%s), shared by %s and %s", v["size"], v.get("made", v["model_type"]), src, tgt)
-    else:
-        log.info("vocabularies: %s %d pieces, %s %d pieces (%s)", src, v["src_size"], tgt, v["tgt_size"], v["made"])
-    log.info("data dir: %s (prepared in %.1f s)", out, m["seconds"])
+    for line in DataDir(out).summary():
+        log.info("%s", line)
     return 0
 
 

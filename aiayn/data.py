@@ -40,7 +40,6 @@ from .tokenizer import Tokenizer, Vocab, stored_name
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-SPLITS = ("train", "valid", "test")
 
 
 class DataError(ValueError):
@@ -206,8 +205,7 @@ def _check_out_dir(out: Path, digest: str, force: bool) -> bool:
                         "(nothing was deleted)")
     if not manifest.is_file():
         return False  # an empty directory
-    old = json.loads(manifest.read_text())
-    if old.get("hash") == digest and not force:
+    if json.loads(manifest.read_text()).get("hash") == digest and not force:
         return True
     if not force:
         raise DataError(f"{out} holds data prepared from other inputs or options; pass --force to rebuild it "
@@ -406,6 +404,8 @@ class DataDir:
             raise DataError(f"{self.manifest_file}: format {self.manifest.get('format')} is not supported (expected "
                             f"{FORMAT_VERSION}); re-run `aiayn prepare --force`")
 
+    # -- what the manifest says (the only reader of its fields; ``manifest`` is the record as written) ------------
+
     @property
     def src(self) -> str:
         return str(self.manifest["src"])
@@ -413,6 +413,30 @@ class DataDir:
     @property
     def tgt(self) -> str:
         return str(self.manifest["tgt"])
+
+    @property
+    def hash(self) -> str:
+        """The digest of the inputs and options this directory was prepared from (same digest: same data)."""
+        return str(self.manifest["hash"])
+
+    def pairs(self, split: str) -> int:
+        """Sentence pairs in ``split`` (after the training split's filters)."""
+        return int(self.manifest["splits"][split]["pairs"])
+
+    def summary(self) -> list[str]:
+        """What was prepared, in words: each split's counts and filters, the vocabulary, the time it took."""
+        m, src, tgt = self.manifest, self.src, self.tgt
+        lines = []
+        for split, s in m["splits"].items():
+            dropped = ", ".join(f"{k} {v}" for k, v in s["dropped"].items() if v) or "none"
+            lines.append(f"{split:5s} {s['pairs']:8d} pairs ({s['pairs_in']} in; dropped: {dropped})  "
+                         f"{s['src_tokens']} {src} / {s['tgt_tokens']} {tgt} tokens")
+        v = m["vocab"]
+        if v.get("joint", True):
+            lines.append(f"vocabulary: {v['size']} pieces ({v.get('made', v['model_type'])}), shared by {src} and {tgt}")
+        else:
+            lines.append(f"vocabularies: {src} {v['src_size']} pieces, {tgt} {v['tgt_size']} pieces ({v['made']})")
+        return [*lines, f"data dir: {self.path} (prepared in {m['seconds']:.1f} s)"]
 
     # -- the layout ------------------------------------------------------------------------------------------------
 

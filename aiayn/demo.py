@@ -102,7 +102,7 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     trainer = Trainer(data.path, run.path, cfg)
     trainer.train()
     log.info("[3/4] translating test_2016_flickr (%d sentences, beam %d) and scoring with sacreBLEU",
-             data.manifest["splits"]["test"]["pairs"], cfg.decode.beam)
+             data.pairs("test"), cfg.decode.beam)
     translator = Translator.load(run.path)
     src_lines, refs = data.raw_lines("test", "src"), data.raw_lines("test", "tgt")
     s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)

@@ -69,7 +69,7 @@ class RunDir:
         run = cls(p)
         if not run.config_file.is_file():
             raise FileNotFoundError(f"{p} is not a run directory (no config.json) or a checkpoint")
-        for ckpt in (run.averaged, run.best, run.last):
+        for ckpt in (run.path / name for name in INFERENCE_PREFERENCE):
             if checkpoint.is_checkpoint(ckpt):
                 return run, ckpt
         steps = run.step_checkpoints()

@@ -354,7 +354,7 @@ def _write_run_dir(run: RunDir, data: DataDir, cfg: RunConfig, init_from: Path |
     """Clean up what a crash in the middle of a save left, and write (or refresh) the run's description."""
     if run.path.is_dir():
         remove_debris(run.path)
-    info = {"data_dir": str(data.path.resolve()), "src": data.src, "tgt": data.tgt, "data_hash": data.manifest["hash"],
+    info = {"data_dir": str(data.path.resolve()), "src": data.src, "tgt": data.tgt, "data_hash": data.hash,
             # and what a fine-tuning run started from (kept on resume)
             "init_from": str(init_from) if init_from else run.data_info().get("init_from")}
     run.create(cfg, data.vocab(), {k: v for k, v in info.items() if v is not None})
