@@ -50,12 +50,14 @@ typecheck: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/aiayn demo --minutes $(MINUTES)
 
+# Any benchmark by name (python -m benchmarks lists them): make bench NAME=serve ARGS="--model ... --src ..."
+NAME ?= throughput
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[bench]"
 	@# OpenNMT-py pins torch<2.3: its code goes to benchmarks/.peers without dependencies (see peers.py)
 	$(BIN)/python -m pip install -q --upgrade --no-deps --target benchmarks/.peers "OpenNMT-py==3.5.1" \
 		"pyonmttok>=1.37,<2" configargparse || echo "OpenNMT-py could not be installed; its rows will say so"
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python -m benchmarks $(NAME) $(ARGS)
 
 # The walkthrough, both editions, executed in full (the tests run them in a fast mode) into executed notebooks
 # and HTML pages with their figures: build/walkthrough/walkthrough{,.zh}.{ipynb,html}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -25,6 +26,16 @@ log = logging.getLogger("aiayn")
 DEFAULT_CACHE = Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn"))
 
 
+def _command(sub: argparse._SubParsersAction, func: Callable[[argparse.Namespace], int], help: str,
+             description: str | None = None) -> argparse.ArgumentParser:
+    """The subcommand ``func`` runs (``cmd_NAME`` is ``aiayn NAME``): its one-line help, and as its description the
+    function's docstring (or ``description``)."""
+    name = func.__name__.removeprefix("cmd_")
+    p = sub.add_parser(name, help=help, description=description or inspect.cleandoc(func.__doc__ or help))
+    p.set_defaults(func=func)
+    return p
+
+
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
 
@@ -33,6 +44,9 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_prepare(a: argparse.Namespace) -> int:
+    """Read line-aligned PREFIX.<src>/PREFIX.<tgt> files (plain or .gz), a known corpus or a Hugging Face dataset;
+    train one joint SentencePiece vocabulary (or one per language, or use given tokenizers) and write binarized
+    splits."""
     from .corpora import inputs, tokenizer_files
     from .data import DataDir, PrepareOptions, prepare
 
@@ -65,10 +79,7 @@ def _split_map(items: list[str] | None) -> dict[str, str]:
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     from .corpora import CORPORA
 
-    p = sub.add_parser("prepare", help="tokenize and binarize a parallel corpus into a data dir",
-                       description="Read line-aligned PREFIX.<src>/PREFIX.<tgt> files (plain or .gz), a known corpus "
-                       "or a Hugging Face dataset; train one joint SentencePiece vocabulary (or one per language, or "
-                       "use given tokenizers) and write binarized splits.")
+    p = _command(sub, cmd_prepare, "tokenize and binarize a parallel corpus into a data dir")
     p.add_argument("--train", help="PREFIX of the training files (PREFIX.de, PREFIX.en), or a .tsv file")
     p.add_argument("--valid", help="PREFIX of the validation files")
     p.add_argument("--test", help="PREFIX of the test files (optional)")
@@ -106,13 +117,14 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
                    help="split the training binaries into shards of this many pairs (default: one file per language)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
-    p.set_defaults(func=cmd_prepare)
 
 
 # --- train, average ------------------------------------------------------------------------------------------
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    """Train a Transformer. Settings: preset -> --config YAML -> --set key=value. Re-running the same command on an
+    existing run dir resumes it exactly."""
     from .config import resolve
     from .rundir import RunDir
     from .runtime import configure
@@ -140,9 +152,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     from .config import PRESETS
 
-    p = sub.add_parser("train", help="train a model on a data dir (re-run to resume)",
-                       description="Train a Transformer. Settings: preset -> --config YAML -> --set key=value. "
-                       "Re-running the same command on an existing run dir resumes it exactly.")
+    p = _command(sub, cmd_train, "train a model on a data dir (re-run to resume)")
     p.add_argument("--data", required=True, type=Path, help="a data dir written by `aiayn prepare`")
     p.add_argument("--out", required=True, type=Path, help="the run dir (created, or resumed if it exists)")
     p.add_argument("--config", type=Path, help="a YAML recipe (see configs/)")
@@ -156,7 +166,6 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-minutes", type=float, help="stop after this much training time")
     p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
                    help="override any config field, e.g. max_tokens=8192 (repeatable; later ones win)")
-    p.set_defaults(func=cmd_train)
 
 
 def cmd_average(a: argparse.Namespace) -> int:
@@ -169,11 +178,10 @@ def cmd_average(a: argparse.Namespace) -> int:
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("average", help="average the last N checkpoints of a run (paper §6.1)")
+    p = _command(sub, cmd_average, "average the last N checkpoints of a run (paper §6.1)")
     p.add_argument("--model", required=True, type=Path, help="the run dir")
     p.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints (default 5)")
     p.add_argument("--out", type=Path, help="where to write (default RUN_DIR/averaged, which translate prefers)")
-    p.set_defaults(func=cmd_average)
 
 
 # --- translate, evaluate -----------------------------------------------------------------------------------------
@@ -257,6 +265,8 @@ def _count_lines(path: Path) -> int:
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
+    """Translate one sentence per line. N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
+    'line<TAB>score<TAB>text'."""
     from tqdm import tqdm
 
     from .translate import Translator, stream
@@ -294,14 +304,11 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("translate", help="translate text (stdin -> stdout by default)",
-                       description="Translate one sentence per line. N lines in, N lines out, in order. With "
-                       "--nbest N > 1, N lines per input line: 'line<TAB>score<TAB>text'.")
+    p = _command(sub, cmd_translate, "translate text (stdin -> stdout by default)")
     _add_decode_flags(p)
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only anyway)")
-    p.set_defaults(func=cmd_translate)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
@@ -332,7 +339,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU (BLEU, chrF, TER)")
+    p = _command(sub, cmd_evaluate, "translate a test set and score it with sacreBLEU (BLEU, chrF, TER)")
     _add_decode_flags(p, exclude=("nbest",))          # the best translation of each line is scored
     p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
     p.add_argument("--ref", required=True, type=Path, action="append",
@@ -343,7 +350,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lang", help="target language code for choosing the tokenizer (default: the run's)")
     p.add_argument("--ter", action="store_true", help="also compute TER")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_evaluate)
 
 
 # --- demo --------------------------------------------------------------------------------------------------------
@@ -360,19 +366,21 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     from .corpora import CORPORA
 
     langs = CORPORA["multi30k"].langs
-    p = sub.add_parser("demo", help="prepare + train + evaluate + translate on the bundled Multi30k, time-bounded")
+    p = _command(sub, cmd_demo, "prepare + train + evaluate + translate on the bundled Multi30k, time-bounded")
     p.add_argument("--minutes", type=float, default=15.0, help="training time (default %(default)s)")
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where data and run go (default %(default)s)")
     p.add_argument("--src", default=langs[0], choices=langs)
     p.add_argument("--tgt", default=langs[1], choices=langs)
     p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE", help="override recipe settings (repeatable)")
-    p.set_defaults(func=cmd_demo)
 
 
 # --- serve ---------------------------------------------------------------------------------------------------------
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
+    """JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web page at /. The lines of
+    concurrent requests are decoded together, joining the running batch between decoding steps. SIGTERM or Ctrl-C:
+    requests in flight are answered, then it exits."""
     from . import __version__
     from .rundir import RunDir
     from .serve import ServeConfig, serve
@@ -391,21 +399,18 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     from .serve import ServeConfig
 
-    p = sub.add_parser("serve", help="an HTTP translation service with a web page (needs aiayn[serve])",
-                       description="JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web "
-                       "page at /. The lines of concurrent requests are decoded together, joining the running batch "
-                       "between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits.")
+    p = _command(sub, cmd_serve, "an HTTP translation service with a web page (needs aiayn[serve])")
     # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
     _add_decode_flags(p, exclude=("workers", "batch_tokens"))
     _add_setting_flags(p, ServeConfig, "serve",
                        default=lambda f: "$AIAYN_API_KEY if set" if f.name == "api_key" else f"{f.default}")
-    p.set_defaults(func=cmd_serve)
 
 
 # --- export --------------------------------------------------------------------------------------------------------
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    """Write a run's model in another engine's format."""
     from .data import read_lines
     from .export import REQUIRED_IDENTICAL, check, export
 
@@ -438,10 +443,10 @@ def cmd_export(a: argparse.Namespace) -> int:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     from .export import CT2_QUANTIZATIONS, FORMATS, REQUIRED_IDENTICAL
 
-    p = sub.add_parser("export", help="export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
-                       description="Write a run's model in another engine's format. --check FILE translates FILE "
-                       "with aiayn and with the export (greedy and beam 4, fp32) and fails when fewer than "
-                       f"{100 * REQUIRED_IDENTICAL:g}% of the greedy translations are identical.")
+    p = _command(sub, cmd_export, "export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
+                 description=f"{cmd_export.__doc__} --check FILE translates FILE with aiayn and with the export (greedy "
+                 f"and beam 4, fp32) and fails when fewer than {100 * REQUIRED_IDENTICAL:g}% of the greedy "
+                 "translations are identical.")
     p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--out", required=True, type=Path, help="the directory to write")
@@ -449,13 +454,15 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", type=Path, help="source sentences to translate with both and compare")
     p.add_argument("--check-ref", type=Path, help="references for --check: BLEU of both against them")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
-    p.set_defaults(func=cmd_export)
 
 
 # --- import -------------------------------------------------------------------------------------------------------
 
 
 def cmd_import(a: argparse.Namespace) -> int:
+    """Read a Hugging Face MarianMTModel with its MarianTokenizer (a local directory, or a hub name such as
+    Helsinki-NLP/opus-mt-de-en) into a run directory that translate, evaluate, serve, export and train --init-from
+    use."""
     from .pretrained import import_model
     from .rundir import load_trained
 
@@ -472,17 +479,13 @@ def cmd_import(a: argparse.Namespace) -> int:
 def _add_import(sub: argparse._SubParsersAction) -> None:
     from .pretrained import FORMATS
 
-    p = sub.add_parser("import", help="read a pretrained Marian / OPUS-MT model into a run dir",
-                       description="Read a Hugging Face MarianMTModel with its MarianTokenizer (a local directory, or "
-                       "a hub name such as Helsinki-NLP/opus-mt-de-en) into a run directory that translate, "
-                       "evaluate, serve, export and train --init-from use.")
+    p = _command(sub, cmd_import, "read a pretrained Marian / OPUS-MT model into a run dir")
     p.add_argument("source", help="a model directory or a Hugging Face hub name")
     p.add_argument("--from", dest="format", default="huggingface", choices=FORMATS, help="its format")
     p.add_argument("--out", required=True, type=Path, help="the run directory to write")
     p.add_argument("--src", help="source language code (default: the tokenizer's, or the opus-mt-SRC-TGT name's)")
     p.add_argument("--tgt", help="target language code (chooses sacreBLEU's tokenizer)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
-    p.set_defaults(func=cmd_import)
 
 
 # --- plot --------------------------------------------------------------------------------------------------------
@@ -497,13 +500,12 @@ def cmd_plot(a: argparse.Namespace) -> int:
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="plots: positional encoding, learning rate, label smoothing, a run's "
-                       "training curves and attention maps (needs matplotlib)")
+    p = _command(sub, cmd_plot, "plots: positional encoding, learning rate, label smoothing, a run's training curves "
+                 "and attention maps (needs matplotlib)")
     p.add_argument("--model", type=Path, help="a run dir (for training curves and attention maps)")
     p.add_argument("--out", type=Path, default=Path("plots"), help="output directory (default %(default)s)")
     p.add_argument("--sentence", default="Ein Mann fährt mit dem Fahrrad über eine Brücke.",
                    help="source sentence for the attention maps")
-    p.set_defaults(func=cmd_plot)
 
 
 # --- main -------------------------------------------------------------------------------------------------------

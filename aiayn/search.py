@@ -125,6 +125,8 @@ def _one_best(
 
 def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
     """``decode`` (default: DecodeConfig()) with ``fields`` replaced, validated (None values ignored)."""
+    if decode is not None and not fields:
+        return decode
     return (decode or DecodeConfig()).replace(**fields)
 
 

@@ -1,13 +1,13 @@
 """Decoding speed of the working tree against an earlier revision, in one process, interleaved:
 
-    python benchmarks/decode_ab.py --base HEAD~1 --size small --precision int8 --beam 4
-    python benchmarks/decode_ab.py --base HEAD~1 --model runs/demo/run-de-en --src runs/demo/data/test.de
+    python -m benchmarks decode-ab --base HEAD~1 --size small --precision int8 --beam 4
+    python -m benchmarks decode-ab --base HEAD~1 --model runs/demo/run-de-en --src runs/demo/data/test.de
 
 On a shared VM, separate processes measured minutes apart differ by up to ±30%, which hides a 5% change.
 Here the revision's ``aiayn`` package is extracted (``git archive``) and imported under another name beside
 the working tree's; both decode the same batches with the same weights, alternating batch by batch, and
 each batch keeps its fastest of ``--rounds`` runs. Prints sentences/s for both, their ratio, and how many
-outputs are identical.
+outputs are identical; records it as ``results/decode-ab-<date>.json``.
 
 Without ``--model``: the random-weight models and forced 20-token outputs of ``translate_bench.py``.
 With ``--model`` (a run directory) and ``--src``: :class:`Translator` on real sentences.
@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+import record  # noqa: E402
 import translate_bench as tb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,7 +71,7 @@ def translator_runner(pkg: str, a: argparse.Namespace) -> Callable[[Any], Any]:
     return lambda lines: translator.translate(lines, beam=a.beam, **({"workers": a.workers} if has_workers else {}))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="HEAD", help="git revision to compare against (default: HEAD)")
     ap.add_argument("--size", default="small", choices=list(tb.SIZES))
@@ -80,7 +81,7 @@ def main() -> None:
     ap.add_argument("--model", help="a run directory: decode real sentences with its Translator")
     ap.add_argument("--src", help="source sentences, one per line (with --model)")
     ap.add_argument("--workers", type=int, default=1, help="Translator's workers (with --model; default 1)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if bool(a.model) != bool(a.src):
         ap.error("--model and --src go together")
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,6 +112,10 @@ def main() -> None:
     print(f"{what}, {a.precision}, beam {a.beam}, best of {a.rounds}: base ({a.base}) {rate['base']:.1f} sent/s, "
           f"working tree {rate['working tree']:.1f} sent/s, ratio {rate['working tree'] / rate['base']:.3f}; "
           f"identical outputs {same}/{n_sent}")
+    out = record.write("decode-ab", {"base": a.base, "what": what, "precision": a.precision, "beam": a.beam,
+                                      "rounds": a.rounds, "sentences_per_s": rate, "ratio": rate["working tree"] /
+                                      rate["base"], "identical_outputs": same, "sentences": n_sent})
+    print(f"recorded in {out}")
 
 if __name__ == "__main__":
     main()

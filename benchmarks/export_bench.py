@@ -1,6 +1,6 @@
 """A trained model exported to CTranslate2 against aiayn itself, in one run, on a real test set:
 
-    python benchmarks/export_bench.py --model runs/demo/run-de-en --src runs/demo/data/test.de \\
+    python -m benchmarks export --model runs/demo/run-de-en --src runs/demo/data/test.de \\
         --ref runs/demo/data/test.en [--quantization int8] [--beam 4]
 
 Exports the run (``aiayn export --format ctranslate2 --quantization Q``), then translates --src with
@@ -8,13 +8,12 @@ aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
 passes after a warm-up. Both decode with aiayn's length rule (source length + 50, export.CTranslate2Engine).
 Prints sentences/s, BLEU of each, and the share of identical lines as a Markdown table, and records the
-same rows with the machine in ``benchmarks/results/export-YYYYMMDD-HHMM.json``.
+same rows as ``results/export-<date>.json`` (record.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -33,14 +32,14 @@ def best_of(fn, passes: int = 2) -> tuple[float, list[str]]:  # type: ignore[no-
     return best, out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--src", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--quantization", default="int8")
     ap.add_argument("--beam", type=int, default=4)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     import ctranslate2
     import torch
 
@@ -50,7 +49,7 @@ def main() -> None:
 
     configure()
     sys.path.insert(0, str(HERE))
-    from run import machine
+    import record
 
     rows: list[dict] = []
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
@@ -87,11 +86,9 @@ def main() -> None:
                 print(f"| {'greedy' if beam == 1 else f'beam {beam}'} | {workers} | {len(src) / t_ours:.1f} | "
                       f"{len(src) / t_ct2:.1f} | {t_ct2 / t_ours:.2f}× | {score(hyp_ours, ref)['bleu']:.2f} | "
                       f"{score(hyp_ct2, ref)['bleu']:.2f} | {same}/{len(src)} |", flush=True)
-    record = HERE / "results" / time.strftime("export-%Y%m%d-%H%M.json")
-    record.write_text(json.dumps({"command": " ".join(sys.argv), "machine": machine(), "aiayn": precision,
-                                  "ctranslate2": f"{ctranslate2.__version__} {a.quantization}", "rows": rows},
-                                 indent=2) + "\n")
-    print(f"recorded in {record}")
+    kept = record.write("export", {"aiayn": precision, "ctranslate2": f"{ctranslate2.__version__} {a.quantization}",
+                                   "rows": rows})
+    print(f"recorded in {kept}")
 
 
 if __name__ == "__main__":

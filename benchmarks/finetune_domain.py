@@ -13,9 +13,9 @@ data (the hub is not reachable here): the README's "Start from a pretrained mode
 4. `aiayn prepare --vocab-from` the imported run, `aiayn train --init-from` it on the domain, `aiayn evaluate`
    before and after, on the domain test and the general test.
 
-    python benchmarks/finetune_domain.py [--work runs/finetune] [--updates 1200] [--finetune-updates 300]
+    python -m benchmarks finetune-domain [--work runs/finetune] [--updates 1200] [--finetune-updates 300]
 
-Writes benchmarks/results/finetune-DATE.json. Steps already done in --work are reused.
+Records it as benchmarks/results/finetune-<date>.json. Steps already done in --work are reused.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import record  # noqa: E402
+
 WATER = re.compile(r"\b(water|beach|ocean|pool|swim\w*|surf\w*|boat\w*|lake|river|wave\w*|sea|kayak\w*|canoe\w*)\b",
                    re.I)
 
@@ -172,15 +175,14 @@ def evaluate(run: Path, prefix: Path) -> dict[str, Any]:
     return {k: r[k] for k in ("bleu", "bleu_lc", "chrf", "sentences")}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "finetune")
     ap.add_argument("--updates", type=int, default=1200, help="updates of the general model")
     ap.add_argument("--finetune-updates", type=int, default=300)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     w = a.work
-    report: dict[str, Any] = {"splits": splits(w), "cpu": open("/proc/cpuinfo").read().split("model name")[1]
-                              .split("\n")[0].strip(" :\t") if Path("/proc/cpuinfo").exists() else "?"}
+    report: dict[str, Any] = {"splits": splits(w)}
     text = w / "text"
     if not (w / "data-general" / "manifest.json").is_file():
         aiayn("prepare", "--train", str(text / "general/train"), "--valid", str(text / "general/valid"), "--test",
@@ -221,9 +223,8 @@ def main() -> None:
     report["after"] = {"domain": evaluate(tuned, text / "domain/test"),
                        "general": evaluate(tuned, text / "general/test")}
     print(json.dumps(report["after"]), flush=True)
-    out = ROOT / "benchmarks" / "results" / f"finetune-{time.strftime('%Y%m%d')}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    out = record.write("finetune", report)
+    print(f"recorded in {out}")
 
 
 if __name__ == "__main__":

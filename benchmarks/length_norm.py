@@ -1,18 +1,17 @@
 """Beam search's length normalisation and its alpha, chosen on a validation set (never on a test set):
 
-    python benchmarks/length_norm.py --model runs/demo/run-de-en --src runs/demo/data/valid.de \\
+    python -m benchmarks length-norm --model runs/demo/run-de-en --src runs/demo/data/valid.de \\
         --ref runs/demo/data/valid.en [--alphas 0.6 1.0 1.5 2.0] [--beam 5]
 
 Translates --src with every ``decode.length_norm`` (gnmt: ((5 + |Y|) / 6) ** alpha, the paper's; length:
 |Y| ** alpha, that of CTranslate2 and transformers) at every alpha, fp32, and scores each against --ref with the
 run's sacreBLEU settings. Prints a Markdown table (BLEU, lowercased BLEU, mean output length) and records the
-rows with the machine in ``benchmarks/results/length-norm-YYYYMMDD-HHMM.json``.
+rows as ``results/length-norm-<date>.json`` (record.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,21 +19,21 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--src", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--alphas", type=float, nargs="+", default=[0.6, 1.0, 1.5, 2.0])
     ap.add_argument("--beam", type=int, default=0, help="beam size (0 = the run's decode.beam)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     from aiayn import Translator, configure
     from aiayn.evaluate import score
     from aiayn.rundir import RunDir
 
     configure()
     sys.path.insert(0, str(HERE))
-    from run import machine
+    import record
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()
@@ -63,9 +62,7 @@ def main() -> None:
               f"| {same}/{len(src)} |")
     best = max(rows, key=lambda r: r["bleu"])
     print(f"\nbest on {a.src}: length_norm={best['length_norm']} alpha={best['alpha']:g} (BLEU {best['bleu']:.2f})")
-    out = HERE / "results" / time.strftime("length-norm-%Y%m%d-%H%M.json")
-    out.write_text(json.dumps({"machine": machine(), "model": a.model, "src": a.src, "ref": a.ref, "rows": rows,
-                               "best": best}, indent=2) + "\n")
+    out = record.write("length-norm", {"model": a.model, "src": a.src, "ref": a.ref, "rows": rows, "best": best})
     print(f"recorded in {out}")
 
 

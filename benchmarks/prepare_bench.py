@@ -3,9 +3,10 @@ throughput of the prepare pipeline against raw SentencePiece encoding of the sam
 decode(encode(line)) == line over every bundled Multi30k line, and the padding of training batches at
 max_tokens 4096 (data.padding_fraction over the token-bucketed batches of epoch 0).
 
-    python benchmarks/prepare_bench.py
+    python -m benchmarks prepare
 
-Each preparation runs in its own process (fresh peak RSS). Prints a table; JSON to results/prepare.json.
+Each preparation runs in its own process (fresh peak RSS). Prints a table; records it as results/prepare-<date>.json
+(the record before this format: results/prepare.json).
 """
 
 from __future__ import annotations
@@ -81,11 +82,12 @@ def round_trip_and_padding(data_dir: Path) -> dict:
             "padding_max_tokens": 4096, "padding_fraction": padding_fraction(batches, src.lengths, tgt.lengths)}
 
 
-def main() -> None:
-    from run import machine
+def main(argv: list[str] | None = None) -> None:
+    import record
 
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        _child(sys.argv[2], sys.argv[3])
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 3 and argv[0] == "--child":
+        _child(argv[1], argv[2])
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,9 +110,8 @@ def main() -> None:
           f"lines/s, raw SentencePiece {enc['raw_lines_per_s']:,.0f} lines/s -> {100 * enc['ratio']:.0f}% of raw")
     print(f"round trip: {quality['round_trip_identical']:,} of {quality['round_trip_lines']:,} lines identical; "
           f"padding at max_tokens 4096: {100 * quality['padding_fraction']:.1f}%")
-    (HERE / "results").mkdir(exist_ok=True)
-    result = {"prepare": rows, "encoding": enc, "quality": quality, "machine": machine()}
-    (HERE / "results" / "prepare.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = record.write("prepare", {"prepare": rows, "encoding": enc, "quality": quality})
+    print(f"recorded in {out}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Recipe trials at a fixed number of updates, scored on the VALIDATION set only (never on a test set):
 
-    python benchmarks/recipe_sweep.py --data runs/demo/data --steps 1130 \\
+    python -m benchmarks recipe-sweep --data runs/demo/data --steps 1130 \\
         --trial short-warmup train.warmup=300 train.lr_factor=1.095 train.cooldown=0.5 train.average_last=4
-    python benchmarks/recipe_sweep.py --data runs/demo/data --baseline runs/demo/run-de-en
+    python -m benchmarks recipe-sweep --data runs/demo/data --baseline runs/demo/run-de-en
 
 Each trial trains ``--config`` (default multi30k-de-en) with its ``--set`` overrides for exactly ``--steps``
 updates (no time limit, so a slow or busy machine changes the minutes, not the result) into
@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+import record  # noqa: E402
 import torch  # noqa: E402
-from run import machine  # noqa: E402
 
 AIAYN = [sys.executable, "-m", "aiayn"]
 
@@ -73,7 +73,7 @@ def describe(run: Path, data: Path, device: str) -> dict[str, object]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, type=Path, help="a data dir written by `aiayn prepare`")
     ap.add_argument("--config", default="multi30k-de-en")
@@ -90,8 +90,8 @@ def main() -> None:
                     "same number of updates)")
     ap.add_argument("--record", type=Path, help="the JSON-lines file to append to (default: "
                     "benchmarks/results/recipe-sweep-<date>.jsonl)")
-    a = ap.parse_args()
-    record = a.record or ROOT / "benchmarks" / "results" / f"recipe-sweep-{time.strftime('%Y%m%d')}.jsonl"
+    a = ap.parse_args(argv)
+    kept = a.record or record.RESULTS / f"recipe-sweep-{time.strftime('%Y%m%d')}.jsonl"
     todo: list[tuple[str, list[str], Path]] = [(a.baseline.name, [], a.baseline)] if a.baseline else []
     todo += [(t[0], t[1:], a.out / f"{t[0]}-{a.steps}") for t in a.trial]
     for name, sets, run in todo:
@@ -103,17 +103,15 @@ def main() -> None:
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)       # its errors still show
         result = {"name": name, "config": a.config, "sets": sets, "baseline": run == a.baseline, "device": a.device,
                   "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                  **describe(run, a.data, a.device), "windows": windows(run, a.data, a.windows, a.device),
-                  "machine": machine()}
-        with record.open("a") as f:
-            f.write(json.dumps(result) + "\n")
+                  **describe(run, a.data, a.device), "windows": windows(run, a.data, a.windows, a.device)}
+        record.append("recipe-sweep", result, kept)
         avg = result["averaged"] or {}
         print(f"{name}: {result['steps']} steps, {result['epochs']:.2f} epochs, {result['minutes']} min; valid "
               f"averaged BLEU {avg.get('bleu')} (lc {avg.get('bleu_lc')}), last {result['last']['bleu']}; "
               f"greedy during training {result['greedy_valid_bleu']}; windows "
               + ", ".join(f"last {n} (from step {w['from_step']}): {w['bleu']}" for n, w in result["windows"].items()),
               flush=True)
-    print(record)
+    print(f"recorded in {kept}")
 
 
 if __name__ == "__main__":

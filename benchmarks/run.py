@@ -1,13 +1,14 @@
-"""``make bench``: training and translation throughput of aiayn against its peers, one table.
+"""``make bench`` (``python -m benchmarks throughput``): training and translation throughput of aiayn against its
+peers, one table.
 
 Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
-Results: a table on stdout, raw JSON in benchmarks/results/<date>.json (and latest.json), a plot in
-benchmarks/results/<date>.png when matplotlib is installed. bf16 rows run only where the CPU has native
-bf16 (AVX512-BF16 or AMX); every row runs on the CPU.
+Results: a table on stdout, the record in benchmarks/results/throughput-<date>.json (and latest.json), a plot beside
+it when matplotlib is installed. bf16 rows run only where the CPU has native bf16 (AVX512-BF16 or AMX); every row
+runs on the CPU.
 
-    python benchmarks/run.py                 # everything (about 30 minutes on 2 cores)
-    python benchmarks/run.py --only train --sizes small
-    python benchmarks/run.py --only train --rounds 2   # each row measured twice, interleaved; the best kept
+    python -m benchmarks throughput                 # everything (about 30 minutes on 2 cores)
+    python -m benchmarks throughput --only train --sizes small
+    python -m benchmarks throughput --only train --rounds 2   # each row measured twice, interleaved; the best kept
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -24,8 +24,11 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, os.path.dirname(__file__))
+import record  # noqa: E402
+
 HERE = Path(__file__).parent
-RESULTS = HERE / "results"
+RESULTS = record.RESULTS
 TRAIN_IMPLS = ["aiayn", "OpenNMT-py", "torch.nn.Transformer", "HF MarianMTModel", "Annotated Transformer (seeds)"]
 TRANSLATE = [  # (engine, precisions); the no-cache row runs in the fastest precision this CPU has
     ("aiayn", ["fp32", "bf16", "int8"]),
@@ -61,24 +64,6 @@ def precisions_here() -> list[str]:
     from aiayn.precision import resolve as resolve_precision
 
     return ["bf16", "fp32"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (e.g. "AMD EPYC 7B13"), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine() -> str:
-    bf16 = "native bf16" if "bf16" in precisions_here() else "no native bf16: bf16 rows skipped"
-    return (f"{cpu_model()} {torch.backends.cpu.get_cpu_capability()} ({bf16}), "
-            f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
 
 
 def run_row(script: str, args: list[str], timeout: int = 1800, env: dict[str, str] | None = None) -> dict:
@@ -196,7 +181,7 @@ def add_ratios(train: list[dict], translate: list[dict]) -> None:
 def print_tables(result: dict) -> None:
     peaks = result["matmul_peak_gflops"]
     print("\nmatmul peak in this run: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())
-          + f"; {result['machine']}")
+          + f"; {record.describe(result['machine'])}")
     if result["train"]:
         rounds = result.get("train_rounds", result.get("rounds", 1))
         print("\nTraining (full steps: forward, label-smoothed loss, backward, Adam; ~4,096-token batches)"
@@ -240,14 +225,14 @@ def plot(result: dict, path: Path) -> None:
             ax.barh([j + 0.4 * k for j in range(len(impls))], vals, height=0.4, label=precision)
         ax.set_yticks([j + 0.2 for j in range(len(impls))], [i.replace(" (seeds)", "\n(seeds)") for i in impls])
         ax.set_xlabel("target tokens / s (training)")
-        ax.set_title(f"{size} model, {result['machine']}", fontsize=9)
+        ax.set_title(f"{size} model, {record.describe(result['machine'])}", fontsize=9)
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["train", "translate"])
     ap.add_argument("--sizes", nargs="*", default=["small", "base"])
     ap.add_argument("--steps-small", type=int, default=20)
@@ -256,10 +241,9 @@ def main() -> None:
                     help="translation: only these engines (the run is then recorded, but latest.json kept)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure every row this many times, interleaved, and keep each row's fastest")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
         "matmul_peak_gflops": {p: matmul_peak(torch.bfloat16 if p == "bf16" else torch.float32)
                                for p in precisions_here()},
         "rounds": a.rounds, "train": [], "translate": [],
@@ -269,10 +253,9 @@ def main() -> None:
     if a.only in (None, "translate"):
         result["translate"] = translate_rows(a.sizes, a.rounds, engines=a.engines)
     add_ratios(result["train"], result["translate"])
-    RESULTS.mkdir(exist_ok=True)
     latest = RESULTS / "latest.json"
     previous = json.loads(latest.read_text()) if latest.exists() else {}
-    if a.only and previous.get("machine") == result["machine"]:
+    if a.only and previous.get("machine") == record.machine():
         # a partial run keeps the other half of the last table from the same machine, labelled
         other = "translate" if a.only == "train" else "train"
         result[other] = previous.get(other, [])
@@ -281,13 +264,13 @@ def main() -> None:
         if other == "train":
             result["train_matmul_peak_gflops"] = previous.get("train_matmul_peak_gflops",
                                                               previous["matmul_peak_gflops"])
-    out = RESULTS / f"{time.strftime('%Y%m%d-%H%M')}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = record.write("throughput", result)
+    result = json.loads(out.read_text())
     if not a.engines:
-        (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
+        latest.write_text(out.read_text())
     print_tables(result)
     plot(result, out.with_suffix(".png"))
-    print(f"\nraw results: {out}")
+    print(f"\nrecorded in {out}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Corpora larger than memory: `aiayn prepare` and the first minutes of training on a synthetic corpus of
 Multi30k pairs recombined (two random pairs joined: new sentence pairs, twice as long), at several sizes.
 
-    python benchmarks/scale_bench.py                      # 290,000 and 5,000,000 pairs
-    python benchmarks/scale_bench.py --pairs 290000 --train-minutes 1
+    python -m benchmarks scale                      # 290,000 and 5,000,000 pairs
+    python -m benchmarks scale --pairs 290000 --train-minutes 1
 
 For each size: prepare's time, peak RSS and disk size (one process each, shards of 1M pairs), then training's
-peak RSS over its first minutes (small model, max_tokens 4096). Prints a Markdown table; JSON to
-results/scale.json.
+peak RSS over its first minutes (small model, max_tokens 4096). Prints a Markdown table; records it as
+results/scale-<date>.json (the record before this format: results/scale.json).
 """
 
 from __future__ import annotations
@@ -78,12 +78,18 @@ def measure(pairs: int, minutes: float, work: Path) -> dict:
             "train_peak_rss_mb": round(max(r["peak_rss_mb"] for r in steps)) if steps else None}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    import record
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 3 and argv[0] == "--child":
+        _prepare_child(argv[1], argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, nargs="+", default=[290_000, 5_000_000])
     ap.add_argument("--train-minutes", type=float, default=2.0)
     ap.add_argument("--work", type=Path, help="where corpora and data dirs go (default: a temporary directory)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or Path(tmp)
         rows = [measure(n, a.train_minutes, work) for n in a.pairs]
@@ -93,13 +99,9 @@ def main() -> None:
     for r in rows:
         print(f"| {r['pairs']:,} | {r['corpus_mb']} | {r['prepare_s']} | {r['prepare_peak_rss_mb']} | "
               f"{r['data_dir_mb']} | {r['train_peak_rss_mb']} | {r['train_steps']} |")
-    out = HERE / "results" / "scale.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2) + "\n")
+    out = record.write("scale", {"train_minutes": a.train_minutes, "rows": rows})
+    print(f"recorded in {out}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        _prepare_child(sys.argv[2], sys.argv[3])
-    else:
-        main()
+    main()

@@ -1,13 +1,23 @@
-"""Load test of ``aiayn serve`` on loopback, against ``aiayn translate`` on the same lines, in one run:
+"""Load test of ``aiayn serve`` on loopback, against ``aiayn translate`` on the same lines, in one run; or the
+server's batcher without HTTP (``--replay``):
 
-    python benchmarks/serve_bench.py --model runs/demo/run-de-en --src runs/demo/data/test.de \\
-        [--requests 2000] [--concurrency 1 8 32] [--precision fp32]
+    python -m benchmarks serve --model runs/demo/run-de-en --src runs/demo/data/test.de \\
+        [--requests 2000] [--concurrency 1 8 32] [--precision fp32] [--latency 200]
+    python -m benchmarks serve --replay --model runs/demo/run-de-en --src runs/demo/data/test.de --requests 200
 
 Requests of 1-5 lines (a fixed seeded draw from --src, cycled) sent by N client threads over keep-alive
 connections; each concurrency level is a fresh batch of --requests requests to one server process. Prints a
 table: sentences/s, latency percentiles, errors, the server's peak RSS, and sentences/s as a share of the
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
-left out). Writes the same as JSON to benchmarks/results/serve-<date>.json.
+left out). Records it as ``results/serve-<date>.json``.
+
+``--replay``: where the server's time goes, without HTTP, in this process, one decoding thread and one CPU thread,
+the same requests and the run's decoding settings, each way the fastest of --rounds interleaved rounds:
+``translate`` (Translator.translate over all lines: the CLI's length-sorted batches), ``static N`` (batches of N
+lines in arrival order, each decoded to its end: what a scheme that does not reorder the stream reaches at best),
+and ``batcher C`` (C clients, each sending its next request when the last is answered, to the server's own
+batcher.Batcher: its admission policy, a source-token budget of --max-batch-tokens, and its step-level search).
+Records it as ``results/serve-replay-<date>.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from run import machine  # noqa: E402
+import record  # noqa: E402
 
 
 def free_port() -> int:
@@ -168,45 +178,99 @@ def draw_requests(src: Path, n: int) -> list[list[str]]:
     return [[next(lines_iter) for _ in range(rng.randint(1, 5))] for _ in range(n)]
 
 
-def main() -> None:
+def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
+    """--replay: the CLI's batches, arrival-order batches and the server's batcher, one thread, no HTTP; recorded."""
+    import asyncio
+
+    import torch
+    from prometheus_client import CollectorRegistry
+
+    from aiayn import Translator
+    from aiayn.batcher import Batcher, DecodeMetrics, Limits
+    from aiayn.search import beam_search
+    from aiayn.translate import source_batch, source_ids
+
+    torch.set_num_threads(1)
+    t = Translator.load(a.model, device="cpu", precision=a.precision, workers=1)
+    lines = [line for r in requests for line in r]
+
+    def static(size: int) -> list[str]:
+        out = []
+        with torch.inference_mode():
+            for j in range(0, len(lines), size):
+                seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines[j : j + size])]
+                out += [h[0].tokens for h in beam_search(t.model, source_batch(t.model, seqs, t.device), t.decode)]
+        return t.detokenize(out)
+
+    def batcher(clients: int) -> list[str]:
+        limits = Limits(workers=1, max_batch_tokens=a.max_batch_tokens, max_wait_ms=0.0, max_queue_lines=10**9,
+                        timeout_s=10**6)
+        out: dict[int, list[str]] = {}
+
+        async def run() -> None:
+            b, todo = Batcher(t, limits, DecodeMetrics(CollectorRegistry())), iter(enumerate(requests))
+
+            async def client() -> None:
+                for i, r in todo:
+                    out[i] = t.detokenize([hs[0].tokens for hs in await b.translate(r, t.decode)])
+
+            await asyncio.gather(*(client() for _ in range(clients)))
+            b.close()
+
+        asyncio.run(run())
+        return [line for i in range(len(requests)) for line in out[i]]
+
+    ways = {"translate": lambda: t.translate(lines)}
+    for n in a.static:
+        ways[f"static {n}"] = lambda n=n: static(n)
+    for c in a.concurrency:
+        ways[f"batcher {c}"] = lambda c=c: batcher(c)
+    best: dict[str, float] = {}
+    outputs: dict[str, list[str]] = {}
+    for _ in range(a.rounds):
+        for name, fn in ways.items():
+            t0 = time.perf_counter()
+            outputs[name] = fn()
+            best[name] = max(best.get(name, 0.0), len(lines) / (time.perf_counter() - t0))
+    rows = [{"way": k, "sentences_per_s": round(v, 1), "share_of_translate": round(v / best["translate"], 3),
+             "identical_to_translate": sum(x == y for x, y in zip(outputs[k], outputs["translate"], strict=True))}
+            for k, v in best.items()]
+    print(f"{len(lines)} lines in {len(requests)} requests, the run's decoding settings, one thread")
+    print("| way | sentences/s | share of translate | identical lines |\n|---|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['way']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_translate']:.0f}% | "
+              f"{r['identical_to_translate']}/{len(lines)} |")
+    out = record.write("serve-replay", {"model": a.model, "src": a.src, "precision": a.precision, "lines": len(lines),
+                                         "requests": len(requests), "max_batch_tokens": a.max_batch_tokens,
+                                         "rounds": a.rounds, "rows": rows})
+    print(f"recorded in {out}")
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--src", required=True, help="sentences to draw the requests from")
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--precision", default="fp32")
-    ap.add_argument("--workers", type=int, default=0, help="the server's model calls at once (default: its own)")
+    ap.add_argument("--workers", type=int, default=0, help="the server's decoding threads (default: its own)")
     ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
     ap.add_argument("--latency", type=int, default=0, metavar="N",
                     help="also time N one-line requests at concurrency 1 against one translate call each")
-    a = ap.parse_args()
+    ap.add_argument("--replay", action="store_true", help="the batcher without HTTP (see above)")
+    ap.add_argument("--static", type=int, nargs="*", default=[48, 96], help="--replay: arrival-order batch sizes")
+    ap.add_argument("--max-batch-tokens", type=int, default=6000, help="--replay: the batcher's source-token budget")
+    ap.add_argument("--rounds", type=int, default=2, help="--replay: interleaved rounds, the fastest kept")
+    a = ap.parse_args(argv)
     requests = draw_requests(Path(a.src), a.requests)
+    if a.replay:
+        replay(a, requests)
+        return
     all_lines = [line for r in requests for line in r]
     cli, cli_out = cli_rate(a, all_lines)
     print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "
           f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
-    rows = []
-    for c in a.concurrency:
-        proc, port = start_server(a)
-        try:
-            load(port, requests[:20], min(c, 4))                    # warm-up
-            steps0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
-            outputs: list[list[str]] = [[] for _ in requests]
-            r = load(port, requests, c, outputs)
-            served = [t for ts in outputs for t in ts]
-            r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
-                     cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
-                     max(1.0, metric(port, "aiayn_batch_lines_count") - steps0),
-                     identical_to_cli=sum(x.strip() == y.strip() for x, y in zip(served, cli_out, strict=False))
-                     / len(cli_out))
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=120)
-        rows.append(r)
-        print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
-              f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['sentences_per_step']:.1f} sentences per decoding step, "
-              f"{100 * r['identical_to_cli']:.1f}% of lines identical to the CLI's", flush=True)
+    rows = [load_level(a, requests, c, cli, cli_out) for c in a.concurrency]
     print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
           "server peak RSS | sentences per step | identical to the CLI |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -226,12 +290,35 @@ def main() -> None:
         print(f"\nconcurrency 1, {lat['lines']} one-line requests: p50 {lat['serve_p50_ms']:.1f} ms served, "
               f"{lat['translate_p50_ms']:.1f} ms by one translate call = {lat['p50_ratio']:.2f}x "
               f"(median of the per-line ratios {lat['median_per_line_ratio']:.2f}x)")
-    out = ROOT / "benchmarks" / "results" / f"serve-{time.strftime('%Y%m%d-%H%M')}.json"
-    out.write_text(json.dumps({"model": a.model, "precision": a.precision, "requests": a.requests, "workers": a.workers,
-                               "max_wait_ms": a.max_wait_ms,
-                               "sentences": len(all_lines), "cli": cli, "rows": rows, "latency": lat,
-                               "machine": machine()}, indent=2))
-    print(f"\n{out}")
+    out = record.write("serve", {"model": a.model, "precision": a.precision, "requests": a.requests,
+                                  "workers": a.workers, "max_wait_ms": a.max_wait_ms, "sentences": len(all_lines),
+                                  "cli": cli, "rows": rows, "latency": lat})
+    print(f"\nrecorded in {out}")
+
+
+def load_level(a: argparse.Namespace, requests: list[list[str]], c: int, cli: dict[str, float],
+               cli_out: list[str]) -> dict[str, float]:
+    """One concurrency level against a fresh server process: the load's figures, its answers against the CLI's."""
+    proc, port = start_server(a)
+    try:
+        load(port, requests[:20], min(c, 4))                    # warm-up
+        steps0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
+        outputs: list[list[str]] = [[] for _ in requests]
+        r = load(port, requests, c, outputs)
+        served = [t for ts in outputs for t in ts]
+        r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
+                 cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
+                 max(1.0, metric(port, "aiayn_batch_lines_count") - steps0),
+                 identical_to_cli=sum(x.strip() == y.strip() for x, y in zip(served, cli_out, strict=False))
+                 / len(cli_out))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
+          f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
+          f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['sentences_per_step']:.1f} sentences per decoding step, "
+          f"{100 * r['identical_to_cli']:.1f}% of lines identical to the CLI's", flush=True)
+    return r
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Training speed of the working tree against an earlier revision, through the real ``aiayn train``:
 
-    python benchmarks/train_ab.py --base f06e6aa [--preset small --steps 40 --rounds 3]
+    python -m benchmarks train-ab --base f06e6aa [--preset small --steps 40 --rounds 3]
 
 Each revision's package is extracted (as in decode_ab.py) and its ``aiayn train`` runs in a process of its
 own on the same prepared Multi30k data dir, the two alternating, ``--rounds`` times each (validation and
 checkpoints pushed past the end, so only training steps are timed). Prints target tokens/s for both (the
 median of each run's logged intervals after the first, the best run of each revision), their ratio, and
-whether the two ended with bit-identical weights (same seed, same batches: they should).
+whether the two ended with bit-identical weights (same seed, same batches: they should); records it as
+``results/train-ab-<date>.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
+import record  # noqa: E402
 from decode_ab import import_revision  # noqa: E402
 
 RUNNER = "import sys; sys.path.insert(0, {path!r}); from {pkg}.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -36,7 +38,7 @@ def train_once(pkg: str, path: str, data: Path, out: Path, a: argparse.Namespace
     return statistics.median([r["tgt_tokens_per_s"] for r in records if "loss" in r][1:])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True, help="git revision to compare against")
     ap.add_argument("--preset", default="small", choices=["tiny", "small", "base"])
@@ -45,7 +47,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--data", type=Path, help="a prepared data dir (default: Multi30k de-en, prepared here)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         pkgs = {"base": (import_revision(a.base, tmp), tmp), "working tree": ("aiayn", os.getcwd())}
         data = a.data or Path(tmp) / "data"
@@ -68,6 +70,11 @@ def main() -> None:
     print(f"{a.preset}, {a.precision}, {a.steps} steps of {a.max_tokens} tokens, best of {a.rounds}: base ({a.base}) "
           f"{best['base']:.0f} tgt tok/s, working tree {best['working tree']:.0f} tgt tok/s, ratio "
           f"{best['working tree'] / best['base']:.3f}; identical final weights: {'yes' if same else 'no'}")
+    out = record.write("train-ab", {"base": a.base, "preset": a.preset, "precision": a.precision, "steps": a.steps,
+                                     "max_tokens": a.max_tokens, "rounds": a.rounds, "tgt_tokens_per_s": rates,
+                                     "best": best, "ratio": best["working tree"] / best["base"],
+                                     "identical_weights": same})
+    print(f"recorded in {out}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
-"""One translation-throughput measurement, in its own process:
+"""One translation-throughput measurement, in its own process, or a trained run's decoding with and without the cache:
 
-    python benchmarks/translate_bench.py --engine aiayn --size small --precision bf16 --beam 4
+    python -m benchmarks translate --engine aiayn --size small --precision bf16 --beam 4
+    python -m benchmarks translate --model runs/demo/run-de-en --src runs/demo/data/test.de [--ref ...test.en]
 
 500 source sentences of 13 +- 5 random tokens, sorted by length and cut into batches of 32 (the same
 batches for every engine), every output forced to exactly 20 tokens (minimum = maximum length) so that
-all engines do the same work whatever their random weights predict. Prints one JSON object.
+all engines do the same work whatever their random weights predict. Prints one JSON object (a row of
+``python -m benchmarks throughput``).
 
 ``--workers N`` decodes N batches at once, each on its own thread with 1/N of the cores: aiayn's
 ``map_in_threads`` (what ``aiayn translate --workers`` does), the same threads around HF ``generate``,
 and CTranslate2's own ``inter_threads=N, intra_threads=cores/N``.
+
+``--model RUN --src FILE``: the run's :class:`aiayn.translate.Translator` on real sentences (batched by tokens,
+sorted by length), for each of ``--precisions`` and ``--beams``, with the incremental cache and recomputing the
+decoder over the whole prefix at every step (:class:`Uncached`); both must give identical translations, and the
+ratio is the cache's speed-up. Prints a table; records it as ``results/translate-trained-<date>.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+import record  # noqa: E402
 from peers import BOS, EOS, PAD, SIZES, marian_config  # noqa: E402
 
 N_SENT, BATCH, OUT_LEN = 500, 32, 20
@@ -58,6 +66,13 @@ class _Prefix:
 
     def select(self, index: torch.Tensor) -> _Prefix:
         return _Prefix(self.memory[index], self.src[index], self.prefix[index])
+
+    keep_ = select                                       # finished sentences leave the batch
+
+    @property
+    def step(self) -> int:
+        """Tokens decoded so far."""
+        return self.prefix.shape[1]
 
     def select_self(self, index: torch.Tensor) -> _Prefix:
         return _Prefix(self.memory, self.src, self.prefix[index])
@@ -199,14 +214,63 @@ ENGINES = {"aiayn": run_aiayn, "aiayn (no cache)": functools.partial(run_aiayn, 
            "CTranslate2": run_ct2}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--engine", required=True, choices=list(ENGINES))
+def trained(a: argparse.Namespace) -> None:
+    """--model: the run's Translator with and without the cache, on real sentences; recorded."""
+    from aiayn.translate import Translator
+
+    lines = open(a.src, encoding="utf-8").read().splitlines()
+    refs = open(a.ref, encoding="utf-8").read().splitlines() if a.ref else None
+    rows = []
+    for precision in a.precisions:
+        translator = Translator.load(a.model, device="cpu", precision=precision)
+        cached_model = translator.model
+        for beam in a.beams:
+            outs = {}
+            for mode in ("cache", "no cache") if not a.no_uncached else ("cache",):
+                translator.model = cached_model if mode == "cache" else Uncached(cached_model)  # type: ignore[assignment]
+                translator.translate(lines[:32], beam=beam)                                   # warm-up
+                t0 = time.perf_counter()
+                outs[mode] = translator.translate(lines, beam=beam)
+                seconds = time.perf_counter() - t0
+                row = {"precision": precision, "beam": beam, "mode": mode, "sentences": len(lines),
+                       "seconds": round(seconds, 2), "sentences_per_s": round(len(lines) / seconds, 1)}
+                if refs is not None:
+                    import sacrebleu
+
+                    row["bleu"] = round(sacrebleu.corpus_bleu(outs[mode], [refs]).score, 2)
+                rows.append(row)
+            if "no cache" in outs:
+                same = sum(x == y for x, y in zip(outs["cache"], outs["no cache"], strict=True))
+                rows[-2]["speedup_vs_no_cache"] = round(rows[-1]["seconds"] / rows[-2]["seconds"], 2)
+                rows[-2]["identical_outputs"] = f"{same}/{len(lines)}"
+    print("| precision | beam | decoding | sentences/s | seconds | BLEU | cache speed-up | identical outputs |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['precision']} | {r['beam']} | {r['mode']} | {r['sentences_per_s']} | {r['seconds']} | "
+              f"{r.get('bleu', '')} | {r.get('speedup_vs_no_cache', '')} | {r.get('identical_outputs', '')} |")
+    out = record.write("translate-trained", {"model": a.model, "src": a.src, "ref": a.ref, "rows": rows})
+    print(f"recorded in {out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", default="aiayn", choices=list(ENGINES))
     ap.add_argument("--size", default="small", choices=list(SIZES))
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--beam", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="batches decoded at once, each on its own thread")
-    a = ap.parse_args()
+    ap.add_argument("--model", help="a run dir: decode --src with its Translator, with and without the cache")
+    ap.add_argument("--src", help="with --model: source sentences, one per line")
+    ap.add_argument("--ref", help="with --model: references, for sacreBLEU of each setting")
+    ap.add_argument("--precisions", nargs="*", default=["fp32", "bf16"], help="with --model")
+    ap.add_argument("--beams", nargs="*", type=int, default=[1, 4], help="with --model")
+    ap.add_argument("--no-uncached", action="store_true", help="with --model: skip the (slow) recomputing runs")
+    a = ap.parse_args(argv)
+    if bool(a.model) != bool(a.src):
+        ap.error("--model and --src go together")
+    if a.model:
+        trained(a)
+        return
     sents = sources(SIZES[a.size][4])
     batches = [sents[i : i + BATCH] for i in range(0, len(sents), BATCH)]
     seconds = ENGINES[a.engine](a.size, a.precision, a.beam, batches, workers=a.workers)

@@ -1,0 +1,63 @@
+"""One way to run any benchmark, from the repository's root:
+
+    python -m benchmarks                 # the list, with what each measures
+    python -m benchmarks NAME [ARGS]     # run one (NAME --help: its options)
+    make bench [NAME=serve ARGS="..."]   # the same, after installing the peers (NAME defaults to throughput)
+
+Each records what it measured the same way (record.py: the command, the commit, the machine, the date, the figures)
+in benchmarks/results/. How to add one: CONTRIBUTING.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# name -> (module in benchmarks/, what it measures)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "throughput": ("run", "make bench: training and translation speed of aiayn and its peers on the same batches, "
+                          "every row in its own process, one table"),
+    "train": ("train_bench", "one training-speed row in its own process; --profile: where aiayn's step spends its "
+                             "time, against this CPU's matmul rate"),
+    "translate": ("translate_bench", "one translation-speed row (random weights, forced output length); --model: a "
+                                     "trained run on real sentences, with and without the incremental cache"),
+    "decode-ab": ("decode_ab", "decoding speed of the working tree against a revision, interleaved in one process"),
+    "train-ab": ("train_ab", "training speed of the working tree against a revision, `aiayn train` alternating"),
+    "export": ("export_bench", "a trained run exported to CTranslate2 against aiayn: speed, BLEU, identical lines"),
+    "serve": ("serve_bench", "load test of `aiayn serve` against `aiayn translate` on the same lines; --replay: the "
+                             "server's batcher without HTTP, against the CLI's and arrival-order batches"),
+    "length-norm": ("length_norm", "beam search's length normalisation and alpha, chosen on a validation set"),
+    "prepare": ("prepare_bench", "`aiayn prepare`: time, memory, encoding speed against raw SentencePiece"),
+    "scale": ("scale_bench", "corpora larger than memory: prepare and the first minutes of training"),
+    "recipe-sweep": ("recipe_sweep", "recipe trials at a fixed number of updates, scored on the validation set"),
+    "finetune-domain": ("finetune_domain", "a pretrained Marian model imported and fine-tuned on a domain"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, BENCHMARKS))
+    rows = "\n".join(f"  {name:{width}}  {what}" for name, (_, what) in BENCHMARKS.items())
+    return f"usage: python -m benchmarks NAME [ARGS]   (NAME --help for its options)\n\n{rows}"
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, args = argv[0], argv[1:]
+    if name not in BENCHMARKS:
+        print(f"python -m benchmarks: no benchmark {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(HERE))                    # the benchmarks import one another as top-level modules
+    import record
+
+    record.COMMAND[:] = ["python", "-m", "benchmarks", name, *args]
+    importlib.import_module(BENCHMARKS[name][0]).main(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

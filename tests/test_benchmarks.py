@@ -1,0 +1,72 @@
+"""The benchmarks' one entry point and one record format (benchmarks/__main__.py, benchmarks/record.py): every
+benchmark runs by name, every record under benchmarks/results/ names its command, commit and machine, and the
+server's replay decodes through the server's own batcher."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiayn.data import DataDir
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import record  # noqa: E402
+
+HELPERS = {"peers.py", "annotated.py", "record.py", "__main__.py"}        # imported by the benchmarks, not run
+
+
+def _bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_every_record_names_its_command_commit_and_machine() -> None:
+    files = sorted(p for p in (BENCH / "results").iterdir() if p.name != "provenance.json")
+    assert len(files) > 50
+    for path in files:
+        r = record.read(path)
+        missing = [k for k in ("command", "commit", "machine") if not r[k]]
+        assert not missing, f"{path.name} does not name its {', '.join(missing)} (record.py, results/provenance.json)"
+
+
+def test_every_benchmark_runs_by_name() -> None:
+    from benchmarks.__main__ import BENCHMARKS  # type: ignore[import-not-found]
+
+    modules = {m for m, _ in BENCHMARKS.values()}
+    for path in BENCH.glob("*.py"):
+        if path.name in HELPERS:
+            continue
+        tree = ast.parse(path.read_text())
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        assert mains and mains[0].args.args, f"{path.name}: a benchmark has main(argv)"
+        assert path.stem in modules, f"{path.name} is not in benchmarks/__main__.py's BENCHMARKS"
+    listing = _bench()
+    assert listing.returncode == 0 and all(name in listing.stdout for name in BENCHMARKS)
+    wrong = _bench("no-such-benchmark")
+    assert wrong.returncode == 2 and "no benchmark 'no-such-benchmark'" in wrong.stderr
+
+
+@pytest.mark.slow
+def test_the_server_replay_decodes_through_the_servers_batcher_and_is_recorded(copy_model: Path, copy_dir: DataDir,
+                                                                               tmp_path: Path) -> None:
+    src = tmp_path / "src.txt"
+    lines = copy_dir.raw_lines("test", "src")[:60]
+    src.write_text("\n".join(lines) + "\n")
+    run = _bench("serve", "--replay", "--model", str(copy_model), "--src", str(src), "--requests", "20",
+                 "--static", "8", "--concurrency", "4", "--rounds", "1", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    [kept] = tmp_path.glob("serve-replay-*.json")
+    r = json.loads(kept.read_text())
+    assert r["benchmark"] == "serve-replay" and r["command"].startswith("python -m benchmarks serve --replay --model")
+    assert r["commit"] and r["machine"]["cores"] >= 1 and r["machine"]["isa"] and r["date"]
+    rows = {row["way"]: row for row in r["rows"]}
+    assert set(rows) == {"translate", "static 8", "batcher 4"}
+    assert rows["batcher 4"]["identical_to_translate"] == r["lines"]      # the server's batcher, the CLI's lines
