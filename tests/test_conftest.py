@@ -85,9 +85,9 @@ def test_a_hanging_test_fails_by_its_timeout_and_leaves_no_process(pytester: pyt
     wait for something that never happens fails with what it waited for."""
     pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text(encoding="utf-8"))
     pytester.makepyfile(test_hanging=HANGING)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout", "3", timeout=120)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout", "1", timeout=120)
     result.assert_outcomes(failed=2)
-    assert "Timeout (>3.0s)" in result.stdout.str() and "waited 0.5 s for a metric that was renamed" in result.stdout.str()
+    assert "Timeout (>1.0s)" in result.stdout.str() and "waited 0.5 s for a metric that was renamed" in result.stdout.str()
     pid = int((pytester.path / "child.pid").read_text())
     assert _gone(pid), "the hanging test's child process outlived the suite"
 
