@@ -175,7 +175,10 @@ def test_concurrent_requests_are_answered_correctly_and_batched(server: Server) 
     lines = _copy_lines(64)
     requests = [{"text": [line], "beam": beam} for line in lines for beam in (1, 4)]
     alone = [server.post("/translate", r, KEY)[2]["translations"][0] for r in requests]
-    assert sum(a == r["text"][0] for a, r in zip(alone, requests, strict=True)) >= 120       # the model copies
+    # each line has its own translation (greedy: its copy), so a line decoded wrongly beside others shows
+    assert sum(a == r["text"][0] for a, r in zip(alone, requests, strict=True) if r["beam"] == 1) >= 0.9 * len(lines)
+    for beam in (1, 4):
+        assert len({a for a, r in zip(alone, requests, strict=True) if r["beam"] == beam}) >= 0.9 * len(lines)
     before_batches = server.metric("aiayn_batch_lines_count", KEY)
     before_lines = server.metric("aiayn_batch_lines_sum", KEY)
     with ThreadPoolExecutor(64) as pool:
@@ -210,7 +213,7 @@ def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Serv
     assert [[h["text"] for h in hs] for hs in got] == [[h["text"] for h in hs] for hs in alone]
     for g, a in zip(got, alone, strict=True):
         assert [h["score"] for h in g] == pytest.approx([h["score"] for h in a], abs=2e-4), (g, a)
-    assert sum(g[0]["text"] == line for g, line in zip(got, lines, strict=True)) >= 0.95 * len(lines)   # it copies
+    assert len({g[0]["text"] for g in got}) >= 0.9 * len(lines)                # each line its own translation
 
 
 def test_info_and_metrics(server: Server) -> None:
