@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from aiayn import Translator
+
 from .conftest import free_port, spawn, wait_for
 
 pytest.importorskip("fastapi")
@@ -169,33 +171,39 @@ def _copy_lines(n: int, seed: int = 7) -> list[str]:
     return sorted(lines, key=lambda line: rng.random())
 
 
-def test_concurrent_requests_are_answered_correctly_and_batched(server: Server) -> None:
+@pytest.fixture(scope="module")
+def cli(copy_model: Path) -> Translator:
+    """What ``aiayn translate`` gives with the served model: the answers' oracle."""
+    return Translator.load(copy_model, device="cpu", workers=1)
+
+
+def test_concurrent_requests_are_answered_correctly_and_batched(server: Server, cli: Translator) -> None:
     """64 one-line requests at once, greedy and beam 4 (128 in all): each decoded in a running batch beside others,
-    joining it between steps, and answered exactly as when it is sent alone, which is its own copy."""
+    joining it between steps, and answered as ``aiayn translate`` translates the line."""
     lines = _copy_lines(64)
     requests = [{"text": [line], "beam": beam} for line in lines for beam in (1, 4)]
-    alone = [server.post("/translate", r, KEY)[2]["translations"][0] for r in requests]
+    want = {beam: dict(zip(lines, cli.translate(lines, beam=beam), strict=True)) for beam in (1, 4)}
     # each line has its own translation (greedy: its copy), so a line decoded wrongly beside others shows
-    assert sum(a == r["text"][0] for a, r in zip(alone, requests, strict=True) if r["beam"] == 1) >= 0.9 * len(lines)
-    for beam in (1, 4):
-        assert len({a for a, r in zip(alone, requests, strict=True) if r["beam"] == beam}) >= 0.9 * len(lines)
+    assert sum(want[1][line] == line for line in lines) >= 0.9 * len(lines)
+    assert all(len(set(want[beam].values())) >= 0.9 * len(lines) for beam in (1, 4))
     before_batches = server.metric("aiayn_batch_lines_count", KEY)
     before_lines = server.metric("aiayn_batch_lines_sum", KEY)
     with ThreadPoolExecutor(64) as pool:
         answers = list(pool.map(lambda r: server.post("/translate", r, KEY), requests))
     assert [status for status, _, _ in answers] == [200] * len(requests)
     got = [body["translations"][0] for _, _, body in answers]
-    wrong = [(r["text"][0], r["beam"], a, g) for r, a, g in zip(requests, alone, got, strict=True) if a != g]
-    assert not wrong, f"{len(wrong)} of {len(requests)} differ from the same request alone, e.g. {wrong[:2]}"
+    wrong = [(r["text"][0], r["beam"], g) for r, g in zip(requests, got, strict=True) if g != want[r["beam"]][r["text"][0]]]
+    assert not wrong, f"{len(wrong)} of {len(requests)} differ from aiayn translate's, e.g. {wrong[:2]}"
     steps = server.metric("aiayn_batch_lines_count", KEY) - before_batches
     per_step = (server.metric("aiayn_batch_lines_sum", KEY) - before_lines) / steps
     assert per_step > 4, f"{len(requests)} concurrent one-line requests: {per_step:.1f} sentences per decoding step"
 
 
-def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Server) -> None:
-    """Multi-line requests of short and long lines, sent together, each line's 2-best list as it is alone, scores
-    included: the sources of different lengths share a batch, padded (the padding masked: a padding key that is not
-    masked changes the scores only), and leave it at different steps."""
+def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Server, cli: Translator) -> None:
+    """Multi-line requests of short and long lines, sent 15 ms apart so that most join a running search, each line's
+    2-best list as ``aiayn translate --nbest 2`` gives it, scores included: the sources of different lengths share a
+    batch, padded (the padding masked: a padding key that is not masked changes the scores only), and leave it at
+    different steps."""
     sizes = (1, 6, 3, 6, 2, 6, 5, 6)
     lines = _copy_lines(sum(sizes), seed=8)
     chunks = [lines[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))]
@@ -203,16 +211,16 @@ def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Serv
     joined = server.metric("aiayn_joined_lines_total", KEY)
     with ThreadPoolExecutor(len(chunks)) as pool:
         futures = []
-        for c in chunks:                                           # 15 ms apart: most join a batch that is running
+        for c in chunks:
             futures.append(pool.submit(server.post, "/translate", {"text": c, **options}, KEY))
             time.sleep(0.015)
         answers = [f.result() for f in futures]
     assert server.metric("aiayn_joined_lines_total", KEY) > joined, "no line joined a running search"
     got = [t for _, _, body in answers for t in body["translations"]]
-    alone = [server.post("/translate", {"text": [line], **options}, KEY)[2]["translations"][0] for line in lines]
-    assert [[h["text"] for h in hs] for hs in got] == [[h["text"] for h in hs] for hs in alone]
-    for g, a in zip(got, alone, strict=True):
-        assert [h["score"] for h in g] == pytest.approx([h["score"] for h in a], abs=2e-4), (g, a)
+    want = cli.translate_hypotheses(lines, **options)
+    assert [[h["text"] for h in hs] for hs in got] == [cli.detokenize([h.tokens for h in hs]) for hs in want]
+    for g, w in zip(got, want, strict=True):
+        assert [h["score"] for h in g] == pytest.approx([h.score for h in w], abs=2e-4), (g, w)
     assert len({g[0]["text"] for g in got}) >= 0.9 * len(lines)                # each line its own translation
 
 
