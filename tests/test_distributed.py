@@ -63,9 +63,12 @@ def _records(run: Path, key: str) -> list[float]:
 
 @pytest.mark.slow
 def test_two_processes_equal_one_process_accumulating_two_batches(copy_dir: DataDir, tmp_path: Path) -> None:
+    """torchrun --nproc_per_node 2 on CPU (gloo): both ranks train on disjoint batches, rank 0 writes the run dir, and
+    the weights are one process's accumulating both batches. With a time limit and a cooldown too: the ranks share
+    one clock (rank 0's), or they would disagree on the rate and on when to stop."""
     m = _even_max_tokens(copy_dir)
     sets = [f"max_tokens={m}", "p_drop=0.0", "max_steps=10", "log_every_steps=2", "valid_every_steps=5",
-            "save_every_steps=5"]
+            "save_every_steps=5", "max_minutes=30", "cooldown=0.5"]
     one = _run(_cmd(copy_dir, tmp_path / "one", 1, *sets, "update_freq=2"))
     assert one.returncode == 0, one.stderr[-3000:]
     two = _run(_cmd(copy_dir, tmp_path / "two", 2, *sets))
