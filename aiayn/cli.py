@@ -471,7 +471,7 @@ def cmd_import(a: argparse.Namespace) -> int:
     m = t.config.model
     langs = t.run.languages()
     print(f"imported {a.source} into {out}: {sum(p.numel() for p in t.model.parameters()) / 1e6:.1f}M parameters, "
-          f"{m.n_layers} layers, d_model {m.d_model}, {m.activation}, vocabulary {m.tgt_vocab_size}"
+          f"{m.encoder_layers}+{m.decoder_layers} layers, d_model {m.d_model}, {m.activation}, vocabulary {m.tgt_vocab_size}"
           + (f", {langs[0]}->{langs[1]}" if langs else ""))
     return 0
 

@@ -80,7 +80,9 @@ class ModelConfig:
     d_model: int = 512          # D
     d_ff: int = 2048            # F, inner size of the position-wise FFN (§3.3)
     n_heads: int = 8            # H; d_k = d_v = D / H (§3.2.2)
-    n_layers: int = 6           # N, for the encoder and for the decoder
+    n_layers: int = 6           # N, for the encoder and for the decoder (the shorthand for both depths)
+    n_enc_layers: int = 0       # the encoder's N where it differs (0: n_layers): a deep encoder and a shallow decoder
+    n_dec_layers: int = 0       # the decoder's N (0: n_layers); Deviation: Kasai et al. 2021, distilled students
     p_drop: float = 0.1         # residual dropout and dropout on embeddings + positions (§5.4)
     p_attn: float = 0.0         # dropout on attention probabilities (not in the paper; tensor2tensor's option)
     p_ffn: float = 0.0          # dropout after the FFN's ReLU (not in the paper; tensor2tensor's option)
@@ -98,6 +100,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check(self)
         _positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions")
+        _positive(self, "n_enc_layers", "n_dec_layers", zero_ok=True)
         _probability(self, "p_drop", "p_attn", "p_ffn")
         if self.d_model % self.n_heads:
             raise ValueError(f"ModelConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
@@ -119,6 +122,16 @@ class ModelConfig:
     @property
     def d_k(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def encoder_layers(self) -> int:
+        """The encoder's depth: ``n_enc_layers``, or ``n_layers`` when it is 0."""
+        return self.n_enc_layers or self.n_layers
+
+    @property
+    def decoder_layers(self) -> int:
+        """The decoder's depth: ``n_dec_layers``, or ``n_layers`` when it is 0."""
+        return self.n_dec_layers or self.n_layers
 
     @classmethod
     def preset(cls, name: str, *, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:

@@ -105,7 +105,8 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
 
     m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
     spec = transformer_spec.TransformerSpec.from_config(
-        m.n_layers, m.n_heads, pre_norm=m.norm == "pre", activation=getattr(common_spec.Activation, m.activation.upper()))
+        (m.encoder_layers, m.decoder_layers), m.n_heads, pre_norm=m.norm == "pre",
+        activation=getattr(common_spec.Activation, m.activation.upper()))
     spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
     spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
     spec.config.bos_token = spec.config.decoder_start_token = t.vocab.tgt.piece(m.bos_id)
@@ -191,7 +192,8 @@ def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
     m, d = t.config.model, t.config.decode
     arch = _hf_architecture(m)
     common: dict[str, Any] = dict(
-        d_model=m.d_model, encoder_layers=m.n_layers, decoder_layers=m.n_layers, encoder_attention_heads=m.n_heads,
+        d_model=m.d_model, encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers,
+        encoder_attention_heads=m.n_heads,
         decoder_attention_heads=m.n_heads, encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff, activation_function=m.activation,
         max_position_embeddings=m.max_positions, scale_embedding=True, dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, pad_token_id=m.pad_id, eos_token_id=m.eos_id, bos_token_id=m.bos_id,
@@ -229,13 +231,13 @@ def marian_order(d_model: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def layer_names(n_layers: int, d_model: int) -> Iterator[tuple[str, str, slice | None, bool, bool]]:
+def layer_names(m: ModelConfig) -> Iterator[tuple[str, str, slice | None, bool, bool]]:
     """The per-layer weights of a post-norm model as (transformers name, aiayn name, rows of the aiayn matrix or
     None for all, input on the residual stream, output on it), without ``.weight``/``.bias``: the one table of
     the Marian / Pegasus layout, used by export and by import (pretrained.py). A LayerNorm is "output"."""
-    D = d_model
+    D = m.d_model
     q, k, v = slice(0, D), slice(D, 2 * D), slice(2 * D, 3 * D)
-    for side in ("encoder", "decoder"):
+    for side, n_layers in (("encoder", m.encoder_layers), ("decoder", m.decoder_layers)):
         for i in range(n_layers):
             h, o = f"model.{side}.layers.{i}", f"{side}.{i}"
             for name, part in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
@@ -267,7 +269,7 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
             param.copy_(value)
         done.add(id(param))
 
-    for hf_name, ours_name, part, d_in, d_out in layer_names(model.cfg.n_layers, model.cfg.d_model):
+    for hf_name, ours_name, part, d_in, d_out in layer_names(model.cfg):
         wt, b = ours[f"{ours_name}.weight"], ours[f"{ours_name}.bias"]
         if part is not None:
             wt, b = wt[part], b[part]

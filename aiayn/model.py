@@ -281,9 +281,9 @@ class Transformer(nn.Module):
         self.tgt_embed = self.src_embed if cfg.tie == "all" else Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id)
         self.src_pos, self.tgt_pos = (PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.p_drop,
                                                          learned=cfg.positions == "learned") for _ in range(2))
-        self.encoder = nn.ModuleList([EncoderLayer(**layer) for _ in range(cfg.n_layers)])   # type: ignore[arg-type]
+        self.encoder = nn.ModuleList([EncoderLayer(**layer) for _ in range(cfg.encoder_layers)])  # type: ignore[arg-type]
         self.decoder: list[DecoderLayer] = nn.ModuleList(  # type: ignore[assignment]
-            [DecoderLayer(**layer) for _ in range(cfg.n_layers)])  # type: ignore[arg-type]
+            [DecoderLayer(**layer) for _ in range(cfg.decoder_layers)])  # type: ignore[arg-type]
         # Pre-norm leaves the residual stream un-normalized: a final LayerNorm closes each stack.
         pre = cfg.norm == "pre"
         self.enc_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()

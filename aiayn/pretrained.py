@@ -62,8 +62,7 @@ REFUSED: tuple[tuple[str, Any, str], ...] = (
     ("normalize_embedding", False, "aiayn has no LayerNorm on the embeddings"),
     ("static_position_embeddings", True, "aiayn's positions are the sinusoids (§3.5)"),
 )
-_SAME = (("encoder_layers", "decoder_layers"), ("encoder_attention_heads", "decoder_attention_heads"),
-         ("encoder_ffn_dim", "decoder_ffn_dim"))
+_SAME = (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim"))
 
 
 def import_model(source: str | Path, out: str | Path, fmt: str = "huggingface", src_lang: str | None = None,
@@ -156,7 +155,7 @@ def model_config(hf: dict[str, Any], where: Path | str = HF_CONFIG) -> ModelConf
     for a, b in _SAME:
         if hf.get(a) != hf.get(b):
             raise PretrainedError(f"{where}: {a}={hf.get(a)!r} and {b}={hf.get(b)!r} differ; aiayn's encoder and "
-                               "decoder have the same shape")
+                               "decoder layers have the same width (their depths may differ)")
     act = hf.get("activation_function", "gelu")
     if act not in ACTIVATIONS:
         raise PretrainedError(f"{where}: activation_function={act!r} is not supported (one of {', '.join(ACTIVATIONS)})")
@@ -173,7 +172,8 @@ def model_config(hf: dict[str, Any], where: Path | str = HF_CONFIG) -> ModelConf
         return ModelConfig(
             src_vocab_size=vs, tgt_vocab_size=vt,       # Marian's sizes: aiayn's follow its tokenizers (marian_model)
             d_model=int(hf["d_model"]), d_ff=int(hf["encoder_ffn_dim"]), n_heads=int(hf["encoder_attention_heads"]),
-            n_layers=int(hf["encoder_layers"]), p_drop=float(hf.get("dropout", 0.1)),
+            n_layers=int(hf["encoder_layers"]), n_enc_layers=_other(hf, "encoder_layers"),
+            n_dec_layers=_other(hf, "decoder_layers"), p_drop=float(hf.get("dropout", 0.1)),
             p_attn=float(hf.get("attention_dropout", 0.0)), p_ffn=float(hf.get("activation_dropout", 0.0)),
             tie="all" if shared else "decoder" if tied else "none", activation=ACTIVATIONS[act],  # type: ignore[arg-type]
             output_bias=True, max_positions=int(hf.get("max_position_embeddings", 512)))
@@ -181,6 +181,12 @@ def model_config(hf: dict[str, Any], where: Path | str = HF_CONFIG) -> ModelConf
         raise PretrainedError(f"{where}: no {e.args[0]} field") from None
     except ValueError as e:
         raise PretrainedError(f"{where}: {e}") from None
+
+
+def _other(hf: dict[str, Any], depth: str) -> int:
+    """``n_enc_layers`` / ``n_dec_layers`` for a Marian depth: 0 (as ``n_layers``) when both stacks are as deep,
+    else the depth itself (a deep-encoder / shallow-decoder model)."""
+    return 0 if hf["encoder_layers"] == hf.get("decoder_layers", hf["encoder_layers"]) else int(hf[depth])
 
 
 def _vocab(folder: Path, tok_cfg: dict[str, Any], tmp: Path) -> Vocab:
@@ -256,7 +262,7 @@ def marian_model(hf: dict[str, Any], state: dict[str, torch.Tensor], vocab: Voca
 
     ours = model.state_dict()
     with torch.no_grad():
-        for hf_name, ours_name, part, d_in, d_out in layer_names(m.n_layers, m.d_model):
+        for hf_name, ours_name, part, d_in, d_out in layer_names(m):
             w, b = get(f"{hf_name}.weight"), get(f"{hf_name}.bias")
             w = w[:, inv] if d_in else w
             w, b = (w[inv], b[inv]) if d_out else (w, b)

@@ -528,4 +528,5 @@ def _on_stop_signals(stop: Callable[[str], None]) -> Callable[[], None]:
 
 def _describe(cfg: RunConfig) -> str:
     m = cfg.model
-    return f"d_model {m.d_model}, {m.n_layers}+{m.n_layers} layers, {m.n_heads} heads, d_ff {m.d_ff}, V {m.tgt_vocab_size}"
+    return (f"d_model {m.d_model}, {m.encoder_layers}+{m.decoder_layers} layers, {m.n_heads} heads, d_ff {m.d_ff}, "
+            f"V {m.tgt_vocab_size}")

@@ -81,14 +81,14 @@ def reference_log_probs(model, src: list[int], tgt_in: list[int]) -> Tensor:  # 
     p = {k: v.detach().double() for k, v in model.state_dict().items()}
     D, H = cfg.d_model, cfg.n_heads
     x = p["src_embed.lut.weight"][src] * math.sqrt(D) + positions(len(src), D)
-    for n in range(cfg.n_layers):
+    for n in range(cfg.encoder_layers):
         e = f"encoder.{n}."
         x = sublayer(p, e + "res_attn", x, lambda h, e=e: multi_head(p, e + "self_attn.", h, h, H, False, False))
         x = sublayer(p, e + "res_ffn", x, lambda h, e=e: ffn(p, e + "ffn.", h))
     memory = x
     y = p["tgt_embed.lut.weight" if "tgt_embed.lut.weight" in p else "src_embed.lut.weight"][tgt_in]
     y = y * math.sqrt(D) + positions(len(tgt_in), D)
-    for n in range(cfg.n_layers):
+    for n in range(cfg.decoder_layers):
         d = f"decoder.{n}."
         y = sublayer(p, d + "res_self", y, lambda h, d=d: multi_head(p, d + "self_attn.", h, h, H, True, False))
         y = sublayer(p, d + "res_cross", y,

@@ -110,6 +110,28 @@ def test_config_json_round_trip() -> None:
     assert dataclasses.replace(cfg, d_model=512).d_k == 128
 
 
+def test_the_encoder_and_the_decoder_may_have_their_own_depths() -> None:
+    """n_layers is the shorthand for both stacks; n_enc_layers / n_dec_layers set one apart (a deep encoder and a
+    shallow decoder: Kasai et al. 2021). A config written before they existed reads as n_layers for both."""
+    old = {k: v for k, v in ModelConfig.preset("tiny").to_dict().items() if k not in ("n_enc_layers", "n_dec_layers")}
+    assert (ModelConfig(**old).encoder_layers, ModelConfig(**old).decoder_layers) == (2, 2)
+    cfg = ModelConfig.preset("tiny", n_enc_layers=3, n_dec_layers=1, vocab_size=23)
+    m = Transformer(cfg)
+    assert (len(m.encoder), len(m.decoder)) == (3, 1) and (cfg.encoder_layers, cfg.decoder_layers) == (3, 1)
+    assert dataclasses.replace(cfg, n_dec_layers=0).decoder_layers == cfg.n_layers == 2
+    with pytest.raises(ValueError, match="n_dec_layers=-1"):
+        ModelConfig(n_dec_layers=-1)
+    src, tgt = rand_batch()
+    full = m(src, tgt)
+    with torch.no_grad():                                        # the cache has the decoder's depth, not the encoder's
+        cache = m.init_cache(m.encode(src), src)
+        assert len(cache.self_kv) == len(cache.memory_kv) == 1
+        for t in range(tgt.shape[1]):
+            logp, cache = m.decode_step(tgt[:, t], cache)
+            real = tgt[:, t] != PAD
+            torch.testing.assert_close(logp[real], full[real, t], atol=1e-5, rtol=0)
+
+
 def test_make_model_for_annotated_transformer_readers() -> None:
     m = make_model(11, 11, N=2, d_model=32, d_ff=64, h=4, dropout=0.0)
     assert m.cfg.n_layers == 2 and m.cfg.tie == "all"
@@ -291,9 +313,10 @@ def test_attention_probabilities_sum_to_one_over_keys() -> None:
     assert torch.all(probs.triu(1) == 0)
 
 
-def test_parity_with_naive_reference() -> None:
+@pytest.mark.parametrize("depths", [{}, {"n_enc_layers": 3, "n_dec_layers": 1}], ids=["2+2", "3+1"])
+def test_parity_with_naive_reference(depths: dict[str, int]) -> None:
     """Same weights, same log-probabilities as a loop-per-head, sentence-at-a-time float64 transcription."""
-    m = tiny(tie="none")
+    m = tiny(tie="none", **depths)
     src, tgt = rand_batch()
     out = m.double()(src, tgt)
     for b in range(src.shape[0]):

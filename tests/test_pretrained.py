@@ -49,7 +49,7 @@ def _spm(lines: list[str], path: Path, size: int) -> list[str]:
 
 
 def make_marian(path: Path, *, share: bool = True, tied: bool = True, activation: str = "swish",
-                **config: Any) -> Path:
+                layers: tuple[int, int] = (2, 2), ln_std: float = 0.5, **config: Any) -> Path:
     """A MarianMTModel + MarianTokenizer directory laid out as OPUS-MT's: </s> 0, <unk> 1, <pad> last and the
     decoder's start token, a language code piece, random weights (LayerNorms and the output bias too)."""
     path.mkdir(parents=True)
@@ -66,7 +66,8 @@ def make_marian(path: Path, *, share: bool = True, tied: bool = True, activation
         (path / "target_vocab.json").write_text(json.dumps(tgt_table))
     pad = len(tgt_table) - 1
     cfg = transformers.MarianConfig(
-        vocab_size=len(src_table), decoder_vocab_size=len(tgt_table), d_model=32, encoder_layers=2, decoder_layers=2,
+        vocab_size=len(src_table), decoder_vocab_size=len(tgt_table), d_model=32, encoder_layers=layers[0],
+        decoder_layers=layers[1],
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
         activation_function=activation, max_position_embeddings=128, scale_embedding=True, pad_token_id=pad,
         eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0, share_encoder_decoder_embeddings=share,
@@ -76,7 +77,7 @@ def make_marian(path: Path, *, share: bool = True, tied: bool = True, activation
     with torch.no_grad():
         for name, p in model.named_parameters():   # aiayn's init scale (transformers' 0.02 drowns the tokens in the
             if "layer_norm" in name:                # positions), LayerNorms random too
-                p.normal_(1.0 if name.endswith("weight") else 0.0, 0.5)
+                p.normal_(1.0 if name.endswith("weight") else 0.0, ln_std)
             elif "embed_tokens" in name or "shared" in name or "lm_head" in name:
                 p.normal_(0.0, cfg.d_model ** -0.5)
             elif name.endswith("weight") and "embed_positions" not in name:
@@ -104,7 +105,10 @@ def _hf(path: Path) -> tuple[Any, Any]:
 
 OPTIONS = {"shared-swish": {}, "separate-vocabularies-relu": dict(share=False, activation="relu"),
            "untied-output-gelu": dict(share=False, tied=False, activation="gelu"),
-           "silu": dict(activation="silu")}
+           "silu": dict(activation="silu"),
+           # a deep-encoder / shallow-decoder student; LayerNorms nearer 1, or 6 random post-norm layers say the same
+           # few words to every line (1-2 distinct outputs with 0.5)
+           "6-encoder-2-decoder-layers": dict(layers=(6, 2), ln_std=0.2)}
 
 
 @pytest.mark.parametrize("option", OPTIONS)
@@ -115,6 +119,7 @@ def test_an_imported_marian_model_scores_and_translates_as_transformers(option: 
     t = Translator.load(run, device="cpu", precision="fp32")
     assert (t.model.cfg.activation, t.model.cfg.output_bias) == ("relu" if "relu" in option else "gelu" if "gelu"
                                                                  in option else "swish", True)
+    assert (len(t.model.encoder), len(t.model.decoder)) == OPTIONS[option].get("layers", (2, 2))
     rows = _rows_of(t)
     batch = tok(TEST, text_target=TGT[-24:] + ["A dog.", "Two cats."], return_tensors="pt", padding=True)
     src = [t.vocab.src.encode([line])[0] + [EOS_ID] for line in TEST]
@@ -197,9 +202,10 @@ def test_aiayn_serve_serves_an_imported_model(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
-@pytest.mark.parametrize("variant", [dict(), dict(tie="decoder"), dict(tie="none"), dict(activation="swish")],
-                         ids=["all", "decoder", "none", "swish"])
-def test_aiayn_to_huggingface_and_back_gives_identical_weights(variant: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", [dict(), dict(tie="decoder"), dict(tie="none"), dict(activation="swish"),
+                                     dict(n_enc_layers=3, n_dec_layers=1)],
+                         ids=["all", "decoder", "none", "swish", "3+1-layers"])
+def test_aiayn_to_huggingface_and_back_gives_identical_weights(variant: dict[str, object], tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", **variant)
     again = import_model(export(run, "huggingface", tmp_path / "hf"), tmp_path / "again")
     before, after = load_trained(run), load_trained(again)
@@ -216,7 +222,7 @@ def test_aiayn_to_huggingface_and_back_gives_identical_weights(variant: dict[str
 
 @pytest.mark.parametrize("field, value, message", [
     ("scale_embedding", False, "scale_embedding=False is not supported"),
-    ("decoder_layers", 3, "encoder_layers=2 and decoder_layers=3 differ"),
+    ("decoder_ffn_dim", 32, "encoder_ffn_dim=16 and decoder_ffn_dim=32 differ"),
     ("activation_function", "tanh", "activation_function='tanh' is not supported"),
     ("model_type", "bart", "model_type='bart'"),
     ("normalize_before", True, "normalize_before=True is not supported"),

@@ -141,7 +141,7 @@ async function describe() {
     if (!r.ok) return;
     const info = await r.json();
     const m = info.model, langs = info.languages ? `${info.languages[0]} → ${info.languages[1]}, ` : "";
-    $("model-info").textContent = `${langs}d_model ${m.d_model}, ${m.n_layers}+${m.n_layers} layers, ` +
+    $("model-info").textContent = `${langs}d_model ${m.d_model}, ${m.n_enc_layers || m.n_layers}+${m.n_dec_layers || m.n_layers} layers, ` +
       `${m.n_heads} heads, ${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.precision} on ${info.device}`;
   } catch (e) { /* the page works without it */ }
 }
