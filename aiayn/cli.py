@@ -488,6 +488,42 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
 
 
+# --- distill ------------------------------------------------------------------------------------------------------
+
+
+def cmd_distill(a: argparse.Namespace) -> int:
+    """Sequence-level knowledge distillation: translate every training source line of --data with the --teacher run
+    (its beam; int8 where the CPU has no fast bf16) and write a data dir whose training targets are the teacher's
+    outputs, whose tokenizer is the teacher's, and whose validation and test splits keep their references; train a
+    student on it with `aiayn train`. Re-running resumes after a kill; under torchrun each process translates its own
+    shards."""
+    from .data import DataDir
+    from .distill import DistillOptions, distill
+    from .distributed import Distributed
+
+    out = distill(a.teacher, a.data, a.out, DistillOptions(**_given(a, "distill")), force=a.force,
+                  **_given(a, "decode"))
+    if Distributed.from_env().main:
+        for line in DataDir(out).summary():
+            log.info("%s", line)
+    return 0
+
+
+def _add_distill(sub: argparse._SubParsersAction) -> None:
+    from .config import DecodeConfig
+    from .distill import DistillOptions
+
+    p = _command(sub, cmd_distill, "translate a corpus with a teacher into a data dir for a student (Kim & Rush 2016)")
+    p.add_argument("--teacher", required=True, type=Path, help="the teacher's run dir (or a checkpoint dir in one)")
+    p.add_argument("--data", required=True, type=Path, help="the data dir whose training sources are translated")
+    p.add_argument("--out", required=True, type=Path, help="the distilled data dir to write")
+    p.add_argument("--force", action="store_true", help="start again, discarding the shards of an earlier run")
+    _add_setting_flags(p, DistillOptions, "distill")
+    _add_setting_flags(p, DecodeConfig, "decode", exclude=("nbest", "sampling", "temperature", "top_k", "top_p"),
+                       default=lambda f: "int8 on a CPU without fast bf16, else auto" if f.name == "precision" else
+                       f"the teacher's decode.{f.name}")
+
+
 # --- plot --------------------------------------------------------------------------------------------------------
 
 
@@ -523,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_prepare, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot, _add_export, _add_import,
-    _add_serve,
+    _add_serve, _add_distill,
 ]
 
 

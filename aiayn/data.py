@@ -323,8 +323,10 @@ def _encode_split(
 
 def prepare(
     sources: dict[str, Source], out: str | Path, opts: PrepareOptions, force: bool = False, chunk: int = 50_000,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Build a data directory from parallel text; returns its path. Reuses an identical earlier build.
+    """Build a data directory from parallel text; returns its path. Reuses an identical earlier build. ``extra``:
+    more fields for the manifest (how the inputs were made: distill.py records its teacher there).
 
     Everything is written to a temporary sibling directory and renamed into place at the end
     (:func:`atomic.atomic_dir`), so a failure never leaves a half-written data directory.
@@ -353,6 +355,7 @@ def prepare(
                       "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "unk_id": UNK_ID},
             "options": dataclasses.asdict(opts), "splits": splits, "versions": _versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.perf_counter() - t0, 2),
+            **(extra or {}),
         }
         layout.write_manifest(manifest)
     return out
