@@ -264,7 +264,7 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         search = searches.get(decode.batch_key())
         if search is not None and search.active:
             metrics.joined.inc(len(keys))
-        search = search or searches.setdefault(decode.batch_key(), BeamSearch(t.model, decode))
+        search = search or searches.setdefault(decode.batch_key(), BeamSearch(t.model, decode, t.shortlist))
         try:
             seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
             with torch.inference_mode():       # the model is in its inference precision already (Translator)

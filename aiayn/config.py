@@ -276,6 +276,9 @@ class DecodeConfig:
     device: str = setting("auto", "auto, cpu, cuda, cuda:N or mps")
     precision: Precision = setting("fp32", "of the weights at inference: fp32, bf16/fp16, int8 (quantized linear "
                                    "layers, CPU) or auto (bf16 where the hardware is fast at it)")
+    shortlist: bool = setting(False, "decode over the candidate target tokens of the run's lexical shortlist for "
+                              "the batch's source tokens (built by `aiayn shortlist`) instead of the whole vocabulary",
+                              per_request=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)

@@ -33,6 +33,7 @@ from .evaluate import score
 from .model import Transformer
 from .rundir import RunDir, Trained, load_trained
 from .search import max_length
+from .shortlist import Shortlist, write_vmap
 from .translate import Translator, one_line
 
 FORMATS = ("ctranslate2", "huggingface")
@@ -40,6 +41,7 @@ CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "i
 INFO = "aiayn-export.json"          # in every export: where it came from, its length rule and length penalty
 EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's (source) SentencePiece model
 EXPORT_TGT_SPM = "spm.target.model"  # ... and the target's, when the sides have one each (imported Marian models)
+VMAP = "vmap.txt"                   # in a CTranslate2 export of a run with a shortlist: its vocabulary map
 
 
 class ExportError(ValueError):
@@ -143,6 +145,10 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
     if not t.vocab.joint:
         spec.register_file(str(t.vocab.tgt_file), EXPORT_TGT_SPM)
     spec.register_file(str(info_file), INFO)
+    shortlist = Shortlist.load(t.run.path)
+    if shortlist is not None:                                  # CTranslate2's use_vmap decodes over its candidates
+        spec.register_vocabulary_mapping(str(write_vmap(shortlist, info_file.parent / VMAP, t.vocab.src.piece,
+                                                        t.vocab.tgt.piece)))
     return spec
 
 
@@ -337,14 +343,15 @@ class CTranslate2Engine:
                                                  inter_threads=inter_threads, intra_threads=intra_threads)
         self.limit, self.lenpen = _limit_of(info), info["lenpen"]
 
-    def translate(self, lines: Sequence[str], beam: int) -> list[str]:
+    def translate(self, lines: Sequence[str], beam: int, use_vmap: bool = False) -> list[str]:
+        """``use_vmap``: decode over the vocabulary map's candidates (an export of a run with a shortlist)."""
         pieces = self.sp.Encode(list(lines), out_type=str)
         groups = _groups(lines, [len(p) for p in pieces], self.limit)
         # every group submitted at once, so that CTranslate2's inter_threads decode them side by side
         pending = {limit: self.translator.translate_batch(
             [pieces[i] for i in idx], beam_size=beam, max_decoding_length=limit, length_penalty=self.lenpen,
             suppress_sequences=self.suppress, max_batch_size=6000 // beam, batch_type="tokens",
-            asynchronous=True) for limit, idx in groups.items()}
+            use_vmap=use_vmap, asynchronous=True) for limit, idx in groups.items()}
         texts = {limit: [self._text(f.result().hypotheses[0]) for f in fs] for limit, fs in pending.items()}
         return _placed(len(lines), groups, texts)
 

@@ -15,6 +15,7 @@ What this file leaves to others: Eq. (1) with its masks and fast kernels (attent
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -363,9 +364,10 @@ class Transformer(nn.Module):
         """(..., D) -> (..., V) pre-softmax scores."""
         return self.out_proj(hidden)
 
-    def generator(self, hidden: Tensor) -> Tensor:
-        """(..., D) -> (..., V) log-probabilities over the target vocabulary (softmax over the last axis, fp32)."""
-        logits = self.logits(hidden)
+    def generator(self, hidden: Tensor, project: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+        """(..., D) -> (..., V) log-probabilities over the target vocabulary (softmax over the last axis, fp32).
+        ``project``: another output projection, (..., D) -> (..., K): a shortlist's rows (shortlist.py)."""
+        logits = (project or self.logits)(hidden)
         return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
@@ -386,8 +388,10 @@ class Transformer(nn.Module):
         memory_kv = [layer.cross_attn.project_memory(memory) for layer in self.decoder]
         return DecoderCache.start(memory_kv, padding_mask(src, self.cfg.pad_id), max_len)
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
-        """One step: tokens (N,) at position ``cache.step`` -> log-probabilities (N, V) and the next cache.
+    def decode_step(self, tokens: Tensor, cache: DecoderCache,
+                    project: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, DecoderCache]:
+        """One step: tokens (N,) at position ``cache.step`` -> log-probabilities (N, V) and the next cache
+        (``project``: the output layer over a shortlist's K candidates, giving (N, K): :meth:`generator`).
 
         The prefix is never recomputed: each layer attends to its cached keys/values plus the new one.
         """
@@ -397,7 +401,7 @@ class Transformer(nn.Module):
             x, kv, _ = layer(x, memory_kv, cache.src_mask, past_kv=past_kv, self_mask=self_mask)
             assert kv is not None
             self_kv.append(kv)
-        return self.generator(self.dec_norm(x))[:, 0], cache.advance(self_kv)       # (N, V)
+        return self.generator(self.dec_norm(x), project)[:, 0], cache.advance(self_kv)   # (N, V)
 
 
 def make_model(

@@ -4,7 +4,9 @@ Every search takes its settings as one config.DecodeConfig (fields may also be g
 src, beam=4, lenpen=0.6)``); :func:`decode_batch` picks the search they ask for. A new decoding setting is a field of
 DecodeConfig and the code here that uses it (CONTRIBUTING.md).
 
-Shape legend: B sentences, k beam size, N = B x k hypotheses, V vocabulary, t decoding step.
+Shape legend: B sentences, k beam size, N = B x k hypotheses, V vocabulary, t decoding step. With a shortlist
+(``decode.shortlist``, shortlist.py) a batch decodes over its K candidate tokens instead of V: the log-probabilities
+have K columns, and the columns chosen are mapped back to vocabulary ids at once (``Output.tokens``).
 
 Length rules, defined once here:
 - a sentence of n source tokens (EOS not counted) may produce at most ``max_len_a * n + max_len_b``
@@ -31,8 +33,9 @@ import torch
 from torch import Tensor
 
 from .cache import DecoderCache
-from .config import DecodeConfig, LengthNorm, ModelConfig
+from .config import DecodeConfig, LengthNorm
 from .model import Transformer
+from .shortlist import Output, Shortlist, output_for
 
 
 @dataclass
@@ -61,22 +64,25 @@ def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
     return torch.tensor([max_length(k, a, b, model.cfg.max_positions) for k in n], device=src.device)
 
 
-def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, cfg: ModelConfig, min_len: int = 0) -> Tensor:
+def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_len: int = 0) -> Tensor:
     """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit.
-    logp (..., V), limit (...,); ``step`` the tokens decoded so far, an int or a tensor broadcastable to limit
-    (sentences that joined the search at different steps)."""
-    logp[..., cfg.pad_id] = float("-inf")
-    logp[..., cfg.bos_id] = float("-inf")
+    logp (..., V) (or K: ``out`` says which column holds each of those tokens), limit (...,); ``step`` the tokens
+    decoded so far, an int or a tensor broadcastable to limit (sentences that joined the search at different steps)."""
+    eos_id = out.eos
+    if out.pad is not None:
+        logp[..., out.pad] = float("-inf")
+    if out.bos is not None:
+        logp[..., out.bos] = float("-inf")
     if isinstance(step, Tensor):
         if min_len > 0:
-            logp[..., cfg.eos_id] = logp[..., cfg.eos_id].masked_fill(step < min_len, float("-inf"))
+            logp[..., eos_id] = logp[..., eos_id].masked_fill(step < min_len, float("-inf"))
     elif step < min_len:
-        logp[..., cfg.eos_id] = float("-inf")
+        logp[..., eos_id] = float("-inf")
     at_limit = step >= limit
     if at_limit.any():
-        eos = logp[..., cfg.eos_id].clamp(min=-1e4)   # a forced EOS is never impossible, even if p(EOS) underflows
+        eos = logp[..., eos_id].clamp(min=-1e4)   # a forced EOS is never impossible, even if p(EOS) underflows
         logp[at_limit] = float("-inf")
-        logp[..., cfg.eos_id] = torch.where(at_limit, eos, logp[..., cfg.eos_id])
+        logp[..., eos_id] = torch.where(at_limit, eos, logp[..., eos_id])
     return logp
 
 
@@ -94,10 +100,13 @@ def _leave(gone: Tensor) -> Tensor:
 
 
 def _one_best(
-    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0
+    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
+    out_layer: Output | None = None,
 ) -> list[Hypothesis]:
-    """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch."""
+    """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
+    the vocabulary or a shortlist's candidates (default: the vocabulary)."""
     cfg = model.cfg
+    o = out_layer or Output.full(cfg)
     B = src.shape[0]
     limit = max_lengths(model, src, a, b)
     L = int(limit.max()) + 1                                      # steps at most: the longest output, then EOS
@@ -108,11 +117,12 @@ def _one_best(
     logprob = torch.zeros(B, device=src.device)
     length = torch.zeros(B, dtype=torch.long, device=src.device)
     for t in range(L):
-        logp, cache = model.decode_step(tokens, cache)            # (n, V)
-        logp = _allowed(logp, t, limit[rows], cfg, min_len)
-        tokens = pick(logp)                                       # (n,)
+        logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
+        logp = _allowed(logp, t, limit[rows], o, min_len)
+        cols = pick(logp)                                         # (n,)
+        tokens = o.tokens(cols)
         out[rows, t] = tokens
-        logprob[rows] += logp.gather(1, tokens[:, None]).squeeze(1)
+        logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
         done = tokens == cfg.eos_id
         length[rows[done]] = t
         if done.all():
@@ -131,16 +141,19 @@ def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
 
 
 @torch.inference_mode()
-def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, **fields: Any) -> list[Hypothesis]:
+def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
+           **fields: Any) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded. Settings used:
-    the length rule (max_len_a, max_len_b, min_len)."""
+    the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch)."""
     d = settings(decode, **fields)
-    return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len)
+    return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
+                     output_for(model, src, candidates, d.shortlist))
 
 
 @torch.inference_mode()
 def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
-           generator: torch.Generator | None = None, **fields: Any) -> list[Hypothesis]:
+           generator: torch.Generator | None = None, candidates: Shortlist | None = None,
+           **fields: Any) -> list[Hypothesis]:
     """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
     and/or the smallest set whose probability reaches top_p (nucleus sampling). Settings used: temperature, top_k,
     top_p and the length rule."""
@@ -159,18 +172,20 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
             scores = scores.scatter(1, order, sorted_scores.masked_fill(outside, float("-inf")))
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
-    return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len)
+    return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len,
+                     output_for(model, src, candidates, d.shortlist))
 
 
-def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig,
-                 generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
+                 candidates: Shortlist | None = None) -> list[list[Hypothesis]]:
     """The search ``decode`` asks for, on src (B, S): sampling, greedy (beam 1) or beam search; ``decode.nbest``
-    hypotheses per sentence (one for sampling and greedy)."""
+    hypotheses per sentence (one for sampling and greedy). ``candidates``: the model's shortlist, used when
+    ``decode.shortlist`` is set."""
     if decode.sampling:
-        return [[h] for h in sample(model, src, decode, generator)]
+        return [[h] for h in sample(model, src, decode, generator, candidates)]
     if decode.beam == 1:
-        return [[h] for h in greedy(model, src, decode)]
-    return beam_search(model, src, decode)
+        return [[h] for h in greedy(model, src, decode, candidates)]
+    return beam_search(model, src, decode, candidates)
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
@@ -239,6 +254,14 @@ def stay_in_place(parent: Tensor) -> Tensor:
     return slot.argsort(dim=1)                                                         # candidate of each row
 
 
+def _same_batch(d: DecodeConfig, running: DecodeConfig) -> None:
+    """Refuse sentences whose settings differ from a running search's in what a batch must share (batch_key)."""
+    if d.batch_key() != running.batch_key():
+        differ = [k for k, v in dataclasses.asdict(d).items() if v != getattr(running, k)]
+        raise ValueError(f"BeamSearch.admit: these sentences' settings differ from the running search's in "
+                         f"{', '.join(differ)}, which sentences decoded together must share")
+
+
 class BeamSearch:
     """Beam search (§6.1) over a stream of sentences, batched over sentences x beams on the incremental cache.
 
@@ -246,21 +269,21 @@ class BeamSearch:
     :meth:`step` decodes one token for every sentence and returns those now done. At each step the 2k best
     continuations of a sentence's k beams are ranked; those ending in EOS within the top k are finished (scored
     with the length penalty), the k best others continue. A sentence is done once k have finished (it keeps the k
-    best), or at its length limit. What it gets does not depend on when it joined or on its neighbours (but
-    for rounding in int8, whose activation scale is one per call over all rows).
+    best), or at its length limit. What it gets does not depend on when it joined or on its neighbours, but for
+    rounding in int8 (one activation scale per call) and a shortlist's candidates (the union of the batch's).
 
     State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
     joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
     first step of a batch that all started together, else k; a sentence that joins a running batch starts
     with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
-    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many. A sentence done
-    leaves at once: the last sentence of the batch moves into its rows (the buffers' other rows stay in place).
-    """
+    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many; ``out`` the output
+    layer. A sentence done leaves at once: the batch's last sentence moves into its rows (the others stay)."""
 
-    def __init__(self, model: Transformer, decode: DecodeConfig | None = None, **fields: Any) -> None:
-        self.model, self.decode = model, settings(decode, **fields)
-        d = self.decode
+    def __init__(self, model: Transformer, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
+                 **fields: Any) -> None:
+        self.model, self.decode = model, (d := settings(decode, **fields))
         self.k, self.lenpen, self.min_len, self.norm = d.beam, d.lenpen, d.min_len, d.length_norm
+        self.candidates, self.out = candidates, Output.full(model.cfg)   # the batch's output layer (admit)
         self.cache: DecoderCache | None = None
         self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
 
@@ -275,11 +298,10 @@ class BeamSearch:
         results. ``decode`` (default: the search's) may differ from the search's settings only in the fields a search
         applies per sentence (DecodeConfig.batch_key): each sentence has its own length limit."""
         d = settings(decode or self.decode, **fields)
-        if d.batch_key() != self.decode.batch_key():
-            differ = [k for k, v in dataclasses.asdict(d).items() if v != getattr(self.decode, k)]
-            raise ValueError(f"BeamSearch.admit: these sentences' settings differ from the running search's in "
-                             f"{', '.join(differ)}, which sentences decoded together must share")
+        _same_batch(d, self.decode)
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
+        # with a shortlist, the batch decodes over its sentences' candidates: those of sentences joining add theirs
+        self.out = output_for(model, src, self.candidates, d.shortlist, self.out if self.cache is not None else None)
         limit = max_lengths(model, src, d.max_len_a, d.max_len_b)
         cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
@@ -324,9 +346,10 @@ class BeamSearch:
         cfg, k, dev = self.model.cfg, self.k, self.tokens.device
         n, w = self.scores.shape
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
-        logp, cache = self.model.decode_step(self.tokens, self.cache)       # (n*w, V)
-        logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), cfg, self.min_len)
-        top, beam_of, tok = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
+        logp, cache = self.model.decode_step(self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
+        logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
+        top, beam_of, col = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
+        tok = self.out.tokens(col)                                          # vocabulary ids
         rank = torch.arange(2 * k, device=dev)
         prefix = self.seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, self.seqs.shape[2]))   # (n, 2k, t')
         is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
@@ -393,11 +416,11 @@ class BeamSearch:
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
-                **fields: Any) -> list[list[Hypothesis]]:
+                candidates: Shortlist | None = None, **fields: Any) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence. Settings used: beam,
-    lenpen, length_norm, min_len, the length rule, nbest."""
-    search = BeamSearch(model, decode, **fields)
+    lenpen, length_norm, min_len, the length rule, nbest, shortlist (over ``candidates``' tokens)."""
+    search = BeamSearch(model, decode, candidates, **fields)
     search.admit(src, list(range(src.shape[0])))
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:

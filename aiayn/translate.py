@@ -24,6 +24,7 @@ from .precision import autocast
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, decode_batch
+from .shortlist import Shortlist
 from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,13 @@ def source_batch(model: Transformer, seqs: Sequence[Sequence[int]], device: torc
 
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
-    precision: str = "fp32", generator: torch.Generator | None = None,
+    precision: str = "fp32", generator: torch.Generator | None = None, candidates: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
     whoever made it, as :class:`Translator` does); ``precision``: a training precision to autocast its fp32 weights to
-    (validation during training, see precision.py).
+    (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``).
     """
     cfg = model.cfg
     limit = cfg.max_positions - 1
@@ -76,7 +77,7 @@ def translate_ids(
     def run(batch: list[int]) -> list[list[Hypothesis]]:
         src = source_batch(model, [seqs[i] for i in batch], device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
-            return decode_batch(model, src, decode, generator)
+            return decode_batch(model, src, decode, generator, candidates)
 
     batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
@@ -107,8 +108,10 @@ class Translator:
     layers, CPU); auto (bf16 where the hardware is fast at it, else fp32).
     """
 
-    def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None) -> None:
+    def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None,
+                 shortlist: Shortlist | None = None) -> None:
         self.decode = decode or DecodeConfig()
+        self.shortlist = shortlist             # the run's lexical shortlist, if it has one (decode.shortlist uses it)
         self.device = resolve_device(self.decode.device)
         self.precision = precision.resolve(self.decode.precision, self.device)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
@@ -121,7 +124,12 @@ class Translator:
         ``beam``, ...) to override (None values are ignored)."""
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
-        return cls(t.model, t.vocab, t.config.decode.replace(**settings))
+        shortlist = Shortlist.load(t.run.path)
+        decode = t.config.decode.replace(**settings)
+        if decode.shortlist and shortlist is None:
+            raise ValueError(f"shortlist=true: {t.run.path} has no shortlist; build one with `aiayn shortlist --model "
+                             f"{t.run.path} --data DATA`")
+        return cls(t.model, t.vocab, decode, shortlist)
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are
@@ -140,7 +148,7 @@ class Translator:
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
-        hyps = translate_ids(self.model, ids, decode, self.device)
+        hyps = translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist)
         # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
         for i, h in zip(todo, hyps, strict=True):

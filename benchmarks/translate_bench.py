@@ -94,10 +94,11 @@ class Uncached(torch.nn.Module):
     def init_cache(self, memory: torch.Tensor, src: torch.Tensor, max_len: int = 16) -> _Prefix:
         return _Prefix(memory, src, torch.empty(src.shape[0], 0, dtype=torch.long))
 
-    def decode_step(self, tokens: torch.Tensor, cache: _Prefix) -> tuple[torch.Tensor, _Prefix]:
+    def decode_step(self, tokens: torch.Tensor, cache: _Prefix, project: object = None
+                    ) -> tuple[torch.Tensor, _Prefix]:
         prefix = torch.cat([cache.prefix, tokens[:, None]], dim=1)
         hidden = self.model.decode(prefix, cache.memory, cache.src)[:, -1]
-        return self.model.generator(hidden), _Prefix(cache.memory, cache.src, prefix)
+        return self.model.generator(hidden, project), _Prefix(cache.memory, cache.src, prefix)
 
 
 def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]], workers: int = 1,

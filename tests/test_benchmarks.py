@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from aiayn.cli import main
 from aiayn.data import DataDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +72,26 @@ def test_the_server_replay_decodes_through_the_servers_batcher_and_is_recorded(c
     rows = {row["way"]: row for row in r["rows"]}
     assert set(rows) == {"translate", "static 8", "batcher 4"}
     assert rows["batcher 4"]["identical_to_translate"] == r["lines"]      # the server's batcher, the CLI's lines
+
+
+@pytest.mark.slow
+def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, copy_dir: DataDir,
+                                                             tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    student = tmp_path / "student"                       # the copy model again, with a shortlist: a "student"
+    shutil.copytree(copy_model, student)
+    assert main(["shortlist", "--model", str(student), "--data", str(copy_dir.path), "--k", "3"]) == 0
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(copy_dir.raw_lines("test", "src")[:80]) + "\n")
+    ref.write_text("\n".join(copy_dir.raw_lines("test", "tgt")[:80]) + "\n")
+    run = _bench("fast", "--teacher", str(copy_model), "--student", str(student), "--src", str(src), "--ref", str(ref),
+                 "--lines", "30", "--workers", "1", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    [kept] = tmp_path.glob("fast-*.json")
+    r = json.loads(kept.read_text())
+    rows = r["rows"]
+    # teacher: 2 engines x 2 precisions x 2 searches; the student also with its shortlist
+    assert len(rows) == 8 + 16 and {row["model"] for row in rows} == {"teacher", "student"}
+    assert all(row["bleu_lc"] > 90 for row in rows if row["precision"] == "fp32")      # the copy task, copied
+    assert len(r["criteria"]) == 7 and "| student | ctranslate2 | int8 | beam 4 | yes | 1 |" in run.stdout
+    assert kept.with_suffix(".png").is_file()

@@ -54,7 +54,8 @@ class ScriptedDecoder:
     def init_cache(self, memory: torch.Tensor, src: torch.Tensor, max_len: int = 16) -> FakeCache:
         return FakeCache(torch.empty(src.shape[0], 0, dtype=torch.long), src != PAD)
 
-    def decode_step(self, tokens: torch.Tensor, cache: FakeCache) -> tuple[torch.Tensor, FakeCache]:
+    def decode_step(self, tokens: torch.Tensor, cache: FakeCache, project: object = None
+                    ) -> tuple[torch.Tensor, FakeCache]:                   # (project: a shortlist's, never here)
         prefix = cache.prefix if cache.step == 0 else torch.cat([cache.prefix, tokens[:, None]], 1)
         logp = torch.full((tokens.shape[0], self.V), float("-inf"))
         for row, p in enumerate(prefix.tolist()):
