@@ -34,6 +34,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "scale": ("scale_bench", "corpora larger than memory: prepare and the first minutes of training"),
     "recipe-sweep": ("recipe_sweep", "recipe trials at a fixed number of updates, scored on the validation set"),
     "finetune-domain": ("finetune_domain", "a pretrained Marian model imported and fine-tuned on a domain"),
+    "shortlist-methods": ("shortlist_methods", "how to build the shortlist (co-occurrence or eflomal, k), chosen on the "
+                                               "validation set"),
     "fast": ("fast_bench", "speed against quality: a teacher and its distilled students, greedy / beam 4, with and "
                            "without the shortlist, int8 / fp32, aiayn and CTranslate2, 1 and 2 workers"),
 }
