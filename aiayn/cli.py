@@ -561,7 +561,7 @@ def _add_shortlist(sub: argparse._SubParsersAction) -> None:
                    "(default %(default)s)")
     p.add_argument("--method", choices=("cooc", "eflomal"), default="cooc",
                    help="cooc: co-occurrence in sentence pairs, Dice's coefficient; eflomal: word alignments by the "
-                   "eflomal aligner (pip install 'aiayn[align]') (default %(default)s: as good on Multi30k, seven "
+                   "eflomal aligner (pip install 'aiayn[align]') (default %(default)s: as good on Multi30k, about eight "
                    "times faster to build, docs/results.md)")
     p.add_argument("--max-pairs", type=int, default=0, help="use the first N training pairs only (0: all)")
 

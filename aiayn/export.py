@@ -66,7 +66,7 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
                           "vocabulary, `aiayn prepare`'s default, or an imported Marian model's piece table)")
     d, m = t.config.decode, t.config.model
     info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
-            "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b,
+            "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
             "max_positions": m.max_positions, "languages": t.run.languages(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
             "piece_table": getattr(v.tgt, "table", None) is not None}      # decoded as MarianTokenizer decodes
@@ -342,6 +342,9 @@ class CTranslate2Engine:
         self.translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type,
                                                  inter_threads=inter_threads, intra_threads=intra_threads)
         self.limit, self.lenpen = _limit_of(info), info["lenpen"]
+        # aiayn's min_len (0 allows an empty output); CTranslate2's own default is 1, which changes beam search
+        # where an end-of-sentence at the first step would fill one of its finished hypotheses
+        self.min_len = int(info.get("min_len", 0))
 
     def translate(self, lines: Sequence[str], beam: int, use_vmap: bool = False) -> list[str]:
         """``use_vmap``: decode over the vocabulary map's candidates (an export of a run with a shortlist)."""
@@ -351,7 +354,7 @@ class CTranslate2Engine:
         pending = {limit: self.translator.translate_batch(
             [pieces[i] for i in idx], beam_size=beam, max_decoding_length=limit, length_penalty=self.lenpen,
             suppress_sequences=self.suppress, max_batch_size=6000 // beam, batch_type="tokens",
-            use_vmap=use_vmap, asynchronous=True) for limit, idx in groups.items()}
+            min_decoding_length=self.min_len, use_vmap=use_vmap, asynchronous=True) for limit, idx in groups.items()}
         texts = {limit: [self._text(f.result().hypotheses[0]) for f in fs] for limit, fs in pending.items()}
         return _placed(len(lines), groups, texts)
 

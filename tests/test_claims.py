@@ -55,7 +55,8 @@ def numbers(text: str) -> set[str]:
 
 def recorded(figure: str, record: set[str]) -> bool:
     """Whether ``figure`` is one of the record's numbers, or a longer one rounded to its decimals (``1.1759`` shows
-    as ``1.18``); a percentage may be recorded as a fraction (``100%`` as ``1.0``)."""
+    as ``1.18``), or a shorter one padded with zeros (JSON writes ``35.40`` as ``35.4``); a percentage may be recorded
+    as a fraction (``100%`` as ``1.0``)."""
     value, percent = figure.removesuffix("%"), figure.endswith("%")
     places = len(value.partition(".")[2])
     if value in record:
@@ -63,6 +64,8 @@ def recorded(figure: str, record: set[str]) -> bool:
     for x in record:
         decimals = len(x.partition(".")[2])
         if decimals > places and f"{float(x):.{places}f}" == value:
+            return True
+        if "." in x and decimals < places and f"{float(x):.{places}f}" == value:
             return True
         if percent and f"{100 * float(x):.{places}f}" == value and "." in x:
             return True
@@ -131,3 +134,9 @@ def config_names() -> list[tuple[str, str]]:
 def test_config_names_in_docs_and_recipes_exist(where: str, name: str) -> None:
     assert (RECIPES / f"{name}.yaml").is_file() or (ROOT / name).is_file(), f"{where}: --config {name}: no such recipe"
     assert name not in PRESETS
+
+
+def test_a_figure_matches_its_record_only_as_the_same_number() -> None:
+    record = numbers('{"a": 35.4, "b": 1.1759, "c": 0.985, "d": 2,707, "v": "3.5.1"}')
+    assert all(recorded(f, record) for f in ("35.4", "35.40", "1.18", "1.176", "98.5%", "2707"))
+    assert not any(recorded(f, record) for f in ("35.41", "35.5", "1.17", "3.5", "97%", "270"))

@@ -193,3 +193,22 @@ def test_the_command_checks_and_refuses_clearly(tmp_path: Path, capsys: pytest.C
     assert main(["export", "--model", str(run), "--format", "ctranslate2", "--out", str(tmp_path / "q"),
                  "--quantization", "int8", "--check", str(src)]) == 0
     assert "int8: identity is expected of float32 exports only" in capsys.readouterr().out
+
+
+def test_the_ctranslate2_engine_decodes_with_the_runs_minimum_length(tmp_path: Path) -> None:
+    """CTranslate2's own default forbids EOS at the first step, aiayn's min_len 0 allows it: the engine passes the
+    run's min_len, so beam search ends the same way in both (a distilled student once differed on 41 of 300 lines)."""
+    pytest.importorskip("ctranslate2")
+    from aiayn.export import CTranslate2Engine
+
+    for min_len in (0, 6):
+        run = make_run(tmp_path / f"run{min_len}", decode={"min_len": min_len})
+        out = export(run, "ctranslate2", tmp_path / f"ct2-{min_len}")
+        engine, t = CTranslate2Engine(out), Translator.load(run, device="cpu")
+        assert engine.min_len == min_len
+        for beam in (1, 4):
+            ours = t.translate(LINES, beam=beam)
+            assert engine.translate(LINES, beam) == ours
+            lengths = [len(h[0].tokens) for h, src in zip(t.translate_hypotheses(LINES, beam=beam), LINES, strict=True)
+                       if src.strip()]
+            assert min(lengths) >= min_len
