@@ -174,6 +174,9 @@ def read(path: Path) -> dict[str, Any]:
     else:
         own = figures if isinstance(figures, dict) else (figures[-1] if isinstance(figures, list) and figures else {})
     fields = {k: own.get(k) for k in FIELDS} if isinstance(own, dict) else dict.fromkeys(FIELDS)
+    beside = path.with_suffix(".json")
+    if path.suffix == ".png" and beside.is_file():    # a plot written with its record (fast_bench.py): the record's
+        fields = {k: json.loads(beside.read_text()).get(k) for k in FIELDS}
     if not all(fields[k] for k in ("command", "commit", "machine")):
         legacy = json.loads(PROVENANCE.read_text()).get(path.name, {}) if PROVENANCE.is_file() else {}
         fields = {k: fields[k] or legacy.get(k) for k in FIELDS}
