@@ -15,6 +15,7 @@ same machine. Prints a Markdown table and the issue-40 criteria (each a ratio of
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -125,7 +126,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path | None:
+def plot(rows: list[dict[str, Any]], out: Path, title: str, made_by: str = "") -> Path | None:
     try:
         import matplotlib
 
@@ -157,7 +158,7 @@ def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path | None:
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, metadata={"Description": made_by})        # the command, commit and machine
     return out
 
 
@@ -194,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     path = record.write(a.name, {"models": {k: str(v) for k, v in models.items()}, "src": str(a.src),
                                  "lines": a.lines, "rows": rows, "criteria": checks})
     png = plot(rows, path.with_suffix(".png"), f"{a.lines} lines of {a.src.name}, {record.describe(record.machine())}"
-               f", {max(a.workers)} workers")
+               f", {max(a.workers)} workers", made_by=json.dumps({k: record.header(a.name)[k] for k in ("command",
+                                                                                                              "commit")}))
     print(f"recorded in {path}" + (f" and {png}" if png else ""))
 
 
