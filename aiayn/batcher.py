@@ -38,19 +38,38 @@ class ServiceError(Exception):
 
 
 class DecodeMetrics:
-    """The decoding side's Prometheus metrics, on the app's registry."""
+    """The decoding side's Prometheus metrics on the app's registry, one series per served model (label ``model``):
+    ``DecodeMetrics(registry).model("de-en")`` is what that model's Batcher counts with."""
 
     def __init__(self, registry: Any) -> None:
         from prometheus_client import Counter, Gauge, Histogram
 
-        self.batch_lines = Histogram("aiayn_batch_lines", "sentences in each decoding step", registry=registry,
-                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
-        self.src_tokens = Counter("aiayn_source_tokens", "source tokens translated", registry=registry)
-        self.tgt_tokens = Counter("aiayn_target_tokens", "target tokens produced", registry=registry)
-        self.steps = Counter("aiayn_decoding_steps", "decoding steps", registry=registry)
-        self.step_seconds = Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", registry=registry)
-        self.joined = Counter("aiayn_joined_lines", "lines that joined a search already decoding", registry=registry)
-        self.queue_lines = Gauge("aiayn_queue_lines", "lines waiting to join a search", registry=registry)
+        by = ["model"]
+        self.families = dict(
+            batch_lines=Histogram("aiayn_batch_lines", "sentences in each decoding step", by, registry=registry,
+                                  buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),
+            src_tokens=Counter("aiayn_source_tokens", "source tokens translated", by, registry=registry),
+            tgt_tokens=Counter("aiayn_target_tokens", "target tokens produced", by, registry=registry),
+            steps=Counter("aiayn_decoding_steps", "decoding steps", by, registry=registry),
+            step_seconds=Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", by, registry=registry),
+            joined=Counter("aiayn_joined_lines", "lines that joined a search already decoding", by, registry=registry),
+            queue_lines=Gauge("aiayn_queue_lines", "lines waiting to join a search", by, registry=registry))
+
+    def model(self, name: str) -> ModelMetrics:
+        return ModelMetrics(**{k: family.labels(name) for k, family in self.families.items()})
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """One model's decoding metrics (DecodeMetrics.model)."""
+
+    batch_lines: Any
+    src_tokens: Any
+    tgt_tokens: Any
+    steps: Any
+    step_seconds: Any
+    joined: Any
+    queue_lines: Any
 
     def step(self, sentences: int, seconds: float) -> None:
         """One decoding step of ``sentences`` sentences."""
@@ -113,7 +132,7 @@ def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
             future.set_result(outcome)
 
 
-def _step(search: BeamSearch, running: dict[Any, Job], metrics: DecodeMetrics) -> bool:
+def _step(search: BeamSearch, running: dict[Any, Job], metrics: ModelMetrics) -> bool:
     """One decoding step of one of a decoding thread's searches: drop the sentences whose request is gone, answer
     those now done. False when the search is empty afterwards."""
     if not search.active:
@@ -154,7 +173,7 @@ class Limits:
 class Batcher:
     """The decoding threads and the queue of lines waiting to join them (the module's docstring says how)."""
 
-    def __init__(self, translator: Translator, limits: Limits, metrics: DecodeMetrics) -> None:
+    def __init__(self, translator: Translator, limits: Limits, metrics: ModelMetrics) -> None:
         self.translator, self.limits, self.metrics = translator, limits, metrics
         self.workers = resolve_workers(limits.workers, translator.device)
         self.threads = ThreadShare()           # the CPU's intra-op threads, shared among the busy decoding threads
@@ -243,7 +262,7 @@ class Batcher:
 
 
 def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...], BeamSearch],
-          running: dict[Any, Job], metrics: DecodeMetrics) -> None:
+          running: dict[Any, Job], metrics: ModelMetrics) -> None:
     """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
     settings join their running search in one admission (one encoder call)."""
     t = translator

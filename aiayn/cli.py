@@ -217,11 +217,17 @@ def _given(a: argparse.Namespace, section: str) -> dict[str, Any]:
     return {k.split(".", 1)[1]: v for k, v in vars(a).items() if k.startswith(section + ".") and v is not None}
 
 
-def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
-    """--model, and one flag per DecodeConfig field; a field not given keeps the run's saved setting."""
+def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (), several: bool = False) -> None:
+    """--model (``several``: repeatable), and one flag per DecodeConfig field; a field not given keeps the run's saved
+    setting."""
     from .config import DecodeConfig
 
-    p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
+    if several:
+        p.add_argument("--model", required=True, type=Path, action="append",
+                       help="a run dir (or a checkpoint dir inside one, or a directory of run dirs); repeat it to "
+                            "serve several models, one per language pair")
+    else:
+        p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
     _add_setting_flags(p, DecodeConfig, "decode", exclude,
                        default=lambda f: f"the run's decode.{f.name}; new runs: {f.default}")
 
@@ -378,21 +384,20 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
-    """JSON API (POST /translate, /attention; GET /health, /info, /metrics) and a web page at /. The lines of
-    concurrent requests are decoded together, joining the running batch between decoding steps. SIGTERM or Ctrl-C:
-    requests in flight are answered, then it exits."""
+    """JSON API (POST /translate, /attention; GET /health, /info, /metrics), LibreTranslate's API (POST /translate
+    with q, /detect; GET /languages, /frontend/settings) and a web page at /. With several --model, each request is
+    routed by its source and target languages. The lines of concurrent requests are decoded together, joining the
+    running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from . import __version__
-    from .rundir import RunDir
+    from .pairs import Models
     from .serve import ServeConfig, serve
-    from .translate import Translator
 
     settings = _given(a, "serve")
     key = settings.pop("api_key", None) or os.environ.get("AIAYN_API_KEY") or None
     cfg = ServeConfig(**settings, api_key=key)
     # the server's decoding threads are its parallelism (--workers): each decodes on its own thread
-    translator = Translator.load(a.model, **_given(a, "decode"), workers=1)
-    run, ckpt = RunDir.locate(a.model)
-    serve(translator, cfg, {"languages": run.languages(), "checkpoint": str(ckpt), "version": __version__})
+    models = Models.load(a.model, **_given(a, "decode"), workers=1)
+    serve(models, cfg, {"version": __version__})
     return 0
 
 
@@ -401,7 +406,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
     p = _command(sub, cmd_serve, "an HTTP translation service with a web page (needs aiayn[serve])")
     # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
-    _add_decode_flags(p, exclude=("workers", "batch_tokens"))
+    _add_decode_flags(p, exclude=("workers", "batch_tokens"), several=True)
     _add_setting_flags(p, ServeConfig, "serve",
                        default=lambda f: "$AIAYN_API_KEY if set" if f.name == "api_key" else f"{f.default}")
 

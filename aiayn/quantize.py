@@ -29,6 +29,11 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.kernel(x, self.packed, True)
 
+    def packed_bytes(self) -> int:
+        """The bytes of its int8 weight and fp32 bias (they are not parameters, so a model's size must ask)."""
+        w, b = self.quantized.weight(), self.quantized.bias()  # type: ignore[operator]
+        return w.numel() * w.element_size() + (0 if b is None else b.numel() * b.element_size())
+
 
 def int8(module: M) -> M:
     """A copy of ``module`` (any ``nn.Module``, on the CPU) whose ``nn.Linear`` layers compute in int8."""

@@ -1,13 +1,19 @@
-"""``aiayn serve``: a translation service — a JSON API batched at the decoding step, limits, metrics, a web page.
+"""``aiayn serve``: a translation service — a JSON API batched at the decoding step, LibreTranslate's API beside it,
+one model or several (routed by language pair), limits, metrics, a web page.
 
-    POST /translate   {"text": ["line", ...], "beam": 4, ...}  ->  {"translations": ["...", ...]}
+    POST /translate   {"text": ["line", ...], "beam": 4, "source": "de", "target": "en", ...}
+                          ->  {"translations": ["...", ...]}   (source / target: needed only where several models fit)
     POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
     GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
+    LibreTranslate's POST /translate (with ``q``), POST /detect, GET /languages, GET /frontend/settings:
+    libretranslate.py
 
-The lines of concurrent requests are decoded together, joining a running search between decoding steps (batcher.py).
-Every limit (ServeConfig) is answered with a JSON ``{"error": ...}``: a body over ``max_body_bytes`` (413), too many
-lines or too long a line (413), malformed JSON, unknown fields or wrong types (422), a full queue (503 with
-Retry-After), a request slower than ``timeout_s`` (504), a missing or wrong API key (401).
+The lines of concurrent requests are decoded together, joining a running search between decoding steps (batcher.py);
+each model has its own decoding threads (pairs.py). Every limit (ServeConfig) is answered with a JSON ``{"error":
+...}``: a body over ``max_body_bytes`` (413), too many lines or too long a line (413), malformed JSON, unknown fields or
+wrong types (422), an unknown language pair (400), a full queue (503 with Retry-After), a request slower than
+``timeout_s`` (504), a missing or wrong API key (401; LibreTranslate's API: 400 / 403), more than ``req_limit``
+requests a minute from one client (429). Every answer carries LibreTranslate's CORS headers.
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
 
 FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
@@ -29,8 +35,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import libretranslate
 from .batcher import Batcher, DecodeMetrics, Limits, ServiceError
 from .config import DecodeConfig, check, setting
+from .pairs import Models, Served
 from .translate import Translator
 
 log = logging.getLogger(__name__)
@@ -57,8 +65,10 @@ class ServeConfig:
     timeout_s: float = setting(60.0, "seconds per request before 504", gt=0, flag="--timeout")
     workers: int = setting(0, "decoding threads, each running its own batch with its share of the cores (0: one "
                            "per core, at most 4; 1 on GPUs)", ge=0)
-    api_key: str | None = setting(None, "require this key (header X-API-Key or Authorization: Bearer) on all but "
-                                  "/health and the page")
+    api_key: str | None = setting(None, "require this key (header X-API-Key or Authorization: Bearer; LibreTranslate's "
+                                  "api_key field) on all but /health, the page, /languages and /frontend/settings")
+    req_limit: int = setting(0, "translation requests per minute from one client (its API key, else its address) "
+                             "before 429, in both APIs, as LibreTranslate's --req-limit (0: no limit)", ge=0)
 
     def __post_init__(self) -> None:
         check(self)
@@ -81,6 +91,8 @@ class Metrics:
         self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
                                  buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
         self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
+        self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded", ["model"],
+                                 registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
 
     def text(self) -> bytes:
@@ -109,33 +121,68 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
                 bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
             options[f.name] = (hints[f.name] | None, Field(None, description=f.metadata["help"], **bounds))
     strict = ConfigDict(extra="forbid", strict=True)
-    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **options)
+    pair: dict[str, Any] = {name: (str | None, Field(None, description=f"the {name} language (where several models "
+                                                                       "are loaded)")) for name in ("source", "target")}
+    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
-                             beam=options["beam"])
+                             beam=options["beam"], **pair)
     return translate, attention
 
 
-def create_app(translator: Translator, cfg: ServeConfig | None = None, description: dict[str, Any] | None = None) -> Any:
-    """The ASGI app serving ``translator``. ``description``: extra fields for /info (languages, checkpoint)."""
+class RequestLimit:
+    """At most ``per_minute`` translation requests from one client in any 60 s (0: no limit); 429 beyond, in
+    LibreTranslate's words."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute, self.seen = per_minute, dict[str, list[float]]()
+
+    def check(self, client: str) -> None:
+        if not self.per_minute:
+            return
+        now = time.monotonic()
+        recent = [t for t in self.seen.get(client, []) if t > now - 60]
+        if len(recent) >= self.per_minute:
+            self.seen[client] = recent
+            raise ServiceError(429, f"Slowdown: {self.per_minute} per 1 minute", {"Retry-After": "60"})
+        self.seen[client] = recent + [now]
+        if len(self.seen) > 100_000:              # forget idle clients, so memory stays bounded
+            self.seen = {c: ts for c, ts in self.seen.items() if ts[-1] > now - 60}
+
+
+def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
+               description: dict[str, Any] | None = None) -> Any:
+    """The ASGI app serving ``models`` (or one Translator). ``description``: extra fields for /info (version; with
+    a Translator, its languages and checkpoint)."""
     from fastapi import FastAPI
 
-    cfg = cfg or ServeConfig()
-    metrics, state = Metrics(), {}
+    cfg, description = cfg or ServeConfig(), dict(description or {})
+    if isinstance(models, Translator):
+        langs = description.pop("languages", None)
+        pair = (langs[0], langs[1]) if langs else None
+        models = Models([Served(f"{pair[0]}-{pair[1]}" if pair else "model", models, pair,
+                                {k: description.pop(k) for k in ("checkpoint", "run") if k in description})])
+    metrics, state, limit = Metrics(), {}, RequestLimit(cfg.req_limit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        batcher = Batcher(translator, cfg.limits(), metrics.decoding)
-        state["batcher"] = batcher
+        for served in models:
+            served.batcher = Batcher(served.translator, cfg.limits(), metrics.decoding.model(served.name))
+            metrics.model_bytes.labels(served.name).set(served.memory_bytes())
+        state["ready"] = True
         try:
             yield
         finally:                                 # uvicorn has answered every request in flight by now
-            await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+            for served in models:
+                assert served.batcher is not None
+                await asyncio.get_running_loop().run_in_executor(None, served.batcher.close)
+                served.batcher = None
             state.clear()
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
     _errors_and_limits(app, cfg, metrics)
-    _translation_routes(app, translator, cfg, state)
-    _service_routes(app, translator, cfg, description or {}, state, metrics)
+    speak_libretranslate = libretranslate.add_routes(app, models, cfg, limit)
+    _translation_routes(app, models, cfg, limit, speak_libretranslate)
+    _service_routes(app, models, cfg, description, state, metrics)
     app.state.metrics = metrics
     return app
 
@@ -160,13 +207,18 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
         """API key and metrics for every request."""
         t0, path = time.perf_counter(), request.url.path
-        label = path if path in ("/translate", "/attention", "/health", "/info", "/metrics", "/") else "other"
-        busy = label in ("/translate", "/attention")
+        label = path if path in KNOWN_PATHS else "other"
+        busy = label in ("/translate", "/attention", "/detect")
         metrics.in_flight.inc(busy)
         try:
-            response = _check_key(request, cfg) or await call_next(request)
+            if request.method == "OPTIONS":                  # a browser's CORS preflight
+                from fastapi.responses import Response
+                response = Response(status_code=204)
+            else:
+                response = _check_key(request, cfg) or await call_next(request)
         finally:
             metrics.in_flight.dec(busy)
+        response.headers.update(CORS)
         metrics.requests.labels(label, str(response.status_code)).inc()
         metrics.latency.labels(label).observe(time.perf_counter() - t0)
         return response
@@ -182,28 +234,36 @@ async def _parse(request: Any, model: Any) -> Any:
         raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
 
 
-def _translation_routes(app: Any, translator: Translator, cfg: ServeConfig, state: dict[str, Any]) -> None:
-    """POST /translate and POST /attention."""
+def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: RequestLimit,
+                        speak_libretranslate: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
+    """POST /translate (aiayn's API, or LibreTranslate's where the fields are its) and POST /attention."""
     from fastapi import Request
 
     TranslateRequest, AttentionRequest = request_models(cfg)
 
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
+        if await libretranslate.speaks_libretranslate(request):
+            return await speak_libretranslate(request)
+        _require_key(request, cfg)
+        limit.check(_client(request))
         req = await _parse(request, TranslateRequest)
+        served = models.route(req.source, req.target)
+        translator = served.translator
         if len(req.text) > cfg.max_lines:
             raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
         for i, line in enumerate(req.text):
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
-        options = {k: v for k, v in req.model_dump().items() if k != "text" and v is not None}
+        options = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
         try:
             decode = translator.settings(**options)                        # validated before it waits in line
         except ValueError as e:
             raise ServiceError(422, str(e)) from None
         if not req.text:
             return {"translations": []}
-        hyps = await state["batcher"].translate(list(req.text), decode)
+        assert served.batcher is not None
+        hyps = await served.batcher.translate(list(req.text), decode)
         texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
         if decode.nbest > 1:
             return {"translations": [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
@@ -212,7 +272,9 @@ def _translation_routes(app: Any, translator: Translator, cfg: ServeConfig, stat
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
+        limit.check(_client(request))
         req = await _parse(request, AttentionRequest)
+        translator = models.route(req.source, req.target).translator
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
         options = {"beam": req.beam} if req.beam else {}
@@ -220,7 +282,7 @@ def _translation_routes(app: Any, translator: Translator, cfg: ServeConfig, stat
             None, lambda: translator.attention(req.text, **options, workers=1)))
 
 
-def _service_routes(app: Any, translator: Translator, cfg: ServeConfig, description: dict[str, Any],
+def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],
                     state: dict[str, Any], metrics: Metrics) -> None:
     """GET /health, /info, /metrics, the page and its static files."""
     from fastapi.responses import FileResponse, JSONResponse, Response
@@ -228,15 +290,18 @@ def _service_routes(app: Any, translator: Translator, cfg: ServeConfig, descript
 
     @app.get("/health")
     async def health() -> Any:
-        if "batcher" not in state:
+        if "ready" not in state:
             return JSONResponse({"error": "the model is not loaded yet"}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
-        return {"model": translator.model.cfg.to_dict(), "decode": asdict(translator.decode),
-                "parameters": sum(p.numel() for p in translator.model.parameters()),
-                "precision": translator.precision, "device": str(translator.device), **description,
+        """The served models (the first also at the top level, as when one model was served) and the limits."""
+        listed = [{**m.describe(), "decode": asdict(m.translator.decode)} for m in models]
+        first = listed[0]
+        return {**{k: first[k] for k in ("model", "decode", "parameters", "precision", "device")},
+                "languages": [first["source"], first["target"]] if first["source"] else None,
+                "checkpoint": first.get("checkpoint"), **description, "models": listed,
                 "limits": {k: v for k, v in asdict(cfg).items() if k != "api_key"}}
 
     @app.get("/metrics")
@@ -250,19 +315,42 @@ def _service_routes(app: Any, translator: Translator, cfg: ServeConfig, descript
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
 
-OPEN_PATHS = ("/health", "/")
+KNOWN_PATHS = ("/translate", "/attention", "/health", "/info", "/metrics", "/", "/detect", "/languages",
+               "/frontend/settings")
+OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings")
+# POST /translate is checked by its handler once it knows which API the request speaks; /detect by LibreTranslate's
+SELF_CHECKED = ("/translate", "/detect", "/translate_file", "/suggest")
+CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Authorization, Content-Type, X-API-Key",
+        "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Max-Age": "1728000"}
 
 
 def _check_key(request: Any, cfg: ServeConfig) -> Any:
     """401 unless the request carries the API key (X-API-Key or Authorization: Bearer), when one is set."""
-    if cfg.api_key is None or request.url.path in OPEN_PATHS or request.url.path.startswith("/static/"):
+    path = request.url.path
+    if cfg.api_key is None or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith("/static/"):
         return None
     from fastapi.responses import JSONResponse
 
+    try:
+        _require_key(request, cfg)
+    except ServiceError as e:
+        return JSONResponse({"error": e.message}, status_code=e.status)
+    return None
+
+
+def _require_key(request: Any, cfg: ServeConfig) -> None:
+    """ServiceError(401) unless the request carries the API key in aiayn's headers, when one is set."""
+    if cfg.api_key is None:
+        return
     given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
-    if given and hmac.compare_digest(given.encode(), cfg.api_key.encode()):
-        return None
-    return JSONResponse({"error": "missing or wrong API key (send it as X-API-Key)"}, status_code=401)
+    if not (given and hmac.compare_digest(given.encode(), cfg.api_key.encode())):
+        raise ServiceError(401, "missing or wrong API key (send it as X-API-Key)")
+
+
+def _client(request: Any) -> str:
+    """Who a request comes from, for the request limit: its API key, else its address."""
+    key = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    return key or (request.client.host if request.client else "?")
 
 
 class BodyLimit:
@@ -319,7 +407,7 @@ def _describe(err: Any, known: Iterable[str]) -> str:
     return f"{where}: {err.get('msg')}"
 
 
-def serve(translator: Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
+def serve(models: Models | Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
     """Run the service until SIGTERM or Ctrl-C: then no new connections, the requests in flight are answered,
     and it returns (exit status 0; a second Ctrl-C stops at once)."""
     import uvicorn
@@ -335,7 +423,7 @@ def serve(translator: Translator, cfg: ServeConfig, description: dict[str, Any] 
                 for s, handler in previous.items():
                     signal.signal(s, handler)
 
-    app = create_app(translator, cfg, description)
+    app = create_app(models, cfg, description)
     log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
     Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_keep_alive=5,
                           timeout_graceful_shutdown=int(cfg.timeout_s) + 5)).run()

@@ -76,7 +76,7 @@ def metric(port: int, name: str) -> float:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/metrics")
     lines = conn.getresponse().read().decode().splitlines()
-    return next((float(x.split()[1]) for x in lines if x.startswith(name + " ")), 0.0)
+    return sum(float(x.rsplit(maxsplit=1)[1]) for x in lines if x.startswith((name + " ", name + "{")))  # all models
 
 
 def load(port: int, requests: list[list[str]], concurrency: int, outputs: list[list[str]] | None = None) -> dict[str, float]:
@@ -208,7 +208,7 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
         out: dict[int, list[str]] = {}
 
         async def run() -> None:
-            b, todo = Batcher(t, limits, DecodeMetrics(CollectorRegistry())), iter(enumerate(requests))
+            b, todo = Batcher(t, limits, DecodeMetrics(CollectorRegistry()).model("bench")), iter(enumerate(requests))
 
             async def client() -> None:
                 for i, r in todo:

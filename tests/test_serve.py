@@ -87,8 +87,8 @@ class Server:
 
     def metric(self, name: str, key: str | None = None) -> float:
         _, _, text = self.request("GET", "/metrics", headers={"X-API-Key": key} if key else {})
-        lines = [line for line in text.decode().splitlines() if line.startswith(name + " ")]
-        return float(lines[0].split()[1]) if lines else 0.0
+        lines = [line for line in text.decode().splitlines() if line.startswith((name + " ", name + "{"))]
+        return sum(float(line.rsplit(maxsplit=1)[1]) for line in lines)          # over every model's series
 
     def output(self) -> str:
         """What the server printed so far."""

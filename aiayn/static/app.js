@@ -19,6 +19,14 @@ async function call(path, body) {
   return data;
 }
 
+// the language pair picked, as the request fields that route it (several models served); {} with one model
+function pair() {
+  const value = $("pair").value;
+  if (!value) return {};
+  const [source, target] = value.split("|");
+  return { source, target };
+}
+
 function status(text, isError = false) {
   $("status").textContent = text;
   $("status").className = isError ? "error" : "";
@@ -31,7 +39,7 @@ async function translate() {
   status("translating…");
   const t0 = performance.now();
   try {
-    const { translations } = await call("/translate", { text: lines, beam });
+    const { translations } = await call("/translate", { text: lines, beam, ...pair() });
     const list = $("translations");
     list.replaceChildren();
     translations.forEach((text, i) => {
@@ -43,7 +51,8 @@ async function translate() {
       src.className = "src";
       src.textContent = lines[i];
       li.append(src);
-      li.onclick = () => showAttention(li, beam);
+      const chosen = pair();
+      li.onclick = () => showAttention(li, beam, chosen);
       list.append(li);
     });
     status(`${translations.length} lines in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
@@ -54,11 +63,11 @@ async function translate() {
   }
 }
 
-async function showAttention(li, beam) {
+async function showAttention(li, beam, chosen) {
   document.querySelectorAll("#translations li").forEach((x) => x.classList.toggle("selected", x === li));
   status("computing attention…");
   try {
-    current = await call("/attention", { text: li.dataset.source, beam });
+    current = await call("/attention", { text: li.dataset.source, beam, ...chosen });
     selected = [0, 0];
     $("attention-sentence").textContent = `${li.dataset.source} → ${current.translation}`;
     $("attention-panel").hidden = false;
@@ -140,10 +149,26 @@ async function describe() {
     const r = await fetch("/info", { headers: headers() });
     if (!r.ok) return;
     const info = await r.json();
-    const m = info.model, langs = info.languages ? `${info.languages[0]} → ${info.languages[1]}, ` : "";
-    $("model-info").textContent = `${langs}d_model ${m.d_model}, ${m.n_enc_layers || m.n_layers}+${m.n_dec_layers || m.n_layers} layers, ` +
-      `${m.n_heads} heads, ${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.precision} on ${info.device}`;
+    const models = info.models || [info];
+    const picker = $("pair");
+    picker.replaceChildren(...models.map((m) => {
+      const option = document.createElement("option");
+      option.value = m.source ? `${m.source}|${m.target}` : "";
+      option.textContent = m.source ? `${m.source} → ${m.target}` : (m.name || "model");
+      option.dataset.summary = summary(m);
+      return option;
+    }));
+    $("pair-label").hidden = models.length < 2;
+    const show = () => { $("model-info").textContent = picker.selectedOptions[0]?.dataset.summary || ""; };
+    picker.onchange = show;
+    show();
   } catch (e) { /* the page works without it */ }
+}
+
+function summary(info) {
+  const m = info.model, langs = info.source ? `${info.source} → ${info.target}, ` : "";
+  return `${langs}d_model ${m.d_model}, ${m.n_enc_layers || m.n_layers}+${m.n_dec_layers || m.n_layers} layers, ` +
+    `${m.n_heads} heads, ${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.precision} on ${info.device}`;
 }
 
 $("translate").onclick = translate;

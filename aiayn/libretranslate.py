@@ -1,0 +1,243 @@
+"""LibreTranslate's HTTP API beside aiayn's own, at the same root, so that the tools that speak it (libretranslatepy,
+Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can use aiayn's models.
+
+    POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text),
+                      alternatives (n-best), api_key   ->  {"translatedText": ..., "detectedLanguage", "alternatives"}
+    POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
+    GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
+    POST /translate_file, /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
+
+Fields are read as LibreTranslate reads them: the JSON body when the Content-Type is JSON, otherwise the form fields
+(url-encoded or multipart) merged with the query string, which wins. ``POST /translate`` is LibreTranslate's when its
+fields have ``q`` and aiayn's when they have ``text`` (serve.py). Errors are ``{"error": ...}`` with LibreTranslate's
+codes: 400 (a missing field, an unsupported language, a text over the limits, a required api_key missing), 403 (a
+wrong key), 429 (the request limit), 500. A text is translated line by line, each line as one sentence, as ``aiayn
+translate`` does. ``source: auto`` is detected with py3langid (its model ships with it; offline) among the loaded
+models' source languages.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
+import asyncio
+import hmac
+import json
+import threading
+from typing import Any
+
+from .batcher import ServiceError
+from .pairs import Models, Served, canonical, language_name
+
+
+def _is_json(request: Any) -> bool:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+async def fields(request: Any) -> dict[str, Any]:
+    """The request's fields, read as LibreTranslate reads them (the module's docstring)."""
+    if _is_json(request):
+        body = await request.body()
+        try:
+            data = json.loads(body) if body.strip() else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ServiceError(400, f"Invalid JSON format: {e}") from None
+        if not isinstance(data, dict):
+            raise ServiceError(400, "Invalid JSON format: the body must be an object")
+        return data
+    form = await request.form()
+    return {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
+
+
+LIBRETRANSLATE_ONLY = frozenset({"source", "target", "format", "alternatives", "api_key"})
+
+
+async def speaks_libretranslate(request: Any) -> bool:
+    """Whether a ``POST /translate`` is LibreTranslate's: ``q`` in the query string or in a JSON object, a body that
+    is not a JSON object sent without a JSON Content-Type (a form), or an object with neither ``q`` nor ``text`` but
+    LibreTranslate's other fields (its "missing q" is the clearer answer there). aiayn's own is a JSON object with
+    ``text``, sent with any Content-Type (as ``curl -d`` sends it); a body that starts as an object but is not valid
+    JSON is aiayn's, whose answer names what is wrong."""
+    if "q" in request.query_params:
+        return True
+    body = (await request.body()).lstrip()
+    if body[:1] == b"{":
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(data, dict) and ("q" in data or "text" not in data and not LIBRETRANSLATE_ONLY.isdisjoint(data))
+    return not _is_json(request)
+
+
+def api_key(f: dict[str, Any], request: Any) -> str | None:
+    """The key a LibreTranslate request carries: its ``api_key`` field (empty or null: none), else aiayn's headers."""
+    given = f.get("api_key")
+    if not given:
+        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    return str(given) if given else None
+
+
+def check_key(given: str | None, required: str | None) -> None:
+    """LibreTranslate's answers: 400 when a key is required and none was sent, 403 when it is wrong."""
+    if required is None:
+        return
+    if not given:
+        raise ServiceError(400, "Please contact the server operator to get an API key (send it as api_key)")
+    if not hmac.compare_digest(given.encode(), required.encode()):
+        raise ServiceError(403, "Invalid API key")
+
+
+class Detector:
+    """Language identification (py3langid, its model loaded on first use) among given languages: a best-first list
+    of ``{"confidence": 0-100, "language": code}``; languages py3langid does not know come last, at 0."""
+
+    def __init__(self) -> None:
+        self._identifier: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._identifier is None:
+                try:
+                    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+                except ImportError:
+                    raise ServiceError(500, "language detection needs py3langid: pip install 'aiayn[serve]'") from None
+                self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            return self._identifier
+
+    def rank(self, text: str, among: list[str]) -> list[dict[str, Any]]:
+        if len(among) == 1:
+            return [{"confidence": 100.0, "language": among[0]}]
+        scores = {lang: p for lang, p in self._load().rank(text) if lang in among}
+        total = sum(scores.values()) or 1.0
+        ranked = sorted(among, key=lambda lang: -scores.get(lang, -1.0))
+        return [{"confidence": round(100 * scores.get(lang, 0.0) / total, 2), "language": lang} for lang in ranked]
+
+
+def _text(f: dict[str, Any], json_body: bool, max_lines: int, max_chars: int) -> tuple[list[str], bool]:
+    """(the texts of ``q``, whether it was a batch), within the server's limits."""
+    q = f.get("q")
+    if not q:
+        raise ServiceError(400, "Invalid request: missing q parameter")
+    batch = isinstance(q, list)
+    items = q if batch else [q]
+    if not all(isinstance(t, str) for t in items):
+        raise ServiceError(400, "Invalid request: q must be a string or a list of strings")
+    if not json_body:
+        items = ["\n".join(t.splitlines()) for t in items]
+    lines = [line for t in items for line in t.split("\n")]
+    if len(lines) > max_lines:
+        raise ServiceError(400, f"Invalid request: request ({len(lines)} lines) exceeds text limit ({max_lines} lines)")
+    longest = max(len(line) for line in lines)
+    if longest > max_chars:
+        raise ServiceError(400, f"Invalid request: request ({longest} characters in a line) exceeds text limit "
+                                f"({max_chars} characters per line)")
+    return items, batch
+
+
+def _alternatives(f: dict[str, Any], most: int) -> int:
+    try:
+        n = int(f.get("alternatives") or 0)
+    except (TypeError, ValueError):
+        raise ServiceError(400, "Invalid request: alternatives must be an integer") from None
+    if not 0 <= n < most:
+        raise ServiceError(400, f"Invalid request: alternatives must be in [0, {most - 1}]")
+    return n
+
+
+async def _translate_items(served: Served, items: list[str], alternatives: int) -> list[list[str]]:
+    """Each item (its lines decoded together with every other request's) as its 1 + ``alternatives`` best
+    translations, line by line."""
+    t = served.translator
+    decode = t.settings(nbest=1 + alternatives, beam=max(t.decode.beam, 1 + alternatives))
+    lines = [item.split("\n") for item in items]
+    assert served.batcher is not None
+    hyps = await served.batcher.translate([line for ls in lines for line in ls], decode)
+    texts = [t.detokenize([h.tokens for h in hs]) for hs in hyps]
+    out, at = [], 0
+    for ls in lines:
+        mine, at = texts[at : at + len(ls)], at + len(ls)
+        out.append(["\n".join(line[min(k, len(line) - 1)] for line in mine) for k in range(1 + alternatives)])
+    return out
+
+
+async def _detect(detector: Detector, text: str, among: list[str]) -> list[dict[str, Any]]:
+    return await asyncio.get_running_loop().run_in_executor(None, detector.rank, text, among)
+
+
+def _client(key: str | None, request: Any) -> str:
+    return key or (request.client.host if request.client else "?")
+
+
+async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector: Detector) -> dict[str, Any]:
+    """LibreTranslate's ``POST /translate`` (the module's docstring)."""
+    f = await fields(request)
+    key = api_key(f, request)
+    check_key(key, cfg.api_key)
+    limit.check(_client(key, request))
+    items, batch = _text(f, _is_json(request), cfg.max_lines, cfg.max_chars)
+    for name in ("source", "target"):
+        if not f.get(name):
+            raise ServiceError(400, f"Invalid request: missing {name} parameter")
+    fmt = str(f.get("format") or "text")
+    if fmt not in ("text", "html"):
+        raise ServiceError(400, f"{fmt} format is not supported")
+    if fmt == "html":
+        raise ServiceError(400, "html format is not supported yet: aiayn translates plain text (format=text)")
+    alternatives = _alternatives(f, cfg.max_beam)
+    source, target = canonical(str(f["source"])), canonical(str(f["target"]))
+    detected = None
+    if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
+        among = [s for s in models.sources() if any(m.pair == (s, target) for m in models)] or models.sources()
+        overall = (await _detect(detector, " ".join(items), among))[0] if among else None
+        detected = [(await _detect(detector, t, among))[0] if len(t) > 40 else overall for t in items]
+    routes = [models.route(d["language"] if d else None, target) for d in detected] if detected else \
+        [models.route(source, target)] * len(items)
+    results: list[list[str]] = [[] for _ in items]
+    for served in dict.fromkeys(routes):          # one batch per model, in the order first named
+        mine = [i for i, r in enumerate(routes) if r is served]
+        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives), strict=True):
+            results[i] = texts
+    answer: dict[str, Any] = {"translatedText": [r[0] for r in results] if batch else results[0][0]}
+    if detected:
+        answer["detectedLanguage"] = detected if batch else detected[0]
+    if alternatives:
+        answer["alternatives"] = [r[1:] for r in results] if batch else results[0][1:]
+    return answer
+
+
+def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
+    """LibreTranslate's routes on ``app``; returns its ``POST /translate`` handler, which serve.py calls for the
+    requests that speak LibreTranslate. ``cfg``: the ServeConfig; ``limit``: the per-client request limit."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    detector = Detector()
+
+    @app.post("/detect")
+    async def detect(request: Request) -> list[dict[str, Any]]:
+        f = await fields(request)
+        key = api_key(f, request)
+        check_key(key, cfg.api_key)
+        limit.check(_client(key, request))
+        q = f.get("q")
+        if not q or not isinstance(q, str):
+            raise ServiceError(400, "Invalid request: missing q parameter")
+        return await _detect(detector, q, models.sources())
+
+    @app.get("/languages")
+    async def languages() -> list[dict[str, Any]]:
+        return models.languages()
+
+    @app.get("/frontend/settings")
+    async def settings() -> dict[str, Any]:
+        first = next((m.pair for m in models if m.pair), ("auto", "auto"))
+        return {"charLimit": cfg.max_chars, "frontendTimeout": 500, "apiKeys": cfg.api_key is not None,
+                "keyRequired": cfg.api_key is not None, "suggestions": False, "filesTranslation": False,
+                "supportedFilesFormat": [],
+                "language": {"source": {"code": first[0], "name": language_name(first[0])},
+                             "target": {"code": first[1], "name": language_name(first[1])}}}
+
+    for path in ("/translate_file", "/suggest"):
+        app.add_api_route(path, lambda: JSONResponse({"error": "Not implemented"}, status_code=501),
+                          methods=["POST"])
+    return lambda request: translate(request, models, cfg, limit, detector)
