@@ -294,3 +294,86 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
                 job.fail(e)
             continue
         running.update({key: key[0] for key in keys})
+
+
+class WholeBatcher:
+    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Translator): when one of the
+    ``workers`` decoding threads is free, the requests waiting with the same settings (within max_batch_tokens) are
+    decoded together as one batch. Runs in the event loop's thread; the batches in the engine's."""
+
+    def __init__(self, translator: Any, limits: Limits, metrics: ModelMetrics) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.translator, self.limits, self.metrics = translator, limits, metrics
+        self.workers = translator.workers                     # the engine's own translators, side by side
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-engine")
+        self.waiting: list[Job] = []
+        self.waiting_lines = self.busy = 0
+
+    async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        if self.waiting_lines + len(lines) > self.limits.max_queue_lines:
+            raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
+                               {"Retry-After": "1"})
+        tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
+        loop = asyncio.get_running_loop()
+        job = Job(lines, tokens, decode, loop.create_future(), loop)
+        self.waiting.append(job)
+        self.waiting_lines += len(lines)
+        self._start()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), self.limits.timeout_s)
+        except asyncio.TimeoutError:
+            raise ServiceError(504, f"translation took longer than {self.limits.timeout_s:g} s") from None
+        except (ValueError, RuntimeError) as e:
+            raise ServiceError(500, f"translation failed: {e}") from None
+        finally:
+            job.cancelled = job.cancelled or not job.future.done()
+
+    def _start(self) -> None:
+        """Hand the waiting requests to the free decoding threads, one batch each."""
+        while self.busy < self.workers and self.waiting:
+            first = next((j for j in self.waiting if not j.cancelled), None)
+            if first is None:
+                self.waiting, self.waiting_lines = [], 0
+                break
+            batch: list[Job] = []
+            tokens = 0
+            for job in list(self.waiting):
+                if job.cancelled or job.decode == first.decode and (not batch or
+                                                                    tokens + job.tokens <= self.limits.max_batch_tokens):
+                    self.waiting.remove(job)
+                    self.waiting_lines -= len(job.lines)
+                    if not job.cancelled:
+                        batch.append(job)
+                        tokens += job.tokens
+            self.busy += 1
+            self.metrics.queue_lines.set(self.waiting_lines)
+            future = asyncio.get_running_loop().run_in_executor(self.pool, self._decode, batch)
+            future.add_done_callback(lambda _: self._finished())
+
+    def _decode(self, batch: list[Job]) -> None:
+        lines = [line for job in batch for line in job.lines]
+        t0 = time.perf_counter()
+        try:
+            hyps = self.translator.translate_hypotheses(lines, batch[0].decode)
+        except Exception as e:  # noqa: BLE001 - these requests get the error; serving goes on
+            log.exception("decoding a batch failed")
+            for job in batch:
+                job.fail(e)
+            return
+        self.metrics.step(len(lines), time.perf_counter() - t0)
+        at = 0
+        for job in batch:
+            self.metrics.src_tokens.inc(job.tokens)
+            job.results, job.left = [None] * len(job.lines), len(job.lines)
+            for i in range(len(job.lines)):
+                self.metrics.tgt_tokens.inc(len(hyps[at][0].tokens) + 1)
+                job.answer(i, job.best(hyps[at]))
+                at += 1
+
+    def _finished(self) -> None:
+        self.busy -= 1
+        self._start()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)

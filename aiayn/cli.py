@@ -222,6 +222,9 @@ def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (),
     setting."""
     from .config import DecodeConfig
 
+    p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+                   help="torch: aiayn's own; ctranslate2: the model converted for CTranslate2 on first use, cached in "
+                        "the run dir (needs aiayn[export]) (default: %(default)s)")
     if several:
         p.add_argument("--model", required=True, type=Path, action="append",
                        help="a run dir (or a checkpoint dir inside one, or a directory of run dirs); repeat it to "
@@ -275,11 +278,12 @@ def cmd_translate(a: argparse.Namespace) -> int:
     'line<TAB>score<TAB>text'."""
     from tqdm import tqdm
 
-    from .translate import Translator, stream
+    from .ct2 import load
+    from .translate import stream
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
-    translator = Translator.load(a.model, **settings)
+    translator = load(a.model, a.engine, **settings)
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -318,17 +322,17 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    from .ct2 import load
     from .data import read_lines
     from .evaluate import evaluate
     from .rundir import RunDir
-    from .translate import Translator
 
     src = list(read_lines(a.src, "replace"))
     refs = [list(read_lines(r, "replace")) for r in a.ref]
     for path, ref in zip(a.ref, refs, strict=True):
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
-    translator = Translator.load(a.model, **_given(a, "decode"))
+    translator = load(a.model, a.engine, **_given(a, "decode"))
     run = RunDir.locate(a.model)[0]
     lang = a.lang or run.target_language()
     r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
@@ -395,8 +399,10 @@ def cmd_serve(a: argparse.Namespace) -> int:
     settings = _given(a, "serve")
     key = settings.pop("api_key", None) or os.environ.get("AIAYN_API_KEY") or None
     cfg = ServeConfig(**settings, api_key=key)
-    # the server's decoding threads are its parallelism (--workers): each decodes on its own thread
-    models = Models.load(a.model, **_given(a, "decode"), workers=1)
+    # the server's decoding threads are its parallelism (--workers): each decodes on its own thread (aiayn's engine);
+    # CTranslate2 decodes that many batches side by side
+    workers = cfg.workers if a.engine == "ctranslate2" else 1
+    models = Models.load(a.model, a.engine, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0
 

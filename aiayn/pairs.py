@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .batcher import Batcher, ServiceError
+from . import ct2
+from .batcher import Batcher, Limits, ModelMetrics, ServiceError, WholeBatcher
+from .ct2 import CTranslate2Translator
 from .quantize import Int8Linear
 from .rundir import RunDir
 from .translate import Translator
@@ -48,22 +50,32 @@ class Served:
     says of it; ``batcher`` is its decoding threads while the server runs."""
 
     name: str                                   # "de-en", or the run dir's name when it records no languages
-    translator: Translator
+    translator: Translator | CTranslate2Translator
     pair: tuple[str, str] | None
     info: dict[str, Any] = field(default_factory=dict)
-    batcher: Batcher | None = None
+    batcher: Batcher | WholeBatcher | None = None
 
     @classmethod
-    def load(cls, path: str | Path, **decode: Any) -> Served:
+    def load(cls, path: str | Path, engine: str = "torch", **decode: Any) -> Served:
         run, ckpt = RunDir.locate(path)
         langs = run.languages()
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
-        t = Translator.load(path, **decode)
+        t = ct2.load(path, engine, **decode)
         return cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, t, pair,
-                   {"run": str(run.path), "checkpoint": str(ckpt)})
+                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine})
+
+    def start(self, limits: Limits, metrics: ModelMetrics) -> None:
+        """Its decoding threads: step-level batching on aiayn's engine, whole batches on CTranslate2."""
+        if isinstance(self.translator, CTranslate2Translator):
+            self.batcher = WholeBatcher(self.translator, limits, metrics)
+        else:
+            self.batcher = Batcher(self.translator, limits, metrics)
 
     def memory_bytes(self) -> int:
-        """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights)."""
+        """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on
+        CTranslate2, its model file)."""
+        if isinstance(self.translator, CTranslate2Translator):
+            return self.translator.memory_bytes()
         model = self.translator.model
         tensors = [*model.parameters(), *model.buffers()]
         packed = sum(m.packed_bytes() for m in model.modules() if isinstance(m, Int8Linear))
@@ -72,10 +84,13 @@ class Served:
     def describe(self) -> dict[str, Any]:
         """This model in /info."""
         t = self.translator
+        if isinstance(t, CTranslate2Translator):
+            model, parameters = t.cfg.to_dict(), t.parameters
+        else:
+            model, parameters = t.model.cfg.to_dict(), sum(p.numel() for p in t.model.parameters())
         return {"name": self.name, "source": self.pair[0] if self.pair else None,
-                "target": self.pair[1] if self.pair else None, "model": t.model.cfg.to_dict(),
-                "parameters": sum(p.numel() for p in t.model.parameters()), "memory_bytes": self.memory_bytes(),
-                "precision": t.precision, "device": str(t.device), **self.info}
+                "target": self.pair[1] if self.pair else None, "model": model, "parameters": parameters,
+                "memory_bytes": self.memory_bytes(), "precision": t.precision, "device": str(t.device), **self.info}
 
 
 def run_dirs(paths: list[str | Path]) -> list[Path]:
@@ -110,8 +125,8 @@ class Models:
         self.served = served
 
     @classmethod
-    def load(cls, paths: list[str | Path], **decode: Any) -> Models:
-        return cls([Served.load(p, **decode) for p in run_dirs(paths)])
+    def load(cls, paths: list[str | Path], engine: str = "torch", **decode: Any) -> Models:
+        return cls([Served.load(p, engine, **decode) for p in run_dirs(paths)])
 
     def __iter__(self) -> Any:
         return iter(self.served)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import libretranslate
-from .batcher import Batcher, DecodeMetrics, Limits, ServiceError
+from .batcher import DecodeMetrics, Limits, ServiceError
 from .config import DecodeConfig, check, setting
 from .pairs import Models, Served
 from .translate import Translator
@@ -166,7 +166,7 @@ def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         for served in models:
-            served.batcher = Batcher(served.translator, cfg.limits(), metrics.decoding.model(served.name))
+            served.start(cfg.limits(), metrics.decoding.model(served.name))
             metrics.model_bytes.labels(served.name).set(served.memory_bytes())
         state["ready"] = True
         try:
@@ -275,6 +275,8 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         limit.check(_client(request))
         req = await _parse(request, AttentionRequest)
         translator = models.route(req.source, req.target).translator
+        if not isinstance(translator, Translator):
+            raise ServiceError(400, "attention maps come from aiayn's own engine: serve this model with --engine torch")
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
         options = {"beam": req.beam} if req.beam else {}

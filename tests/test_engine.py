@@ -1,0 +1,109 @@
+"""--engine ctranslate2 behind translate, evaluate and serve: the same output as aiayn's engine (the conversion is
+exact in fp32), every decoding setting mapped or refused by name, the conversion cached and rebuilt when the weights
+change, and the server's answers on it equal to the CLI's at every concurrency."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from aiayn import Translator
+from aiayn.checkpoint import MODEL
+from aiayn.cli import main
+from aiayn.config import DecodeConfig
+from aiayn.rundir import RunDir
+
+from .conftest import cli_error
+from .test_serve import Server, _copy_lines
+
+pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
+from aiayn.ct2 import OPTIONS, CTranslate2Translator  # noqa: E402
+
+
+@pytest.fixture()
+def run(copy_model: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    shutil.copytree(copy_model, out, ignore=shutil.ignore_patterns("engines"))
+    return out
+
+
+def test_every_decoding_setting_maps_to_ctranslate2_or_is_refused_by_name(run: Path) -> None:
+    assert set(OPTIONS) == {f.name for f in dataclasses.fields(DecodeConfig)}
+    with pytest.raises(ValueError, match="length_norm='gnmt'"):
+        CTranslate2Translator.load(run, length_norm="gnmt")
+    c = CTranslate2Translator.load(run, device="cpu")
+    with pytest.raises(ValueError, match="sampling with beam=4"):
+        c.translate(["a b c"], sampling=True, beam=4)
+    with pytest.raises(ValueError, match="precision="):
+        c.translate(["a b c"], precision="int8")
+
+
+def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _copy_lines(40) + ["", "   "]
+    torch_ = Translator.load(run, device="cpu", workers=1)
+    c = CTranslate2Translator.load(run, device="cpu")
+    cache = RunDir(run).engine_cache("ctranslate2")
+    made = sorted(d.name for d in cache.iterdir())
+    assert len(made) == 1 and (cache / made[0] / "check.json").is_file()      # checked on the validation lines
+    for beam in (1, 4):
+        assert c.translate(lines, beam=beam) == torch_.translate(lines, beam=beam)
+    ours, theirs = (t.translate_hypotheses(lines[:8], beam=4, nbest=3) for t in (torch_, c))
+    for a, b in zip(ours, theirs, strict=True):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-3)
+    # the commands, with the cached conversion (no second one)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    assert main(["translate", "--model", str(run), "--engine", "ctranslate2", "--device", "cpu", "--beam", "4",
+                 "--input", str(src), "--output", str(tmp_path / "out.txt")]) == 0
+    assert (tmp_path / "out.txt").read_text().splitlines() == torch_.translate(lines, beam=4)
+    assert sorted(d.name for d in cache.iterdir()) == made
+    assert main(["evaluate", "--model", str(run), "--engine", "ctranslate2", "--src", str(src), "--ref", str(src),
+                 "--json"]) == 0
+    assert '"bleu"' in capsys.readouterr().out
+    assert main(["evaluate", "--model", str(run), "--engine", "ctranslate2", "--src", str(src), "--ref", str(src),
+                 "--length-norm", "gnmt"]) == 2
+    assert "length_norm='gnmt'" in cli_error(capsys.readouterr().err, "evaluate")
+
+
+def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> None:
+    lines = _copy_lines(20)
+    before = CTranslate2Translator.load(run, device="cpu").translate(lines)
+    cache = RunDir(run).engine_cache("ctranslate2")
+    old = sorted(d.name for d in cache.iterdir())
+    ckpt = RunDir.locate(run)[1]
+    weights = load_file(str(ckpt / MODEL))
+    name = next(k for k in weights if k.endswith("out_proj.weight") and k.startswith("decoder"))
+    weights[name] = torch.zeros_like(weights[name])                       # a different model
+    save_file(weights, str(ckpt / MODEL))
+    after = CTranslate2Translator.load(run, device="cpu")
+    new = sorted(d.name for d in cache.iterdir())
+    assert len(new) == 1 and new != old                                   # converted again, the stale one removed
+    assert after.translate(lines) == Translator.load(run, device="cpu", workers=1).translate(lines) != before
+
+
+def test_the_server_on_ctranslate2_answers_as_the_cli(run: Path) -> None:
+    CTranslate2Translator.load(run, device="cpu")                         # converted before the server starts
+    lines = _copy_lines(48, seed=3)
+    want = Translator.load(run, device="cpu", workers=1).translate(lines, beam=4)
+    s = Server("--engine", "ctranslate2", "--workers", "2", "--beam", "4", model=run)
+    try:
+        for concurrency in (1, 16):
+            with ThreadPoolExecutor(concurrency) as pool:
+                answers = list(pool.map(lambda i: s.post("/translate", {"text": lines[i : i + 3]}),
+                                        range(0, len(lines), 3)))
+            assert [a[0] for a in answers] == [200] * len(answers)
+            assert [t for a in answers for t in a[2]["translations"]] == want
+        _, _, info = s.request("GET", "/info")
+        assert info["models"][0]["engine"] == "ctranslate2" and info["models"][0]["memory_bytes"] > 0
+        assert s.post("/attention", {"text": "a b c"})[0] == 400                # aiayn's own engine only
+    finally:
+        assert s.stop() == 0
+    assert "Traceback" not in s.output()
