@@ -2,14 +2,16 @@
 server's batcher without HTTP (``--replay``):
 
     python -m benchmarks serve --model runs/demo/run-de-en --src runs/demo/data/test.de \\
-        [--requests 2000] [--concurrency 1 8 32] [--precision fp32] [--latency 200]
+        [--requests 2000] [--concurrency 1 8 32] [--precision fp32] [--latency 200] \\
+        [--engine torch|ctranslate2] [--client aiayn|libretranslate]
     python -m benchmarks serve --replay --model runs/demo/run-de-en --src runs/demo/data/test.de --requests 200
 
 Requests of 1-5 lines (a fixed seeded draw from --src, cycled) sent by N client threads over keep-alive
 connections; each concurrency level is a fresh batch of --requests requests to one server process. Prints a
 table: sentences/s, latency percentiles, errors, the server's peak RSS, and sentences/s as a share of the
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
-left out). Records it as ``results/serve-<date>.json``.
+left out; ``--engine``: both the server's and the CLI's). ``--client libretranslate`` sends each request through
+LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages). Records it as ``results/serve-<date>.json``.
 
 ``--replay``: where the server's time goes, without HTTP, in this process, one decoding thread and one CPU thread,
 the same requests and the run's decoding settings, each way the fastest of --rounds interleaved rounds:
@@ -58,6 +60,7 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", a.model, "--port", str(port),
                              "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600",
+                             "--engine", a.engine,
                              *(["--workers", str(a.workers)] if a.workers else []),
                              *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -79,9 +82,21 @@ def metric(port: int, name: str) -> float:
     return sum(float(x.rsplit(maxsplit=1)[1]) for x in lines if x.startswith((name + " ", name + "{")))  # all models
 
 
-def load(port: int, requests: list[list[str]], concurrency: int, outputs: list[list[str]] | None = None) -> dict[str, float]:
+def body_of(lines: list[str], pair: tuple[str, str] | None) -> bytes:
+    """A request for ``lines``: aiayn's API, or LibreTranslate's (``pair``: the run's languages)."""
+    if pair is None:
+        return json.dumps({"text": lines}).encode()
+    return json.dumps({"q": lines, "source": pair[0], "target": pair[1]}).encode()
+
+
+def answer_of(data: dict[str, object]) -> list[str]:
+    return list(data["translations"] if "translations" in data else data["translatedText"])  # type: ignore[call-overload]
+
+
+def load(port: int, requests: list[list[str]], concurrency: int, outputs: list[list[str]] | None = None,
+         pair: tuple[str, str] | None = None) -> dict[str, float]:
     """Send ``requests`` with ``concurrency`` client threads; latency per request, errors, wall time. The
-    translations go into ``outputs`` (one list per request) when given."""
+    translations go into ``outputs`` (one list per request) when given. ``pair``: through LibreTranslate's API."""
     latencies: list[float] = []
     errors = 0
     lock = threading.Lock()
@@ -95,15 +110,15 @@ def load(port: int, requests: list[list[str]], concurrency: int, outputs: list[l
                 index, lines = next(todo, (-1, None))
             if lines is None:
                 return
-            body = json.dumps({"text": lines}).encode()
+            body = body_of(lines, pair)
             t0 = time.perf_counter()
             try:
                 conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
                 r = conn.getresponse()
                 data = json.loads(r.read())
-                ok = r.status == 200 and len(data["translations"]) == len(lines)
+                ok = r.status == 200 and len(answer_of(data)) == len(lines)
                 if ok and outputs is not None:
-                    outputs[index] = data["translations"]
+                    outputs[index] = answer_of(data)
             except (OSError, ValueError, KeyError):
                 ok = False
                 conn.close()
@@ -132,7 +147,7 @@ def cli_rate(a: argparse.Namespace, lines: list[str]) -> tuple[dict[str, float],
         src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         empty.write_text("")
         cmd = [sys.executable, "-m", "aiayn", "translate", "--model", a.model, "--precision", a.precision,
-               "--output", str(Path(tmp) / "out.txt")]
+               "--engine", a.engine, "--output", str(Path(tmp) / "out.txt")]
         t0 = time.perf_counter()
         subprocess.run([*cmd, "--input", str(empty)], check=True, stderr=subprocess.DEVNULL)
         startup = time.perf_counter() - t0
@@ -148,14 +163,14 @@ def latency(a: argparse.Namespace, port: int, lines: list[str]) -> dict[str, flo
     same line in this process (the library call the CLI makes, without its start-up), alternating line by line so
     that both see the same moment of a shared VM."""
     sys.path.insert(0, str(ROOT))
-    from aiayn.translate import Translator
+    from aiayn.ct2 import load as load_engine
 
-    translator = Translator.load(a.model, precision=a.precision)
+    translator = load_engine(a.model, a.engine, precision=a.precision)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     served, direct = [], []
     for line in lines:
         t0 = time.perf_counter()
-        conn.request("POST", "/translate", json.dumps({"text": [line]}).encode(), {"Content-Type": "application/json"})
+        conn.request("POST", "/translate", body_of([line], pair_of(a)), {"Content-Type": "application/json"})
         r = conn.getresponse()
         r.read()
         served.append(time.perf_counter() - t0)
@@ -168,6 +183,19 @@ def latency(a: argparse.Namespace, port: int, lines: list[str]) -> dict[str, flo
             "translate_p50_ms": 1000 * statistics.median(direct),
             "p50_ratio": statistics.median(served) / statistics.median(direct),
             "median_per_line_ratio": statistics.median(ratios)}
+
+
+def pair_of(a: argparse.Namespace) -> tuple[str, str] | None:
+    """The run's languages when the load goes through LibreTranslate's API, else None."""
+    if a.client != "libretranslate":
+        return None
+    sys.path.insert(0, str(ROOT))
+    from aiayn.rundir import RunDir
+
+    langs = RunDir.locate(a.model)[0].languages()
+    if langs is None:
+        raise SystemExit(f"--client libretranslate: {a.model} records no languages")
+    return langs
 
 
 def draw_requests(src: Path, n: int) -> list[list[str]]:
@@ -253,6 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch", help="the server's and the CLI's")
+    ap.add_argument("--client", choices=("aiayn", "libretranslate"), default="aiayn",
+                    help="the API the load goes through")
     ap.add_argument("--workers", type=int, default=0, help="the server's decoding threads (default: its own)")
     ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
     ap.add_argument("--latency", type=int, default=0, metavar="N",
@@ -290,7 +321,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nconcurrency 1, {lat['lines']} one-line requests: p50 {lat['serve_p50_ms']:.1f} ms served, "
               f"{lat['translate_p50_ms']:.1f} ms by one translate call = {lat['p50_ratio']:.2f}x "
               f"(median of the per-line ratios {lat['median_per_line_ratio']:.2f}x)")
-    out = record.write("serve", {"model": a.model, "precision": a.precision, "requests": a.requests,
+    out = record.write("serve", {"model": a.model, "precision": a.precision, "engine": a.engine, "client": a.client,
+                                  "requests": a.requests,
                                   "workers": a.workers, "max_wait_ms": a.max_wait_ms, "sentences": len(all_lines),
                                   "cli": cli, "rows": rows, "latency": lat})
     print(f"\nrecorded in {out}")
@@ -304,7 +336,7 @@ def load_level(a: argparse.Namespace, requests: list[list[str]], c: int, cli: di
         load(port, requests[:20], min(c, 4))                    # warm-up
         steps0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
         outputs: list[list[str]] = [[] for _ in requests]
-        r = load(port, requests, c, outputs)
+        r = load(port, requests, c, outputs, pair_of(a))
         served = [t for ts in outputs for t in ts]
         r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
                  cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
