@@ -124,6 +124,28 @@ class Job:
         return hyps[: max(1, self.decode.nbest)]
 
 
+def new_job(translator: Any, lines: list[str], decode: DecodeConfig, waiting: int, most: int) -> Job:
+    """A request's Job, counted in source tokens; ServiceError(503) when ``waiting`` lines and these would pass
+    ``most``."""
+    if waiting + len(lines) > most:
+        raise ServiceError(503, f"the server is busy ({waiting} lines queued); retry shortly", {"Retry-After": "1"})
+    tokens = sum(len(ids) for ids in translator.vocab.src.encode(lines)) + len(lines)
+    loop = asyncio.get_running_loop()
+    return Job(lines, tokens, decode, loop.create_future(), loop)
+
+
+async def answered(job: Job, timeout_s: float) -> list[list[Hypothesis]]:
+    """The job's hypotheses once decoded; ServiceError(504) after ``timeout_s``, (500) when decoding failed."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
+    except asyncio.TimeoutError:
+        raise ServiceError(504, f"translation took longer than {timeout_s:g} s") from None
+    except (ValueError, RuntimeError) as e:            # logged where it happened, in the decoding thread
+        raise ServiceError(500, f"translation failed: {e}") from None
+    finally:
+        job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away
+
+
 def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
     if not future.done():
         if isinstance(outcome, BaseException):
@@ -189,25 +211,13 @@ class Batcher:
 
     async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The hypotheses of ``lines``; raises ServiceError(503) when the queue is full, (504) on timeout."""
-        if self.waiting_lines + len(lines) > self.limits.max_queue_lines:
-            raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
-                                {"Retry-After": "1"})
-        tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
-        loop = asyncio.get_running_loop()
-        job = Job(lines, tokens, decode, loop.create_future(), loop)
+        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines)
         with self.lock:
             self.queue.append(job)
             self.waiting_lines += len(lines)
             self.metrics.queue_lines.set(self.waiting_lines)
             self.lock.notify()
-        try:
-            return await asyncio.wait_for(asyncio.shield(job.future), self.limits.timeout_s)
-        except asyncio.TimeoutError:
-            raise ServiceError(504, f"translation took longer than {self.limits.timeout_s:g} s") from None
-        except (ValueError, RuntimeError) as e:            # logged where it happened, in the decoding thread
-            raise ServiceError(500, f"translation failed: {e}") from None
-        finally:
-            job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away
+        return await answered(job, self.limits.timeout_s)
 
     def take(self, in_flight: int, idle: bool) -> list[Job] | None:
         """The admission policy: waiting jobs for a decoding thread with ``in_flight`` source tokens running (oldest
@@ -311,23 +321,11 @@ class WholeBatcher:
         self.waiting_lines = self.busy = 0
 
     async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
-        if self.waiting_lines + len(lines) > self.limits.max_queue_lines:
-            raise ServiceError(503, f"the server is busy ({self.waiting_lines} lines queued); retry shortly",
-                               {"Retry-After": "1"})
-        tokens = sum(len(ids) for ids in self.translator.vocab.src.encode(lines)) + len(lines)
-        loop = asyncio.get_running_loop()
-        job = Job(lines, tokens, decode, loop.create_future(), loop)
+        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines)
         self.waiting.append(job)
         self.waiting_lines += len(lines)
         self._start()
-        try:
-            return await asyncio.wait_for(asyncio.shield(job.future), self.limits.timeout_s)
-        except asyncio.TimeoutError:
-            raise ServiceError(504, f"translation took longer than {self.limits.timeout_s:g} s") from None
-        except (ValueError, RuntimeError) as e:
-            raise ServiceError(500, f"translation failed: {e}") from None
-        finally:
-            job.cancelled = job.cancelled or not job.future.done()
+        return await answered(job, self.limits.timeout_s)
 
     def _start(self) -> None:
         """Hand the waiting requests to the free decoding threads, one batch each."""
