@@ -359,3 +359,32 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
         assert d.find_element(By.ID, "status").get_attribute("class") != "error"
     finally:
         d.quit()
+
+
+def test_a_lone_decoding_thread_keeps_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the other decoding threads idle, a busy one still decodes with its own share of the intra-op threads:
+    given them all, PyTorch's matrix products from a thread other than the main one ran no faster and a lone request
+    25-55% slower (batcher.py's docstring)."""
+    import asyncio
+
+    import torch
+    from prometheus_client import CollectorRegistry
+
+    from aiayn.batcher import Batcher, DecodeMetrics, Limits
+
+    translator = Translator.load(LEGACY, device="cpu")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    set_to: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+
+    async def lone_requests() -> None:
+        limits = Limits(workers=2, max_batch_tokens=4000, max_wait_ms=0.0, max_queue_lines=100, timeout_s=60)
+        batcher = Batcher(translator, limits, DecodeMetrics(CollectorRegistry()).model("test"))
+        try:
+            for line in ("Ein Hund.", "Zwei Katzen schlafen."):
+                assert len(await batcher.translate([line], translator.decode)) == 1
+        finally:
+            batcher.close()
+
+    asyncio.run(lone_requests())
+    assert set_to and set(set_to) == {2}, f"intra-op threads set to {set_to}, not 4 // 2 workers"
