@@ -17,9 +17,12 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .constraints import Glossary
 
 log = logging.getLogger("aiayn")
 
@@ -278,11 +281,16 @@ def cmd_translate(a: argparse.Namespace) -> int:
     'line<TAB>score<TAB>text'."""
     from tqdm import tqdm
 
+    from .constraints import Glossary
     from .ct2 import load
     from .translate import stream
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
+    if (a.glossary or a.constraints) and a.engine != "torch":
+        raise ValueError(f"--glossary / --constraints: the {a.engine} engine has no lexically constrained search; "
+                         f"use --engine torch")
+    glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
@@ -291,16 +299,24 @@ def cmd_translate(a: argparse.Namespace) -> int:
                dynamic_ncols=True)
     flush = out.flush if not a.output else (lambda: None)   # a pipe gets each line at once; a file is buffered
     try:
-        lines = _Lines(inp)
+        lines: Any = _Lines(inp)
+        if glossary or a.constraints:
+            lines = _Constrained(lines, a.constraints, glossary)
+            translate = lambda chunk, **kw: translator.translate(  # noqa: E731
+                [x for x, _ in chunk], constraints=[c for _, c in chunk], **kw)
+            hypotheses = lambda chunk, **kw: translator.translate_hypotheses(  # noqa: E731
+                [x for x, _ in chunk], constraints=[c for _, c in chunk], **kw)
+        else:
+            translate, hypotheses = translator.translate, translator.translate_hypotheses
         if nbest > 1:
             more = {"nbest": nbest, "beam": max(nbest, translator.decode.beam)}
-            for i, hyps in enumerate(stream(lines, lambda c: translator.translate_hypotheses(c, **more))):
+            for i, hyps in enumerate(stream(lines, lambda c: hypotheses(c, **more))):
                 for h, text in zip(hyps, translator.detokenize([h.tokens for h in hyps]), strict=True):
                     out.write(f"{i}\t{h.score:.4f}\t{text}\n")
                 bar.update()
                 flush()
         else:
-            for line in stream(lines, translator.translate):
+            for line in stream(lines, translate):
                 out.write(line + "\n")
                 bar.update()
                 flush()        # each line as soon as it and every earlier one are done
@@ -319,6 +335,52 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only anyway)")
+    p.add_argument("--glossary", type=Path, metavar="TSV",
+                   help="'source term<TAB>target term' lines: a line containing a term is translated with its target "
+                        "term (lexically constrained beam search; the matching rules: docs/terminology.md)")
+    p.add_argument("--constraints", type=Path, metavar="JSONL",
+                   help="one JSON list of target phrases per input line (or null): each translation contains them")
+
+
+class _Constrained:
+    """Input lines paired with their constraints: a list of target phrases from --constraints (one JSON list or null
+    per input line, in step with the input) and from the --glossary terms the line contains."""
+
+    def __init__(self, lines: _Lines, path: Path | None, glossary: Glossary | None) -> None:
+        self.lines, self.path, self.glossary = lines, path, glossary
+
+    def __iter__(self) -> Iterator[tuple[str, list[str]]]:
+        f = open(self.path, encoding="utf-8") if self.path else None  # noqa: SIM115 - closed below
+        try:
+            for n, line in enumerate(self.lines, 1):
+                phrases = self._read(f, n) if f else []
+                if self.glossary:
+                    phrases = list(dict.fromkeys(phrases + self.glossary.constraints(line)))
+                yield line, phrases
+            if f and f.readline().strip():
+                raise ValueError(f"{self.path}: more lines than the input; one JSON list (or null) per input line")
+        finally:
+            if f:
+                f.close()
+
+    def _read(self, f: Any, n: int) -> list[str]:
+        raw = f.readline()
+        if not raw:
+            raise ValueError(f"{self.path}: {n - 1} lines, but the input has more; one JSON list (or null) per "
+                             f"input line")
+        try:
+            value = json.loads(raw) if raw.strip() else None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{self.path}:{n}: not JSON ({e.msg}); expected a list of target phrases or null") from None
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise ValueError(f"{self.path}:{n}: expected a list of non-empty strings (target phrases) or null, got "
+                             f"{raw.strip()[:80]}")
+        return value
+
+    def more_ready(self) -> bool:
+        return self.lines.more_ready()
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:

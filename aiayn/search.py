@@ -34,6 +34,7 @@ from torch import Tensor
 
 from .cache import DecoderCache
 from .config import DecodeConfig, LengthNorm
+from .constraints import Constraints, Lexical, refuse_constraints
 from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
 
@@ -177,10 +178,14 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
 
 
 def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
-                 candidates: Shortlist | None = None) -> list[list[Hypothesis]]:
+                 candidates: Shortlist | None = None,
+                 constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
     """The search ``decode`` asks for, on src (B, S): sampling, greedy (beam 1) or beam search; ``decode.nbest``
     hypotheses per sentence (one for sampling and greedy). ``candidates``: the model's shortlist, used when
-    ``decode.shortlist`` is set."""
+    ``decode.shortlist`` is set; ``constraints``: each sentence's, or None (constraints.py; beam search only)."""
+    if constraints is not None and any(c is not None for c in constraints):
+        refuse_constraints(decode)
+        return beam_search(model, src, decode, candidates, constraints=constraints)
     if decode.sampling:
         return [[h] for h in sample(model, src, decode, generator, candidates)]
     if decode.beam == 1:
@@ -254,6 +259,19 @@ def stay_in_place(parent: Tensor) -> Tensor:
     return slot.argsort(dim=1)                                                         # candidate of each row
 
 
+def _ended(new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor, lenpen: float,
+           norm: LengthNorm) -> list[tuple[int, Hypothesis]]:
+    """The candidates ``new`` (n, 2k) that end in EOS as finished hypotheses, with their sentence: tokens from
+    ``prefix`` (n, 2k, t') (the last ``decoded`` of them), score ``top`` (n, 2k) over the length penalty."""
+    r, c = new.nonzero(as_tuple=True)
+    lengths = decoded[r]
+    penalty = torch.as_tensor(length_penalty(lengths.double() + 1, lenpen, norm)).float()   # as in Python
+    score = top[r, c] / penalty
+    return [(i, Hypothesis(seq[prefix.shape[2] - n:], s, lp))
+            for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
+                                        top[r, c].tolist(), strict=True)]
+
+
 def _same_batch(d: DecodeConfig, running: DecodeConfig) -> None:
     """Refuse sentences whose settings differ from a running search's in what a batch must share (batch_key)."""
     if d.batch_key() != running.batch_key():
@@ -277,7 +295,8 @@ class BeamSearch:
     first step of a batch that all started together, else k; a sentence that joins a running batch starts
     with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
     ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many; ``out`` the output
-    layer. A sentence done leaves at once: the batch's last sentence moves into its rows (the others stay)."""
+    layer; ``lexical`` its constraints (constraints.py). A sentence done leaves at once: the batch's last sentence
+    moves into its rows (the others stay)."""
 
     def __init__(self, model: Transformer, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
                  **fields: Any) -> None:
@@ -286,6 +305,7 @@ class BeamSearch:
         self.candidates, self.out = candidates, Output.full(model.cfg)   # the batch's output layer (admit)
         self.cache: DecoderCache | None = None
         self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
+        self.lexical = Lexical()
 
     @property
     def active(self) -> int:
@@ -293,10 +313,11 @@ class BeamSearch:
         return len(self.keys) - self.keys.count(None)
 
     @torch.inference_mode()
-    def admit(self, src: Tensor, keys: list[Any], decode: DecodeConfig | None = None, **fields: Any) -> None:
+    def admit(self, src: Tensor, keys: list[Any], decode: DecodeConfig | None = None,
+              constraints: list[Constraints | None] | None = None, **fields: Any) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
-        results. ``decode`` (default: the search's) may differ from the search's settings only in the fields a search
-        applies per sentence (DecodeConfig.batch_key): each sentence has its own length limit."""
+        results; ``constraints`` (B) their lexical constraints or None. ``decode`` (default: the search's) may differ
+        from the search's settings only in what a search applies per sentence (DecodeConfig.batch_key)."""
         d = settings(decode or self.decode, **fields)
         _same_batch(d, self.decode)
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
@@ -322,6 +343,7 @@ class BeamSearch:
             self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
         self.keys += keys
         self.finished += [[] for _ in keys]
+        self.lexical.admit(constraints or [None] * B, self.scores.shape[1], d)
 
     def _expand(self) -> None:
         """Before the first step of a batch its sentences have one beam each: make it k (one live, k - 1 at
@@ -331,6 +353,7 @@ class BeamSearch:
         if w == self.k:
             return
         self.cache = self.cache.expand(self.k)
+        self.lexical.expand(self.k)
         self.tokens = self.tokens.repeat_interleave(self.k)
         self.scores = torch.cat([self.scores, self.scores.new_full((n, self.k - 1), float("-inf"))], dim=1)
         self.seqs = self.seqs.expand(n, self.k, self.seqs.shape[2]).contiguous()
@@ -348,14 +371,18 @@ class BeamSearch:
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
         logp, cache = self.model.decode_step(self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
         logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
+        self.lexical.forbid_eos(logp, self.scores, decoded >= self.limit, self.out.eos)
         top, beam_of, col = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
+        self.lexical.allocate(logp, self.scores, top, beam_of, col, self.out.eos)   # constrained sentences' 2k
         tok = self.out.tokens(col)                                          # vocabulary ids
         rank = torch.arange(2 * k, device=dev)
         prefix = self.seqs.gather(1, beam_of[:, :, None].expand(n, 2 * k, self.seqs.shape[2]))   # (n, 2k, t')
         is_eos = (tok == cfg.eos_id) & (top > float("-inf"))
         new = is_eos & (rank < k)
         if new.any():
-            self._finish(new, prefix, decoded, top)
+            self.count = (self.count + new.long().sum(1)).clamp(max=self.k)   # a sentence keeps its k best (_retire)
+            for i, h in _ended(new, prefix, decoded, top, self.lenpen, self.norm):
+                self.finished[i].append(h)
         # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
         cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]       # (n, k)
         if w == 1:
@@ -365,20 +392,10 @@ class BeamSearch:
             cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))
             cache = cache.select_self((torch.arange(n, device=dev)[:, None] * k + beam_of.gather(1, cont)).view(-1))
         self.scores, tok = top.gather(1, cont), tok.gather(1, cont)
+        self.lexical.chosen(cont)
         self.seqs = torch.cat([prefix.gather(1, cont[:, :, None].expand(n, k, prefix.shape[2])), tok[:, :, None]], 2)
         self.tokens, self.cache = tok.view(-1), cache
         return self._retire(decoded >= self.limit)             # at its limit every live beam had to end
-
-    def _finish(self, new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor) -> None:
-        """Store the candidates ``new`` (n, 2k) as finished (a sentence keeps its k best: :meth:`_retire`)."""
-        self.count = (self.count + new.long().sum(1)).clamp(max=self.k)
-        r, c = new.nonzero(as_tuple=True)
-        lengths = decoded[r]
-        penalty = torch.as_tensor(length_penalty(lengths.double() + 1, self.lenpen, self.norm)).float()   # as in Python
-        score = top[r, c] / penalty
-        for i, seq, n, s, lp in zip(r.tolist(), prefix[r, c].tolist(), lengths.tolist(), score.tolist(),
-                                    top[r, c].tolist(), strict=True):
-            self.finished[i].append(Hypothesis(seq[prefix.shape[2] - n:], s, lp))
 
     def _retire(self, at_limit: Tensor) -> list[tuple[Any, list[Hypothesis]]]:
         """Sentences with k finished or at their limit are done (with their k best); those dropped are gone. Both
@@ -394,7 +411,7 @@ class BeamSearch:
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []
         if bool(gone.all()):
-            self.cache, self.keys, self.finished = None, [], []
+            self.cache, self.keys, self.finished, self.lexical = None, [], [], Lexical()
         else:
             self._keep(_leave(gone))
         return out
@@ -408,6 +425,7 @@ class BeamSearch:
         self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
         self.start, self.count = self.start[keep], self.count[keep]
         self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
+        self.lexical.keep(keep.tolist())
         m = int(self.start.min())       # the decoded columns no sentence needs any more: the buffers stay as long
         if m > 0:                       # as the longest-running sentence's output, however long the server runs
             self.cache = self.cache.compact()
@@ -416,12 +434,14 @@ class BeamSearch:
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
-                candidates: Shortlist | None = None, **fields: Any) -> list[list[Hypothesis]]:
+                candidates: Shortlist | None = None, constraints: list[Constraints | None] | None = None,
+                **fields: Any) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence. Settings used: beam,
-    lenpen, length_norm, min_len, the length rule, nbest, shortlist (over ``candidates``' tokens)."""
+    lenpen, length_norm, min_len, the length rule, nbest, shortlist (over ``candidates``' tokens); ``constraints``:
+    each sentence's lexical constraints or None (constraints.py)."""
     search = BeamSearch(model, decode, candidates, **fields)
-    search.admit(src, list(range(src.shape[0])))
+    search.admit(src, list(range(src.shape[0])), constraints=constraints)
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:
         for i, hyps in search.step():

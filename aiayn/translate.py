@@ -19,11 +19,12 @@ import torch
 
 from . import precision
 from .config import DecodeConfig
+from .constraints import Constraints, check_fits, missing, refuse_constraints
 from .model import Transformer
 from .precision import autocast
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from .search import Hypothesis, decode_batch
+from .search import Hypothesis, decode_batch, max_length
 from .shortlist import Shortlist
 from .tokenizer import Vocab
 
@@ -61,23 +62,29 @@ def source_batch(model: Transformer, seqs: Sequence[Sequence[int]], device: torc
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
     precision: str = "fp32", generator: torch.Generator | None = None, candidates: Shortlist | None = None,
+    constraints: Sequence[Constraints | None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
     whoever made it, as :class:`Translator` does); ``precision``: a training precision to autocast its fp32 weights to
-    (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``).
+    (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``);
+    ``constraints``: each input's lexical constraints, or None (constraints.py).
     """
     cfg = model.cfg
     limit = cfg.max_positions - 1
     if any(len(s) > limit for s in src_ids):
         log.warning("some inputs are longer than the model's %d source tokens and were truncated", limit)
     seqs = [source_ids(model, s) for s in src_ids]
+    cons = list(constraints) if constraints is not None and any(c is not None for c in constraints) else None
+    if cons is not None:
+        refuse_constraints(decode)
 
     def run(batch: list[int]) -> list[list[Hypothesis]]:
         src = source_batch(model, [seqs[i] for i in batch], device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
-            return decode_batch(model, src, decode, generator, candidates)
+            return decode_batch(model, src, decode, generator, candidates,
+                                None if cons is None else [cons[i] for i in batch])
 
     batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
@@ -141,14 +148,45 @@ class Translator:
                                  f"(here {getattr(self.decode, fixed)!r}); load it again with {fixed}=...")
         return decode
 
+    def constraints(self, phrases: Sequence[Sequence[str] | None] | None,
+                    lines: int) -> list[Constraints | None] | None:
+        """Each line's target phrases (strings, or None / [] for none) as the Constraints beam search keeps: their
+        tokens as the target tokenizer encodes each phrase on its own. None when no line has any."""
+        if phrases is None:
+            return None
+        if len(phrases) != lines:
+            raise ValueError(f"constraints for {len(phrases)} lines, but {lines} lines to translate")
+        out: list[Constraints | None] = []
+        for n, ps in enumerate(phrases, 1):
+            if isinstance(ps, str) or not isinstance(ps, (list, tuple, type(None))):
+                raise ValueError(f"line {n}: constraints are a list of target phrases (strings), not {ps!r}")
+            kept = [p.strip() for p in ps or [] if isinstance(p, str) and p.strip()]
+            if len(kept) != len(ps or []):
+                raise ValueError(f"line {n}: every constraint must be a non-empty string: {ps!r}")
+            out.append(Constraints(self.vocab.tgt.encode(kept)) if kept else None)
+        return out if any(c is not None for c in out) else None
+
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             constraints: Sequence[Sequence[str] | None] | None = None,
                              **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings)."""
+        """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings).
+        ``constraints``: per line, target phrases its translation must contain (constraints.py)."""
         decode = self.settings(decode, **overrides)
+        cons = self.constraints(constraints, len(lines))
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
-        hyps = translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist)
+        for i, seq in zip(todo, ids, strict=True):
+            if cons is not None:
+                n = min(len(seq), self.model.cfg.max_positions - 1)
+                check_fits(cons[i], max_length(n, decode.max_len_a, decode.max_len_b, self.model.cfg.max_positions),
+                           f"the line {lines[i][:60]!r}")
+        hyps = translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist,
+                             constraints=None if cons is None else [cons[i] for i in todo])
+        for i, h in zip(todo, hyps, strict=True):
+            if cons is not None and (lost := missing(h[0].tokens, cons[i])):
+                log.warning("line %d: no translation within the length limit contains %s; the best one without "
+                            "them is given", i + 1, " / ".join(self.vocab.tgt.decode([list(p)])[0] for p in lost))
         # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
         for i, h in zip(todo, hyps, strict=True):
