@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .config import DecodeConfig
+from .constraints import Constraints
 from .runtime import ThreadShare, resolve_workers
 from .search import BeamSearch, Hypothesis
 from .translate import Translator, source_batch, source_ids
@@ -90,6 +91,7 @@ class Job:
     decode: DecodeConfig
     future: asyncio.Future[list[Any]]
     loop: asyncio.AbstractEventLoop
+    constraints: list[Constraints | None] | None = None     # each line's (constraints.py), checked by the server
     results: list[Any] = field(default_factory=list)
     left: int = 0
     cancelled: bool = False
@@ -127,14 +129,15 @@ class Job:
         return hyps[: max(1, self.decode.nbest)]
 
 
-def new_job(translator: Any, lines: list[str], decode: DecodeConfig, waiting: int, most: int) -> Job:
+def new_job(translator: Any, lines: list[str], decode: DecodeConfig, waiting: int, most: int,
+            constraints: list[Constraints | None] | None = None) -> Job:
     """A request's Job, counted in source tokens; ServiceError(503) when ``waiting`` lines and these would pass
     ``most``."""
     if waiting + len(lines) > most:
         raise ServiceError(503, f"the server is busy ({waiting} lines queued); retry shortly", {"Retry-After": "1"})
     tokens = sum(len(ids) for ids in translator.vocab.src.encode(lines)) + len(lines)
     loop = asyncio.get_running_loop()
-    return Job(lines, tokens, decode, loop.create_future(), loop)
+    return Job(lines, tokens, decode, loop.create_future(), loop, constraints)
 
 
 async def answered(job: Job, timeout_s: float) -> list[list[Hypothesis]]:
@@ -212,9 +215,11 @@ class Batcher:
         for t in self.decoders:
             t.start()
 
-    async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
-        """The hypotheses of ``lines``; raises ServiceError(503) when the queue is full, (504) on timeout."""
-        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines)
+    async def translate(self, lines: list[str], decode: DecodeConfig,
+                        constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
+        """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints); raises
+        ServiceError(503) when the queue is full, (504) on timeout."""
+        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         with self.lock:
             self.queue.append(job)
             self.waiting_lines += len(lines)
@@ -279,7 +284,7 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
     """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
     settings join their running search in one admission (one encoder call)."""
     t = translator
-    groups: dict[DecodeConfig, tuple[list[str], list[tuple[Job, int]]]] = {}
+    groups: dict[DecodeConfig, tuple[list[str], list[tuple[Job, int]], list[Constraints | None]]] = {}
     for job in jobs:
         metrics.src_tokens.inc(job.tokens)
         try:
@@ -287,10 +292,11 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
             job.fail(e)
             continue
-        lines, keys = groups.setdefault(job.decode, ([], []))
+        lines, keys, cons = groups.setdefault(job.decode, ([], [], []))
         lines += [job.lines[i] for i in todo]
         keys += [(job, i) for i in todo]
-    for decode, (lines, keys) in groups.items():
+        cons += [job.constraints[i] if job.constraints else None for i in todo]
+    for decode, (lines, keys, cons) in groups.items():
         if not keys:
             continue
         search = searches.get(decode.batch_key())
@@ -300,7 +306,7 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         try:
             seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
             with torch.inference_mode():       # the model is in its inference precision already (Translator)
-                search.admit(source_batch(t.model, seqs, t.device), keys, decode)
+                search.admit(source_batch(t.model, seqs, t.device), keys, decode, constraints=cons)
         except Exception as e:  # noqa: BLE001
             log.exception("admitting requests failed")
             for job, _ in keys:
@@ -323,7 +329,11 @@ class WholeBatcher:
         self.waiting: list[Job] = []
         self.waiting_lines = self.busy = 0
 
-    async def translate(self, lines: list[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
+    async def translate(self, lines: list[str], decode: DecodeConfig,
+                        constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
+        if constraints is not None:
+            raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with "
+                                    "--engine torch")
         job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines)
         self.waiting.append(job)
         self.waiting_lines += len(lines)

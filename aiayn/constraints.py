@@ -49,7 +49,9 @@ class Constraints:
         self.tokens = sum(len(p) for p in self.phrases)            # the bank of a hypothesis that met them all
         self.all = (1 << len(self.phrases)) - 1
         self.start: State = (0, ())
-        self._advance: dict[tuple[State, int], State] = {}
+        self._advance: dict[tuple[State, int], State] = {}       # memoized: a search asks the same again and again
+        self._bank: dict[State, int] = {}
+        self._next: dict[State, list[int]] = {}
 
     def __repr__(self) -> str:
         return f"Constraints({[list(p) for p in self.phrases]})"
@@ -62,15 +64,19 @@ class Constraints:
 
     def bank(self, state: State) -> int:
         """Constraint tokens produced: those of the phrases met and of the one under way."""
-        met, prefix = state
-        return sum(len(p) for i, p in enumerate(self.phrases) if met >> i & 1) + len(prefix)
+        if state not in self._bank:
+            met, prefix = state
+            self._bank[state] = sum(len(p) for i, p in enumerate(self.phrases) if met >> i & 1) + len(prefix)
+        return self._bank[state]
 
-    def next_tokens(self, state: State) -> set[int]:
-        """The tokens that take ``state`` further into a phrase it has not produced."""
-        met, prefix = state
-        n = len(prefix)
-        return {p[n] for p in self._open(met) if p[:n] == prefix and len(p) > n} | \
-            ({p[0] for p in self._open(met)} if n else set())
+    def next_tokens(self, state: State) -> list[int]:
+        """The tokens that take ``state`` further into a phrase it has not produced (sorted)."""
+        if state not in self._next:
+            met, prefix = state
+            n = len(prefix)
+            ahead = {p[n] for p in self._open(met) if p[:n] == prefix and len(p) > n}
+            self._next[state] = sorted(ahead | {p[0] for p in self._open(met)})
+        return self._next[state]
 
     def advance(self, state: State, token: int) -> State:
         """The state after ``token``: a phrase completed is met; a phrase broken off is started again from this token
@@ -137,7 +143,8 @@ class Glossary:
     """Terms and their required translations, from a UTF-8 TSV file: ``source term<TAB>target term`` per line (blank
     lines and lines starting with ``#`` skipped). The rules, one place:
 
-    - a term matches where it stands as whole words in a source line (not inside a longer word), ignoring case
+    - a term matches where it stands as whole words in a source line (not inside a longer word, nor in a hyphenated
+      one: ``Shirt`` is not found in ``T-Shirt``), ignoring case
       (Unicode, as Python's ``re.IGNORECASE``); whitespace inside a term matches any run of whitespace;
     - overlapping matches: the longest term wins (``New York City`` over ``New York``), then the earliest;
     - each term found makes its target term a constraint of the line, once, written as in the file (its case too);
@@ -149,8 +156,8 @@ class Glossary:
 
         self.entries, self.name = list(entries), name
         by_length = sorted(range(len(self.entries)), key=lambda i: -len(self.entries[i][0]))
-        self._patterns = [(re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, self.entries[i][0].split())) +
-                                      r"(?!\w)", re.IGNORECASE | re.UNICODE), self.entries[i][1]) for i in by_length]
+        self._patterns = [(re.compile(r"(?<![\w-])" + r"\s+".join(map(re.escape, self.entries[i][0].split())) +
+                                      r"(?![\w-])", re.IGNORECASE), self.entries[i][1]) for i in by_length]
 
     @classmethod
     def load(cls, path: str | Path) -> Glossary:
@@ -212,45 +219,61 @@ class Lexical:
         """logp (n, w, V), in place: EOS is forbidden to a hypothesis that has not produced every phrase; at the
         length limit too while another live beam of its sentence has (that one ends the sentence). Where none has by
         the limit, each beam ends with what it has (EOS is the only token left there): the documented fallback."""
-        limit = at_limit.tolist()
-        for i in self._constrained():
+        rows = self._constrained()
+        if not rows:
+            return
+        limit, beams = at_limit.tolist(), scores.tolist()
+        where: tuple[list[int], list[int]] = ([], [])
+        for i in rows:
             c, states = self.cons[i], self.states[i]
             assert c is not None
-            live = [j for j, x in enumerate(scores[i].tolist()) if x > float("-inf")]
-            if not limit[i] or any(c.done(states[j]) for j in live):
-                for j, state in enumerate(states):
-                    if not c.done(state):
-                        logp[i, j, eos] = float("-inf")
+            open_ = [j for j, state in enumerate(states) if not c.done(state)]
+            live_done = any(x > float("-inf") and c.done(states[j]) for j, x in enumerate(beams[i]))
+            if open_ and (not limit[i] or live_done):
+                where[0].extend([i] * len(open_))
+                where[1].extend(open_)
+        if where[0]:
+            logp[where[0], where[1], eos] = float("-inf")
 
     def allocate(self, logp: Tensor, scores: Tensor, top: Tensor, beam_of: Tensor, col: Tensor, eos: int) -> None:
         """Replace the 2k candidates (n, 2k) of each constrained sentence, in place, by its 2k first in dynamic beam
         allocation's order: from its 2k best, each live beam's best and the tokens that advance a beam's constraints
-        (the module's docstring). logp (n, w, V) after :meth:`forbid_eos`, scores (n, w) the beams'."""
+        (the module's docstring). logp (n, w, V) after :meth:`forbid_eos`, scores (n, w) the beams'. The tensors are
+        read and written once for all the sentences (a call per sentence would cost more than the search itself)."""
         rows = self._constrained()
         self._after = {}
         if not rows:
             return
-        best_v, best_t = (x.tolist() for x in logp.index_select(0, torch.tensor(rows, device=logp.device)).max(-1))
-        m = top.shape[1]
+        index = torch.tensor(rows, device=logp.device)
+        best_v, best_t = (x.tolist() for x in logp.index_select(0, index).max(-1))    # each beam's best next token
+        tops, beams_of, cols = (x.index_select(0, index).tolist() for x in (top, beam_of, col))
+        beams = scores.index_select(0, index).tolist()
+        advancing = [(r, b, t) for r, i in enumerate(rows) for b, x in enumerate(beams[r]) if x > float("-inf")
+                     for t in self.cons[i].next_tokens(self.states[i][b])]  # type: ignore[union-attr]
+        values = logp[[rows[r] for r, _, _ in advancing], [b for _, b, _ in advancing],
+                      [t for _, _, t in advancing]].tolist() if advancing else []
+        extra: dict[int, list[tuple[int, int, float]]] = {}
+        for (r, b, t), v in zip(advancing, values, strict=True):
+            extra.setdefault(r, []).append((b, t, v))
+        m, orders = top.shape[1], []
         for r, i in enumerate(rows):
-            c, states, beam = self.cons[i], self.states[i], scores[i].tolist()
+            c, states, beam = self.cons[i], self.states[i], beams[r]
             assert c is not None
-            pool = {(b, t): v for v, b, t in zip(top[i].tolist(), beam_of[i].tolist(), col[i].tolist(), strict=True)
-                    if v > float("-inf")}
+            pool = {(b, t): v for v, b, t in zip(tops[r], beams_of[r], cols[r], strict=True) if v > float("-inf")}
             for b, (v, t) in enumerate(zip(best_v[r], best_t[r], strict=True)):
                 if beam[b] + v > float("-inf"):
                     pool.setdefault((b, t), beam[b] + v)
-                    advancing = sorted(c.next_tokens(states[b]))
-                    for t2, v2 in zip(advancing, logp[i, b, advancing].tolist(), strict=True):
-                        if v2 > float("-inf"):
-                            pool.setdefault((b, t2), beam[b] + v2)
+            for b, t, v in extra.get(r, []):
+                if v > float("-inf"):
+                    pool.setdefault((b, t), beam[b] + v)
             new = {bt: states[bt[0]] if bt[1] == eos else c.advance(states[bt[0]], bt[1]) for bt in pool}
             order = allocate([(v, b, t, c.bank(new[(b, t)])) for (b, t), v in pool.items()])[:m]
             order += [(float("-inf"), 0, 0, 0)] * (m - len(order))         # impossible candidates, never chosen
-            top[i] = torch.tensor([o[0] for o in order], dtype=top.dtype)
-            beam_of[i] = torch.tensor([o[1] for o in order])
-            col[i] = torch.tensor([o[2] for o in order])
+            orders.append(order)
             self._after[i] = [new.get((o[1], o[2]), c.start) for o in order]
+        top[index] = torch.tensor([[o[0] for o in order] for order in orders], dtype=top.dtype, device=top.device)
+        beam_of[index] = torch.tensor([[o[1] for o in order] for order in orders], device=top.device)
+        col[index] = torch.tensor([[o[2] for o in order] for order in orders], device=top.device)
 
     def chosen(self, cont: Tensor) -> None:
         """cont (n, k): which of the 2k candidates each sentence's k beams continue."""

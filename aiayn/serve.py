@@ -123,7 +123,13 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     strict = ConfigDict(extra="forbid", strict=True)
     pair: dict[str, Any] = {name: (str | None, Field(None, description=f"the {name} language (where several models "
                                                                        "are loaded)")) for name in ("source", "target")}
-    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options)
+    lexical: dict[str, Any] = {
+        "constraints": (list[list[str] | None] | None, Field(None, description="per line, target phrases its "
+                                                             "translation must contain (or null)")),
+        "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
+                                                  "a term is translated with its target term"))}
+    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
+                             **lexical)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
                              beam=options["beam"], **pair)
     return translate, attention
@@ -255,15 +261,17 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         for i, line in enumerate(req.text):
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
-        options = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
+        options = {k: v for k, v in req.model_dump().items()
+                   if k not in ("text", "source", "target", "constraints", "glossary") and v is not None}
         try:
             decode = translator.settings(**options)                        # validated before it waits in line
+            cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
         except ValueError as e:
             raise ServiceError(422, str(e)) from None
         if not req.text:
             return {"translations": []}
         assert served.batcher is not None
-        hyps = await served.batcher.translate(list(req.text), decode)
+        hyps = await served.batcher.translate(list(req.text), decode, cons)
         texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
         if decode.nbest > 1:
             return {"translations": [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
@@ -282,6 +290,25 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         options = {"beam": req.beam} if req.beam else {}
         return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
             None, lambda: translator.attention(req.text, **options, workers=1)))
+
+
+def _constraints(translator: Any, lines: list[str], phrases: list[list[str] | None] | None,
+                 glossary: dict[str, str] | None, decode: DecodeConfig) -> list[Any] | None:
+    """A request's constraints per line: its ``constraints`` and the target terms of its ``glossary`` found in each
+    line (constraints.Glossary's rules); None without any. ValueError (422) for what cannot be kept."""
+    if phrases is None and not glossary:
+        return None
+    if not isinstance(translator, Translator):
+        raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with --engine torch")
+    from .constraints import Glossary
+
+    if phrases is not None and len(phrases) != len(lines):
+        raise ValueError(f"constraints has {len(phrases)} entries for {len(lines)} lines of text")
+    per_line = [list(p or []) for p in phrases] if phrases is not None else [[] for _ in lines]
+    if glossary:
+        g = Glossary(list(glossary.items()), "glossary")
+        per_line = [list(dict.fromkeys(p + g.constraints(line))) for p, line in zip(per_line, lines, strict=True)]
+    return translator.constraints(lines, per_line, decode)
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],

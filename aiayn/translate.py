@@ -148,14 +148,15 @@ class Translator:
                                  f"(here {getattr(self.decode, fixed)!r}); load it again with {fixed}=...")
         return decode
 
-    def constraints(self, phrases: Sequence[Sequence[str] | None] | None,
-                    lines: int) -> list[Constraints | None] | None:
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
         """Each line's target phrases (strings, or None / [] for none) as the Constraints beam search keeps: their
-        tokens as the target tokenizer encodes each phrase on its own. None when no line has any."""
+        tokens as the target tokenizer encodes each phrase on its own. None when no line has any. A clear error for
+        phrases that are not strings, settings that cannot keep them, or phrases longer than a line's length limit."""
         if phrases is None:
             return None
-        if len(phrases) != lines:
-            raise ValueError(f"constraints for {len(phrases)} lines, but {lines} lines to translate")
+        if len(phrases) != len(lines):
+            raise ValueError(f"constraints for {len(phrases)} lines, but {len(lines)} lines to translate")
         out: list[Constraints | None] = []
         for n, ps in enumerate(phrases, 1):
             if isinstance(ps, str) or not isinstance(ps, (list, tuple, type(None))):
@@ -164,7 +165,15 @@ class Translator:
             if len(kept) != len(ps or []):
                 raise ValueError(f"line {n}: every constraint must be a non-empty string: {ps!r}")
             out.append(Constraints(self.vocab.tgt.encode(kept)) if kept else None)
-        return out if any(c is not None for c in out) else None
+        if all(c is None for c in out):
+            return None
+        refuse_constraints(decode)
+        cfg, rows = self.model.cfg, [i for i, c in enumerate(out) if c is not None]
+        for i, ids in zip(rows, self.vocab.src.encode([lines[i] for i in rows]), strict=True):
+            n = min(len(ids), cfg.max_positions - 1)
+            check_fits(out[i], max_length(n, decode.max_len_a, decode.max_len_b, cfg.max_positions),
+                       f"the line {lines[i][:60]!r}")
+        return out
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              constraints: Sequence[Sequence[str] | None] | None = None,
@@ -172,15 +181,10 @@ class Translator:
         """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings).
         ``constraints``: per line, target phrases its translation must contain (constraints.py)."""
         decode = self.settings(decode, **overrides)
-        cons = self.constraints(constraints, len(lines))
+        cons = self.constraints(lines, constraints, decode)
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
-        for i, seq in zip(todo, ids, strict=True):
-            if cons is not None:
-                n = min(len(seq), self.model.cfg.max_positions - 1)
-                check_fits(cons[i], max_length(n, decode.max_len_a, decode.max_len_b, self.model.cfg.max_positions),
-                           f"the line {lines[i][:60]!r}")
         hyps = translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist,
                              constraints=None if cons is None else [cons[i] for i in todo])
         for i, h in zip(todo, hyps, strict=True):

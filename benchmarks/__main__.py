@@ -38,6 +38,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                                "validation set"),
     "fast": ("fast_bench", "speed against quality: a teacher and its distilled students, greedy / beam 4, with and "
                            "without the shortlist, int8 / fp32, aiayn and CTranslate2, 1 and 2 workers"),
+    "constraints": ("constraints_bench", "lexically constrained beam search: phrases from the reference kept, BLEU, "
+                                         "speed against unconstrained; a glossary's term use and BLEU"),
 }
 
 

@@ -337,7 +337,7 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
     d = webdriver.Chrome(service=Service(driver_path), options=opts)
     try:
         d.get(f"http://127.0.0.1:{server.port}/")
-        d.find_element(By.TAG_NAME, "summary").click()                # the API key field
+        d.find_element(By.XPATH, "//summary[text()='API key']").click()
         d.find_element(By.ID, "api-key").send_keys(KEY)
         source = d.find_element(By.ID, "source")
         source.clear()
@@ -347,6 +347,12 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#translations li")) == 2)
         items = d.find_elements(By.CSS_SELECTOR, "#translations li")
         assert "a b c d e" in items[0].text and "j i h g" in items[1].text
+        d.find_element(By.XPATH, "//summary[text()='glossary']").click()     # c must come out as "j j j"
+        d.find_element(By.ID, "glossary").send_keys("c = j j j")
+        d.find_element(By.ID, "translate").click()
+        wait.until(lambda d: "j j j" in d.find_elements(By.CSS_SELECTOR, "#translations li")[0].text)
+        items = d.find_elements(By.CSS_SELECTOR, "#translations li")
+        assert "j j j" not in items[1].text and "j i h g" in items[1].text
         item = items[0]
         item.click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#grid canvas.heatmap"))
@@ -388,3 +394,29 @@ def test_a_lone_decoding_thread_keeps_its_share_of_the_cores(monkeypatch: pytest
 
     asyncio.run(lone_requests())
     assert set_to and set(set_to) == {2}, f"intra-op threads set to {set_to}, not 4 // 2 workers"
+
+
+def test_constraints_and_a_glossary_in_requests_running_beside_others(server: Server, cli: Translator) -> None:
+    """Requests with constraints or a glossary decode in the same searches as requests without: each answer is what
+    Translator gives the request alone, and the phrases are in it; what cannot be kept is a 422 naming it."""
+    lines = _copy_lines(24, seed=11)
+    asks: list[dict[str, Any]] = []
+    for i, line in enumerate(lines):
+        ask: dict[str, Any] = {"text": [line], "beam": 3}
+        if i % 3 == 1:
+            ask["constraints"] = [["j j j"]]
+        elif i % 3 == 2:
+            ask["glossary"] = {line.split()[0]: "i i i"}
+        asks.append(ask)
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda a: server.post("/translate", a, KEY), asks))
+    for ask, (status, _, body) in zip(asks, answers, strict=True):
+        assert status == 200, body
+        phrases = ask.get("constraints", [[*ask.get("glossary", {}).values()]])[0] or None
+        assert body["translations"] == cli.translate(ask["text"], beam=3, constraints=[phrases]), ask
+        assert all(p in body["translations"][0] for p in phrases or [])
+    for ask, message in (({"constraints": [["j"]], "beam": 1}, "beam >= 2"),
+                         ({"constraints": [["j"], ["i"]]}, "2 entries for 1 lines"),
+                         ({"constraints": [[""]], "beam": 2}, "non-empty string")):
+        status, _, body = server.post("/translate", {"text": ["a b c"], **ask}, KEY)
+        assert status == 422 and message in body["error"], body

@@ -27,6 +27,18 @@ function pair() {
   return { source, target };
 }
 
+// the glossary box, "source term = target term" per line, as the request's glossary field ({} when empty)
+function glossary() {
+  const entries = {};
+  for (const line of $("glossary").value.split("\n")) {
+    const at = line.indexOf("=");
+    if (at > 0 && line.slice(0, at).trim() && line.slice(at + 1).trim()) {
+      entries[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+  }
+  return Object.keys(entries).length ? { glossary: entries } : {};
+}
+
 function status(text, isError = false) {
   $("status").textContent = text;
   $("status").className = isError ? "error" : "";
@@ -39,7 +51,7 @@ async function translate() {
   status("translating…");
   const t0 = performance.now();
   try {
-    const { translations } = await call("/translate", { text: lines, beam, ...pair() });
+    const { translations } = await call("/translate", { text: lines, beam, ...pair(), ...glossary() });
     const list = $("translations");
     list.replaceChildren();
     translations.forEach((text, i) => {
