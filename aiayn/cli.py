@@ -278,7 +278,7 @@ def _count_lines(path: Path) -> int:
 
 def cmd_translate(a: argparse.Namespace) -> int:
     """Translate one sentence per line. N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
-    'line<TAB>score<TAB>text'."""
+    'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
     from tqdm import tqdm
 
     from .constraints import Glossary
@@ -287,9 +287,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
-    if (a.glossary or a.constraints) and a.engine != "torch":
-        raise ValueError(f"--glossary / --constraints: the {a.engine} engine has no lexically constrained search; "
-                         f"use --engine torch")
+    for flag, on in (("--glossary / --constraints", a.glossary or a.constraints), ("--alignments", a.alignments)):
+        if on and a.engine != "torch":
+            raise ValueError(f"{flag}: the {a.engine} engine cannot do it (constrained search and attention are "
+                             f"aiayn's own); use --engine torch")
     glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
@@ -302,24 +303,13 @@ def cmd_translate(a: argparse.Namespace) -> int:
         lines: Any = _Lines(inp)
         if glossary or a.constraints:
             lines = _Constrained(lines, a.constraints, glossary)
-            translate = lambda chunk, **kw: translator.translate(  # noqa: E731
-                [x for x, _ in chunk], constraints=[c for _, c in chunk], **kw)
-            hypotheses = lambda chunk, **kw: translator.translate_hypotheses(  # noqa: E731
-                [x for x, _ in chunk], constraints=[c for _, c in chunk], **kw)
-        else:
-            translate, hypotheses = translator.translate, translator.translate_hypotheses
-        if nbest > 1:
-            more = {"nbest": nbest, "beam": max(nbest, translator.decode.beam)}
-            for i, hyps in enumerate(stream(lines, lambda c: hypotheses(c, **more))):
-                for h, text in zip(hyps, translator.detokenize([h.tokens for h in hyps]), strict=True):
-                    out.write(f"{i}\t{h.score:.4f}\t{text}\n")
-                bar.update()
-                flush()
-        else:
-            for line in stream(lines, translate):
-                out.write(line + "\n")
-                bar.update()
-                flush()        # each line as soon as it and every earlier one are done
+        for i, hyps in enumerate(stream(lines, _translations(translator, nbest, a.alignments,
+                                                              constrained=bool(glossary or a.constraints)))):
+            for score, text, links in hyps:
+                text += "" if links is None else f" ||| {links}"
+                out.write(f"{i}\t{score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
+            bar.update()
+            flush()        # each line as soon as it and every earlier one are done
     finally:
         bar.close()
         if a.input:
@@ -327,6 +317,27 @@ def cmd_translate(a: argparse.Namespace) -> int:
         if a.output:
             out.close()
     return 0
+
+
+def _translations(translator: Any, nbest: int, alignments: bool,
+                  constrained: bool) -> Callable[[list[Any]], list[list[tuple[float, str, str | None]]]]:
+    """What ``translate`` makes of a chunk of input lines (with constrained: (line, phrases) pairs): per line, its
+    ``nbest`` (score, text, word alignment or None)."""
+    more = {"nbest": nbest, "beam": max(nbest, translator.decode.beam)} if nbest > 1 else {"nbest": 1}
+
+    def run(chunk: list[Any]) -> list[list[tuple[float, str, str | None]]]:
+        lines = [x for x, _ in chunk] if constrained else chunk
+        kw = {"constraints": [c for _, c in chunk]} if constrained else {}
+        hyps = translator.translate_hypotheses(lines, **kw, **more)
+        flat = [(line, h) for line, hs in zip(lines, hyps, strict=True) for h in hs]
+        texts = translator.detokenize([h.tokens for _, h in flat])
+        links = translator.alignments([x for x, _ in flat], [h.tokens for _, h in flat]) if alignments else None
+        rows = [(h.score, text, links[j] if links else None)
+                for j, ((_, h), text) in enumerate(zip(flat, texts, strict=True))]
+        n = len(hyps[0]) if hyps else 0                          # hypotheses per line, the same for every line
+        return [rows[j * n : (j + 1) * n] for j in range(len(lines))]
+
+    return run
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
@@ -338,6 +349,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--glossary", type=Path, metavar="TSV",
                    help="'source term<TAB>target term' lines: a line containing a term is translated with its target "
                         "term (lexically constrained beam search; the matching rules: docs/terminology.md)")
+    p.add_argument("--alignments", action="store_true",
+                   help="print each translation's word alignment after it: 'text ||| 0-0 1-2 ...' (source word - "
+                        "target word, from 0; from the encoder-decoder attention)")
     p.add_argument("--constraints", type=Path, metavar="JSONL",
                    help="one JSON list of target phrases per input line (or null): each translation contains them")
 

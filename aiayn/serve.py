@@ -127,7 +127,8 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
         "constraints": (list[list[str] | None] | None, Field(None, description="per line, target phrases its "
                                                              "translation must contain (or null)")),
         "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
-                                                  "a term is translated with its target term"))}
+                                                  "a term is translated with its target term")),
+        "alignments": (bool | None, Field(None, description="also each translation's word alignment, '0-0 1-2 ...'"))}
     translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
                              **lexical)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
@@ -262,7 +263,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
         options = {k: v for k, v in req.model_dump().items()
-                   if k not in ("text", "source", "target", "constraints", "glossary") and v is not None}
+                   if k not in ("text", "source", "target", "constraints", "glossary", "alignments") and v is not None}
         try:
             decode = translator.settings(**options)                        # validated before it waits in line
             cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
@@ -273,10 +274,13 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         assert served.batcher is not None
         hyps = await served.batcher.translate(list(req.text), decode, cons)
         texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
+        answer: dict[str, Any] = {"translations": [ts[0] for ts in texts]}
         if decode.nbest > 1:
-            return {"translations": [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
-                                     for ts, hs in zip(texts, hyps, strict=True)]}
-        return {"translations": [ts[0] for ts in texts]}
+            answer["translations"] = [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
+                                      for ts, hs in zip(texts, hyps, strict=True)]
+        if req.alignments:
+            answer["alignments"] = await _alignments(translator, list(req.text), hyps, decode.nbest > 1)
+        return answer
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
@@ -290,6 +294,16 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         options = {"beam": req.beam} if req.beam else {}
         return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
             None, lambda: translator.attention(req.text, **options, workers=1)))
+
+
+async def _alignments(translator: Any, lines: list[str], hyps: list[list[Any]], nbest: bool) -> list[Any]:
+    """Each translation's word alignment (a list per line with ``nbest``), computed off the event loop."""
+    if not isinstance(translator, Translator):
+        raise ServiceError(400, "alignments come from aiayn's own engine: serve this model with --engine torch")
+    n = len(hyps[0])
+    links = await asyncio.get_running_loop().run_in_executor(None, lambda: translator.alignments(
+        [line for line in lines for _ in range(n)], [h.tokens for hs in hyps for h in hs]))
+    return [links[i * n : (i + 1) * n] if nbest else links[i] for i in range(len(hyps))]
 
 
 def _constraints(translator: Any, lines: list[str], phrases: list[list[str] | None] | None,

@@ -203,6 +203,21 @@ class Translator:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
         return self.detokenize([h[0].tokens for h in hyps])
 
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]]) -> list[str]:
+        """The word alignment (``"0-0 1-2 ..."``, source word - target word) of each line with its translation's
+        tokens ``outputs``, from the encoder-decoder attention of align.LAYER (align.py; blank: "")."""
+        from .align import LAYER, SHIFT, align, format_links
+
+        ids = self.vocab.src.encode(list(lines))
+        links = align(self.model, (self.vocab.src.piece, self.vocab.tgt.piece), ids, outputs,
+                      LAYER if LAYER < len(self.model.decoder) else -1, SHIFT, self.device)
+        return [format_links(x) for x in links]
+
+    def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:
+        """(translation, word alignment) of each line: :meth:`translate` and :meth:`alignments`."""
+        tokens = [h[0].tokens for h in self.translate_hypotheses(lines, **{**overrides, "nbest": 1})]
+        return list(zip(self.detokenize(tokens), self.alignments(lines, tokens), strict=True))
+
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         """``line`` translated (any decoding overrides), with every attention probability the model computed for it:
         pieces of the source (with EOS), of the decoder's input (BOS, y_1 ..) and of its output (y_1 .., EOS), and

@@ -40,6 +40,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                            "without the shortlist, int8 / fp32, aiayn and CTranslate2, 1 and 2 workers"),
     "constraints": ("constraints_bench", "lexically constrained beam search: phrases from the reference kept, BLEU, "
                                          "speed against unconstrained; a glossary's term use and BLEU"),
+    "alignments": ("alignments", "word alignments from each decoder layer's attention against eflomal's, on the "
+                                 "model's own translations: precision, recall, AER"),
 }
 
 

@@ -145,29 +145,39 @@ def main(argv: list[str] | None = None) -> None:
     hits = [(i, term) for i, ts in enumerate(terms) for term in ts]
     use_plain = sum(found(plain[i].lower(), term.lower()) for i, term in hits)
     use_g = sum(found(with_g[i].lower(), term.lower()) for i, term in hits)
+    use_ref = sum(found(ref[i].lower(), term.lower()) for i, term in hits)
+    changed = sum(with_g[i] != plain[i] for i in {i for i, _ in hits})
+    already = [i for i, ts in enumerate(terms) if ts and all(found(plain[i].lower(), x.lower()) for x in ts)]
     b_g = score(with_g, ref, lang=langs[1])
     figures = {
         "model": a.model, "lines": len(src), "beam": a.beam, "precision": a.precision,
-        "reference_constraints": {"phrases": total, "found": kept, "found_share": round(kept / max(1, total), 4),
+        "reference_constraints": {"phrases": total, "found": kept, "found_pct": round(100 * kept / max(1, total), 2),
+                                  "found_unconstrained": sum(found(o, p) for o, ps in zip(plain, phrases, strict=True)
+                                                             for p in ps),
                                   "bleu_lc_plain": b_plain["bleu_lc"], "bleu_lc_constrained": b_con["bleu_lc"],
                                   "bleu_plain": b_plain["bleu"], "bleu_constrained": b_con["bleu"],
                                   "mixed_unconstrained_lines": len(src) // 2, "mixed_unchanged": unchanged},
         "speed": speed,
         "glossary": {"entries": entries, "lines_with_a_term": len({i for i, _ in hits}), "terms_in_lines": len(hits),
-                     "term_use_plain": round(use_plain / max(1, len(hits)), 4),
-                     "term_use_glossary": round(use_g / max(1, len(hits)), 4),
+                     "used_plain": use_plain, "used_glossary": use_g, "used_reference": use_ref,
+                     "term_use_reference_pct": round(100 * use_ref / max(1, len(hits)), 2),
+                     "lines_changed": changed, "lines_with_every_term_already": len(already),
+                     "of_those_changed": sum(with_g[i] != plain[i] for i in already),
+                     "term_use_plain_pct": round(100 * use_plain / max(1, len(hits)), 2),
+                     "term_use_glossary_pct": round(100 * use_g / max(1, len(hits)), 2),
                      "bleu_lc_plain": b_plain["bleu_lc"], "bleu_lc_glossary": b_g["bleu_lc"]},
     }
     r, gl = figures["reference_constraints"], figures["glossary"]
     print(f"\n| {len(src)} lines, beam {a.beam} | phrases found | BLEU (lc) | unconstrained lines unchanged |")
     print("|---|---:|---:|---:|")
-    print(f"| unconstrained | {sum(found(o, p) for o, ps in zip(plain, phrases, strict=True) for p in ps)}/{total} | "
-          f"{r['bleu_lc_plain']:.2f} | |")
-    print(f"| 1-2 phrases from the reference | {kept}/{total} ({100 * r['found_share']:.1f}%) | "
+    print(f"| unconstrained | {r['found_unconstrained']}/{total} | {r['bleu_lc_plain']:.2f} | |")
+    print(f"| 1-2 phrases from the reference | {kept}/{total} ({r['found_pct']:.2f}%) | "
           f"{r['bleu_lc_constrained']:.2f} | {unchanged}/{len(src) // 2} |")
     print(f"\nglossary of {len(entries)} entries: {gl['terms_in_lines']} terms in {gl['lines_with_a_term']} lines; "
-          f"term use {100 * gl['term_use_plain']:.1f}% -> {100 * gl['term_use_glossary']:.1f}%, BLEU (lc) "
-          f"{gl['bleu_lc_plain']:.2f} -> {gl['bleu_lc_glossary']:.2f}")
+          f"term use {gl['term_use_plain_pct']:.2f}% -> {gl['term_use_glossary_pct']:.2f}%, BLEU (lc) "
+          f"{gl['bleu_lc_plain']:.2f} -> {gl['bleu_lc_glossary']:.2f}; the references use "
+          f"{gl['term_use_reference_pct']:.2f}% of the terms; {changed} lines changed, {gl['of_those_changed']} of "
+          f"the {len(already)} whose translation had every term already")
     print(f"recorded in {record.write('constraints', figures)}")
 
 

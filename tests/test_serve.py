@@ -420,3 +420,12 @@ def test_constraints_and_a_glossary_in_requests_running_beside_others(server: Se
                          ({"constraints": [[""]], "beam": 2}, "non-empty string")):
         status, _, body = server.post("/translate", {"text": ["a b c"], **ask}, KEY)
         assert status == 422 and message in body["error"], body
+
+
+def test_alignments_in_a_request(server: Server, cli: Translator) -> None:
+    lines = ["a b c d", "", "j j i"]
+    status, _, body = server.post("/translate", {"text": lines, "alignments": True}, KEY)
+    assert status == 200, body
+    assert list(zip(body["translations"], body["alignments"], strict=True)) == cli.translate_aligned(lines)
+    status, _, body = server.post("/translate", {"text": lines, "alignments": True, "beam": 2, "nbest": 2}, KEY)
+    assert status == 200 and [len(x) for x in body["alignments"]] == [2, 2, 2] and body["alignments"][1] == ["", ""]

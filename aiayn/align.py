@@ -1,0 +1,127 @@
+"""Word alignments between a source line and its translation, read from the model's encoder-decoder attention
+(§3.2.3: each target position attends over the source positions), printed as fairseq and Marian print them:
+``i-j`` pairs, source word i linked with target word j, both counted from 0.
+
+For a translation y_1 .. y_n of a source x_1 .. x_m (SentencePiece pieces), the decoder is run once on the whole
+translation (teacher forcing: input BOS y_1 .. y_n) and the attention probabilities of one layer, averaged over its
+heads, give each target piece a distribution over the source pieces. Target piece y_t is linked with the source
+piece it attends to most, read at the decoder position where y_t is the *input* (``shift=1``: the position that
+predicts y_{t+1}) or where it is the output (``shift=0``); which layer and which shift align best is measured
+(``python -m benchmarks alignments``, docs/terminology.md), not assumed. EOS takes no link. Pieces are grouped into
+words where SentencePiece marks a word start (``▁``), so the links are between whitespace-separated words of the
+source line and of the detokenized translation; a word pair is linked when any of their pieces are.
+
+Agreement with a reference alignment (:func:`agreement`): precision, recall and the alignment error rate (Och & Ney
+2003) with every reference link counted as sure: AER = 1 - 2|A ∩ G| / (|A| + |G|).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .model import Transformer
+
+Links = list[tuple[int, int]]
+# The layer (counted from 0; the last one where a model has fewer) and the shift that agree best with eflomal on the
+# validation set (python -m benchmarks alignments, docs/terminology.md).
+LAYER, SHIFT = 0, 0
+
+
+def words(pieces: Sequence[str]) -> list[int]:
+    """The word index of each piece: a piece that starts with ``▁`` starts a new word (the first piece always)."""
+    out, w = [], -1
+    for i, p in enumerate(pieces):
+        if i == 0 or p.startswith("\u2581"):
+            w += 1
+        out.append(max(w, 0))
+    return out
+
+
+def token_links(cross: torch.Tensor, n_src: int, n_tgt: int, shift: int) -> Links:
+    """cross (T, S) attention probabilities of a decoder input BOS y_1 .. y_n (T = n + 1 rows) over the source
+    pieces and EOS (S >= n_src + 1) -> (source piece, target piece) links: target piece t linked with the source
+    piece (EOS excluded) that row ``t + shift`` attends to most; with shift 1 the last piece reads the row of its EOS
+    prediction."""
+    if n_tgt == 0 or n_src == 0:
+        return []
+    rows = torch.arange(n_tgt) + shift
+    best = cross[rows, :n_src].argmax(-1).tolist()
+    return [(s, t) for t, s in enumerate(best)]
+
+
+def word_links(links: Links, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> Links:
+    ws, wt = words(src_pieces), words(tgt_pieces)
+    return sorted({(ws[s], wt[t]) for s, t in links})
+
+
+def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int], str]],
+          sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], layer: int, shift: int,
+          device: torch.device) -> list[Links]:
+    """Word links of each (source ids, output ids) pair (no BOS/EOS in either), from ``layer``'s encoder-decoder
+    attention averaged over its heads (negative: counted from the last). ``pieces``: the source and target
+    tokenizers' id -> piece."""
+    cfg = model.cfg
+    out: list[Links] = []
+    for start in range(0, len(sources), 64):
+        src = [list(s)[: cfg.max_positions - 1] + [cfg.eos_id] for s in sources[start : start + 64]]
+        tgt = [[cfg.bos_id] + list(o)[: cfg.max_positions - 1] for o in outputs[start : start + 64]]
+        S, T = max(map(len, src)), max(map(len, tgt))
+        src_t = torch.tensor([s + [cfg.pad_id] * (S - len(s)) for s in src], device=device)
+        tgt_t = torch.tensor([t + [cfg.pad_id] * (T - len(t)) for t in tgt], device=device)
+        with torch.inference_mode():
+            cross = model.attention_maps(src_t, tgt_t).cross[layer].float().mean(1).cpu()   # (B, T, S)
+        for b, (s, t) in enumerate(zip(src, tgt, strict=True)):
+            links = token_links(cross[b], len(s) - 1, len(t) - 1, shift)
+            out.append(word_links(links, [pieces[0](i) for i in s[:-1]], [pieces[1](i) for i in t[1:]]))
+    return out
+
+
+def format_links(links: Links) -> str:
+    return " ".join(f"{i}-{j}" for i, j in links)
+
+
+def parse_links(text: str, where: str = "alignment") -> Links:
+    """``"0-0 1-2"`` -> [(0, 0), (1, 2)]; a clear error naming ``where`` otherwise."""
+    out = []
+    for pair in text.split():
+        i, dash, j = pair.partition("-")
+        if not dash or not i.isdigit() or not j.isdigit():
+            raise ValueError(f"{where}: {pair!r} is not an alignment link i-j")
+        out.append((int(i), int(j)))
+    return out
+
+
+def agreement(predicted: Sequence[Links], reference: Sequence[Links]) -> dict[str, float]:
+    """Precision, recall and AER of ``predicted`` against ``reference`` links over a corpus (percent)."""
+    a = g = both = 0
+    for p, r in zip(predicted, reference, strict=True):
+        ps, rs = set(p), set(r)
+        a, g, both = a + len(ps), g + len(rs), both + len(ps & rs)
+    return {"precision": round(100 * both / max(1, a), 2), "recall": round(100 * both / max(1, g), 2),
+            "aer": round(100 * (1 - 2 * both / max(1, a + g)), 2)}
+
+
+def symmetrize(forward: Links, reverse: Links) -> Links:
+    """grow-diag-final-and (Koehn et al. 2003, as Moses' and fast_align's atools): the intersection of two directed
+    alignments, grown with union links next to (also diagonally) an aligned pair, then with union links whose two
+    words are both still unaligned."""
+    f, r = set(forward), set(reverse)
+    union, links = f | r, f & r
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+    grew = True
+    while grew:
+        grew = False
+        for i, j in sorted(links):
+            for di, dj in neighbours:
+                c = (i + di, j + dj)
+                if c in union and c not in links and (all(s != c[0] for s, _ in links) or
+                                                      all(t != c[1] for _, t in links)):
+                    links.add(c)
+                    grew = True
+    for directed in (f, r):
+        for c in sorted(directed):
+            if c not in links and all(s != c[0] for s, _ in links) and all(t != c[1] for _, t in links):
+                links.add(c)
+    return sorted(links)
