@@ -39,16 +39,18 @@ def words(pieces: Sequence[str]) -> list[int]:
     return out
 
 
-def token_links(cross: torch.Tensor, n_src: int, n_tgt: int, shift: int) -> Links:
+def token_links(cross: torch.Tensor, n_src: int, n_tgt: int, shift: int, source: bool = False) -> Links:
     """cross (T, S) attention probabilities of a decoder input BOS y_1 .. y_n (T = n + 1 rows) over the source
     pieces and EOS (S >= n_src + 1) -> (source piece, target piece) links: target piece t linked with the source
     piece (EOS excluded) that row ``t + shift`` attends to most; with shift 1 the last piece reads the row of its EOS
-    prediction."""
+    prediction. ``source``: the other way, each source piece with the target piece whose row attends to it most."""
     if n_tgt == 0 or n_src == 0:
         return []
     rows = torch.arange(n_tgt) + shift
-    best = cross[rows, :n_src].argmax(-1).tolist()
-    return [(s, t) for t, s in enumerate(best)]
+    probs = cross[rows, :n_src]                                                # (n_tgt, n_src)
+    if source:
+        return [(s, t) for s, t in enumerate(probs.argmax(0).tolist())]
+    return [(s, t) for t, s in enumerate(probs.argmax(-1).tolist())]
 
 
 def word_links(links: Links, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> Links:
@@ -58,7 +60,7 @@ def word_links(links: Links, src_pieces: Sequence[str], tgt_pieces: Sequence[str
 
 def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int], str]],
           sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], layer: int, shift: int,
-          device: torch.device) -> list[Links]:
+          device: torch.device, source: bool = False) -> list[Links]:
     """Word links of each (source ids, output ids) pair (no BOS/EOS in either), from ``layer``'s encoder-decoder
     attention averaged over its heads (negative: counted from the last). ``pieces``: the source and target
     tokenizers' id -> piece."""
@@ -73,7 +75,7 @@ def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int]
         with torch.inference_mode():
             cross = model.attention_maps(src_t, tgt_t).cross[layer].float().mean(1).cpu()   # (B, T, S)
         for b, (s, t) in enumerate(zip(src, tgt, strict=True)):
-            links = token_links(cross[b], len(s) - 1, len(t) - 1, shift)
+            links = token_links(cross[b], len(s) - 1, len(t) - 1, shift, source)
             out.append(word_links(links, [pieces[0](i) for i in s[:-1]], [pieces[1](i) for i in t[1:]]))
     return out
 

@@ -287,7 +287,12 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
-    for flag, on in (("--glossary / --constraints", a.glossary or a.constraints), ("--alignments", a.alignments)):
+    html = a.format == "html"
+    if html and (nbest > 1 or a.alignments or a.glossary or a.constraints):
+        raise ValueError("--format html gives one translation per line (an HTML fragment), its markup placed by the "
+                         "word alignment: it takes no --nbest, --alignments, --glossary or --constraints")
+    for flag, on in (("--glossary / --constraints", a.glossary or a.constraints), ("--alignments", a.alignments),
+                     ("--format html", html)):
         if on and a.engine != "torch":
             raise ValueError(f"{flag}: the {a.engine} engine cannot do it (constrained search and attention are "
                              f"aiayn's own); use --engine torch")
@@ -303,8 +308,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
         lines: Any = _Lines(inp)
         if glossary or a.constraints:
             lines = _Constrained(lines, a.constraints, glossary)
-        for i, hyps in enumerate(stream(lines, _translations(translator, nbest, a.alignments,
-                                                              constrained=bool(glossary or a.constraints)))):
+        run = _translations(translator, nbest, a.alignments, constrained=bool(glossary or a.constraints))
+        if html:
+            run = lambda chunk: [[(0.0, t, None)] for t in translator.translate_html(chunk)]  # noqa: E731
+        for i, hyps in enumerate(stream(lines, run)):
             for score, text, links in hyps:
                 text += "" if links is None else f" ||| {links}"
                 out.write(f"{i}\t{score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
@@ -349,6 +356,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--glossary", type=Path, metavar="TSV",
                    help="'source term<TAB>target term' lines: a line containing a term is translated with its target "
                         "term (lexically constrained beam search; the matching rules: docs/terminology.md)")
+    p.add_argument("--format", choices=("text", "html"), default="text",
+                   help="html: each line is an HTML fragment, translated with its markup kept (tags placed by the word "
+                        "alignment; placeholders such as {name} and %%s kept; docs/terminology.md)")
     p.add_argument("--alignments", action="store_true",
                    help="print each translation's word alignment after it: 'text ||| 0-0 1-2 ...' (source word - "
                         "target word, from 0; from the encoder-decoder attention)")

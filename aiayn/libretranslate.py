@@ -1,8 +1,9 @@
 """LibreTranslate's HTTP API beside aiayn's own, at the same root, so that the tools that speak it (libretranslatepy,
 Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can use aiayn's models.
 
-    POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text),
-                      alternatives (n-best), api_key   ->  {"translatedText": ..., "detectedLanguage", "alternatives"}
+    POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text
+                      or html: markup.py), alternatives (n-best; text only), api_key
+                      ->  {"translatedText": ..., "detectedLanguage", "alternatives"}
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
     GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
     POST /translate_file, /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
@@ -181,9 +182,9 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     fmt = str(f.get("format") or "text")
     if fmt not in ("text", "html"):
         raise ServiceError(400, f"{fmt} format is not supported")
-    if fmt == "html":
-        raise ServiceError(400, "html format is not supported yet: aiayn translates plain text (format=text)")
     alternatives = _alternatives(f, cfg.max_beam)
+    if fmt == "html" and alternatives:
+        raise ServiceError(400, "Invalid request: alternatives are not supported with format html")
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
@@ -195,6 +196,11 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     results: list[list[str]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
+        if fmt == "html":
+            html = await served.translate_html([items[i] for i in mine], served.translator.settings())
+            for i, text in zip(mine, html, strict=True):
+                results[i] = [text]
+            continue
         for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives), strict=True):
             results[i] = texts
     answer: dict[str, Any] = {"translatedText": [r[0] for r in results] if batch else results[0][0]}

@@ -8,12 +8,14 @@ LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``z
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import ct2
 from .batcher import Batcher, Limits, ModelMetrics, ServiceError, WholeBatcher
+from .config import DecodeConfig
 from .ct2 import CTranslate2Translator
 from .quantize import Int8Linear
 from .rundir import RunDir
@@ -70,6 +72,22 @@ class Served:
             self.batcher = WholeBatcher(self.translator, limits, metrics)
         else:
             self.batcher = Batcher(self.translator, limits, metrics)
+
+    async def translate_html(self, fragments: list[str], decode: DecodeConfig) -> list[str]:
+        """HTML fragments translated (markup.py): their segments decoded by the batcher beside every other request,
+        the inline tags placed by the word alignments."""
+        from .markup import join, split
+
+        t = self.translator
+        if not isinstance(t, Translator):
+            raise ServiceError(400, "html format needs aiayn's own engine (tags are placed by its attention): serve "
+                                    "this model with --engine torch")
+        parts, lines = split(fragments)
+        assert self.batcher is not None
+        tokens = [hs[0].tokens for hs in await self.batcher.translate(lines, decode)]
+        links, more = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: (t.alignments(lines, tokens), t.alignments(lines, tokens, source=True)))
+        return join(parts, list(zip(t.detokenize(tokens), links, more, strict=True)))
 
     def memory_bytes(self) -> int:
         """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on

@@ -128,7 +128,9 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
                                                              "translation must contain (or null)")),
         "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
                                                   "a term is translated with its target term")),
-        "alignments": (bool | None, Field(None, description="also each translation's word alignment, '0-0 1-2 ...'"))}
+        "alignments": (bool | None, Field(None, description="also each translation's word alignment, '0-0 1-2 ...'")),
+        "format": (typing.Literal["text", "html"] | None, Field(None, description="html: each text is an HTML "
+                                                                "fragment, translated with its markup kept"))}
     translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
                              **lexical)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
@@ -263,7 +265,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
         options = {k: v for k, v in req.model_dump().items()
-                   if k not in ("text", "source", "target", "constraints", "glossary", "alignments") and v is not None}
+                   if k not in LEXICAL and v is not None}
         try:
             decode = translator.settings(**options)                        # validated before it waits in line
             cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
@@ -271,6 +273,8 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             raise ServiceError(422, str(e)) from None
         if not req.text:
             return {"translations": []}
+        if req.format == "html":
+            return await _html(served, req, decode)
         assert served.batcher is not None
         hyps = await served.batcher.translate(list(req.text), decode, cons)
         texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
@@ -294,6 +298,17 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         options = {"beam": req.beam} if req.beam else {}
         return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
             None, lambda: translator.attention(req.text, **options, workers=1)))
+
+
+LEXICAL = ("text", "source", "target", "constraints", "glossary", "alignments", "format")   # not DecodeConfig fields
+
+
+async def _html(served: Any, req: Any, decode: DecodeConfig) -> dict[str, Any]:
+    """``format: html``: each text an HTML fragment (markup.py), the best translation of each."""
+    if decode.nbest > 1 or req.alignments or req.constraints or req.glossary:
+        raise ServiceError(422, "format html gives one translation per fragment, its markup placed by the alignment: "
+                                "it takes no nbest, alignments, constraints or glossary")
+    return {"translations": await served.translate_html(list(req.text), decode)}
 
 
 async def _alignments(translator: Any, lines: list[str], hyps: list[list[Any]], nbest: bool) -> list[Any]:

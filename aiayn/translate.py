@@ -203,20 +203,33 @@ class Translator:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
         return self.detokenize([h[0].tokens for h in hyps])
 
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]]) -> list[str]:
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False) -> list[str]:
         """The word alignment (``"0-0 1-2 ..."``, source word - target word) of each line with its translation's
-        tokens ``outputs``, from the encoder-decoder attention of align.LAYER (align.py; blank: "")."""
+        tokens ``outputs``, from the encoder-decoder attention of align.LAYER (align.py; blank: ""). ``source``: the
+        other way, each source word's best target word (markup.py places a tag by it where the first way has none)."""
         from .align import LAYER, SHIFT, align, format_links
 
         ids = self.vocab.src.encode(list(lines))
         links = align(self.model, (self.vocab.src.piece, self.vocab.tgt.piece), ids, outputs,
-                      LAYER if LAYER < len(self.model.decoder) else -1, SHIFT, self.device)
+                      LAYER if LAYER < len(self.model.decoder) else -1, SHIFT, self.device, source)
         return [format_links(x) for x in links]
 
     def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:
         """(translation, word alignment) of each line: :meth:`translate` and :meth:`alignments`."""
         tokens = [h[0].tokens for h in self.translate_hypotheses(lines, **{**overrides, "nbest": 1})]
         return list(zip(self.detokenize(tokens), self.alignments(lines, tokens), strict=True))
+
+    def translate_html(self, fragments: Sequence[str], **overrides: Any) -> list[str]:
+        """Each HTML fragment translated, its markup kept (markup.py: the rules; the inline tags placed by the word
+        alignment, :meth:`alignments`)."""
+        from .markup import translate_html
+
+        def run(lines: list[str]) -> list[tuple[str, str, str]]:
+            tokens = [h[0].tokens for h in self.translate_hypotheses(lines, **{**overrides, "nbest": 1})]
+            return list(zip(self.detokenize(tokens), self.alignments(lines, tokens),
+                            self.alignments(lines, tokens, source=True), strict=True))
+
+        return translate_html(list(fragments), run)
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         """``line`` translated (any decoding overrides), with every attention probability the model computed for it:

@@ -112,6 +112,20 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
         {"translations": oracles["en-de"].translate(copies)}
 
 
+def test_html_in_both_apis(two: Server, oracles: dict[str, Translator]) -> None:
+    """Mastodon and Weblate send HTML (format html, q a list): the markup comes back around the translated words,
+    as Translator.translate_html gives it; aiayn's own API takes format html too."""
+    frags = ["<p>a <b>b</b> c d</p>", "j i <a href='/x'>h</a> g", "<p>e f g h</p><p><i>a b c d</i></p>"]
+    want = oracles["en-de"].translate_html(frags)
+    assert "<b>" in want[0] and '<a href="/x">' in want[1] and "<i>" in want[2]
+    status, _, got = two.post("/translate", {"q": frags, "source": "en", "target": "de", "format": "html"})
+    assert status == 200 and got == {"translatedText": want}, got
+    status, _, got = two.post("/translate", {"text": frags, "target": "de", "format": "html"})
+    assert status == 200 and got == {"translations": want}, got
+    status, _, got = two.post("/translate", {"text": frags, "target": "de", "format": "html", "nbest": 2, "beam": 2})
+    assert status == 422 and "format html gives one translation" in got["error"]
+
+
 def test_errors_in_libretranslates_shapes(two: Server) -> None:
     def error(status: int, *args: Any, **kw: Any) -> str:
         got, headers, body = (two.post(*args) if not kw else _send(two, *args, **kw))
@@ -124,7 +138,8 @@ def test_errors_in_libretranslates_shapes(two: Server) -> None:
     assert error(400, "/translate", {"q": "Hallo", "source": "zz", "target": "en"}).startswith("zz is not supported")
     assert "de-en, en-de" in error(400, "/translate", {"q": "Hallo", "source": "de", "target": "de"})
     assert "format" in error(400, "/translate", {"q": "Hallo", "source": "de", "target": "en", "format": "pdf"})
-    assert "html" in error(400, "/translate", {"q": "<b>Hallo</b>", "source": "de", "target": "en", "format": "html"})
+    assert "html" in error(400, "/translate", {"q": "<b>Hallo</b>", "source": "de", "target": "en", "format": "html",
+                                               "alternatives": 1})
     assert "alternatives" in error(400, "/translate", {"q": "Hallo", "source": "de", "target": "en",
                                                       "alternatives": "many"})
     assert "exceeds text limit" in error(400, "/translate", {"q": ["a"] * 33, "source": "de", "target": "en"})

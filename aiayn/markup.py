@@ -1,0 +1,301 @@
+"""HTML through translation: the text of an HTML fragment is translated and its inline tags are put around the
+target words aligned with the source words they held (word alignments: align.py), as Firefox Translations
+(bergamot-translator) does.
+
+The rules, one place:
+
+- **Blocks** (``p``, ``div``, ``li``, ``td``, headings, ``br`` … :data:`BLOCK`) keep their structure: each run of
+  text and inline elements between block boundaries is one segment, translated as one line.
+- **Inline tags** (``b``, ``i``, ``a``, ``span`` … anything not a block) cover the source words they hold (a tag
+  inside a word covers that word) and are placed around the smallest run of target words holding every word aligned
+  with them. A tag inside another stays inside it; of two side by side, the later starts after the earlier ends. A
+  tag whose words have no aligned word, and an empty or void element (``img``), stands before the target word aligned
+  with the source word after it (else at the end). Attributes are kept as written.
+- **Not translated**: ``script``, ``style``, ``pre``, ``code``, ``textarea`` and elements with ``translate="no"`` are
+  copied as they are; an inline one is taken out of the text and put back as an empty element is.
+- **Placeholders** (``{name}``, ``{0}``, ``%s``, ``%(name)s``, ``%1$s``, ``{{ name }}``) come out unchanged: they are
+  taken out of the text (the model has not learnt to copy them) and put back as an empty element is.
+- **Broken HTML** is repaired, not refused: an element left open is closed where its parent closes (or at the end),
+  an end tag with no open element is dropped, and the output is always well-formed (every element closed, text
+  and attribute values escaped). Comments and doctypes are dropped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details", "dialog", "div",
+         "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
+         "head", "header", "hr", "html", "li", "main", "nav", "ol", "p", "section", "summary", "table", "tbody",
+         "td", "tfoot", "th", "thead", "title", "tr", "ul"}
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+VERBATIM = {"script", "style", "pre", "code", "textarea"}
+RAW = "#markup"                      # the tag of markup kept as it is, inside a segment
+PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\{[A-Za-z0-9_.]*\}|%(?:\([A-Za-z0-9_]+\))?(?:\d+\$)?[sdif]")
+
+
+@dataclass(eq=False)
+class Node:
+    """An element (``tag`` None: the fragment's root) and its children: text (str) and elements."""
+
+    tag: str | None
+    attrs: list[tuple[str, str | None]] = field(default_factory=list)
+    children: list[Node | str] = field(default_factory=list)
+
+    def verbatim(self) -> bool:
+        return self.tag in VERBATIM or any(k == "translate" and v == "no" for k, v in self.attrs)
+
+
+class _Builder(HTMLParser):
+    """The element tree of a fragment, repaired as the module's docstring says."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node(None)
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, attrs)
+        self.stack[-1].children.append(node)
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Node(tag, attrs))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, 0, -1):           # close it, and whatever was left open inside it
+            if self.stack[i].tag == tag:
+                del self.stack[i:]
+                return                                        # an end tag nothing opened: dropped
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse(fragment: str) -> Node:
+    b = _Builder()
+    b.feed(fragment)
+    b.close()
+    return b.root
+
+
+def _open(node: Node) -> str:
+    if node.tag == RAW:
+        return str(node.attrs[0][1])
+    attrs = "".join(f" {k}" if v is None else f' {k}="{html.escape(v, quote=True)}"' for k, v in node.attrs)
+    return f"<{node.tag}{attrs}>"
+
+
+def _close(node: Node) -> str:
+    return "" if node.tag in VOID or node.tag == RAW else f"</{node.tag}>"
+
+
+def serialize(node: Node | str) -> str:
+    """Well-formed HTML of a (sub)tree, as parsed."""
+    if isinstance(node, str):
+        return html.escape(node, quote=False)
+    inner = "".join(serialize(c) for c in node.children)
+    return inner if node.tag is None else _open(node) + inner + _close(node)
+
+
+# --- a segment: text and inline elements between two block boundaries ------------------------------------------------
+
+
+@dataclass
+class Segment:
+    """One line to translate: its ``text``, and each inline element (or a verbatim one, as a placeholder) with the
+    character range of the text it held and its depth (its parent: ``parent``, an index into ``tags`` or -1)."""
+
+    text: str = ""
+    tags: list[tuple[Node, int, int, int]] = field(default_factory=list)    # node, start, end, parent
+    nodes: list[Node | str] = field(default_factory=list)                   # as parsed (kept if not translated)
+
+    def kept(self, markup: str, parent: int) -> None:
+        """Markup taken out of the text (a placeholder, a verbatim element): an empty element here."""
+        self.tags.append((Node(RAW, [("", markup)]), len(self.text), len(self.text), parent))
+
+    def add(self, node: Node | str, parent: int) -> None:
+        if isinstance(node, str):
+            text, at = re.sub(r"\s+", " ", node), 0
+            for m in PLACEHOLDER.finditer(text):
+                self.text += text[at : m.start()]
+                self.kept(html.escape(m.group(0), quote=False), parent)
+                at = m.end()
+            self.text += text[at:]
+            return
+        if node.verbatim():
+            self.kept(serialize(node), parent)
+            return
+        start, index = len(self.text), len(self.tags)
+        self.tags.append((node, start, start, parent))
+        for c in node.children:
+            self.add(c, index)
+        self.tags[index] = (node, start, len(self.text), parent)
+
+
+def _word_spans(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+
+
+def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Sequence[tuple[int, int]] = ()) -> str:
+    """The segment's translation ``target`` with its inline tags put around the target words aligned (``links``:
+    source word - target word) with the words they held (a word with no link there by ``more``: each source word's
+    own best target word); well-formed HTML."""
+    src_words, out_words = _word_spans(seg.text), target.split()
+    aligned: dict[int, set[int]] = {}
+    for i, j in links:
+        if j < len(out_words):
+            aligned.setdefault(i, set()).add(j)
+    second: dict[int, set[int]] = {}
+    for i, j in more:
+        if j < len(out_words):
+            second.setdefault(i, set()).add(j)
+    spans: list[tuple[int, int]] = []                          # per tag: target words [a, b), a == b: before a
+    for _, start, end, parent in seg.tags:                     # parents before children, siblings in source order
+        held = [i for i, (s, e) in enumerate(src_words) if s < end and e > start] if end > start else []
+        js = sorted({j for i in held for j in aligned.get(i) or second.get(i, ())})
+        if js:
+            a, b = js[0], js[-1] + 1
+        else:                                                  # before the word aligned with the next source word
+            later = sorted({j for i, (s, _) in enumerate(src_words) if s >= end for j in aligned.get(i, ())})
+            a = b = later[0] if later else len(out_words)
+        lo, hi = spans[parent] if parent >= 0 else (0, len(out_words))
+        a, b = _inside(a, b, lo, hi)                           # inside its parent
+        moved = True
+        while moved:                                           # after the earlier siblings it overlaps
+            moved = False
+            for k, (sa, sb) in enumerate(spans):
+                if seg.tags[k][3] == parent and sa < sb and a < sb and sa < max(b, a + 1) and a != sb:
+                    a, b = _inside(sb, max(b, sb), lo, hi)
+                    moved = a != hi
+        spans.append((a, b))
+    return _emit(seg, out_words, spans)
+
+
+def _inside(a: int, b: int, lo: int, hi: int) -> tuple[int, int]:
+    a = min(max(a, lo), hi)
+    return a, min(max(b, a), hi)
+
+
+def _emit(seg: Segment, words: list[str], spans: list[tuple[int, int]]) -> str:
+    """The words with the tags opened and closed at their spans' ends, outermost first (spans nest by place())."""
+    order = sorted(range(len(spans)), key=lambda t: (spans[t][0], -spans[t][1], t))
+    out: list[str] = []
+    open_: list[int] = []
+
+    def close_until(j: int) -> None:
+        while open_ and spans[open_[-1]][1] <= j:
+            out.append(_close(seg.tags[open_.pop()][0]))
+
+    k = 0
+    for j in range(len(words) + 1):
+        close_until(j)
+        while k < len(order) and spans[order[k]][0] == j:
+            t = order[k]
+            node = seg.tags[t][0]
+            if spans[t][1] == j:                                # empty here: opened and closed at once
+                out.append(_open(node) + _close(node) + (" " if j < len(words) else ""))
+            else:
+                out.append(_open(node))
+                open_.append(t)
+            k += 1
+        if j < len(words):
+            out.append(html.escape(words[j], quote=False) + " ")
+    close_until(len(words) + 1)
+    while open_:
+        out.append(_close(seg.tags[open_.pop()][0]))
+    text, before = "".join(out), ""
+    while text != before:                                      # spaces out of the elements they end
+        text, before = re.sub(r" (</[^>]+>)", r"\1 ", text), text
+    return text.strip()
+
+
+# --- a fragment --------------------------------------------------------------------------------------------------
+
+
+class Fragment:
+    """An HTML fragment cut into what stays (markup) and the segments to translate: :attr:`lines` (their text) go to
+    the translator; :meth:`render` puts back its (translation, word alignment, each source word's own link)."""
+
+    def __init__(self, fragment: str) -> None:
+        self.segments: list[Segment] = []
+        self.pieces = _segment(parse(fragment), self.segments)
+        self.todo = [seg for seg in self.segments if seg.text.strip()]
+        self.lines = [" ".join(seg.text.split()) for seg in self.todo]
+
+    def render(self, translated: list[tuple[str, str, str]]) -> str:
+        from .align import parse_links
+
+        results = {id(seg): r for seg, r in zip(self.todo, translated, strict=True)}
+
+        def one(item: Node | Segment | str) -> str:
+            if isinstance(item, str):
+                return item
+            if isinstance(item, Node):
+                return serialize(item)
+            if id(item) not in results:                        # nothing to translate: as it was
+                return "".join(serialize(n) for n in item.nodes)
+            text, links, more = results[id(item)]
+            lead, trail = (" " if x[:1].isspace() else "" for x in (item.text, item.text[::-1]))
+            return lead + place(_stripped(item), text, parse_links(links), parse_links(more)) + trail
+
+        return "".join(one(x) for x in self.pieces)
+
+
+def split(fragments: list[str]) -> tuple[list[Fragment], list[str]]:
+    """The fragments cut up, and all their segments' lines, in order (for one translation call)."""
+    parts = [Fragment(f) for f in fragments]
+    return parts, [x for p in parts for x in p.lines]
+
+
+def join(parts: list[Fragment], translated: list[tuple[str, str, str]]) -> list[str]:
+    """Each fragment with its segments' (translation, word alignment) put back, in the order :func:`split` gave."""
+    out, at = [], 0
+    for p in parts:
+        out.append(p.render(translated[at : at + len(p.lines)]))
+        at += len(p.lines)
+    return out
+
+
+def translate_html(fragments: list[str],
+                   translate: Callable[[list[str]], list[tuple[str, str, str]]]) -> list[str]:
+    """Each fragment translated: ``translate(lines)`` gives (translation, word alignment, the links of each source
+    word to its own best target word) of each line (align.py), called once for all the fragments' segments."""
+    parts, lines = split(fragments)
+    return join(parts, translate(lines))
+
+
+def _stripped(seg: Segment) -> Segment:
+    """The segment with its text stripped at both ends (the tags' ranges shifted to match)."""
+    cut = len(seg.text) - len(seg.text.lstrip())
+    text = seg.text.strip()
+    tags = [(n, max(0, s - cut), max(0, min(len(text), e - cut)), p) for n, s, e, p in seg.tags]
+    return Segment(text, tags, seg.nodes)
+
+
+def _segment(node: Node, segments: list[Segment]) -> list[Node | Segment | str]:
+    """The node's content as HTML pieces (str), verbatim nodes and segments to translate, in order."""
+    out: list[Node | Segment | str] = []
+    current: Segment | None = None
+    for child in node.children:
+        if isinstance(child, Node) and (child.tag in BLOCK or child.tag in ("script", "style", "pre")):
+            current = None
+            if child.verbatim() or child.tag in VOID:
+                out.append(child)
+                continue
+            out.append(_open(child))
+            out.extend(_segment(child, segments))
+            out.append(_close(child))
+        else:
+            if current is None:
+                current = Segment()
+                segments.append(current)
+                out.append(current)
+            current.add(child, -1)
+            current.nodes.append(child)
+    return out
