@@ -158,7 +158,7 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
     spans: list[tuple[int, int]] = []                          # per tag: target words [a, b), a == b: before a
     for _, start, end, parent in seg.tags:                     # parents before children, siblings in source order
         held = [i for i, (s, e) in enumerate(src_words) if s < end and e > start] if end > start else []
-        js = sorted({j for i in held for j in aligned.get(i) or second.get(i, ())})
+        js = sorted({j for i in held for j in aligned.get(i) or second.get(i) or ()})
         if js:
             a, b = js[0], js[-1] + 1
         else:                                                  # before the word aligned with the next source word
