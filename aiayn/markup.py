@@ -7,8 +7,9 @@ The rules, one place:
 - **Blocks** (``p``, ``div``, ``li``, ``td``, headings, ``br`` … :data:`BLOCK`) keep their structure: each run of
   text and inline elements between block boundaries is one segment, translated as one line.
 - **Inline tags** (``b``, ``i``, ``a``, ``span`` … anything not a block) cover the source words they hold (a tag
-  inside a word covers that word) and are placed around the smallest run of target words holding every word aligned
-  with them. A tag inside another stays inside it; of two side by side, the later starts after the earlier ends. A
+  inside a word covers that word) and are placed around the target words aligned with them (a source word with no
+  link: its own best target word); where those are not adjacent, around the longest run of adjacent ones, the first
+  of equals (measured: 52.64% of one-word tags exactly on eflomal's words, against 49.15% around all of them). A tag inside another stays inside it; of two side by side, the later starts after the earlier ends. A
   tag whose words have no aligned word, and an empty or void element (``img``), stands before the target word aligned
   with the source word after it (else at the end). Attributes are kept as written.
 - **Not translated**: ``script``, ``style``, ``pre``, ``code``, ``textarea`` and elements with ``translate="no"`` are
@@ -159,8 +160,15 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
     for _, start, end, parent in seg.tags:                     # parents before children, siblings in source order
         held = [i for i, (s, e) in enumerate(src_words) if s < end and e > start] if end > start else []
         js = sorted({j for i in held for j in aligned.get(i) or second.get(i) or ()})
-        if js:
-            a, b = js[0], js[-1] + 1
+        if js:                                                 # the longest run of adjacent words, the first
+            runs: list[list[int]] = []
+            for j in js:
+                if runs and j == runs[-1][-1] + 1:
+                    runs[-1].append(j)
+                else:
+                    runs.append([j])
+            best = max(runs, key=len)
+            a, b = best[0], best[-1] + 1
         else:                                                  # before the word aligned with the next source word
             later = sorted({j for i, (s, _) in enumerate(src_words) if s >= end for j in aligned.get(i, ())})
             a = b = later[0] if later else len(out_words)

@@ -42,6 +42,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                          "speed against unconstrained; a glossary's term use and BLEU"),
     "alignments": ("alignments", "word alignments from each decoder layer's attention against eflomal's, on the "
                                  "model's own translations: precision, recall, AER"),
+    "markup": ("markup_bench", "HTML through translation on test lines with inline tags: well-formed output, every tag "
+                               "kept, BLEU of the text, tags placed on eflomal's words"),
 }
 
 
