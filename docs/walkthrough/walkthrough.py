@@ -11,18 +11,21 @@
 # %% [markdown]
 # # Attention Is All You Need, walked through with aiayn's own code
 #
-# This is the paper (Vaswani et al., 2017) read section by section, each step running the modules that
+# This is the paper (Vaswani et al., 2017) read section by section, in its order except that §3.1's stacks come
+# after their parts (§3.2–§3.5), each step running the modules that
 # `aiayn train` and `aiayn translate` run — nothing here is a copy of the model. Every step prints the tensor
 # shapes, draws its figure where a picture helps, and checks one fact of the paper with an `assert` you can
 # read. `make test` executes this file (and its Chinese edition, `walkthrough.zh.py`) on every CI run in a fast
 # mode, so it cannot drift from the code; `make walkthrough` renders it to a notebook and HTML.
 #
-# Where the documents this project grew from got a step wrong, the mistake is shown next to the right
-# version (all of them: `docs/seed-bugs.md`, each guarded by a test in `tests/test_seed_bugs.py`).
+# The documents this project grew from got some steps wrong. The masking mistake is run here next to the right
+# version, and the step-0 learning rate is named where the rate is; all of them are listed in `docs/seed-bugs.md`,
+# each guarded by a test in `tests/test_seed_bugs.py`.
 #
 # Shapes: B batch, S source length, T target length, D d_model, H heads, K = D / H, V vocabulary.
 
 # %%
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -60,8 +63,11 @@ def show(fig, name: str) -> None:
 # ## §3.2.1 Scaled dot-product attention, Eq. (1)
 #
 # $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$. Each query scores every key,
-# the scores are divided by $\sqrt{d_k}$ (so that their variance does not grow with $d_k$), a softmax over the
-# *keys* turns them into weights, and the output is the weighted sum of the values. `aiayn.attention.attention`
+# the scores are divided by $\sqrt{d_k}$, a softmax over the *keys* turns them into weights, and the output is the
+# weighted sum of the values. Why the division: if the components of $q$ and $k$ are independent with mean 0 and
+# variance 1, their dot product has variance $d_k$ (footnote 4), and for large $d_k$ such scores push the softmax
+# into regions where one weight is nearly 1 and the gradients are extremely small; dividing by $\sqrt{d_k}$ brings
+# the variance back to 1. `aiayn.attention.attention`
 # is Eq. (1) written out; it takes tensors shaped (B, H, T, K) and a mask where `True` means "may attend".
 
 # %%
@@ -76,8 +82,11 @@ assert torch.allclose(probs.sum(-1), torch.ones(B, H, T)), "each query's weights
 
 # %% [markdown]
 # **Masks.** Two kinds: padding (a short sentence in a batch must not attend to the padding that fills its row)
-# and causality (decoder position $t$ must not see positions after $t$: §3.2.3, "preventing leftward
-# information flow"). A masked key gets the score $-\infty$, so after the softmax its weight is exactly 0.
+# and causality (decoder position $t$ must not see positions after $t$). §3.2.3: "We need to prevent leftward
+# information flow in the decoder to preserve the auto-regressive property." Leftward, because the sequence is
+# written left to right: information from a later position (to the right) must not flow to an earlier one (to its
+# left), since at generation time the later tokens do not exist yet. A masked key gets the score $-\infty$, so after
+# the softmax its weight is exactly 0.
 
 # %%
 tokens = torch.tensor([[5, 6, 7, 8, EOS_ID, PAD_ID], [5, 6, EOS_ID, PAD_ID, PAD_ID, PAD_ID]])
@@ -101,8 +110,9 @@ axes[1].set_title("causal mask (T, T)")
 show(fig, "masks")
 
 # %% [markdown]
-# The first seed document filled masked scores with `1e-9` — a tiny *positive* score, not $-\infty$ — so the
-# masked keys keep almost their share of the weight. Here is what that does, next to aiayn's result:
+# The first seed document filled masked scores with `1e-9` — a tiny *positive* score, not $-\infty$ — so each
+# masked key gets the weight of an ordinary key scoring 0, a full share beside the real keys. Here is what that does,
+# next to aiayn's result:
 
 # %%
 scores = (q @ k.transpose(-2, -1) / math.sqrt(K))[1]                  # sentence 1: keys 3.. are padding
@@ -194,8 +204,10 @@ print(f"PE(pos + {shift}) = R_{shift} PE(pos) at every position (to float32 roun
 # attention over the encoder's output (queries from the decoder, keys and values from the encoder: §3.2.3),
 # then the FFN. Each sub-layer sits in a residual connection with layer normalization (the paper puts the norm
 # after the sum, "post-norm"; this small model uses "pre-norm", which trains more stably at high rates, and
-# `aiayn` offers both). The decoder must be causal: changing a later target token must not change an earlier
-# output.
+# `aiayn` offers both). §5.4's residual dropout ($P_{drop} = 0.1$ for the base model) is applied to each sub-layer's
+# output before it is added, and to the sums of the embeddings and positional encodings; in training only. The
+# decoder must be causal: changing a later target token must not change an earlier output; and at evaluation
+# dropout is off, which a model built with it checks below.
 
 # %%
 model.eval()
@@ -208,7 +220,11 @@ print("src", tuple(src.shape), "-> memory", tuple(memory.shape), "; tgt", tuple(
 changed = tgt.clone()
 changed[0, 3] = 9
 assert torch.allclose(model.decode(changed, memory, src)[:, :3], hidden[:, :3], atol=1e-6), "the decoder is causal"
-assert torch.equal(model(src, tgt), model(src, tgt)), "no dropout at evaluation: the same input, the same output"
+with_dropout = Transformer(dataclasses.replace(cfg, p_drop=0.1))          # §5.4's residual dropout
+with_dropout.train()
+assert not torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "in training, dropout draws anew each pass"
+with_dropout.eval()
+assert torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "no dropout at evaluation: the same output"
 
 # %% [markdown]
 # ## §5.3 The optimizer and its learning rate
@@ -216,8 +232,9 @@ assert torch.equal(model(src, tgt), model(src, tgt)), "no dropout at evaluation:
 # Adam with $\beta_1 = 0.9$, $\beta_2 = 0.98$, $\epsilon = 10^{-9}$ and
 # $lrate = d_{model}^{-0.5} \cdot \min(step^{-0.5}, step \cdot warmup^{-1.5})$: a linear warm-up, then
 # decay with the inverse square root of the step. The two terms meet at `warmup`, so the rate peaks there.
-# (The seed documents evaluated it at step 0, `0 ** -0.5`: a division by zero. aiayn's rate is 0 before the
-# first update.)
+# (Counted from 1, the first update's rate is finite; the seed documents count that way too, one incrementing the
+# step before it computes the rate, the other using step + 1. The formula itself is undefined at step 0, where
+# `0 ** -0.5` divides by zero, so aiayn defines the rate there as 0: before the first update.)
 
 # %%
 steps = torch.arange(1, 20001)
@@ -253,10 +270,14 @@ assert dist[0, 5] == 0.9 and (dist[:, PAD_ID] == 0).all() and (dist[2] == 0).all
 # %% [markdown]
 # ## Training: the copy task
 #
-# The seeds' first experiment: learn to copy a string of random symbols. It needs every part above — if one
-# were wrong the model would not learn it — and trains in well under a minute on 2 CPU cores. The loss is
-# aiayn's training objective (`SequenceLoss`: the smoothed loss over non-padding tokens, without building the
-# (tokens × V) matrix), the optimizer and the rate are §5.3's.
+# The seeds' first experiment: learn to copy a string of random symbols. It runs the attention, the stacks, the
+# embeddings, the positions, the optimizer and the rate — if one were wrong the model would not learn it — and trains
+# in well under a minute on 2 CPU cores. It leaves some parts out, by its nature: every string has length 10, so
+# there is no padding to mask; a copy has one right answer, so label smoothing is off ($\epsilon = 0$: the loss is
+# plain cross-entropy); and `p_drop` is 0. The loss is aiayn's training objective (`SequenceLoss`: the loss over
+# non-padding tokens, without building the (tokens × V) matrix), the optimizer and the rate are §5.3's, with a short
+# warm-up (200 updates) and half the rate (`lr_factor=0.5`) for 600 updates instead of 100,000; clipping the
+# gradient's norm at 1 keeps that short, steep schedule stable.
 
 # %%
 def copy_batch(n: int, length: int = 10) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -298,14 +319,16 @@ show(fig, "copy-loss")
 #
 # At test time the decoder runs one position at a time, feeding back what it produced. Greedy decoding takes
 # the most probable token each step; beam search (§6.1: beam 4, length penalty α) keeps the k best prefixes.
-# Both use aiayn's cache, so each step computes one new position instead of the whole prefix.
+# Both use aiayn's cache, so each step computes one new position instead of the whole prefix. The paper's length
+# penalty is GNMT's, $lp(Y) = ((5 + |Y|) / 6)^\alpha$ with α = 0.6; `length_norm="gnmt"` asks for it, as this cell
+# does. aiayn's default is $|Y|^\alpha$ (`length_norm="length"`, what fairseq, Marian and CTranslate2 use).
 
 # %%
 model.eval()
 torch.manual_seed(2)
 src, _, tgt_out = copy_batch(100)
 best = greedy(model, src)
-beams = beam_search(model, src, beam=4, lenpen=0.6)
+beams = beam_search(model, src, beam=4, lenpen=0.6, length_norm="gnmt")
 exact_greedy = sum(h.tokens == t[:-1].tolist() for h, t in zip(best, tgt_out, strict=True))
 exact_beam = sum(b[0].tokens == t[:-1].tolist() for b, t in zip(beams, tgt_out, strict=True))
 print("source   ", src[0, :-1].tolist())
@@ -321,7 +344,7 @@ if not FAST:
 # `Transformer.attention_maps` returns every attention probability: encoder self-attention (S × S), decoder
 # self-attention (T × T, lower-triangular: causality) and encoder–decoder attention (T × S) per layer and head.
 # For the copy task, output position $t$ should look at source position $t$ — a diagonal. For a real
-# translation model, `aiayn plot --run RUN --sentence "..."` draws the same maps, and the web page of
+# translation model, `aiayn plot --model RUN --sentence "..."` draws the same maps, and the web page of
 # `aiayn serve` shows them for any sentence.
 
 # %%

@@ -11,17 +11,17 @@
 # %% [markdown]
 # # 《Attention Is All You Need》逐节精读：用 aiayn 自己的代码
 #
-# 本文按论文（Vaswani 等，2017）的章节顺序，一节一节地读；每一步运行的，都是 `aiayn train` 和
+# 本文一节一节地读论文（Vaswani 等，2017），大体按章节顺序，只把 §3.1 的整体结构放到各个组件（§3.2–§3.5）之后；每一步运行的，都是 `aiayn train` 和
 # `aiayn translate` 真正使用的模块——这里没有任何一份模型代码的副本。每一步都会打印张量形状，需要时画图，
 # 并用一条看得见的 `assert` 验证论文里的一个结论。`make test` 在每次 CI 中以快速模式执行本文件（以及英文版
 # `walkthrough.py`），所以它不可能和代码脱节；`make walkthrough` 会把它渲染成 notebook 和 HTML。
 #
-# 本项目所参考的几篇教程里有写错的地方，我们把错误写法和正确写法并排展示（完整清单见 `docs/seed-bugs.md`，
-# 每一条都有 `tests/test_seed_bugs.py` 里的测试把关）。
+# 本项目所参考的几篇教程里有写错的地方。掩码的错误写法在本文中与正确写法并排运行，第 0 步学习率的问题在学习率一节说明；完整清单见 `docs/seed-bugs.md`，每一条都有 `tests/test_seed_bugs.py` 里的测试把关。
 #
 # 形状记号：B 批大小，S 源序列长度，T 目标序列长度，D 即 d_model，H 头数，K = D / H，V 词表大小。
 
 # %%
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -59,8 +59,7 @@ def show(fig, name: str) -> None:
 # ## §3.2.1 缩放点积注意力，公式 (1)
 #
 # $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$。每个查询（query）给所有键（key）
-# 打分，分数除以 $\sqrt{d_k}$（否则分数的方差会随 $d_k$ 增大，softmax 被推进梯度极小的饱和区），再沿着**键**
-# 的方向做 softmax 得到权重，输出就是值（value）的加权和。`aiayn.attention.attention` 就是把公式 (1) 原样
+# 打分，分数除以 $\sqrt{d_k}$，再沿着**键**的方向做 softmax 得到权重，输出就是值（value）的加权和。为什么要除：如果 $q$ 和 $k$ 的各分量相互独立、均值为 0、方差为 1，它们的点积方差就是 $d_k$（论文脚注 4）；$d_k$ 很大时，这样的分数会把 softmax 推进饱和区——一个权重接近 1，梯度极小；除以 $\sqrt{d_k}$ 让方差回到 1。`aiayn.attention.attention` 就是把公式 (1) 原样
 # 写出来；输入形状为 (B, H, T, K)，掩码中 `True` 表示“可以关注”。
 
 # %%
@@ -75,8 +74,7 @@ assert torch.allclose(probs.sum(-1), torch.ones(B, H, T)), "每个查询对所�
 
 # %% [markdown]
 # **掩码。** 有两种：填充掩码（一批句子长短不一，短句后面补的填充符不能被关注）和因果掩码（解码器第 $t$ 个
-# 位置不能看到 $t$ 之后的位置，即 §3.2.3 所说的“阻止向左的信息流”）。被屏蔽的键得分为 $-\infty$，
-# softmax 之后权重恰好为 0。
+# 位置不能看到 $t$ 之后的位置）。§3.2.3 的原话是：“我们需要阻止解码器中向左的信息流，以保持自回归性质。”之所以说“向左”，是因为序列从左往右书写：后面（右边）位置的信息不能流向前面（左边）的位置，因为生成时后面的词还不存在。被屏蔽的键得分为 $-\infty$，softmax 之后权重恰好为 0。
 
 # %%
 tokens = torch.tensor([[5, 6, 7, 8, EOS_ID, PAD_ID], [5, 6, EOS_ID, PAD_ID, PAD_ID, PAD_ID]])
@@ -100,8 +98,7 @@ axes[1].set_title("causal mask (T, T)")
 show(fig, "masks")
 
 # %% [markdown]
-# 第一篇参考文档用 `1e-9` 填充被屏蔽的分数——这是一个很小的**正数**，而不是 $-\infty$——于是被屏蔽的键几乎
-# 分到了原本应得的那份权重。下面把它和 aiayn 的结果放在一起对比：
+# 第一篇参考文档用 `1e-9` 填充被屏蔽的分数——这是一个很小的**正数**，而不是 $-\infty$——于是每个被屏蔽的键得到的权重，和一个得分为 0 的普通键一样，与真实的键平分权重。下面把它和 aiayn 的结果放在一起对比：
 
 # %%
 scores = (q @ k.transpose(-2, -1) / math.sqrt(K))[1]                  # sentence 1: keys 3.. are padding
@@ -189,8 +186,7 @@ print(f"在每个位置上都有 PE(pos + {shift}) = R_{shift} PE(pos)（float32
 #
 # 各有 N 层。编码器的一层：自注意力，然后是 FFN；解码器的一层：带掩码的自注意力，对编码器输出的注意力
 # （查询来自解码器，键和值来自编码器：§3.2.3），然后是 FFN。每个子层都包在残差连接和层归一化里（论文把归一化
-# 放在相加之后，即 post-norm；这个小模型用 pre-norm，在高学习率下训练更稳定；`aiayn` 两种都支持）。解码器必须
-# 是因果的：改动后面的目标词，不应改变前面位置的输出。
+# 放在相加之后，即 post-norm；这个小模型用 pre-norm，在高学习率下训练更稳定；`aiayn` 两种都支持）。§5.4 的残差 dropout（基础模型 $P_{drop} = 0.1$）作用在每个子层的输出上（在相加之前），也作用在词嵌入与位置编码之和上，只在训练时生效。解码器必须是因果的：改动后面的目标词，不应改变前面位置的输出；评估时 dropout 关闭，下面用一个带 dropout 的模型来验证。
 
 # %%
 model.eval()
@@ -203,15 +199,18 @@ print("src", tuple(src.shape), "-> memory", tuple(memory.shape), "; tgt", tuple(
 changed = tgt.clone()
 changed[0, 3] = 9
 assert torch.allclose(model.decode(changed, memory, src)[:, :3], hidden[:, :3], atol=1e-6), "解码器是因果的"
-assert torch.equal(model(src, tgt), model(src, tgt)), "评估时不做 dropout：同样的输入，同样的输出"
+with_dropout = Transformer(dataclasses.replace(cfg, p_drop=0.1))          # §5.4 的残差 dropout
+with_dropout.train()
+assert not torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "训练时 dropout 每次重新抽样"
+with_dropout.eval()
+assert torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "评估时不做 dropout：同样的输入，同样的输出"
 
 # %% [markdown]
 # ## §5.3 优化器与学习率
 #
 # Adam，$\beta_1 = 0.9$，$\beta_2 = 0.98$，$\epsilon = 10^{-9}$，学习率
 # $lrate = d_{model}^{-0.5} \cdot \min(step^{-0.5}, step \cdot warmup^{-1.5})$：先线性预热，再按步数的平方根
-# 倒数衰减。两项在 `warmup` 处相等，所以学习率在那里达到峰值。（参考文档在第 0 步求值，算的是 `0 ** -0.5`：
-# 除以零。aiayn 在第一次更新之前的学习率为 0。）
+# 倒数衰减。两项在 `warmup` 处相等，所以学习率在那里达到峰值。（从 1 开始计步，第一次更新的学习率是有限值；参考文档也是这样计步的：一篇先把步数加一再算学习率，另一篇用 step + 1。公式本身在第 0 步没有定义，`0 ** -0.5` 会除以零，所以 aiayn 把那里的学习率定义为 0，即第一次更新之前。）
 
 # %%
 steps = torch.arange(1, 20001)
@@ -246,9 +245,7 @@ assert dist[0, 5] == 0.9 and (dist[:, PAD_ID] == 0).all() and (dist[2] == 0).all
 # %% [markdown]
 # ## 训练：复制任务
 #
-# 参考文档里的第一个实验：学会复制一串随机符号。上面的每个部件它都用得到——任何一处写错，模型都学不会——
-# 而且在 2 个 CPU 核上不到一分钟就能训练完。损失函数是 aiayn 训练时用的目标（`SequenceLoss`：只在非填充词上
-# 计算平滑损失，不构造 (词数 × V) 的大矩阵），优化器和学习率都按 §5.3。
+# 参考文档里的第一个实验：学会复制一串随机符号。它用到了注意力、编码器与解码器堆栈、词嵌入、位置编码、优化器和学习率——任何一处写错，模型都学不会——而且在 2 个 CPU 核上不到一分钟就能训练完。由于任务本身的性质，它没有用到某些部件：每个字符串长度都是 10，没有需要屏蔽的填充；复制只有一个正确答案，所以关闭了标签平滑（$\epsilon = 0$，损失就是普通的交叉熵）；`p_drop` 也是 0。损失函数是 aiayn 训练时用的目标（`SequenceLoss`：只在非填充词上计算损失，不构造 (词数 × V) 的大矩阵），优化器和学习率按 §5.3，只是预热更短（200 次更新）、学习率减半（`lr_factor=0.5`），训练 600 次更新而不是 100,000 次；把梯度范数裁剪到 1，让这个又短又陡的学习率计划保持稳定。
 
 # %%
 def copy_batch(n: int, length: int = 10) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -289,14 +286,14 @@ show(fig, "copy-loss")
 # ## 解码：贪心搜索与束搜索
 #
 # 推理时解码器一次生成一个位置，把自己刚生成的词再喂回去。贪心解码每一步取概率最大的词；束搜索（§6.1：束宽 4，
-# 长度惩罚 α）保留 k 个最好的前缀。两者都使用 aiayn 的缓存，每一步只计算一个新位置，而不是重算整个前缀。
+# 长度惩罚 α）保留 k 个最好的前缀。两者都使用 aiayn 的缓存，每一步只计算一个新位置，而不是重算整个前缀。论文的长度惩罚是 GNMT 的形式，$lp(Y) = ((5 + |Y|) / 6)^\alpha$，α = 0.6；`length_norm="gnmt"` 即指定它，本节代码就是这样做的。aiayn 的默认值是 $|Y|^\alpha$（`length_norm="length"`，fairseq、Marian 和 CTranslate2 用的都是它）。
 
 # %%
 model.eval()
 torch.manual_seed(2)
 src, _, tgt_out = copy_batch(100)
 best = greedy(model, src)
-beams = beam_search(model, src, beam=4, lenpen=0.6)
+beams = beam_search(model, src, beam=4, lenpen=0.6, length_norm="gnmt")
 exact_greedy = sum(h.tokens == t[:-1].tolist() for h, t in zip(best, tgt_out, strict=True))
 exact_beam = sum(b[0].tokens == t[:-1].tolist() for b, t in zip(beams, tgt_out, strict=True))
 print("source   ", src[0, :-1].tolist())
@@ -311,7 +308,7 @@ if not FAST:
 #
 # `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，
 # 下三角：因果性）和编码器–解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注
-# 源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --run RUN --sentence "..."` 会画出同样的图，
+# 源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --model RUN --sentence "..."` 会画出同样的图，
 # `aiayn serve` 的网页也能对任意句子显示它们。
 
 # %%
