@@ -92,6 +92,11 @@ def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, c
     rows = r["rows"]
     # teacher: 2 engines x 2 precisions x 2 searches; the student also with its shortlist
     assert len(rows) == 8 + 16 and {row["model"] for row in rows} == {"teacher", "student"}
-    assert all(row["bleu_lc"] > 90 for row in rows if row["precision"] == "fp32")      # the copy task, copied
+    # the copy task, copied: greedy copies >= 99% of strings (test_train). Beam 4's BLEU is the model's own (its
+    # early-stopping search may end on short hypotheses; how often depends on the CPU the model trained on), but
+    # both engines find the same translations, so their rows agree
+    assert all(row["bleu_lc"] > 90 for row in rows if row["precision"] == "fp32" and row["beam"] == 1)
+    bleu = {(row["model"], row["engine"], row["precision"], row["beam"], row["shortlist"]): row["bleu_lc"] for row in rows}
+    assert all(b == bleu[m, "aiayn", p, beam, s] for (m, e, p, beam, s), b in bleu.items() if p == "fp32"), bleu
     assert len(r["criteria"]) == 7 and "| student | ctranslate2 | int8 | beam 4 | yes | 1 |" in run.stdout
     assert kept.with_suffix(".png").is_file()
