@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .config import DecodeConfig
-from .constraints import Constraints
+from .constraints import Constraints, unmet
 from .runtime import ThreadShare, resolve_workers
 from .search import BeamSearch, Hypothesis
 from .translate import Translator, source_batch, source_ids
@@ -217,8 +217,21 @@ class Batcher:
 
     async def translate(self, lines: list[str], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
-        """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints); raises
-        ServiceError(503) when the queue is full, (504) on timeout."""
+        """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints; with
+        ``decode.keep_plain`` only the lines whose unconstrained translation lacks a phrase are decoded again with
+        them, as Translator does); raises ServiceError(503) when the queue is full, (504) on timeout."""
+        if constraints is None or not decode.keep_plain:
+            return await self._translate(lines, decode, constraints)
+        hyps = await self._translate(lines, decode, None)
+        redo = unmet([[h.tokens for h in hs] for hs in hyps], constraints)
+        if redo:
+            again = await self._translate([lines[i] for i in redo], decode, [constraints[i] for i in redo])
+            for i, h in zip(redo, again, strict=True):
+                hyps[i] = h
+        return hyps
+
+    async def _translate(self, lines: list[str], decode: DecodeConfig,
+                         constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
         job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         with self.lock:
             self.queue.append(job)

@@ -279,6 +279,10 @@ class DecodeConfig:
     shortlist: bool = setting(False, "decode over the candidate target tokens of the run's lexical shortlist for "
                               "the batch's source tokens (built by `aiayn shortlist`) instead of the whole vocabulary",
                               per_request=True)
+    keep_plain: bool = setting(True, "constraints (a glossary): a line whose unconstrained translation already "
+                               "contains its phrases (each of its nbest) keeps it, and only the other constrained "
+                               "lines are decoded again with constrained search (false: constrained search for every "
+                               "line that has constraints)", per_request=True, per_sentence=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)

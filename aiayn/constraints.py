@@ -120,6 +120,15 @@ def missing(tokens: Sequence[int], constraints: Constraints | None) -> list[tupl
     return [p for p in constraints.phrases if not contains(tokens, p)]
 
 
+def unmet(outputs: Sequence[Sequence[Sequence[int]]], constraints: Sequence[Constraints | None]) -> list[int]:
+    """The lines (indices) whose outputs (each line's n-best token lists) do not all contain the line's phrases.
+    With ``keep_plain`` (DecodeConfig), a line first decoded without constraints keeps that translation when it
+    already holds its phrases (it is the best the search found, and it meets them); only these lines are decoded
+    again with constrained search. One rule for ``aiayn translate``, the Python API and the server."""
+    return [i for i, (hs, c) in enumerate(zip(outputs, constraints, strict=True))
+            if c is not None and any(missing(h, c) for h in hs)]
+
+
 def refuse_constraints(decode: DecodeConfig) -> None:
     """The settings lexical constraints cannot be kept with, refused by name."""
     if decode.sampling:

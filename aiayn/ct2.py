@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "length_penalty (length only)",
            "max_len_a": "max_decoding_length", "max_len_b": "max_decoding_length", "min_len": "min_decoding_length",
            "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
-           "device": "device", "precision": "compute_type", "shortlist": "use_vmap", "sampling": "sampling_topk",
+           "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
+           "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
            "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
 COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
 

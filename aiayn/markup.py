@@ -9,9 +9,10 @@ The rules, one place:
 - **Inline tags** (``b``, ``i``, ``a``, ``span`` … anything not a block) cover the source words they hold (a tag
   inside a word covers that word) and are placed around the target words aligned with them (a source word with no
   link: its own best target word); where those are not adjacent, around the longest run of adjacent ones, the first
-  of equals (measured: 52.64% of one-word tags exactly on eflomal's words, against 49.15% around all of them). A tag inside another stays inside it; of two side by side, the later starts after the earlier ends. A
-  tag whose words have no aligned word, and an empty or void element (``img``), stands before the target word aligned
-  with the source word after it (else at the end). Attributes are kept as written.
+  of equals (measured: 52.64% of one-word tags exactly on eflomal's words, against 49.15% around all of them). A
+  tag inside another stays inside it; of two side by side, the later starts after the earlier ends. A tag whose
+  words have no aligned word, and an empty or void element (``img``), stands before the target word aligned with
+  the source word after it (else at the end). Attributes are kept as written.
 - **Not translated**: ``script``, ``style``, ``pre``, ``code``, ``textarea`` and elements with ``translate="no"`` are
   copied as they are; an inline one is taken out of the text and put back as an empty element is.
 - **Placeholders** (``{name}``, ``{0}``, ``%s``, ``%(name)s``, ``%1$s``, ``{{ name }}``) come out unchanged: they are

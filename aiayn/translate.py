@@ -19,7 +19,7 @@ import torch
 
 from . import precision
 from .config import DecodeConfig
-from .constraints import Constraints, check_fits, missing, refuse_constraints
+from .constraints import Constraints, check_fits, missing, refuse_constraints, unmet
 from .model import Transformer
 from .precision import autocast
 from .rundir import load_trained
@@ -185,8 +185,7 @@ class Translator:
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
-        hyps = translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist,
-                             constraints=None if cons is None else [cons[i] for i in todo])
+        hyps = self._decode(ids, decode, None if cons is None else [cons[i] for i in todo])
         for i, h in zip(todo, hyps, strict=True):
             if cons is not None and (lost := missing(h[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "
@@ -196,6 +195,20 @@ class Translator:
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h
         return out
+
+    def _decode(self, ids: list[list[int]], decode: DecodeConfig,
+                cons: list[Constraints | None] | None) -> list[list[Hypothesis]]:
+        """The search, with constraints where given: with ``decode.keep_plain`` the constrained search runs only on
+        the lines whose unconstrained translation lacks a phrase (constraints.unmet)."""
+        run = lambda rows, c: translate_ids(self.model, [ids[i] for i in rows], decode, self.device,  # noqa: E731
+                                            candidates=self.shortlist, constraints=c)
+        if cons is None or not decode.keep_plain:
+            return run(range(len(ids)), cons)
+        hyps = run(range(len(ids)), None)
+        redo = unmet([[h.tokens for h in hs] for hs in hyps], cons)
+        for i, h in zip(redo, run(redo, [cons[i] for i in redo]) if redo else [], strict=True):
+            hyps[i] = h
+        return hyps
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any

@@ -111,7 +111,6 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from aiayn.constraints import Glossary
     from aiayn.evaluate import score
     from aiayn.rundir import RunDir
     from aiayn.translate import Translator
@@ -123,62 +122,86 @@ def main(argv: list[str] | None = None) -> None:
     t = Translator.load(a.model, precision=a.precision, device="cpu", beam=a.beam)
     t.translate(src[-50:])                                                              # warm-up
     speed: list[dict[str, Any]] = []
-    plain = constrained = []
+    plain: list[str] = []
+    constrained: dict[bool, list[str]] = {}
     for w in a.workers:
         torch.set_num_threads(w)
         plain, s_plain = timed(lambda w=w: t.translate(src, workers=w))
-        constrained, s_con = timed(lambda w=w: t.translate(src, workers=w, constraints=phrases))
-        speed.append({"workers": w, "plain_sentences_per_s": round(len(src) / s_plain, 1),
-                      "constrained_sentences_per_s": round(len(src) / s_con, 1), "slowdown": round(s_con / s_plain, 3)})
-        print(f"workers {w}: unconstrained {len(src) / s_plain:.1f} sent/s, constrained {len(src) / s_con:.1f} "
-              f"sent/s = {s_con / s_plain:.2f}x slower", flush=True)
+        row: dict[str, Any] = {"workers": w, "plain_sentences_per_s": round(len(src) / s_plain, 1)}
+        for keep in (True, False):
+            constrained[keep], s_con = timed(lambda w=w, keep=keep: t.translate(src, workers=w, constraints=phrases,
+                                                                                 keep_plain=keep))
+            name = "keep_plain" if keep else "search_all"
+            row |= {f"{name}_sentences_per_s": round(len(src) / s_con, 1), f"{name}_slowdown": round(s_con / s_plain, 3)}
+            print(f"workers {w}: unconstrained {len(src) / s_plain:.1f} sent/s, constrained (keep_plain={keep}) "
+                  f"{len(src) / s_con:.1f} sent/s = {s_con / s_plain:.2f}x slower", flush=True)
+        speed.append(row)
     total = sum(len(p) for p in phrases)
-    kept = sum(found(out, p) for out, ps in zip(constrained, phrases, strict=True) for p in ps)
-    mixed = t.translate(src, constraints=[p if i % 2 == 0 else None for i, p in enumerate(phrases)])
+    kept = {keep: sum(found(out, p) for out, ps in zip(outs, phrases, strict=True) for p in ps)
+            for keep, outs in constrained.items()}
+    mixed = t.translate(src, constraints=[p if i % 2 == 0 else None for i, p in enumerate(phrases)], keep_plain=False)
     unchanged = sum(mixed[i] == plain[i] for i in range(1, len(src), 2))
-    b_plain, b_con = score(plain, ref, lang=langs[1]), score(constrained, ref, lang=langs[1])
+    b_plain = score(plain, ref, lang=langs[1])
+    b_con = {keep: score(outs, ref, lang=langs[1]) for keep, outs in constrained.items()}
+    figures = {
+        "model": a.model, "lines": len(src), "beam": a.beam, "precision": a.precision,
+        "reference_constraints": {"phrases": total, "found": kept[True],
+                                  "found_pct": round(100 * kept[True] / max(1, total), 2),
+                                  "found_search_all": kept[False],
+                                  "found_unconstrained": sum(found(o, p) for o, ps in zip(plain, phrases, strict=True)
+                                                             for p in ps),
+                                  "lines_kept_plain": sum(a == b for a, b in zip(constrained[True], plain, strict=True)),
+                                  "bleu_lc_plain": b_plain["bleu_lc"], "bleu_lc_constrained": b_con[True]["bleu_lc"],
+                                  "bleu_lc_search_all": b_con[False]["bleu_lc"],
+                                  "bleu_plain": b_plain["bleu"], "bleu_constrained": b_con[True]["bleu"],
+                                  "mixed_unconstrained_lines": len(src) // 2, "mixed_unchanged": unchanged},
+        "speed": speed,
+        "glossary": glossary_figures(t, a, langs, src, ref, plain, score),
+    }
+    r, gl = figures["reference_constraints"], figures["glossary"]
+    print(f"\n| {len(src)} lines, beam {a.beam} | phrases found | BLEU (lc) |")
+    print("|---|---:|---:|")
+    print(f"| unconstrained | {r['found_unconstrained']}/{total} | {r['bleu_lc_plain']:.2f} |")
+    print(f"| 1-2 phrases from the reference (keep_plain) | {kept[True]}/{total} ({r['found_pct']:.2f}%) | "
+          f"{r['bleu_lc_constrained']:.2f} |")
+    print(f"| the same, constrained search on every line | {kept[False]}/{total} | {r['bleu_lc_search_all']:.2f} |")
+    print(f"unconstrained lines of a mixed batch unchanged: {unchanged}/{len(src) // 2}")
+    for keep in (True, False):
+        g = gl["keep_plain" if keep else "search_all"]
+        print(f"\nglossary of {len(gl['entries'])} entries (keep_plain={keep}): {gl['terms_in_lines']} terms in "
+              f"{gl['lines_with_a_term']} lines; term use {gl['term_use_plain_pct']:.2f}% -> "
+              f"{g['term_use_glossary_pct']:.2f}%, BLEU (lc) {gl['bleu_lc_plain']:.2f} -> {g['bleu_lc_glossary']:.2f}; "
+              f"the references use {gl['term_use_reference_pct']:.2f}% of the terms; {g['lines_changed']} lines "
+              f"changed, {g['of_those_changed']} of the {gl['lines_with_every_term_already']} whose translation had "
+              "every term already")
+    print(f"recorded in {record.write('constraints', figures)}")
+
+
+def glossary_figures(t: Any, a: argparse.Namespace, langs: tuple[str, str], src: list[str], ref: list[str],
+                     plain: list[str], score: Any) -> dict[str, Any]:
+    """The glossary built from the training data applied to the test lines, with and without keep_plain."""
+    from aiayn.constraints import Glossary
 
     entries = glossary(a.train, langs[0], langs[1], a.glossary_size)
     g = Glossary(entries)
     terms = [g.constraints(line) for line in src]
-    with_g = t.translate(src, constraints=terms)
     hits = [(i, term) for i, ts in enumerate(terms) for term in ts]
-    use_plain = sum(found(plain[i].lower(), term.lower()) for i, term in hits)
-    use_g = sum(found(with_g[i].lower(), term.lower()) for i, term in hits)
-    use_ref = sum(found(ref[i].lower(), term.lower()) for i, term in hits)
-    changed = sum(with_g[i] != plain[i] for i in {i for i, _ in hits})
+    use = lambda outs: sum(found(outs[i].lower(), term.lower()) for i, term in hits)  # noqa: E731
     already = [i for i, ts in enumerate(terms) if ts and all(found(plain[i].lower(), x.lower()) for x in ts)]
-    b_g = score(with_g, ref, lang=langs[1])
-    figures = {
-        "model": a.model, "lines": len(src), "beam": a.beam, "precision": a.precision,
-        "reference_constraints": {"phrases": total, "found": kept, "found_pct": round(100 * kept / max(1, total), 2),
-                                  "found_unconstrained": sum(found(o, p) for o, ps in zip(plain, phrases, strict=True)
-                                                             for p in ps),
-                                  "bleu_lc_plain": b_plain["bleu_lc"], "bleu_lc_constrained": b_con["bleu_lc"],
-                                  "bleu_plain": b_plain["bleu"], "bleu_constrained": b_con["bleu"],
-                                  "mixed_unconstrained_lines": len(src) // 2, "mixed_unchanged": unchanged},
-        "speed": speed,
-        "glossary": {"entries": entries, "lines_with_a_term": len({i for i, _ in hits}), "terms_in_lines": len(hits),
-                     "used_plain": use_plain, "used_glossary": use_g, "used_reference": use_ref,
-                     "term_use_reference_pct": round(100 * use_ref / max(1, len(hits)), 2),
-                     "lines_changed": changed, "lines_with_every_term_already": len(already),
-                     "of_those_changed": sum(with_g[i] != plain[i] for i in already),
-                     "term_use_plain_pct": round(100 * use_plain / max(1, len(hits)), 2),
-                     "term_use_glossary_pct": round(100 * use_g / max(1, len(hits)), 2),
-                     "bleu_lc_plain": b_plain["bleu_lc"], "bleu_lc_glossary": b_g["bleu_lc"]},
-    }
-    r, gl = figures["reference_constraints"], figures["glossary"]
-    print(f"\n| {len(src)} lines, beam {a.beam} | phrases found | BLEU (lc) | unconstrained lines unchanged |")
-    print("|---|---:|---:|---:|")
-    print(f"| unconstrained | {r['found_unconstrained']}/{total} | {r['bleu_lc_plain']:.2f} | |")
-    print(f"| 1-2 phrases from the reference | {kept}/{total} ({r['found_pct']:.2f}%) | "
-          f"{r['bleu_lc_constrained']:.2f} | {unchanged}/{len(src) // 2} |")
-    print(f"\nglossary of {len(entries)} entries: {gl['terms_in_lines']} terms in {gl['lines_with_a_term']} lines; "
-          f"term use {gl['term_use_plain_pct']:.2f}% -> {gl['term_use_glossary_pct']:.2f}%, BLEU (lc) "
-          f"{gl['bleu_lc_plain']:.2f} -> {gl['bleu_lc_glossary']:.2f}; the references use "
-          f"{gl['term_use_reference_pct']:.2f}% of the terms; {changed} lines changed, {gl['of_those_changed']} of "
-          f"the {len(already)} whose translation had every term already")
-    print(f"recorded in {record.write('constraints', figures)}")
+    out: dict[str, Any] = {"entries": entries, "lines_with_a_term": len({i for i, _ in hits}), "terms_in_lines": len(hits),
+                           "used_plain": use(plain), "used_reference": use(ref),
+                           "term_use_reference_pct": round(100 * use(ref) / max(1, len(hits)), 2),
+                           "term_use_plain_pct": round(100 * use(plain) / max(1, len(hits)), 2),
+                           "lines_with_every_term_already": len(already),
+                           "bleu_lc_plain": score(plain, ref, lang=langs[1])["bleu_lc"]}
+    for keep in (True, False):
+        with_g = t.translate(src, constraints=terms, keep_plain=keep)
+        out["keep_plain" if keep else "search_all"] = {
+            "used_glossary": use(with_g), "term_use_glossary_pct": round(100 * use(with_g) / max(1, len(hits)), 2),
+            "lines_changed": sum(with_g[i] != plain[i] for i in {i for i, _ in hits}),
+            "of_those_changed": sum(with_g[i] != plain[i] for i in already),
+            "bleu_lc_glossary": score(with_g, ref, lang=langs[1])["bleu_lc"]}
+    return out
 
 
 if __name__ == "__main__":

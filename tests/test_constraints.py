@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli import main
-from aiayn.constraints import Constraints, Glossary, allocate, contains, missing
+from aiayn.constraints import Constraints, Glossary, allocate, contains, missing, unmet
+from aiayn.data import DataDir
 from aiayn.search import BeamSearch, beam_search
 from aiayn.translate import source_batch, source_ids
 
@@ -102,6 +103,26 @@ def test_mixed_batches_and_joining_lines_equal_each_line_alone(legacy: Translato
             if not search.active:
                 break
     assert [out[i] for i in range(4)] == [h[0].tokens for h in alone]
+
+
+def test_keep_plain_keeps_a_translation_that_already_holds_its_phrases(copy_model: Path, copy_dir: DataDir) -> None:
+    """keep_plain (the default): a line whose unconstrained n-best all hold its phrases keeps them; the others get
+    what constrained search alone gives them (keep_plain=False), which holds the phrases. Constrained search would
+    have changed some of the kept ones (dynamic beam allocation explores differently), so the rule is seen."""
+    t = Translator.load(copy_model, device="cpu", beam=4, nbest=4)
+    lines = copy_dir.raw_lines("test", "src")[:20]
+    cons = [[" ".join(line.split()[:2])] if i % 2 else ["j j j j"] for i, line in enumerate(lines)]
+    as_list = lambda hyps: [[(h.tokens, round(h.score, 4)) for h in hs] for hs in hyps]  # noqa: E731
+    plain = as_list(t.translate_hypotheses(lines))
+    kept = as_list(t.translate_hypotheses(lines, constraints=cons))
+    searched = as_list(t.translate_hypotheses(lines, constraints=cons, keep_plain=False))
+    enc = t.vocab.tgt.encode
+    holds = [all(contains(h, enc(c)[0]) for h, _ in hs) for hs, c in zip(plain, cons, strict=True)]
+    assert sum(holds) >= 5 and not any(holds[::2])              # "j j j j" is never copied
+    assert all(k == (p if held else s) for k, p, s, held in zip(kept, plain, searched, holds, strict=True))
+    assert any(p != s for p, s, held in zip(plain, searched, holds, strict=True) if held)
+    out, c = [h for h, _ in plain[1]], [Constraints(enc(cons[1])), Constraints(enc(cons[0]))]
+    assert unmet([out[:1], out[:1]], c) == [1] and unmet([out[:1], out[:1]], [None, None]) == []
 
 
 def test_settings_that_cannot_keep_constraints_are_refused_by_name(legacy: Translator) -> None:

@@ -403,10 +403,12 @@ def test_constraints_and_a_glossary_in_requests_running_beside_others(server: Se
     asks: list[dict[str, Any]] = []
     for i, line in enumerate(lines):
         ask: dict[str, Any] = {"text": [line], "beam": 3}
-        if i % 3 == 1:
+        if i % 4 == 1:
             ask["constraints"] = [["j j j"]]
-        elif i % 3 == 2:
+        elif i % 4 == 2:
             ask["glossary"] = {line.split()[0]: "i i i"}
+        elif i % 4 == 3:                       # words the plain copy holds: keep_plain keeps it
+            ask["constraints"] = [[" ".join(line.split()[1:3])]]
         asks.append(ask)
     with ThreadPoolExecutor(12) as pool:
         answers = list(pool.map(lambda a: server.post("/translate", a, KEY), asks))
