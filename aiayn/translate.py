@@ -97,6 +97,21 @@ def translate_ids(
     return results
 
 
+def translate_constrained(model: Transformer, ids: list[list[int]], decode: DecodeConfig, device: torch.device,
+                          candidates: Shortlist | None, cons: list[Constraints | None] | None) -> list[list[Hypothesis]]:
+    """:func:`translate_ids` with each line's constraints where given: with ``decode.keep_plain`` the constrained
+    search runs only on the lines whose unconstrained translation lacks a phrase (constraints.unmet)."""
+    run = lambda rows, c: translate_ids(model, [ids[i] for i in rows], decode, device,  # noqa: E731
+                                        candidates=candidates, constraints=c)
+    if cons is None or not decode.keep_plain:
+        return run(range(len(ids)), cons)
+    hyps = run(range(len(ids)), None)
+    redo = unmet([[h.tokens for h in hs] for hs in hyps], cons)
+    for i, h in zip(redo, run(redo, [cons[i] for i in redo]) if redo else [], strict=True):
+        hyps[i] = h
+    return hyps
+
+
 def one_line(text: str) -> str:
     """A translation is one line: line breaks a decoder produced become spaces (N lines in, N lines out)."""
     return text.replace("\n", " ").replace("\r", " ")
@@ -185,7 +200,8 @@ class Translator:
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])
-        hyps = self._decode(ids, decode, None if cons is None else [cons[i] for i in todo])
+        hyps = translate_constrained(self.model, ids, decode, self.device, self.shortlist,
+                                     None if cons is None else [cons[i] for i in todo])
         for i, h in zip(todo, hyps, strict=True):
             if cons is not None and (lost := missing(h[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "
@@ -195,20 +211,6 @@ class Translator:
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h
         return out
-
-    def _decode(self, ids: list[list[int]], decode: DecodeConfig,
-                cons: list[Constraints | None] | None) -> list[list[Hypothesis]]:
-        """The search, with constraints where given: with ``decode.keep_plain`` the constrained search runs only on
-        the lines whose unconstrained translation lacks a phrase (constraints.unmet)."""
-        run = lambda rows, c: translate_ids(self.model, [ids[i] for i in rows], decode, self.device,  # noqa: E731
-                                            candidates=self.shortlist, constraints=c)
-        if cons is None or not decode.keep_plain:
-            return run(range(len(ids)), cons)
-        hyps = run(range(len(ids)), None)
-        redo = unmet([[h.tokens for h in hs] for hs in hyps], cons)
-        for i, h in zip(redo, run(redo, [cons[i] for i in redo]) if redo else [], strict=True):
-            hyps[i] = h
-        return hyps
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any
