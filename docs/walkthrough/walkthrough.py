@@ -34,11 +34,14 @@ import matplotlib
 
 if "inline" not in matplotlib.get_backend():      # run as a script (the tests): draw into files
     matplotlib.use("Agg")
+import matplotlib.patches
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from aiayn.attention import attention, causal_mask, padding_mask
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig, TrainConfig
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
+from aiayn.data import collate
 from aiayn.loss import SequenceLoss, smoothed_targets
 from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
 from aiayn.optim import make_optimizer, noam_lr
@@ -79,6 +82,23 @@ print("q", tuple(q.shape), "k", tuple(k.shape), "-> out", tuple(out.shape), "pro
 by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(K), dim=-1) @ v
 assert torch.allclose(out, by_hand, atol=1e-6), "Eq. (1) by hand and aiayn differ"
 assert torch.allclose(probs.sum(-1), torch.ones(B, H, T)), "each query's weights sum to 1 over the keys"
+
+# %% [markdown]
+# **Why divide by $\sqrt{d_k}$, measured.** Draw $q$ and $k$ with independent unit-variance components: the variance
+# of $q \cdot k$ grows as $d_k$, and at $d_k = 512$ an unscaled softmax over 10 keys puts nearly all the weight on one
+# key, where its gradient $p(1 - p)$ is almost 0. Divided by $\sqrt{d_k}$, the scores have variance 1 whatever $d_k$ is.
+
+# %%
+g = torch.Generator().manual_seed(1)          # random numbers of its own: the cells after it draw as before
+print("d_k   var(q.k)   largest of 10 softmax weights, unscaled / scaled (mean of 1000 queries)")
+for d_k in (4, 64, 512):
+    q1, k1 = torch.randn(1000, 1, d_k, generator=g), torch.randn(1000, 10, d_k, generator=g)
+    dots = (q1 * k1).sum(-1)                                          # (1000, 10) scores q.k
+    top_raw = torch.softmax(dots, -1).amax(-1).mean()
+    top_scaled = torch.softmax(dots / math.sqrt(d_k), -1).amax(-1).mean()
+    print(f"{d_k:4d} {dots.var():9.1f}   {top_raw:.2f} / {top_scaled:.2f}")
+    assert abs(dots.var() / d_k - 1) < 0.1, "the variance of q.k is d_k (footnote 4)"
+assert top_raw > 0.9 and top_scaled < 0.5, "unscaled, the softmax saturates at d_k = 512; scaled, it does not"
 
 # %% [markdown]
 # **Masks.** Two kinds: padding (a short sentence in a batch must not attend to the padding that fills its row)
@@ -172,6 +192,20 @@ print(f"the model: {sum(p.numel() for p in model.parameters()):,} parameters, on
       "matrix shared three ways")
 
 # %% [markdown]
+# **Why multiply by $\sqrt{d_{model}}$.** aiayn initialises the shared matrix $\mathcal{N}(0, d_{model}^{-1/2})$
+# (as the output projection it must start with small logits), so a word vector's norm is about 1, while a positional
+# encoding's is $\sqrt{d_{model}/2}$: added as they are, the positions would drown the words. Scaled by
+# $\sqrt{d_{model}}$, both have the same size.
+
+# %%
+words = model.src_embed.lut.weight.detach()[UNK_ID + 1 :]            # the word rows (0-3: PAD, BOS, EOS, UNK)
+word = words.norm(dim=-1).mean()
+where = sinusoids(64, D).norm(dim=-1).mean()
+print(f"a word vector's norm {word:.2f}, x sqrt(d_model) = {word * math.sqrt(D):.2f}; "
+      f"a positional encoding's norm {where:.2f} (sqrt(d_model / 2) = {math.sqrt(D / 2):.2f})")
+assert word < 0.25 * where and 0.5 < word * math.sqrt(D) / where < 2, "scaled, words and positions have one size"
+
+# %% [markdown]
 # ## §3.5 Positional encoding
 #
 # $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d})$, $PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/d})$: each pair of
@@ -225,6 +259,95 @@ with_dropout.train()
 assert not torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "in training, dropout draws anew each pass"
 with_dropout.eval()
 assert torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "no dropout at evaluation: the same output"
+
+# %% [markdown]
+# ## §3 The whole model: Figure 1 and Table 3
+#
+# Figure 1, in aiayn's names: the input and output embeddings with their positional encodings at the bottom
+# (`src_embed` + `src_pos`, `tgt_embed` + `tgt_pos`), the left stack of N encoder layers (`encoder`: self-attention
+# and FFN), the right stack of N decoder layers (`decoder`: masked self-attention, encoder-decoder attention, FFN),
+# and the linear layer and softmax on top (`out_proj`, the embedding matrix again, then `log_softmax`). Built with
+# Table 3's presets and a shared vocabulary of 37,000 tokens (§5.1), the base model has 63.1M parameters where
+# Table 3 says 65M, and the big one 214.2M where it says 213M. The paper does not say how it counted; the gap is not
+# the vocabulary (a larger one would raise big as much as base, and big is already above its figure), and the
+# layers' matrices, biases and norms are all counted here. The embedding is counted once: the source, the target
+# and the output layer share it (§3.4).
+
+# %%
+print("preset  encoder      decoder      embedding (shared 3 ways)   total         Table 3")
+for name, paper in (("base", 65e6), ("big", 213e6)):
+    with torch.device("meta"):                                     # shapes only: nothing is allocated
+        full = Transformer(ModelConfig.preset(name, vocab_size=37000))
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    total = count(full)
+    print(f"{name:6s} {count(full.encoder):11,d}  {count(full.decoder):11,d}  {count(full.src_embed):11,d}"
+          f"               {total:12,d}  {paper / 1e6:.0f}M ({total / paper - 1:+.1%})")
+    assert abs(total / paper - 1) < 0.05, "within 5% of Table 3"
+    assert full.out_proj.weight is full.tgt_embed.lut.weight is full.src_embed.lut.weight
+
+# %% [markdown]
+# ## §4 Why self-attention: Table 1
+#
+# Per layer, for $n$ positions of $d$ dimensions: self-attention costs $O(n^2 \cdot d)$ operations and links any two
+# positions in one step; a recurrent layer costs $O(n \cdot d^2)$ and needs $n$ sequential steps (a path of length
+# $O(n)$); a convolution of width $k$ costs $O(k \cdot n \cdot d^2)$, with a path of $O(\log_k n)$ when dilated.
+# Self-attention is the cheaper while $n < d$, which holds for sentences: Multi30k's are about 13 tokens long, against
+# $d_{model} = 512$. The operation counts, for $d = 512$ and $k = 3$:
+
+# %%
+d_model, width = 512, 3
+print("    n  self-attention    recurrent  convolution   longest path: self / recurrent / convolution")
+for n in (13, 50, 512, 2048):
+    ops = {"self": n * n * d_model, "recurrent": n * d_model**2, "convolution": width * n * d_model**2}
+    print(f"{n:5d} {ops['self']:15,d} {ops['recurrent']:12,d} {ops['convolution']:12,d}   "
+          f"1 / {n} / {math.ceil(math.log(n, width))}")
+    assert (ops["self"] < ops["recurrent"]) == (n < d_model), "self-attention is the cheaper exactly while n < d"
+
+# %% [markdown]
+# ## §5.1 Batches: padding, masks and the target shift
+#
+# Sentence pairs are grouped by length into batches of about 25,000 source and 25,000 target tokens (aiayn:
+# `max_tokens` per batch, `update_freq` batches per update), each sentence padded to the longest of its batch. The
+# decoder is trained with *teacher forcing*: its input is the reference shifted right by one, BOS $y_1 \dots y_m$, and
+# it must predict $y_1 \dots y_m$ EOS, so every position of the reference is learned in one pass, while the causal
+# mask keeps each position from seeing its own answer. `aiayn.data.collate` makes these tensors for training; here it
+# runs on three pairs held in memory. Then the masks each attention gets: the source's padding for the encoder and
+# the encoder-decoder attention, padding and causality for the decoder's self-attention.
+
+# %%
+class InMemory:                          # what collate reads of a token file (data.TokenArray): lengths and ids
+    def __init__(self, seqs: list[list[int]]) -> None:
+        self.seqs, self.lengths = seqs, np.array([len(s) for s in seqs])
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.seqs[i]
+
+
+batch = collate(InMemory([[11, 12, 13, 14, 15], [11, 12], [16, 17, 18]]),
+                InMemory([[21, 22, 23], [24, 25, 26, 27, 28], [29]]), np.arange(3))
+print("src (B, S)\n", batch.src, "\ntgt_in (B, T): BOS y ..\n", batch.tgt_in, "\ntgt_out (B, T): y .. EOS\n",
+      batch.tgt_out)
+shifted = batch.tgt_in[:, 1:] != PAD_ID
+assert torch.equal(batch.tgt_in[:, 1:][shifted], batch.tgt_out[:, :-1][shifted]), "the input is the answer, shifted"
+assert (batch.tgt_in[:, 0] == BOS_ID).all() and batch.n_tgt_tokens == (batch.tgt_out != PAD_ID).sum()
+keys = padding_mask(batch.src, PAD_ID)                                  # (B, 1, 1, S) encoder and cross attention
+Tb = batch.tgt_in.shape[1]
+self_mask = padding_mask(batch.tgt_in, PAD_ID) & causal_mask(Tb, Tb, batch.src.device)   # (B, 1, T, T) decoder
+assert keys[1, 0, 0].tolist() == [True, True, True, False, False, False]
+assert self_mask[2, 0, :2].sum() == 3 and not self_mask[2, 0, :, 2:].any(), "sentence 3: BOS sees itself, y_1 both"
+
+fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+for ax, m, title in zip(axes, (keys[:, 0, 0], self_mask[0, 0], self_mask[2, 0]),
+                        ("source keys (B, S)", "decoder, sentence 1 (T, T)", "decoder, sentence 3 (T, T)"), strict=True):
+    ax.imshow(m.float(), cmap="Greys_r", vmin=0, vmax=1)
+    ax.set_title(title)
+    ax.set_xlabel("key position")
+axes[0].set_ylabel("sentence")
+axes[1].set_ylabel("query position")
+fig.legend(handles=[matplotlib.patches.Patch(color="white", ec="black", label="may attend"),
+                    matplotlib.patches.Patch(color="black", label="masked")], loc="upper center",
+           bbox_to_anchor=(0.5, 0.0), ncol=2)
+show(fig, "batch-masks")
 
 # %% [markdown]
 # ## §5.3 The optimizer and its learning rate

@@ -11,10 +11,7 @@
 # %% [markdown]
 # # 《Attention Is All You Need》逐节精读：用 aiayn 自己的代码
 #
-# 本文一节一节地读论文（Vaswani 等，2017），大体按章节顺序，只把 §3.1 的整体结构放到各个组件（§3.2–§3.5）之后；每一步运行的，都是 `aiayn train` 和
-# `aiayn translate` 真正使用的模块——这里没有任何一份模型代码的副本。每一步都会打印张量形状，需要时画图，
-# 并用一条看得见的 `assert` 验证论文里的一个结论。`make test` 在每次 CI 中以快速模式执行本文件（以及英文版
-# `walkthrough.py`），所以它不可能和代码脱节；`make walkthrough` 会把它渲染成 notebook 和 HTML。
+# 本文一节一节地读论文（Vaswani 等，2017），大体按章节顺序，只把 §3.1 的整体结构放到各个组件（§3.2–§3.5）之后；每一步运行的，都是 `aiayn train` 和`aiayn translate` 真正使用的模块——这里没有任何一份模型代码的副本。每一步都会打印张量形状，需要时画图，并用一条看得见的 `assert` 验证论文里的一个结论。`make test` 在每次 CI 中以快速模式执行本文件（以及英文版`walkthrough.py`），所以它不可能和代码脱节；`make walkthrough` 会把它渲染成 notebook 和 HTML。
 #
 # 本项目所参考的几篇教程里有写错的地方。掩码的错误写法在本文中与正确写法并排运行，第 0 步学习率的问题在学习率一节说明；完整清单见 `docs/seed-bugs.md`，每一条都有 `tests/test_seed_bugs.py` 里的测试把关。
 #
@@ -30,11 +27,14 @@ import matplotlib
 
 if "inline" not in matplotlib.get_backend():      # 作为脚本运行（测试）时：把图画进文件
     matplotlib.use("Agg")
+import matplotlib.patches
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from aiayn.attention import attention, causal_mask, padding_mask
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig, TrainConfig
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
+from aiayn.data import collate
 from aiayn.loss import SequenceLoss, smoothed_targets
 from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
 from aiayn.optim import make_optimizer, noam_lr
@@ -58,9 +58,7 @@ def show(fig, name: str) -> None:
 # %% [markdown]
 # ## §3.2.1 缩放点积注意力，公式 (1)
 #
-# $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$。每个查询（query）给所有键（key）
-# 打分，分数除以 $\sqrt{d_k}$，再沿着**键**的方向做 softmax 得到权重，输出就是值（value）的加权和。为什么要除：如果 $q$ 和 $k$ 的各分量相互独立、均值为 0、方差为 1，它们的点积方差就是 $d_k$（论文脚注 4）；$d_k$ 很大时，这样的分数会把 softmax 推进饱和区——一个权重接近 1，梯度极小；除以 $\sqrt{d_k}$ 让方差回到 1。`aiayn.attention.attention` 就是把公式 (1) 原样
-# 写出来；输入形状为 (B, H, T, K)，掩码中 `True` 表示“可以关注”。
+# $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$。每个查询（query）给所有键（key）打分，分数除以 $\sqrt{d_k}$，再沿着**键**的方向做 softmax 得到权重，输出就是值（value）的加权和。为什么要除：如果 $q$ 和 $k$ 的各分量相互独立、均值为 0、方差为 1，它们的点积方差就是 $d_k$（论文脚注 4）；$d_k$ 很大时，这样的分数会把 softmax 推进饱和区——一个权重接近 1，梯度极小；除以 $\sqrt{d_k}$ 让方差回到 1。`aiayn.attention.attention` 就是把公式 (1) 原样写出来；输入形状为 (B, H, T, K)，掩码中 `True` 表示“可以关注”。
 
 # %%
 B, H, T, S, K = 2, 4, 5, 6, 16
@@ -73,8 +71,22 @@ assert torch.allclose(out, by_hand, atol=1e-6), "手算的公式 (1) 与 aiayn �
 assert torch.allclose(probs.sum(-1), torch.ones(B, H, T)), "每个查询对所有键的权重之和为 1"
 
 # %% [markdown]
-# **掩码。** 有两种：填充掩码（一批句子长短不一，短句后面补的填充符不能被关注）和因果掩码（解码器第 $t$ 个
-# 位置不能看到 $t$ 之后的位置）。§3.2.3 的原话是：“我们需要阻止解码器中向左的信息流，以保持自回归性质。”之所以说“向左”，是因为序列从左往右书写：后面（右边）位置的信息不能流向前面（左边）的位置，因为生成时后面的词还不存在。被屏蔽的键得分为 $-\infty$，softmax 之后权重恰好为 0。
+# **为什么要除以 $\sqrt{d_k}$：算给你看。** 让 $q$ 和 $k$ 的各分量相互独立、方差为 1：$q \cdot k$ 的方差随 $d_k$ 线性增长；$d_k = 512$ 时，不缩放的 softmax 在 10 个键上几乎把全部权重给了一个键，这时它的梯度 $p(1 - p)$ 几乎为 0。除以 $\sqrt{d_k}$ 之后，无论 $d_k$ 多大，分数的方差都是 1。
+
+# %%
+g = torch.Generator().manual_seed(1)          # random numbers of its own: the cells after it draw as before
+print("d_k   var(q.k)   largest of 10 softmax weights, unscaled / scaled (mean of 1000 queries)")
+for d_k in (4, 64, 512):
+    q1, k1 = torch.randn(1000, 1, d_k, generator=g), torch.randn(1000, 10, d_k, generator=g)
+    dots = (q1 * k1).sum(-1)                                          # (1000, 10) scores q.k
+    top_raw = torch.softmax(dots, -1).amax(-1).mean()
+    top_scaled = torch.softmax(dots / math.sqrt(d_k), -1).amax(-1).mean()
+    print(f"{d_k:4d} {dots.var():9.1f}   {top_raw:.2f} / {top_scaled:.2f}")
+    assert abs(dots.var() / d_k - 1) < 0.1, "the variance of q.k is d_k (footnote 4)"
+assert top_raw > 0.9 and top_scaled < 0.5, "unscaled, the softmax saturates at d_k = 512; scaled, it does not"
+
+# %% [markdown]
+# **掩码。** 有两种：填充掩码（一批句子长短不一，短句后面补的填充符不能被关注）和因果掩码（解码器第 $t$ 个位置不能看到 $t$ 之后的位置）。§3.2.3 的原话是：“我们需要阻止解码器中向左的信息流，以保持自回归性质。”之所以说“向左”，是因为序列从左往右书写：后面（右边）位置的信息不能流向前面（左边）的位置，因为生成时后面的词还不存在。被屏蔽的键得分为 $-\infty$，softmax 之后权重恰好为 0。
 
 # %%
 tokens = torch.tensor([[5, 6, 7, 8, EOS_ID, PAD_ID], [5, 6, EOS_ID, PAD_ID, PAD_ID, PAD_ID]])
@@ -110,10 +122,7 @@ assert wrong[..., 3:].sum(-1).mean() > 0.1
 # %% [markdown]
 # ## §3.2.2 多头注意力
 #
-# $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)W^O$，其中
-# $\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)$。aiayn 把 $h$ 组投影合并成一个 (D → 3D)
-# 的矩阵，再把结果切成 H 个头、每头 K = D / H 维，各头的输出拼接后乘以 $W^O$。输出形状与输入相同，
-# 所以层可以一层层叠起来。
+# $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)W^O$，其中$\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)$。aiayn 把 $h$ 组投影合并成一个 (D → 3D)的矩阵，再把结果切成 H 个头、每头 K = D / H 维，各头的输出拼接后乘以 $W^O$。输出形状与输入相同，所以层可以一层层叠起来。
 
 # %%
 D = 64
@@ -126,8 +135,7 @@ assert y.shape == x.shape and maps.shape == (2, 4, 7, 7)
 # %% [markdown]
 # ## §3.3 逐位置前馈网络，公式 (2)
 #
-# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$，每个位置用的是同样的两个矩阵。“逐位置”的含义正是下面
-# 断言所检查的：对整个序列一次算完，和一个位置一个位置地算，结果完全相同。
+# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$，每个位置用的是同样的两个矩阵。“逐位置”的含义正是下面断言所检查的：对整个序列一次算完，和一个位置一个位置地算，结果完全相同。
 
 # %%
 ffn = FeedForward(D, d_ff=256, p_ffn=0.0)
@@ -139,9 +147,7 @@ print("FFN", tuple(x.shape), "->", tuple(whole.shape), "，中间层 d_ff = 256"
 # %% [markdown]
 # ## §3.4 词嵌入与 softmax
 #
-# 可学习的词嵌入，**乘以 $\sqrt{d_{model}}$**；源语言嵌入、目标语言嵌入和 softmax 之前的线性变换共用同一个
-# 矩阵（源语言和目标语言共享词表才能这样做）。有一篇参考文档说论文里没有 $\sqrt{d_{model}}$ 这个因子——
-# §3.4 明明写着要乘。
+# 可学习的词嵌入，**乘以 $\sqrt{d_{model}}$**；源语言嵌入、目标语言嵌入和 softmax 之前的线性变换共用同一个矩阵（源语言和目标语言共享词表才能这样做）。有一篇参考文档说论文里没有 $\sqrt{d_{model}}$ 这个因子—— §3.4 明明写着要乘。
 
 # %%
 emb = Embedding(vocab_size=20, d_model=D, pad_id=PAD_ID)
@@ -157,11 +163,20 @@ print(f"模型：{sum(p.numel() for p in model.parameters()):,} 个参数，一�
       "矩阵三处共享")
 
 # %% [markdown]
+# **为什么要乘以 $\sqrt{d_{model}}$。** aiayn 把共享矩阵初始化为 $\mathcal{N}(0, d_{model}^{-1/2})$（它同时是输出投影，起步时 logits 必须小），所以一个词向量的范数约为 1，而一个位置编码的范数是 $\sqrt{d_{model}/2}$：直接相加，位置信息会淹没词的信息。乘以 $\sqrt{d_{model}}$ 之后，两者大小相当。
+
+# %%
+words = model.src_embed.lut.weight.detach()[UNK_ID + 1 :]            # the word rows (0-3: PAD, BOS, EOS, UNK)
+word = words.norm(dim=-1).mean()
+where = sinusoids(64, D).norm(dim=-1).mean()
+print(f"a word vector's norm {word:.2f}, x sqrt(d_model) = {word * math.sqrt(D):.2f}; "
+      f"a positional encoding's norm {where:.2f} (sqrt(d_model / 2) = {math.sqrt(D / 2):.2f})")
+assert word < 0.25 * where and 0.5 < word * math.sqrt(D) / where < 2, "scaled, words and positions have one size"
+
+# %% [markdown]
 # ## §3.5 位置编码
 #
-# $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d})$，$PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/d})$：每一对维度都像
-# 一个以自己的速度转动的时钟。论文选它的理由是“对任意固定的偏移 $k$，$PE_{pos+k}$ 都可以表示为 $PE_{pos}$
-# 的线性函数”：对每一对维度，这个线性函数就是旋转 $k\omega_i$ 角。下面的断言把这个旋转构造出来并作用上去。
+# $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d})$，$PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/d})$：每一对维度都像一个以自己的速度转动的时钟。论文选它的理由是“对任意固定的偏移 $k$，$PE_{pos+k}$ 都可以表示为 $PE_{pos}$的线性函数”：对每一对维度，这个线性函数就是旋转 $k\omega_i$ 角。下面的断言把这个旋转构造出来并作用上去。
 
 # %%
 pe = sinusoids(100, D).double()                         # (位置数, D)，用 float64 计算，以 float32 保存
@@ -184,9 +199,7 @@ print(f"在每个位置上都有 PE(pos + {shift}) = R_{shift} PE(pos)（float32
 # %% [markdown]
 # ## §3.1 编码器与解码器堆栈
 #
-# 各有 N 层。编码器的一层：自注意力，然后是 FFN；解码器的一层：带掩码的自注意力，对编码器输出的注意力
-# （查询来自解码器，键和值来自编码器：§3.2.3），然后是 FFN。每个子层都包在残差连接和层归一化里（论文把归一化
-# 放在相加之后，即 post-norm；这个小模型用 pre-norm，在高学习率下训练更稳定；`aiayn` 两种都支持）。§5.4 的残差 dropout（基础模型 $P_{drop} = 0.1$）作用在每个子层的输出上（在相加之前），也作用在词嵌入与位置编码之和上，只在训练时生效。解码器必须是因果的：改动后面的目标词，不应改变前面位置的输出；评估时 dropout 关闭，下面用一个带 dropout 的模型来验证。
+# 各有 N 层。编码器的一层：自注意力，然后是 FFN；解码器的一层：带掩码的自注意力，对编码器输出的注意力（查询来自解码器，键和值来自编码器：§3.2.3），然后是 FFN。每个子层都包在残差连接和层归一化里（论文把归一化放在相加之后，即 post-norm；这个小模型用 pre-norm，在高学习率下训练更稳定；`aiayn` 两种都支持）。§5.4 的残差 dropout（基础模型 $P_{drop} = 0.1$）作用在每个子层的输出上（在相加之前），也作用在词嵌入与位置编码之和上，只在训练时生效。解码器必须是因果的：改动后面的目标词，不应改变前面位置的输出；评估时 dropout 关闭，下面用一个带 dropout 的模型来验证。
 
 # %%
 model.eval()
@@ -206,11 +219,80 @@ with_dropout.eval()
 assert torch.equal(with_dropout(src, tgt), with_dropout(src, tgt)), "评估时不做 dropout：同样的输入，同样的输出"
 
 # %% [markdown]
+# ## §3 完整模型：图 1 与表 3
+#
+# 图 1 在 aiayn 中的名字：底部是输入、输出词嵌入及其位置编码（`src_embed` + `src_pos`，`tgt_embed` + `tgt_pos`），左边是 N 层编码器（`encoder`：自注意力和前馈网络），右边是 N 层解码器（`decoder`：带掩码的自注意力、编码器-解码器注意力、前馈网络），顶部是线性层和 softmax（`out_proj`，即同一个词嵌入矩阵，再接 `log_softmax`）。按表 3 的预设、37,000 个词元的共享词表（§5.1）构建，基础模型有 6310 万个参数，表 3 写的是 6500 万；大模型有 2.142 亿个，表 3 写的是 2.13 亿。论文没有说明它怎么计数；差距不来自词表（更大的词表会让大模型和基础模型同样变大，而大模型已经高于论文的数字），各层的矩阵、偏置和层归一化这里都计入了。词嵌入只计一次：源语言、目标语言和输出层共享它（§3.4）。
+
+# %%
+print("preset  encoder      decoder      embedding (shared 3 ways)   total         Table 3")
+for name, paper in (("base", 65e6), ("big", 213e6)):
+    with torch.device("meta"):                                     # shapes only: nothing is allocated
+        full = Transformer(ModelConfig.preset(name, vocab_size=37000))
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    total = count(full)
+    print(f"{name:6s} {count(full.encoder):11,d}  {count(full.decoder):11,d}  {count(full.src_embed):11,d}"
+          f"               {total:12,d}  {paper / 1e6:.0f}M ({total / paper - 1:+.1%})")
+    assert abs(total / paper - 1) < 0.05, "within 5% of Table 3"
+    assert full.out_proj.weight is full.tgt_embed.lut.weight is full.src_embed.lut.weight
+
+# %% [markdown]
+# ## §4 为什么用自注意力：表 1
+#
+# 对 $n$ 个位置、$d$ 维的序列，每层的代价：自注意力为 $O(n^2 \cdot d)$ 次运算，任意两个位置一步相连；循环层为 $O(n \cdot d^2)$，需要 $n$ 个顺序步骤（路径长度 $O(n)$）；宽度为 $k$ 的卷积为 $O(k \cdot n \cdot d^2)$，用空洞卷积时路径长度为 $O(\log_k n)$。只要 $n < d$，自注意力就更便宜；句子正是如此：Multi30k 的句子平均约 13 个词元，而 $d_{model} = 512$。下面是 $d = 512$、$k = 3$ 时的运算次数：
+
+# %%
+d_model, width = 512, 3
+print("    n  self-attention    recurrent  convolution   longest path: self / recurrent / convolution")
+for n in (13, 50, 512, 2048):
+    ops = {"self": n * n * d_model, "recurrent": n * d_model**2, "convolution": width * n * d_model**2}
+    print(f"{n:5d} {ops['self']:15,d} {ops['recurrent']:12,d} {ops['convolution']:12,d}   "
+          f"1 / {n} / {math.ceil(math.log(n, width))}")
+    assert (ops["self"] < ops["recurrent"]) == (n < d_model), "self-attention is the cheaper exactly while n < d"
+
+# %% [markdown]
+# ## §5.1 批次：填充、掩码与目标序列的移位
+#
+# 句对按长度分组，每批约含 25,000 个源语言词元和 25,000 个目标语言词元（aiayn 中是每批的 `max_tokens`，以及每次更新累积的批数 `update_freq`），每个句子填充到本批最长句子的长度。解码器用*教师强制*（teacher forcing）训练：输入是右移一位的参考译文 BOS $y_1 \dots y_m$，要预测的是 $y_1 \dots y_m$ EOS。这样参考译文的每个位置在一次前向计算中同时学习，而因果掩码保证每个位置看不到自己的答案。训练时由 `aiayn.data.collate` 生成这些张量；这里用内存中的三个句对来运行它。然后是每种注意力用到的掩码：编码器和编码器-解码器注意力用源句的填充掩码，解码器自注意力同时用填充掩码和因果掩码。
+
+# %%
+class InMemory:                          # what collate reads of a token file (data.TokenArray): lengths and ids
+    def __init__(self, seqs: list[list[int]]) -> None:
+        self.seqs, self.lengths = seqs, np.array([len(s) for s in seqs])
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.seqs[i]
+
+
+batch = collate(InMemory([[11, 12, 13, 14, 15], [11, 12], [16, 17, 18]]),
+                InMemory([[21, 22, 23], [24, 25, 26, 27, 28], [29]]), np.arange(3))
+print("src (B, S)\n", batch.src, "\ntgt_in (B, T): BOS y ..\n", batch.tgt_in, "\ntgt_out (B, T): y .. EOS\n",
+      batch.tgt_out)
+shifted = batch.tgt_in[:, 1:] != PAD_ID
+assert torch.equal(batch.tgt_in[:, 1:][shifted], batch.tgt_out[:, :-1][shifted]), "the input is the answer, shifted"
+assert (batch.tgt_in[:, 0] == BOS_ID).all() and batch.n_tgt_tokens == (batch.tgt_out != PAD_ID).sum()
+keys = padding_mask(batch.src, PAD_ID)                                  # (B, 1, 1, S) encoder and cross attention
+Tb = batch.tgt_in.shape[1]
+self_mask = padding_mask(batch.tgt_in, PAD_ID) & causal_mask(Tb, Tb, batch.src.device)   # (B, 1, T, T) decoder
+assert keys[1, 0, 0].tolist() == [True, True, True, False, False, False]
+assert self_mask[2, 0, :2].sum() == 3 and not self_mask[2, 0, :, 2:].any(), "sentence 3: BOS sees itself, y_1 both"
+
+fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+for ax, m, title in zip(axes, (keys[:, 0, 0], self_mask[0, 0], self_mask[2, 0]),
+                        ("source keys (B, S)", "decoder, sentence 1 (T, T)", "decoder, sentence 3 (T, T)"), strict=True):
+    ax.imshow(m.float(), cmap="Greys_r", vmin=0, vmax=1)
+    ax.set_title(title)
+    ax.set_xlabel("key position")
+axes[0].set_ylabel("sentence")
+axes[1].set_ylabel("query position")
+fig.legend(handles=[matplotlib.patches.Patch(color="white", ec="black", label="may attend"),
+                    matplotlib.patches.Patch(color="black", label="masked")], loc="upper center",
+           bbox_to_anchor=(0.5, 0.0), ncol=2)
+show(fig, "batch-masks")
+
+# %% [markdown]
 # ## §5.3 优化器与学习率
 #
-# Adam，$\beta_1 = 0.9$，$\beta_2 = 0.98$，$\epsilon = 10^{-9}$，学习率
-# $lrate = d_{model}^{-0.5} \cdot \min(step^{-0.5}, step \cdot warmup^{-1.5})$：先线性预热，再按步数的平方根
-# 倒数衰减。两项在 `warmup` 处相等，所以学习率在那里达到峰值。（从 1 开始计步，第一次更新的学习率是有限值；参考文档也是这样计步的：一篇先把步数加一再算学习率，另一篇用 step + 1。公式本身在第 0 步没有定义，`0 ** -0.5` 会除以零，所以 aiayn 把那里的学习率定义为 0，即第一次更新之前。）
+# Adam，$\beta_1 = 0.9$，$\beta_2 = 0.98$，$\epsilon = 10^{-9}$，学习率$lrate = d_{model}^{-0.5} \cdot \min(step^{-0.5}, step \cdot warmup^{-1.5})$：先线性预热，再按步数的平方根倒数衰减。两项在 `warmup` 处相等，所以学习率在那里达到峰值。（从 1 开始计步，第一次更新的学习率是有限值；参考文档也是这样计步的：一篇先把步数加一再算学习率，另一篇用 step + 1。公式本身在第 0 步没有定义，`0 ** -0.5` 会除以零，所以 aiayn 把那里的学习率定义为 0，即第一次更新之前。）
 
 # %%
 steps = torch.arange(1, 20001)
@@ -228,8 +310,7 @@ print(f"峰值 {max(rates):.2e}，在第 4000 步（d_model 512）")
 # %% [markdown]
 # ## §5.4 标签平滑
 #
-# 取 $\epsilon_{ls} = 0.1$：目标分布在正确的词上保留 $1 - \epsilon$，把 $\epsilon$ 平均分给其他真实的词——
-# 填充符一点也不分。论文说：“这会损害困惑度，因为模型学得更不确定，但能提高准确率和 BLEU。”
+# 取 $\epsilon_{ls} = 0.1$：目标分布在正确的词上保留 $1 - \epsilon$，把 $\epsilon$ 平均分给其他真实的词——填充符一点也不分。论文说：“这会损害困惑度，因为模型学得更不确定，但能提高准确率和 BLEU。”
 
 # %%
 target = torch.tensor([5, 7, PAD_ID])
@@ -283,10 +364,9 @@ ax.set_ylabel("loss per token")
 show(fig, "copy-loss")
 
 # %% [markdown]
-# ## 解码：贪心搜索与束搜索
+# ## 解码：贪心解码与束搜索
 #
-# 推理时解码器一次生成一个位置，把自己刚生成的词再喂回去。贪心解码每一步取概率最大的词；束搜索（§6.1：束宽 4，
-# 长度惩罚 α）保留 k 个最好的前缀。两者都使用 aiayn 的缓存，每一步只计算一个新位置，而不是重算整个前缀。论文的长度惩罚是 GNMT 的形式，$lp(Y) = ((5 + |Y|) / 6)^\alpha$，α = 0.6；`length_norm="gnmt"` 即指定它，本节代码就是这样做的。aiayn 的默认值是 $|Y|^\alpha$（`length_norm="length"`，fairseq、Marian 和 CTranslate2 用的都是它）。
+# 推理时解码器一次生成一个位置，把自己刚生成的词再喂回去。贪心解码每一步取概率最大的词；束搜索（§6.1：束宽 4，长度惩罚 α）保留 k 个最好的前缀。两者都使用 aiayn 的缓存，每一步只计算一个新位置，而不是重算整个前缀。论文的长度惩罚是 GNMT 的形式，$lp(Y) = ((5 + |Y|) / 6)^\alpha$，α = 0.6；`length_norm="gnmt"` 即指定它，本节代码就是这样做的。aiayn 的默认值是 $|Y|^\alpha$（`length_norm="length"`，fairseq、Marian 和 CTranslate2 用的都是它）。
 
 # %%
 model.eval()
@@ -306,10 +386,7 @@ if not FAST:
 # %% [markdown]
 # ## 模型在关注什么
 #
-# `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，
-# 下三角：因果性）和编码器–解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注
-# 源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --model RUN --sentence "..."` 会画出同样的图，
-# `aiayn serve` 的网页也能对任意句子显示它们。
+# `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，下三角：因果性）和编码器-解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --model RUN --sentence "..."` 会画出同样的图，`aiayn serve` 的网页也能对任意句子显示它们。
 
 # %%
 src1, tgt1, _ = copy_batch(1)
