@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -150,3 +151,26 @@ def _no_child_left_behind() -> Iterator[None]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def chrome() -> tuple[str, str] | None:
+    """(Chromium, chromedriver) where both are installed (`make browser`), else None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def open_chrome() -> Any:
+    """A headless Chromium driven by selenium, with the flags that keep it off the network (quit it when done)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    found = chrome()
+    assert found is not None, "no Chromium + chromedriver: `make browser` installs them"
+    opts = Options()
+    opts.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(found[1]), options=opts)

@@ -1,11 +1,12 @@
-"""The README's figures have recorded sources (``make check-claims`` runs this file).
+"""The figures of the README and of the documentation site have recorded sources (``make check-claims`` runs
+this file).
 
-Every table in README.md carries, on the line above it, either ``<!-- source: PATH[, PATH...] -->`` — the
-recorded results (``benchmarks/results/…``, a section of ``docs/results.md`` …) its figures come from — or
-``<!-- no figures -->`` for a table of settings or endpoints. Each named file must exist in the repository, and
-every figure of the table must be a number of one of them: a whole number token of the file (``12.3`` is not found
-inside ``112.34``), or a longer one that rounds to it (``1.1759`` shows as ``1.18``). Shipped recipes and the
-README name ``--config NAME`` only for recipes that exist.
+Every table in README.md and in docs/*.md (but the record pages, :data:`RECORD_PAGES`) carries, on the line above it,
+either ``<!-- source: PATH[, PATH...] -->`` — the recorded results (``benchmarks/results/…``, a section of
+``docs/results.md`` …) its figures come from — or ``<!-- no figures -->`` for a table of settings or endpoints. Each
+named file must exist in the repository, and every figure of the table must be a number of one of them: a whole number
+token of the file (``12.3`` is not found inside ``112.34``), or a longer one that rounds to it (``1.1759`` shows as
+``1.18``). Shipped recipes and the README name ``--config NAME`` only for recipes that exist.
 """
 
 from __future__ import annotations
@@ -97,8 +98,19 @@ def problems(readme: Path, root: Path = ROOT) -> list[str]:
     return out
 
 
-def test_every_readme_table_names_a_recorded_source() -> None:
-    assert problems(ROOT / "README.md") == []
+# Pages that are records themselves: lab notebooks whose tables were transcribed from runs as they ran (the run
+# directories are not kept), which the README and the other pages name as their source
+RECORD_PAGES = {"results.md", "performance.md"}
+
+
+def pages() -> list[Path]:
+    """The README and every page of the documentation site but the record pages."""
+    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in RECORD_PAGES)]
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+def test_every_table_names_a_recorded_source(page: Path) -> None:
+    assert problems(page) == []
 
 
 def test_the_check_fails_on_a_table_without_a_source_or_with_a_wrong_one(tmp_path: Path) -> None:

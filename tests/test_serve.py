@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import pytest
 
 from aiayn import Translator
 
-from .conftest import free_port, spawn, wait_for
+from .conftest import chrome, free_port, open_chrome, spawn, wait_for
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -313,28 +312,13 @@ def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
         assert s.stop() == 0
 
 
-def _chrome() -> tuple[str, str] | None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver")
-    return (browser, driver) if browser and driver else None
-
-
-@pytest.mark.skipif(_chrome() is None, reason="no Chromium + chromedriver here: `make browser` installs them (Debian: "
+@pytest.mark.skipif(chrome() is None, reason="no Chromium + chromedriver here: `make browser` installs them (Debian: "
                     "apt-get install chromium chromium-driver)")
 def test_the_page_in_a_real_browser(server: Server) -> None:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    browser, driver_path = _chrome()  # type: ignore[misc]
-    opts = Options()
-    opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(driver_path), options=opts)
+    d = open_chrome()
     try:
         d.get(f"http://127.0.0.1:{server.port}/")
         d.find_element(By.XPATH, "//summary[text()='API key']").click()
