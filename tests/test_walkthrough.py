@@ -19,7 +19,8 @@ import aiayn.attention
 
 HERE = Path(__file__).parent.parent / "docs" / "walkthrough"
 EDITIONS = [HERE / "walkthrough.py", HERE / "walkthrough.zh.py"]
-FIGURES = {"masks", "batch-masks", "positional-encoding", "learning-rate", "label-smoothing", "copy-loss", "attention"}
+FIGURES = {"masks", "batch-masks", "heads", "positional-encoding", "learning-rate", "label-smoothing", "copy-loss",
+           "attention"}
 
 
 def _cells(path: Path) -> list[tuple[str, str]]:

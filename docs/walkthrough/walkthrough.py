@@ -125,8 +125,12 @@ assert (probs[..., ~later] > 0).all(), "every position attends to itself and to 
 fig, axes = plt.subplots(1, 2, figsize=(7, 3))
 axes[0].imshow(pad[:, 0, 0].float(), cmap="Greys_r", vmin=0, vmax=1)
 axes[0].set_title("padding mask (B, S)")
+axes[0].set_xlabel("key position")
+axes[0].set_ylabel("sentence")
 axes[1].imshow(causal.float(), cmap="Greys_r", vmin=0, vmax=1)
-axes[1].set_title("causal mask (T, T)")
+axes[1].set_title("causal mask (T, T): white = may attend")
+axes[1].set_xlabel("key position")
+axes[1].set_ylabel("query position")
 show(fig, "masks")
 
 # %% [markdown]
@@ -216,10 +220,11 @@ assert word < 0.25 * where and 0.5 < word * math.sqrt(D) / where < 2, "scaled, w
 # %%
 pe = sinusoids(100, D).double()                         # (positions, D), computed in float64, kept as float32
 fig, ax = plt.subplots(figsize=(7, 3))
-for dim in (4, 5, 6, 7):
-    ax.plot(pe[:, dim], label=f"dim {dim}")
+for dim in (0, 1, 10, 30):                                  # fast and slow clocks: sin and cos of pair 0, two slower
+    ax.plot(pe[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'}, pair {dim // 2})")
 ax.set_xlabel("position")
-ax.legend()
+ax.set_ylabel("PE")
+ax.legend(loc="lower left", fontsize=8)
 show(fig, "positional-encoding")
 
 shift = 7
@@ -365,6 +370,7 @@ fig, ax = plt.subplots(figsize=(7, 3))
 for d_model, warmup in ((512, 4000), (512, 8000), (256, 4000)):
     ax.plot(steps, [noam_lr(int(s), d_model, warmup) for s in steps], label=f"d={d_model}, warmup={warmup}")
 ax.set_xlabel("step")
+ax.set_ylabel("learning rate")
 ax.legend()
 show(fig, "learning-rate")
 rates = [noam_lr(s, 512, 4000) for s in range(1, 10001)]
@@ -382,9 +388,16 @@ print(f"peak {max(rates):.2e} at step 4000 (d_model 512)")
 # %%
 target = torch.tensor([5, 7, PAD_ID])
 dist = smoothed_targets(target, vocab_size=10, eps=0.1, pad_id=PAD_ID)
-fig, ax = plt.subplots(figsize=(5, 2))
+fig, ax = plt.subplots(figsize=(7, 2.4))
 ax.imshow(dist, cmap="viridis")
-ax.set_title("smoothed targets (3 tokens x V=10)")
+for row in range(dist.shape[0]):
+    for col in range(dist.shape[1]):
+        value = float(dist[row, col])
+        ax.text(col, row, f"{value:.4g}", ha="center", va="center", fontsize=7,
+                color="black" if value > 0.5 else "white")
+ax.set_xlabel("token id (0: padding)")
+ax.set_yticks([0, 1, 2], ["target 5", "target 7", "padding"])
+ax.set_title("smoothed targets (3 tokens x V=10), eps = 0.1")
 show(fig, "label-smoothing")
 print(dist)
 assert torch.allclose(dist[:2].sum(-1), torch.ones(2)), "each real target is a distribution"
@@ -468,7 +481,9 @@ if not FAST:
 # self-attention (T × T, lower-triangular: causality) and encoder–decoder attention (T × S) per layer and head.
 # For the copy task, output position $t$ should look at source position $t$ — a diagonal. For a real
 # translation model, `aiayn plot --model RUN --sentence "..."` draws the same maps, and the web page of
-# `aiayn serve` shows them for any sentence.
+# `aiayn serve` shows them for any sentence. The mean hides how the heads differ, so the second figure shows each
+# head of the last layer's encoder-decoder attention on its own, with how often it points at the position being
+# copied and how spread its weights are (their entropy: 0 for one key, log S for all S keys alike).
 
 # %%
 src1, tgt1, _ = copy_batch(1)
@@ -478,12 +493,29 @@ fig, axes = plt.subplots(1, 3, figsize=(10, 3.3))
 for ax, (name, m) in zip(axes, (("encoder self", maps.encoder[-1]), ("decoder self", maps.decoder_self[-1]),
                                  ("encoder-decoder", maps.cross[-1])), strict=True):
     ax.imshow(m[0].mean(0), cmap="viridis")
-    ax.set_title(f"{name}, last layer")
+    ax.set_title(f"{name}, last layer (mean of heads)", fontsize=9)
+    ax.set_xlabel("key position")
+axes[0].set_ylabel("query position")
 show(fig, "attention")
 assert (maps.decoder_self[-1][0].triu(1) == 0).all(), "decoder self-attention is lower-triangular"
 diagonal = (maps.cross[-1][0].mean(0).argmax(-1) == torch.arange(tgt1.shape[1])).float().mean().item()
 print(f"encoder-decoder attention: the most attended source position is the one being copied "
       f"for {diagonal:.0%} of the outputs")
+
+cross = maps.cross[-1][0]                                                  # (H, T, S) the last layer's heads
+on_diagonal = (cross.argmax(-1) == torch.arange(tgt1.shape[1])).float().mean(-1)     # (H,)
+entropy = -(cross * cross.clamp_min(1e-9).log()).sum(-1).mean(-1)                      # (H,) nats per query
+fig, axes = plt.subplots(1, cross.shape[0], figsize=(10, 2.8))
+for h, ax in enumerate(axes):
+    ax.imshow(cross[h], cmap="viridis", vmin=0, vmax=1)
+    ax.set_title(f"head {h}: {on_diagonal[h]:.0%} diagonal", fontsize=9)
+    ax.set_xlabel("source position")
+axes[0].set_ylabel("output position")
+show(fig, "heads")
+for h in range(cross.shape[0]):
+    print(f"head {h}: the copied position is the most attended for {on_diagonal[h]:.0%} of the outputs; "
+          f"entropy {entropy[h]:.2f} nats (uniform over {cross.shape[-1]} keys: {math.log(cross.shape[-1]):.2f})")
+assert torch.allclose(cross.sum(-1), torch.ones(cross.shape[:2])), "each head's rows are distributions"
 
 # %% [markdown]
 # ## Where to go next

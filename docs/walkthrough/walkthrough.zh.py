@@ -105,8 +105,12 @@ assert (probs[..., ~later] > 0).all(), "每个位置都关注它自己和它之�
 fig, axes = plt.subplots(1, 2, figsize=(7, 3))
 axes[0].imshow(pad[:, 0, 0].float(), cmap="Greys_r", vmin=0, vmax=1)
 axes[0].set_title("padding mask (B, S)")
+axes[0].set_xlabel("key position")
+axes[0].set_ylabel("sentence")
 axes[1].imshow(causal.float(), cmap="Greys_r", vmin=0, vmax=1)
-axes[1].set_title("causal mask (T, T)")
+axes[1].set_title("causal mask (T, T): white = may attend")
+axes[1].set_xlabel("key position")
+axes[1].set_ylabel("query position")
 show(fig, "masks")
 
 # %% [markdown]
@@ -181,10 +185,11 @@ assert word < 0.25 * where and 0.5 < word * math.sqrt(D) / where < 2, "scaled, w
 # %%
 pe = sinusoids(100, D).double()                         # (位置数, D)，用 float64 计算，以 float32 保存
 fig, ax = plt.subplots(figsize=(7, 3))
-for dim in (4, 5, 6, 7):
-    ax.plot(pe[:, dim], label=f"dim {dim}")
+for dim in (0, 1, 10, 30):                                  # fast and slow clocks: sin and cos of pair 0, two slower
+    ax.plot(pe[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'}, pair {dim // 2})")
 ax.set_xlabel("position")
-ax.legend()
+ax.set_ylabel("PE")
+ax.legend(loc="lower left", fontsize=8)
 show(fig, "positional-encoding")
 
 shift = 7
@@ -300,6 +305,7 @@ fig, ax = plt.subplots(figsize=(7, 3))
 for d_model, warmup in ((512, 4000), (512, 8000), (256, 4000)):
     ax.plot(steps, [noam_lr(int(s), d_model, warmup) for s in steps], label=f"d={d_model}, warmup={warmup}")
 ax.set_xlabel("step")
+ax.set_ylabel("learning rate")
 ax.legend()
 show(fig, "learning-rate")
 rates = [noam_lr(s, 512, 4000) for s in range(1, 10001)]
@@ -315,9 +321,16 @@ print(f"峰值 {max(rates):.2e}，在第 4000 步（d_model 512）")
 # %%
 target = torch.tensor([5, 7, PAD_ID])
 dist = smoothed_targets(target, vocab_size=10, eps=0.1, pad_id=PAD_ID)
-fig, ax = plt.subplots(figsize=(5, 2))
+fig, ax = plt.subplots(figsize=(7, 2.4))
 ax.imshow(dist, cmap="viridis")
-ax.set_title("smoothed targets (3 tokens x V=10)")
+for row in range(dist.shape[0]):
+    for col in range(dist.shape[1]):
+        value = float(dist[row, col])
+        ax.text(col, row, f"{value:.4g}", ha="center", va="center", fontsize=7,
+                color="black" if value > 0.5 else "white")
+ax.set_xlabel("token id (0: padding)")
+ax.set_yticks([0, 1, 2], ["target 5", "target 7", "padding"])
+ax.set_title("smoothed targets (3 tokens x V=10), eps = 0.1")
 show(fig, "label-smoothing")
 print(dist)
 assert torch.allclose(dist[:2].sum(-1), torch.ones(2)), "每个真实目标都是一个概率分布"
@@ -386,7 +399,7 @@ if not FAST:
 # %% [markdown]
 # ## 模型在关注什么
 #
-# `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，下三角：因果性）和编码器-解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --model RUN --sentence "..."` 会画出同样的图，`aiayn serve` 的网页也能对任意句子显示它们。
+# `Transformer.attention_maps` 返回所有注意力概率：编码器自注意力（S × S）、解码器自注意力（T × T，下三角：因果性）和编码器-解码器注意力（T × S），每层每头都有。对复制任务来说，输出的第 $t$ 个位置应当关注源序列的第 $t$ 个位置——一条对角线。对真正的翻译模型，`aiayn plot --model RUN --sentence "..."` 会画出同样的图，`aiayn serve` 的网页也能对任意句子显示它们。平均值会掩盖各个头之间的差别，所以第二张图把最后一层编码器-解码器注意力的每个头单独画出来，并给出它指向要复制的位置的比例，以及权重的分散程度（熵：只关注一个键时为 0，均匀关注全部 S 个键时为 log S）。
 
 # %%
 src1, tgt1, _ = copy_batch(1)
@@ -396,11 +409,28 @@ fig, axes = plt.subplots(1, 3, figsize=(10, 3.3))
 for ax, (name, m) in zip(axes, (("encoder self", maps.encoder[-1]), ("decoder self", maps.decoder_self[-1]),
                                  ("encoder-decoder", maps.cross[-1])), strict=True):
     ax.imshow(m[0].mean(0), cmap="viridis")
-    ax.set_title(f"{name}, last layer")
+    ax.set_title(f"{name}, last layer (mean of heads)", fontsize=9)
+    ax.set_xlabel("key position")
+axes[0].set_ylabel("query position")
 show(fig, "attention")
 assert (maps.decoder_self[-1][0].triu(1) == 0).all(), "解码器自注意力是下三角的"
 diagonal = (maps.cross[-1][0].mean(0).argmax(-1) == torch.arange(tgt1.shape[1])).float().mean().item()
 print(f"编码器-解码器注意力：{diagonal:.0%} 的输出位置最关注的源位置，正是它要复制的那个")
+
+cross = maps.cross[-1][0]                                                  # (H, T, S) the last layer's heads
+on_diagonal = (cross.argmax(-1) == torch.arange(tgt1.shape[1])).float().mean(-1)     # (H,)
+entropy = -(cross * cross.clamp_min(1e-9).log()).sum(-1).mean(-1)                      # (H,) nats per query
+fig, axes = plt.subplots(1, cross.shape[0], figsize=(10, 2.8))
+for h, ax in enumerate(axes):
+    ax.imshow(cross[h], cmap="viridis", vmin=0, vmax=1)
+    ax.set_title(f"head {h}: {on_diagonal[h]:.0%} diagonal", fontsize=9)
+    ax.set_xlabel("source position")
+axes[0].set_ylabel("output position")
+show(fig, "heads")
+for h in range(cross.shape[0]):
+    print(f"第 {h} 个头：{on_diagonal[h]:.0%} 的输出位置最关注要复制的源位置；"
+          f"熵 {entropy[h]:.2f} 奈特（{cross.shape[-1]} 个键上的均匀分布：{math.log(cross.shape[-1]):.2f}）")
+assert torch.allclose(cross.sum(-1), torch.ones(cross.shape[:2])), "每个头的每一行都是概率分布"
 
 # %% [markdown]
 # ## 接下来
