@@ -34,11 +34,13 @@ import torch
 
 from aiayn.attention import attention, causal_mask, padding_mask
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
-from aiayn.data import collate
-from aiayn.loss import SequenceLoss, smoothed_targets
+from aiayn.data import Batch, collate
+from aiayn.distributed import Distributed
+from aiayn.loss import smoothed_targets
 from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
 from aiayn.optim import make_optimizer, noam_lr
 from aiayn.search import beam_search, greedy
+from aiayn.train import TrainStep
 
 FAST = os.environ.get("AIAYN_WALKTHROUGH_FAST") == "1"     # 测试用的快速模式：同样的单元格，更少的训练步数
 FIGURES = Path(os.environ.get("AIAYN_WALKTHROUGH_FIGURES", "walkthrough-figures"))
@@ -339,7 +341,7 @@ assert dist[0, 5] == 0.9 and (dist[:, PAD_ID] == 0).all() and (dist[2] == 0).all
 # %% [markdown]
 # ## 训练：复制任务
 #
-# 参考文档里的第一个实验：学会复制一串随机符号。它用到了注意力、编码器与解码器堆栈、词嵌入、位置编码、优化器和学习率——任何一处写错，模型都学不会——而且在 2 个 CPU 核上不到一分钟就能训练完。由于任务本身的性质，它没有用到某些部件：每个字符串长度都是 10，没有需要屏蔽的填充；复制只有一个正确答案，所以关闭了标签平滑（$\epsilon = 0$，损失就是普通的交叉熵）；`p_drop` 也是 0。损失函数是 aiayn 训练时用的目标（`SequenceLoss`：只在非填充词上计算损失，不构造 (词数 × V) 的大矩阵），优化器和学习率按 §5.3，只是预热更短（200 次更新）、学习率减半（`lr_factor=0.5`），训练 600 次更新而不是 100,000 次；把梯度范数裁剪到 1，让这个又短又陡的学习率计划保持稳定。
+# 参考文档里的第一个实验：学会复制一串随机符号。它用到了注意力、编码器与解码器堆栈、词嵌入、位置编码、优化器和学习率——其中任何一处写错，模型都学不会——而且在 2 个 CPU 核上不到一分钟就能训练完。每一次更新都是 `aiayn train` 自己的更新（`TrainStep`）：在本批目标词元上计算带标签平滑的损失（`SequenceLoss`，$\epsilon_{ls} = 0.1$，不构造 (词元数 × V) 的大矩阵），残差 dropout $P_{drop} = 0.1$（§5.4），Adam 配合 §5.3 的学习率，最后对最近几个检查点取平均，就像 §6.1 平均最后 5 个检查点一样（这里是 3 个，相隔 50 次更新）。§5.2 中基础模型训练了 100,000 次更新、每次约 25,000 个词元；这里是 600 次、每次 640 个词元，预热更短（200 次更新）、学习率减半（`lr_factor=0.5`），并把梯度范数裁剪到 1，让这个又短又陡的学习率计划保持稳定。每个字符串长度都是 10，这里没有填充：上面 §5.1 的批次展示了它。
 
 # %%
 def copy_batch(n: int, length: int = 10) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -350,30 +352,29 @@ def copy_batch(n: int, length: int = 10) -> tuple[torch.Tensor, torch.Tensor, to
 
 
 torch.manual_seed(1)
-model = Transformer(cfg)
-train_cfg = TrainConfig(warmup=200, lr_factor=0.5)
-objective = SequenceLoss(model, eps=0.0, chunk=2048)
-optimizer = make_optimizer(model.parameters(), train_cfg, torch.device("cpu"))
+model = Transformer(dataclasses.replace(cfg, p_drop=0.1))                       # §5.4: residual dropout 0.1
+train_cfg = TrainConfig(warmup=200, lr_factor=0.5, label_smoothing=0.1, clip_norm=1.0)   # §5.4: eps_ls = 0.1
+optimizer = make_optimizer(model.parameters(), train_cfg, torch.device("cpu"))     # §5.3: Adam(0.9, 0.98, 1e-9)
+update = TrainStep.build(model, optimizer, train_cfg, torch.device("cpu"), "fp32", Distributed())   # aiayn train's
 n_steps = 200 if FAST else 600
-losses = []
+losses, snapshots = [], []
 model.train()
 for step in range(1, n_steps + 1):
     src, tgt_in, tgt_out = copy_batch(64)
-    for group in optimizer.param_groups:
-        group["lr"] = noam_lr(step, cfg.d_model, train_cfg.warmup, train_cfg.lr_factor)
-    loss, _ = objective(src, tgt_in, tgt_out)
-    optimizer.zero_grad()
-    (loss / (tgt_out != PAD_ID).sum()).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    losses.append(loss.item() / (tgt_out != PAD_ID).sum().item())
-print(f"{n_steps} 次更新：每个词的损失 {losses[0]:.3f} -> {losses[-1]:.3f}")
+    batch = Batch(src, tgt_in, tgt_out, np.arange(64), int((src != PAD_ID).sum()), int((tgt_out != PAD_ID).sum()))
+    stats = update([batch], noam_lr(step, cfg.d_model, train_cfg.warmup, train_cfg.lr_factor))
+    losses.append(stats.nll / stats.tgt_tokens)                        # cross-entropy per token (the loss is smoothed)
+    if step % 50 == 0 and step > n_steps - 150:                         # the last 3 checkpoints, 50 updates apart
+        snapshots.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+model.load_state_dict({k: sum(s[k] for s in snapshots) / len(snapshots) for k in snapshots[0]})   # §6.1: averaged
+print(f"{n_steps} 次更新：每个词元的交叉熵 {losses[0]:.3f} -> {losses[-1]:.3f}；"
+      f"模型是最后 {len(snapshots)} 个检查点的平均")
 assert losses[-1] < 0.8 * losses[0], "损失在下降"
 
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.plot(losses)
 ax.set_xlabel("update")
-ax.set_ylabel("loss per token")
+ax.set_ylabel("cross-entropy per token")
 show(fig, "copy-loss")
 
 # %% [markdown]
