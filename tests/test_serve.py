@@ -203,17 +203,24 @@ def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Serv
     2-best list as ``aiayn translate --nbest 2`` gives it, scores included: the sources of different lengths share a
     batch, padded (the padding masked: a padding key that is not masked changes the scores only), and leave it at
     different steps."""
-    sizes = (1, 6, 3, 6, 2, 6, 5, 6)
-    lines = _copy_lines(sum(sizes), seed=8)
+    sizes = (6, 6, 1, 3, 2, 6, 5, 6)
+    # the two first requests hold the longest lines, so that both decoding threads are busy while the rest arrive
+    lines = sorted(_copy_lines(sum(sizes), seed=8), key=lambda line: -len(line))
     chunks = [lines[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))]
-    options = {"beam": 4, "nbest": 2}
-    joined = server.metric("aiayn_joined_lines_total", KEY)
-    with ThreadPoolExecutor(len(chunks)) as pool:
-        futures = []
-        for c in chunks:
-            futures.append(pool.submit(server.post, "/translate", {"text": c, **options}, KEY))
-            time.sleep(0.015)
-        answers = [f.result() for f in futures]
+    # min_len 40: every search runs at least 40 steps, so that on a fast CPU too the later requests come while both
+    # decoding threads are busy (an idle one waits --max-wait-ms 30 for a burst); if none joined, the burst is sent
+    # again with another gap (the answers must be right every time)
+    options = {"beam": 4, "nbest": 2, "min_len": 40}
+    for gap in (0.015, 0.03, 0.005):
+        joined = server.metric("aiayn_joined_lines_total", KEY)
+        with ThreadPoolExecutor(len(chunks)) as pool:
+            futures = []
+            for c in chunks:
+                futures.append(pool.submit(server.post, "/translate", {"text": c, **options}, KEY))
+                time.sleep(gap)
+            answers = [f.result() for f in futures]
+        if server.metric("aiayn_joined_lines_total", KEY) > joined:
+            break
     assert server.metric("aiayn_joined_lines_total", KEY) > joined, "no line joined a running search"
     got = [t for _, _, body in answers for t in body["translations"]]
     want = cli.translate_hypotheses(lines, **options)
