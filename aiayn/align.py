@@ -17,16 +17,31 @@ Agreement with a reference alignment (:func:`agreement`): precision, recall and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
+from .data import DataDir, DataError, TokenArray
 from .model import Transformer
 
 Links = list[tuple[int, int]]
 # The layer (counted from 0; the last one where a model has fewer) and the shift that agree best with eflomal on the
-# validation set (python -m benchmarks alignments, docs/terminology.md).
+# validation set (python -m benchmarks alignments, docs/terminology.md), for a model not trained to align.
 LAYER, SHIFT = 0, 0
+
+
+def method(model: Transformer) -> tuple[int, int, int | None]:
+    """(layer, shift, heads) the links of ``model`` are read from: the heads trained to align (guided alignment,
+    ``ModelConfig.alignment_heads``: heads 0 .. k-1 of ``alignment_layer``, each target piece at the row where it is
+    the output), or else the measured :data:`LAYER` and :data:`SHIFT` over all heads (None)."""
+    cfg = model.cfg
+    if cfg.alignment_heads:
+        return cfg.aligning_layer, 0, cfg.alignment_heads
+    return (LAYER if LAYER < len(model.decoder) else -1), SHIFT, None
 
 
 def words(pieces: Sequence[str]) -> list[int]:
@@ -60,10 +75,10 @@ def word_links(links: Links, src_pieces: Sequence[str], tgt_pieces: Sequence[str
 
 def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int], str]],
           sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], layer: int, shift: int,
-          device: torch.device, source: bool = False) -> list[Links]:
+          device: torch.device, source: bool = False, heads: int | None = None) -> list[Links]:
     """Word links of each (source ids, output ids) pair (no BOS/EOS in either), from ``layer``'s encoder-decoder
-    attention averaged over its heads (negative: counted from the last). ``pieces``: the source and target
-    tokenizers' id -> piece."""
+    attention averaged over its heads (negative: counted from the last; ``heads``: over its first k heads only).
+    ``pieces``: the source and target tokenizers' id -> piece."""
     cfg = model.cfg
     out: list[Links] = []
     for start in range(0, len(sources), 64):
@@ -73,7 +88,7 @@ def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int]
         src_t = torch.tensor([s + [cfg.pad_id] * (S - len(s)) for s in src], device=device)
         tgt_t = torch.tensor([t + [cfg.pad_id] * (T - len(t)) for t in tgt], device=device)
         with torch.inference_mode():
-            cross = model.attention_maps(src_t, tgt_t).cross[layer].float().mean(1).cpu()   # (B, T, S)
+            cross = model.attention_maps(src_t, tgt_t).cross[layer][:, :heads].float().mean(1).cpu()  # (B, T, S)
         for b, (s, t) in enumerate(zip(src, tgt, strict=True)):
             links = token_links(cross[b], len(s) - 1, len(t) - 1, shift, source)
             out.append(word_links(links, [pieces[0](i) for i in s[:-1]], [pieces[1](i) for i in t[1:]]))
@@ -127,3 +142,102 @@ def symmetrize(forward: Links, reverse: Links) -> Links:
             if c not in links and all(s != c[0] for s, _ in links) and all(t != c[1] for _, t in links):
                 links.add(c)
     return sorted(links)
+
+
+# --- guided alignment (Garg et al. 2019): word links of the training pairs, and the targets they give a head -------
+
+
+def word_starts(piece: Callable[[int], str], size: int) -> np.ndarray:
+    """(V,) bool: the ids whose piece starts a word (SentencePiece's ``▁``)."""
+    return np.array([piece(i).startswith("\u2581") for i in range(size)], dtype=bool)
+
+
+def piece_words(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The word number of each piece of one sentence (:func:`words` on ids): (n,) -> (n,)."""
+    new = starts[ids]
+    if len(new):
+        new[0] = True
+    return np.cumsum(new) - 1
+
+
+def word_text(ids: np.ndarray, starts: np.ndarray, piece: Callable[[int], str]) -> str:
+    """The sentence's words as the pieces group them, lowercased and space-separated: what the aligner reads, so that
+    its word i is the model's word i (an all-``▁`` word is written ``_``, spaces inside a word are dropped)."""
+    out: list[list[str]] = []
+    for i, w in zip(ids.tolist(), piece_words(ids, starts).tolist(), strict=True):
+        if w == len(out):
+            out.append([])
+        out[-1].append(piece(i))
+    # whitespace inside a piece (a no-break space) would split the aligner's word in two: it is left out
+    return " ".join("".join("".join(p).replace("\u2581", "").lower().split()) or "_" for p in out)
+
+
+def align_corpus(data_dir: str | Path, split: str = "train") -> dict[str, Any]:
+    """Word-align a data dir's ``split`` with eflomal (both directions, grow-diag-final-and) over the words its
+    tokenizers make, and store the links in the data dir for guided alignment (``train.guided_alignment``)."""
+    try:
+        import eflomal
+    except ImportError:
+        raise DataError("aligning a corpus needs the eflomal aligner: pip install 'aiayn[align]'") from None
+    import tempfile
+
+    data = DataDir(data_dir)
+    vocab, (src, tgt) = data.vocab(), data.split(split)
+    s_starts = word_starts(vocab.src.piece, vocab.src.vocab_size)
+    t_starts = word_starts(vocab.tgt.piece, vocab.tgt.vocab_size)
+    t0 = time.perf_counter()
+    src_text = [word_text(np.asarray(src[i]), s_starts, vocab.src.piece) + "\n" for i in range(len(src))]
+    tgt_text = [word_text(np.asarray(tgt[i]), t_starts, vocab.tgt.piece) + "\n" for i in range(len(tgt))]
+    with tempfile.TemporaryDirectory() as tmp:
+        fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
+        eflomal.Aligner().align(src_text, tgt_text, links_filename_fwd=str(fwd), links_filename_rev=str(rev),
+                                quiet=True)
+        links = [symmetrize(parse_links(a), parse_links(b)) for a, b in
+                 zip(fwd.read_text().splitlines(), rev.read_text().splitlines(), strict=True)]
+    info = {"aligner": "eflomal", "symmetrized": "grow-diag-final-and", "pairs": len(links),
+            "links": sum(map(len, links)), "seconds": round(time.perf_counter() - t0, 1)}
+    data.write_alignments(split, [[k for link in x for k in link] for x in links], info)
+    return info
+
+
+class GuidedTargets:
+    """What the aligning heads of a batch should attend to: for target piece t of pair b, the source pieces of the
+    words its word is linked with, each 1/k of the row; rows of unlinked pieces (and EOS, and padding) are 0.
+
+    ``targets(indices, S, T)`` -> (B, T, S) with the batch's source (S, EOS included) and target (T) lengths; row t
+    is the decoder position whose output is y_t (shift 0: where :func:`method` reads a trained head)."""
+
+    def __init__(self, links: TokenArray, src: TokenArray, tgt: TokenArray, src_starts: np.ndarray,
+                 tgt_starts: np.ndarray, where: Path) -> None:
+        if len(links) != len(src):
+            raise DataError(f"{where}: {len(links)} alignments for {len(src)} pairs; re-run `aiayn align`")
+        self.links, self.src, self.tgt, self.where = links, src, tgt, where
+        self.src_starts, self.tgt_starts = src_starts, tgt_starts
+
+    def __call__(self, indices: np.ndarray, S: int, T: int) -> torch.Tensor:
+        out = np.zeros((len(indices), T, S), dtype=np.float32)
+        for row, i in enumerate(indices):
+            ws = piece_words(np.asarray(self.src[i]), self.src_starts)
+            wt = piece_words(np.asarray(self.tgt[i]), self.tgt_starts)
+            pairs = np.asarray(self.links[i], dtype=np.int64).reshape(-1, 2)
+            if len(pairs) == 0 or len(ws) == 0 or len(wt) == 0:
+                continue
+            if pairs[:, 0].max() > ws[-1] or pairs[:, 1].max() > wt[-1]:
+                raise DataError(f"{self.where}: the alignment of pair {int(i) + 1} links words beyond its "
+                                f"{ws[-1] + 1} source / {wt[-1] + 1} target words; re-run `aiayn align`")
+            linked = np.zeros((ws[-1] + 1, wt[-1] + 1), dtype=np.float32)
+            linked[pairs[:, 0], pairs[:, 1]] = 1.0
+            a = linked[ws][:, wt].T                                       # (target pieces, source pieces)
+            out[row, : len(wt), : len(ws)] = a / np.maximum(a.sum(1, keepdims=True), 1.0)
+        return torch.from_numpy(out)
+
+
+def guided_targets(data: DataDir, split: str = "train") -> GuidedTargets:
+    """The :class:`GuidedTargets` of a data dir's split, or a clear error if it has not been aligned."""
+    links = data.alignments(split)
+    if links is None:
+        raise DataError(f"train.guided_alignment needs word alignments of {data.path}'s {split} pairs: run `aiayn "
+                        f"align {data.path}` first (pip install 'aiayn[align]')")
+    vocab, (src, tgt) = data.vocab(), data.split(split)
+    return GuidedTargets(links, src, tgt, word_starts(vocab.src.piece, vocab.src.vocab_size),
+                         word_starts(vocab.tgt.piece, vocab.tgt.vocab_size), data.alignment_stem(split))

@@ -55,7 +55,7 @@ def attention(
     q (B, H, T, K), k and v (B, H, S, K); mask broadcastable to (B, H, T, S): bool with True = may attend,
     or additive (0 = may attend, -inf = may not). ``causal``: query t may not see keys after t.
     ``p_drop``: dropout on the probabilities while ``training`` (not in the paper; tensor2tensor's option).
-    Returns the output (B, H, T, K) and the attention probabilities (B, H, T, S).
+    Returns the output (B, H, T, K) and the attention probabilities (B, H, T, S), before dropout.
     """
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)        # (B, H, T, S)
     allowed = None
@@ -71,8 +71,8 @@ def attention(
     probs = torch.softmax(scores, dim=-1)                                         # over the keys
     # A row with no key it may attend to is all -inf, NaN after softmax: its probabilities become 0.
     probs = probs.nan_to_num(0.0) if probs.requires_grad else probs.nan_to_num_(0.0)
-    probs = dropout(probs, p_drop, training)
-    return torch.matmul(probs, v), probs                                          # (B, H, T, K), (B, H, T, S)
+    # the probabilities returned are those before dropout (what a plot shows, what guided alignment trains)
+    return torch.matmul(dropout(probs, p_drop, training), v), probs              # (B, H, T, K), (B, H, T, S)
 
 
 def fast_attention(

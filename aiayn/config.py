@@ -92,6 +92,11 @@ class ModelConfig:
     activation: Activation = "relu"   # §3.3's max(0, x); "swish" (x * sigmoid(x): Marian / OPUS-MT models), "gelu"
     output_bias: bool = False   # a bias on the pre-softmax projection (§3.4 has none; Marian models train one)
     max_positions: int = 1024   # longest sequence (tokens, BOS/EOS included) the model accepts
+    alignment_heads: int = 0    # heads 0..k-1 of alignment_layer's encoder-decoder attention are trained to align
+                                # (guided alignment, train.guided_alignment; 0: none, word links come from the
+                                # attention of all heads: align.py). Deviation: Garg et al. 2019, not in the paper
+    alignment_layer: int = -2   # the decoder layer of those heads (negative: from the last; -2, the penultimate, as
+                                # Garg et al. and fairseq; a 1-layer decoder uses its only layer)
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -104,6 +109,13 @@ class ModelConfig:
         _probability(self, "p_drop", "p_attn", "p_ffn")
         if self.d_model % self.n_heads:
             raise ValueError(f"ModelConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if not 0 <= self.alignment_heads <= self.n_heads:
+            raise ValueError(f"ModelConfig.alignment_heads={self.alignment_heads}: expected 0 .. n_heads "
+                             f"({self.n_heads})")
+        if not -self.decoder_layers <= self.alignment_layer < self.decoder_layers and self.decoder_layers > 1:
+            raise ValueError(f"ModelConfig.alignment_layer={self.alignment_layer}: the decoder has "
+                             f"{self.decoder_layers} layers (expected {-self.decoder_layers} .. "
+                             f"{self.decoder_layers - 1})")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"ModelConfig: sinusoidal positions need an even d_model, got {self.d_model}")
         if self.tie == "all" and self.src_vocab_size != self.tgt_vocab_size:
@@ -122,6 +134,11 @@ class ModelConfig:
     @property
     def d_k(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def aligning_layer(self) -> int:
+        """``alignment_layer`` counted from 0 (a 1-layer decoder: its only layer)."""
+        return max(self.alignment_layer, -self.decoder_layers) % self.decoder_layers
 
     @property
     def encoder_layers(self) -> int:
@@ -179,6 +196,9 @@ class TrainConfig:
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1    # eps_ls of §5.4
+    guided_alignment: float = 0.0   # weight of the guided-alignment loss (Garg et al. 2019; not in the paper): the
+                                    # cross-entropy of model.alignment_heads' attention against the word links of
+                                    # `aiayn align DATA`; 0 = off (0.05-0.1 in the literature)
     clip_norm: float = 0.0          # gradient clipping (0 = off; not in the paper)
     max_bad_updates: int = 5        # updates with a non-finite loss or gradient are skipped (with a warning); this
                                     # many in a row stop the run (1: stop at the first)
@@ -209,7 +229,7 @@ class TrainConfig:
                   "max_bad_updates")
         _positive(self, "warmup", "max_steps", "max_epochs", "max_minutes", "keep_last", "patience",
                   "average_last", "loss_chunk_tokens", "threads", "valid_max_sentences", "clip_norm",
-                  "lr_factor", zero_ok=True)
+                  "lr_factor", "guided_alignment", zero_ok=True)
         _probability(self, "label_smoothing", "adam_beta1", "adam_beta2")
         if not 0.0 <= self.cooldown <= 1.0:
             raise ValueError(f"TrainConfig.cooldown={self.cooldown!r}: expected a fraction of the run in [0, 1]")

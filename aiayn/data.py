@@ -9,6 +9,8 @@ A data directory (written by :func:`prepare`, atomically) holds:
     {split}.{lang}.idx.npy offsets into the .bin: sentence i is ids[offsets[i]:offsets[i+1]]
                            (with ``shard_size``, the training split is train-00000.{lang}.bin, ... instead)
     {valid,test}.{lang}    the raw text of the evaluation splits (references are scored raw)
+    train.align.bin/.idx.npy  optional, written by `aiayn align` (align.py): each pair's word links, flat
+                           (i0 j0 i1 j1 ..., uint16), for guided alignment (train.guided_alignment)
 
 Training reads the binaries through numpy memmaps, so corpora larger than RAM work and nothing
 is tokenized twice. Shape legend for batches: B sentences, S source length, T target length.
@@ -25,7 +27,7 @@ import json
 import logging
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -451,9 +453,32 @@ class DataDir:
         """The raw text of one side of an evaluation split (references are scored raw)."""
         return self.path / f"{split}.{lang}"
 
+    def alignment_stem(self, split: str) -> Path:
+        """Where a split's word alignments lie (``aiayn align``): STEM.bin and STEM.idx.npy."""
+        return self.path / f"{split}.align"
+
+    def write_alignments(self, split: str, links: list[list[int]], info: dict[str, Any]) -> None:
+        """Store a split's word links (each pair's i0 j0 i1 j1 ...) and say so in the manifest."""
+        if len(links) != self.pairs(split):
+            raise DataError(f"{self.path}: {len(links)} alignments for the {self.pairs(split)} {split} pairs")
+        if max((max(x) for x in links if x), default=0) > np.iinfo(np.uint16).max:
+            raise DataError(f"{self.path}: a {split} pair has more than 65535 words; it cannot be aligned")
+        writer = _BinWriter(self.alignment_stem(split), np.dtype(np.uint16))
+        writer.add(links)
+        writer.finish()
+        self.write_manifest({**self.manifest, "alignments": {**self.manifest.get("alignments", {}), split: info}})
+
+    def alignments(self, split: str) -> TokenArray | None:
+        """A split's word links (:meth:`write_alignments`), or None if it has not been aligned."""
+        if split not in self.manifest.get("alignments", {}):
+            return None
+        return TokenArray(self.alignment_stem(split), "uint16")
+
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         self.manifest = manifest
-        self.manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp = self.manifest_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp.replace(self.manifest_file)             # never a half-written manifest
 
     # -- reading ----------------------------------------------------------------------------------------------------
 
@@ -509,16 +534,19 @@ class Batch:
     indices: np.ndarray     # (B,) example numbers in the split
     n_src_tokens: int       # non-padding tokens
     n_tgt_tokens: int
+    align: torch.Tensor | None = None   # (B, T, S) what the aligning heads should attend to (align.GuidedTargets)
 
     def to(self, device: torch.device | str) -> Batch:
         nb = torch.device(device).type == "cuda"
         return dataclasses.replace(self, src=self.src.to(device, non_blocking=nb),
                                    tgt_in=self.tgt_in.to(device, non_blocking=nb),
-                                   tgt_out=self.tgt_out.to(device, non_blocking=nb))
+                                   tgt_out=self.tgt_out.to(device, non_blocking=nb),
+                                   align=None if self.align is None else self.align.to(device, non_blocking=nb))
 
 
-def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray) -> Batch:
-    """Build a :class:`Batch` from example numbers."""
+def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
+            guide: Callable[[np.ndarray, int, int], torch.Tensor] | None = None) -> Batch:
+    """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, align.GuidedTargets)."""
     B = len(indices)
     ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
     s = np.full((B, int(ls.max())), PAD_ID, dtype=np.int64)
@@ -533,7 +561,7 @@ def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray) -> Batch:
         t_out[row, : len(y)] = y
         t_out[row, len(y)] = EOS_ID
     return Batch(torch.from_numpy(s), torch.from_numpy(t_in), torch.from_numpy(t_out), np.asarray(indices),
-                 int(ls.sum()), int(lt.sum()))
+                 int(ls.sum()), int(lt.sum()), guide(indices, s.shape[1], t_in.shape[1]) if guide else None)
 
 
 class TokenBatchSampler:

@@ -165,18 +165,36 @@ def chunked_label_smoothed_loss(
 class SequenceLoss(torch.nn.Module):
     """The training objective of a batch: encode, decode, then the chunked smoothed loss on hidden states.
 
-    ``forward(src, tgt_in, tgt_out) -> (summed smoothed loss, summed NLL)``. Wrapping the model in a
-    module lets data parallelism (DDP) and ``torch.compile`` see one forward that ends in the loss.
+    ``forward(src, tgt_in, tgt_out, align=None) -> (summed loss, summed NLL)``. With ``guided`` > 0 and the batch's
+    guided-alignment targets ``align`` (B, T, S), the loss adds ``guided`` times :func:`guided_alignment_loss` of the
+    heads trained to align. Wrapping the model in a module lets data parallelism (DDP) and ``torch.compile`` see one
+    forward that ends in the loss.
     """
 
-    def __init__(self, model: Any, eps: float, chunk: int) -> None:
+    def __init__(self, model: Any, eps: float, chunk: int, guided: float = 0.0) -> None:
         super().__init__()
-        self.model, self.eps, self.chunk = model, eps, chunk
+        self.model, self.eps, self.chunk, self.guided = model, eps, chunk, guided
 
-    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor,
+                align: Tensor | None = None) -> tuple[Tensor, Tensor]:
         m = self.model
-        hidden = m.decode(tgt_in, m.encode(src), src)                           # (B, T, D)
-        return chunked_label_smoothed_loss(
+        memory = m.encode(src)
+        if self.guided and align is not None:
+            hidden, probs = m.decode_aligning(tgt_in, memory, src)               # (B, T, D), (B, k, T, S)
+        else:
+            hidden, probs = m.decode(tgt_in, memory, src), None
+        loss, nll = chunked_label_smoothed_loss(
             hidden.reshape(-1, hidden.shape[-1]), m.out_proj.weight, tgt_out.reshape(-1), self.eps, m.cfg.pad_id,
             self.chunk, m.out_proj.bias,
         )
+        if probs is not None and align is not None:
+            loss = loss + self.guided * guided_alignment_loss(probs, align)
+        return loss, nll
+
+
+def guided_alignment_loss(probs: Tensor, align: Tensor) -> Tensor:
+    """Guided alignment (Garg et al. 2019, as Marian's ``ce``): the cross-entropy of the aligning heads' attention
+    (B, k, T, S), averaged over the k heads, against the reference distributions ``align`` (B, T, S) from word
+    links (align.GuidedTargets), summed over the target positions that have links (their rows sum to 1)."""
+    attn = probs.float().mean(1)                                                  # (B, T, S)
+    return -(align * attn.clamp_min(1e-9).log()).sum()

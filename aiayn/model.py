@@ -232,8 +232,10 @@ class DecoderLayer(nn.Module):
     def forward(
         self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
         past_kv: KeyValueCache | None = None, need_weights: bool = False, self_mask: Tensor | None = None,
+        cross_weights: bool = False,
     ) -> tuple[Tensor, KeyValueCache | None, tuple[Tensor | None, Tensor | None]]:
-        """x (B, T, D) -> (B, T, D), the extended ``past_kv`` (None without it), (self, cross) probabilities.
+        """x (B, T, D) -> (B, T, D), the extended ``past_kv`` (None without it), (self, cross) probabilities
+        (``cross_weights``: the cross probabilities only, for the guided-alignment loss).
 
         Without ``past_kv`` the self-attention is causal over the T positions (training, scoring);
         with it, x holds the newest position(s) and attends to the whole cached prefix (less the positions
@@ -245,7 +247,7 @@ class DecoderLayer(nn.Module):
         )
         x = self.res_self.after(x, y)
         y, p_cross, _ = self.cross_attn(
-            self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv, need_weights=need_weights
+            self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv, need_weights=need_weights or cross_weights
         )
         x = self.res_cross.after(x, y)
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
@@ -340,14 +342,14 @@ class Transformer(nn.Module):
     # -- decoder -----------------------------------------------------------------------------------------
 
     def _decode(
-        self, tgt_in: Tensor, memory: Tensor, src: Tensor, need_weights: bool
+        self, tgt_in: Tensor, memory: Tensor, src: Tensor, need_weights: bool, cross_of: int | None = None
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         src_mask = padding_mask(src, self.cfg.pad_id)
         x = self.tgt_pos(self.tgt_embed(tgt_in))                                  # (B, T, D)
         self_maps, cross_maps = [], []
-        for layer in self.decoder:
+        for i, layer in enumerate(self.decoder):
             x, _, (p_self, p_cross) = layer(x, layer.cross_attn.project_memory(memory), src_mask,
-                                            need_weights=need_weights)
+                                            need_weights=need_weights, cross_weights=i == cross_of)
             self_maps.append(p_self)
             cross_maps.append(p_cross)
         return self.dec_norm(x), self_maps, cross_maps
@@ -359,6 +361,13 @@ class Transformer(nn.Module):
         from every real position.
         """
         return self._decode(tgt_in, memory, src, need_weights=False)[0]
+
+    def decode_aligning(self, tgt_in: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`decode`, and the encoder-decoder attention of the heads trained to align (``cfg.alignment_heads``
+        of ``cfg.alignment_layer``, the guided-alignment loss): hidden (B, T, D), probabilities (B, k, T, S)."""
+        layer = self.cfg.aligning_layer
+        hidden, _, cross = self._decode(tgt_in, memory, src, need_weights=False, cross_of=layer)
+        return hidden, cross[layer][:, : self.cfg.alignment_heads]
 
     def logits(self, hidden: Tensor) -> Tensor:
         """(..., D) -> (..., V) pre-softmax scores."""

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from . import checkpoint, precision
+from .align import guided_targets
 from .atomic import remove_debris
 from .config import ModelConfig, RunConfig, TrainConfig
 from .data import Batch, DataDir, TokenBatchSampler, collate
@@ -100,7 +101,8 @@ class TrainStep:
     def build(cls, model: Transformer, optimizer: torch.optim.Optimizer, cfg: TrainConfig, device: torch.device,
               precision: str, dist: Distributed) -> TrainStep:
         """The step with its loss (:class:`SequenceLoss`, compiled if ``cfg.compile``, wrapped for data parallelism)."""
-        loss_fn: torch.nn.Module = SequenceLoss(model, cfg.label_smoothing, cfg.loss_chunk_tokens)
+        loss_fn: torch.nn.Module = SequenceLoss(model, cfg.label_smoothing, cfg.loss_chunk_tokens,
+                                                 cfg.guided_alignment)
         if cfg.compile:
             loss_fn = torch.compile(loss_fn, dynamic=True)  # type: ignore[assignment]
         return cls(dist.wrap(loss_fn, device), model, optimizer, cfg, device, precision, dist)
@@ -126,7 +128,7 @@ class TrainStep:
             b = batch.to(self.device)
             with self.dist.no_sync(self.loss_fn, sync=i == len(batches) - 1):
                 with autocast(self.device, self.precision):
-                    loss, nll = self.loss_fn(b.src, b.tgt_in, b.tgt_out)
+                    loss, nll = self.loss_fn(b.src, b.tgt_in, b.tgt_out, b.align)
                 self.scaler.scale(loss * (self.dist.world / tokens)).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll)
@@ -237,6 +239,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model.parameters(), t, self.device)
         self.train_step = TrainStep.build(self.model, self.optimizer, t, self.device, self.precision, self.dist)
         self.train_src, self.train_tgt = self.data.split("train")
+        self.guide = guided_targets(self.data) if t.guided_alignment else None   # align.GuidedTargets
         self.sampler = TokenBatchSampler(self.train_src.lengths + 1, self.train_tgt.lengths + 1, t.max_tokens,
                                          seed=t.seed, rank=self.dist.rank, world=self.dist.world)
         self.metrics = MetricsLog(self.run, enabled=self.dist.main, tensorboard=t.tensorboard, every=t.log_every_steps)
@@ -267,7 +270,7 @@ class Trainer:
                     self._end_epoch()
                     continue
                 group = batches[self.state.position : self.state.position + t.update_freq]
-                self._step([collate(self.train_src, self.train_tgt, idx) for idx in group], len(batches))
+                self._step([collate(self.train_src, self.train_tgt, idx, self.guide) for idx in group], len(batches))
                 with self.metrics.paused():
                     if self.state.step % t.valid_every_steps == 0:
                         self._validate()
@@ -437,7 +440,9 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
                          "projection) or tie=none")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, src_vocab_size=vs, tgt_vocab_size=vt, pad_id=ids["pad_id"], bos_id=ids["bos_id"],
-        eos_id=ids["eos_id"], unk_id=ids["unk_id"]))
+        eos_id=ids["eos_id"], unk_id=ids["unk_id"],
+        # the model records that a head is trained to align (align.py reads that head): one, unless told more
+        alignment_heads=cfg.model.alignment_heads or int(cfg.train.guided_alignment > 0)))
     old = run.saved_config()
     if old is None:
         return cfg
@@ -456,7 +461,7 @@ def reconcile(cfg: RunConfig, data: DataDir, run: RunDir) -> RunConfig:
 
 
 # Model settings that may differ from the parent run when fine-tuning (they do not change the weights' shapes).
-_FINE_TUNABLE = frozenset({"p_drop", "p_attn", "p_ffn"})
+_FINE_TUNABLE = frozenset({"p_drop", "p_attn", "p_ffn", "alignment_heads", "alignment_layer"})
 
 
 def _parent(init_from: str | Path, cfg: RunConfig, data: DataDir) -> Path:

@@ -220,13 +220,15 @@ class Translator:
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False) -> list[str]:
         """The word alignment (``"0-0 1-2 ..."``, source word - target word) of each line with its translation's
-        tokens ``outputs``, from the encoder-decoder attention of align.LAYER (align.py; blank: ""). ``source``: the
-        other way, each source word's best target word (markup.py places a tag by it where the first way has none)."""
-        from .align import LAYER, SHIFT, align, format_links
+        tokens ``outputs``, from the encoder-decoder attention (the heads trained to align, else the layer that aligns
+        best: align.method; blank: ""). ``source``: the other way, each source word's best target word (markup.py
+        places a tag by it where the first way has none)."""
+        from .align import align, format_links, method
 
         ids = self.vocab.src.encode(list(lines))
-        links = align(self.model, (self.vocab.src.piece, self.vocab.tgt.piece), ids, outputs,
-                      LAYER if LAYER < len(self.model.decoder) else -1, SHIFT, self.device, source)
+        layer, shift, heads = method(self.model)
+        links = align(self.model, (self.vocab.src.piece, self.vocab.tgt.piece), ids, outputs, layer, shift,
+                      self.device, source, heads)
         return [format_links(x) for x in links]
 
     def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:

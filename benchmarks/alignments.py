@@ -1,4 +1,5 @@
-"""Word alignments from attention (aiayn/align.py) against eflomal's, on the model's own translations.
+"""Word alignments from attention (aiayn/align.py) against eflomal's, on the model's own translations; for a model
+trained with guided alignment (``aiayn align`` + ``--set guided_alignment=0.1``), also the heads it trained.
 
     python -m benchmarks alignments --model runs/demo/run-de-en --data runs/demo/data \\
         [--train aiayn/bundled/multi30k/train] [--lines 1000] [--sample 20]
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sample", type=int, default=20)
     a = ap.parse_args(argv)
 
-    from aiayn.align import agreement, align, format_links
+    from aiayn.align import agreement, align, format_links, method
     from aiayn.rundir import RunDir
     from aiayn.translate import Translator
 
@@ -77,17 +78,26 @@ def main(argv: list[str] | None = None) -> None:
                 links[(name, layer, shift)] = align(t.model, pieces, src_ids, split[name][1], layer, shift, t.device)
                 rows.append({"split": name, "layer": layer, "shift": shift,
                              **agreement(links[(name, layer, shift)], refs[name])})
-    print("| layer | shift | valid P | valid R | valid AER | test P | test R | test AER |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for layer in range(n_layers):
-        for shift in (0, 1):
-            v, te = (next(r for r in rows if (r["split"], r["layer"], r["shift"]) == (n, layer, shift))
-                     for n in ("valid", "test"))
-            print(f"| {layer} | {shift} | {v['precision']} | {v['recall']} | {v['aer']} | {te['precision']} | "
-                  f"{te['recall']} | {te['aer']} |")
-    best = min((r for r in rows if r["split"] == "valid"), key=lambda r: r["aer"])
+    layer, shift, heads = method(t.model)
+    if heads:      # a model trained with guided alignment: the heads it trained, which translate --alignments reads
+        for name in ("valid", "test"):
+            links[(name, "trained", shift)] = align(t.model, pieces, t.vocab.src.encode(split[name][0]),
+                                                    split[name][1], layer, shift, t.device, heads=heads)
+            rows.append({"split": name, "layer": "trained", "shift": shift, "heads": heads,
+                         **agreement(links[(name, "trained", shift)], refs[name])})
+    print("| layer (all heads) | shift | valid P | valid R | valid AER | test P | test R | test AER |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key in sorted({(r["layer"], r["shift"]) for r in rows}, key=str):
+        v, te = (next(r for r in rows if (r["split"], r["layer"], r["shift"]) == (n, *key)) for n in ("valid", "test"))
+        name = f"{layer}, heads 0..{heads - 1} trained to align" if key[0] == "trained" else key[0]
+        print(f"| {name} | {key[1]} | {v['precision']} | {v['recall']} | {v['aer']} | {te['precision']} | "
+              f"{te['recall']} | {te['aer']} |")
+    attention = min((r for r in rows if r["split"] == "valid" and r["layer"] != "trained"), key=lambda r: r["aer"])
+    best = next(r for r in rows if r["split"] == "valid" and r["layer"] == "trained") if heads else attention
     test = next(r for r in rows if r["split"] == "test" and (r["layer"], r["shift"]) == (best["layer"], best["shift"]))
-    print(f"\nchosen on the validation lines: layer {best['layer']}, shift {best['shift']} (AER {best['aer']}); "
+    print(f"\nattention of all heads, chosen on the validation lines: layer {attention['layer']}, shift "
+          f"{attention['shift']} (AER {attention['aer']})")
+    print(f"what translate --alignments reads: layer {best['layer']}, shift {best['shift']}; "
           f"test: P {test['precision']} R {test['recall']} AER {test['aer']}")
     sample = []
     chosen = links[("test", best["layer"], best["shift"])]
@@ -96,11 +106,11 @@ def main(argv: list[str] | None = None) -> None:
         pairs = [f"{sw[x]}={tw[y]}" if x < len(sw) and y < len(tw) else f"{x}-{y}?" for x, y in chosen[i]]
         sample.append({"source": split["test"][0][i], "translation": split["test"][2][i],
                        "links": format_links(chosen[i]), "eflomal": format_links(refs["test"][i]), "words": pairs})
-        print(f"\n{split['test'][0][i]}\n{split['test'][2][i]}\n  attention: {' '.join(pairs)}\n  eflomal:   "
+        print(f"\n{split['test'][0][i]}\n{split['test'][2][i]}\n  model:     {' '.join(pairs)}\n  eflomal:   "
               f"{' '.join(f'{sw[x]}={tw[y]}' for x, y in refs['test'][i] if x < len(sw) and y < len(tw))}")
     out = record.write("alignments", {"model": a.model, "lines": a.lines, "rows": rows,
                                        "chosen": {"layer": best["layer"], "shift": best["shift"]}, "test": test,
-                                       "sample": sample})
+                                       "attention_valid": attention, "sample": sample})
     print(f"\nrecorded in {out}")
 
 

@@ -121,3 +121,29 @@ def test_a_gpu_trained_run_translates_on_the_gpu_and_the_cpu(copy_dir: DataDir, 
     on_cpu = Translator.load(tmp_path / "run", device="cpu", precision="fp32").translate(src, beam=4)
     assert len(on_gpu) == len(on_cpu) == 20
     assert sum(a == b for a, b in zip(on_gpu, on_cpu, strict=True)) >= 18    # bf16 on the GPU, fp32 on the CPU
+
+
+def test_the_guided_alignment_loss_on_the_gpu_equals_the_cpu() -> None:
+    """The guided-alignment term (its heads' explicit attention beside SDPA in the other layers) on CUDA gives the
+    CPU's loss and gradients in fp32, and stays finite and close under bf16 autocast."""
+    from aiayn.loss import SequenceLoss
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = _model(seed=5, alignment_heads=1, n_layers=3)
+    src, tgt = _batch()
+    out = torch.cat([tgt[:, 1:], torch.full((3, 1), 2)], 1)
+    align = torch.softmax(torch.randn(3, tgt.shape[1], src.shape[1], generator=torch.Generator().manual_seed(2)), -1)
+    align = align * (src != 0)[:, None, :]
+    loss = SequenceLoss(model, 0.1, 0, guided=0.5)
+    cpu = loss(src, tgt, out, align)[0]
+    cpu.backward()
+    grad = model.decoder[1].cross_attn.q_proj.weight.grad.clone()
+    model.zero_grad()
+    model.cuda()
+    gpu = loss(src.cuda(), tgt.cuda(), out.cuda(), align.cuda())[0]
+    gpu.backward()
+    assert torch.allclose(cpu, gpu.cpu(), rtol=1e-4), (cpu, gpu)
+    assert torch.allclose(grad, model.decoder[1].cross_attn.q_proj.weight.grad.cpu(), atol=1e-4, rtol=1e-3)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        low = loss(src.cuda(), tgt.cuda(), out.cuda(), align.cuda())[0]
+    assert torch.isfinite(low) and abs(float(low) - float(cpu)) < 0.05 * float(cpu)
