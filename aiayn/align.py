@@ -204,32 +204,42 @@ class GuidedTargets:
     """What the aligning heads of a batch should attend to: for target piece t of pair b, the source pieces of the
     words its word is linked with, each 1/k of the row; rows of unlinked pieces (and EOS, and padding) are 0.
 
-    ``targets(indices, S, T)`` -> (B, T, S) with the batch's source (S, EOS included) and target (T) lengths; row t
-    is the decoder position whose output is y_t (shift 0: where :func:`method` reads a trained head)."""
+    ``targets(indices, src, tgt, src_len, tgt_len)`` -> (B, T, S): ``src`` (B, S) and ``tgt`` (B, T) the batch's
+    padded source and target-output ids, ``*_len`` (B,) their lengths without EOS. Row t is the decoder position
+    whose output is y_t (shift 0: where :func:`method` reads a trained head). One vectorized pass over the batch."""
 
-    def __init__(self, links: TokenArray, src: TokenArray, tgt: TokenArray, src_starts: np.ndarray,
-                 tgt_starts: np.ndarray, where: Path) -> None:
-        if len(links) != len(src):
-            raise DataError(f"{where}: {len(links)} alignments for {len(src)} pairs; re-run `aiayn align`")
-        self.links, self.src, self.tgt, self.where = links, src, tgt, where
-        self.src_starts, self.tgt_starts = src_starts, tgt_starts
+    def __init__(self, links: TokenArray, n_pairs: int, src_starts: np.ndarray, tgt_starts: np.ndarray,
+                 where: Path) -> None:
+        if len(links) != n_pairs:
+            raise DataError(f"{where}: {len(links)} alignments for {n_pairs} pairs; re-run `aiayn align`")
+        self.links, self.where, self.src_starts, self.tgt_starts = links, where, src_starts, tgt_starts
 
-    def __call__(self, indices: np.ndarray, S: int, T: int) -> torch.Tensor:
-        out = np.zeros((len(indices), T, S), dtype=np.float32)
-        for row, i in enumerate(indices):
-            ws = piece_words(np.asarray(self.src[i]), self.src_starts)
-            wt = piece_words(np.asarray(self.tgt[i]), self.tgt_starts)
-            pairs = np.asarray(self.links[i], dtype=np.int64).reshape(-1, 2)
-            if len(pairs) == 0 or len(ws) == 0 or len(wt) == 0:
-                continue
-            if pairs[:, 0].max() > ws[-1] or pairs[:, 1].max() > wt[-1]:
-                raise DataError(f"{self.where}: the alignment of pair {int(i) + 1} links words beyond its "
-                                f"{ws[-1] + 1} source / {wt[-1] + 1} target words; re-run `aiayn align`")
-            linked = np.zeros((ws[-1] + 1, wt[-1] + 1), dtype=np.float32)
-            linked[pairs[:, 0], pairs[:, 1]] = 1.0
-            a = linked[ws][:, wt].T                                       # (target pieces, source pieces)
-            out[row, : len(wt), : len(ws)] = a / np.maximum(a.sum(1, keepdims=True), 1.0)
-        return torch.from_numpy(out)
+    @staticmethod
+    def _words(ids: np.ndarray, lengths: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """(B, L) padded ids -> (B, L) word number of each piece (:func:`piece_words`), -1 past the sentence."""
+        real = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+        new = starts[ids] & real
+        new[:, 0] = real[:, 0]
+        return np.where(real, np.cumsum(new, axis=1) - 1, -1)
+
+    def __call__(self, indices: np.ndarray, src: np.ndarray, tgt: np.ndarray, src_len: np.ndarray,
+                 tgt_len: np.ndarray) -> torch.Tensor:
+        B = len(indices)
+        ws, wt = self._words(src, src_len, self.src_starts), self._words(tgt, tgt_len, self.tgt_starts)
+        per = [np.asarray(self.links[i], dtype=np.int64) for i in indices]
+        pairs = np.concatenate(per).reshape(-1, 2) if per else np.zeros((0, 2), np.int64)
+        rows = np.repeat(np.arange(B), [len(p) // 2 for p in per])
+        n_src, n_tgt = ws.max(1) + 1, wt.max(1) + 1                                # words per sentence
+        bad = (pairs[:, 0] >= n_src[rows]) | (pairs[:, 1] >= n_tgt[rows])
+        if bad.any():
+            b = int(rows[bad.argmax()])
+            raise DataError(f"{self.where}: the alignment of pair {int(indices[b]) + 1} links words beyond its "
+                            f"{n_src[b]} source / {n_tgt[b]} target words; re-run `aiayn align`")
+        linked = np.zeros((B, int(n_src.max(initial=0)) + 1, int(n_tgt.max(initial=0)) + 1), dtype=np.float32)
+        linked[rows, pairs[:, 0], pairs[:, 1]] = 1.0                               # (B, source words, target words)
+        a = linked[np.arange(B)[:, None, None], ws[:, None, :], wt[:, :, None]]     # (B, T, S); -1 reads the spare
+        a *= (ws >= 0)[:, None, :] & (wt >= 0)[:, :, None]                         # ... last row/column: cleared
+        return torch.from_numpy(a / np.maximum(a.sum(-1, keepdims=True), 1.0))
 
 
 def guided_targets(data: DataDir, split: str = "train") -> GuidedTargets:
@@ -238,6 +248,6 @@ def guided_targets(data: DataDir, split: str = "train") -> GuidedTargets:
     if links is None:
         raise DataError(f"train.guided_alignment needs word alignments of {data.path}'s {split} pairs: run `aiayn "
                         f"align {data.path}` first (pip install 'aiayn[align]')")
-    vocab, (src, tgt) = data.vocab(), data.split(split)
-    return GuidedTargets(links, src, tgt, word_starts(vocab.src.piece, vocab.src.vocab_size),
+    vocab = data.vocab()
+    return GuidedTargets(links, data.pairs(split), word_starts(vocab.src.piece, vocab.src.vocab_size),
                          word_starts(vocab.tgt.piece, vocab.tgt.vocab_size), data.alignment_stem(split))

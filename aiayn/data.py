@@ -545,7 +545,7 @@ class Batch:
 
 
 def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
-            guide: Callable[[np.ndarray, int, int], torch.Tensor] | None = None) -> Batch:
+            guide: Callable[..., torch.Tensor] | None = None) -> Batch:
     """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, align.GuidedTargets)."""
     B = len(indices)
     ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
@@ -561,7 +561,7 @@ def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
         t_out[row, : len(y)] = y
         t_out[row, len(y)] = EOS_ID
     return Batch(torch.from_numpy(s), torch.from_numpy(t_in), torch.from_numpy(t_out), np.asarray(indices),
-                 int(ls.sum()), int(lt.sum()), guide(indices, s.shape[1], t_in.shape[1]) if guide else None)
+                 int(ls.sum()), int(lt.sum()), guide(indices, s, t_out, ls - 1, lt - 1) if guide else None)
 
 
 class TokenBatchSampler:

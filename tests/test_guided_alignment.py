@@ -35,11 +35,12 @@ def test_pieces_group_into_the_words_the_aligner_reads() -> None:
 
 
 def test_each_link_is_spread_over_the_pieces_of_its_words(tmp_path: Path) -> None:
-    src = [np.array([4, 5, 6, 7]), np.array([4])]                 # words: Ein | Fahrrad.    and    Ein
-    tgt = [np.array([8, 9, 10, 7]), np.array([8, 9])]             # words: A | bicycle.      and    A | bi
+    # pair 0: Ein | Fahrrad.  ->  A | bicycle.   (links 0-0 1-1);  pair 1: Ein -> A | bi (no links)
+    src = np.array([[4, 5, 6, 7, 2], [4, 2, 0, 0, 0]])            # padded, EOS included (S = 5)
+    tgt = np.array([[8, 9, 10, 7, 2], [8, 9, 2, 0, 0]])           # target outputs y_1 .. EOS (T = 5)
     links = [np.array([0, 0, 1, 1]), np.array([], dtype=np.int64)]
-    g = GuidedTargets(links, src, tgt, STARTS, STARTS, tmp_path / "train.align")  # type: ignore[arg-type]
-    a = g(np.array([0, 1]), S=5, T=5)                             # S: 4 pieces + EOS; T: BOS + 4 pieces
+    g = GuidedTargets(links, 2, STARTS, STARTS, tmp_path / "train.align")  # type: ignore[arg-type]
+    a = g(np.array([0, 1]), src, tgt, np.array([4, 1]), np.array([4, 2]))
     assert a.shape == (2, 5, 5)
     expect = torch.zeros(5, 5)
     expect[0, 0] = 1.0                                            # A -> Ein
@@ -47,10 +48,14 @@ def test_each_link_is_spread_over_the_pieces_of_its_words(tmp_path: Path) -> Non
     assert torch.allclose(a[0], expect)
     assert a[0, :, 4].sum() == 0 and a[0, 4].sum() == 0           # EOS: neither attended to nor supervised
     assert a[1].sum() == 0                                        # a pair without links teaches nothing
-    bad = GuidedTargets([np.array([0, 0, 2, 1])], src[:1], tgt[:1], STARTS, STARTS,  # type: ignore[arg-type]
-                        tmp_path / "train.align")
+    # the batch's order is the indices' order
+    assert torch.equal(g(np.array([1, 0]), src[::-1].copy(), tgt[::-1].copy(), np.array([1, 4]), np.array([2, 4]))[1],
+                       a[0])
+    bad = GuidedTargets([np.array([0, 0, 2, 1])], 1, STARTS, STARTS, tmp_path / "train.align")  # type: ignore[arg-type]
     with pytest.raises(DataError, match=r"train\.align: the alignment of pair 1 links words beyond its 2 source"):
-        bad(np.array([0]), S=5, T=5)
+        bad(np.array([0]), src[:1], tgt[:1], np.array([4]), np.array([4]))
+    with pytest.raises(DataError, match="1 alignments for 2 pairs"):
+        GuidedTargets(links[:1], 2, STARTS, STARTS, tmp_path / "train.align")  # type: ignore[arg-type]
 
 
 def test_attention_returns_its_probabilities_before_dropout() -> None:
