@@ -146,4 +146,5 @@ def test_the_guided_alignment_loss_on_the_gpu_equals_the_cpu() -> None:
     assert torch.allclose(grad, model.decoder[1].cross_attn.q_proj.weight.grad.cpu(), atol=1e-4, rtol=1e-3)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         low = loss(src.cuda(), tgt.cuda(), out.cuda(), align.cuda())[0]
+    low, cpu = low.detach(), cpu.detach()
     assert torch.isfinite(low) and abs(float(low) - float(cpu)) < 0.05 * float(cpu)
