@@ -196,6 +196,7 @@ class Limits:
     max_wait_ms: float          # how long an idle decoding thread waits for a burst of requests
     max_queue_lines: int        # waiting lines over all requests; beyond: 503
     timeout_s: float            # per request; beyond: 504
+    join: bool = True           # waiting lines join a busy thread's running search (else only a free thread takes them)
 
 
 class Batcher:
@@ -243,9 +244,10 @@ class Batcher:
     def take(self, in_flight: int, idle: bool) -> list[Job] | None:
         """The admission policy: waiting jobs for a decoding thread with ``in_flight`` source tokens running (oldest
         first, within max_batch_tokens; at least one when idle, waiting for it); None when the server is stopping.
-        A busy thread takes nothing while another thread is idle: the waiting requests are that one's."""
+        A busy thread takes nothing while another thread is idle (the waiting requests are that one's), nor at all
+        without ``join``."""
         with self.lock:
-            if not idle and self.idle:
+            if not idle and (self.idle or not self.limits.join):
                 return []
             self.idle += idle
             while idle and not self.queue and not self.stopping:

@@ -57,6 +57,9 @@ class ServeConfig:
     max_wait_ms: float = setting(0.0, "how long an idle decoding thread waits for a burst of requests before its "
                                  "first step (0: a burst's requests join at the next step; 10 cost a lone request "
                                  "14%)", ge=0)
+    join: bool = setting(True, "waiting sentences join a busy decoding thread's running batch between its steps "
+                         "(step-level batching); false: they wait for a free thread, which decodes them together to "
+                         "the end (docs/deploy.md measures both)")
     max_body_bytes: int = setting(1 << 20, "largest request body", ge=1)
     max_lines: int = setting(256, "lines per request", ge=1)
     max_chars: int = setting(2000, "characters per line", ge=1)
@@ -76,7 +79,7 @@ class ServeConfig:
     def limits(self) -> Limits:
         """What the batcher is given."""
         return Limits(workers=self.workers, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
-                      max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s)
+                      max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join)
 
 
 class Metrics:

@@ -62,7 +62,8 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
                              "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600",
                              "--engine", a.engine,
                              *(["--workers", str(a.workers)] if a.workers else []),
-                             *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else [])],
+                             *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else []),
+                             *(["--no-join"] if a.no_join else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -288,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="the API the load goes through")
     ap.add_argument("--workers", type=int, default=0, help="the server's decoding threads (default: its own)")
     ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
+    ap.add_argument("--no-join", action="store_true", help="the server's --no-join: no sentence joins a running batch")
     ap.add_argument("--latency", type=int, default=0, metavar="N",
                     help="also time N one-line requests at concurrency 1 against one translate call each")
     ap.add_argument("--replay", action="store_true", help="the batcher without HTTP (see above)")
@@ -325,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(median of the per-line ratios {lat['median_per_line_ratio']:.2f}x)")
     out = record.write("serve", {"model": a.model, "precision": a.precision, "engine": a.engine, "client": a.client,
                                   "requests": a.requests,
-                                  "workers": a.workers, "max_wait_ms": a.max_wait_ms, "sentences": len(all_lines),
+                                  "workers": a.workers, "max_wait_ms": a.max_wait_ms, "join": not a.no_join, "sentences": len(all_lines),
                                   "cli": cli, "rows": rows, "latency": lat})
     print(f"\nrecorded in {out}")
 
