@@ -15,6 +15,7 @@ does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -197,6 +198,7 @@ class Limits:
     max_queue_lines: int        # waiting lines over all requests; beyond: 503
     timeout_s: float            # per request; beyond: 504
     join: bool = True           # waiting lines join a busy thread's running search (else only a free thread takes them)
+    processes: bool = False     # aiayn's engine decodes in worker processes (processes.py, WholeBatcher)
 
 
 class Batcher:
@@ -252,7 +254,9 @@ class Batcher:
             self.idle += idle
             while idle and not self.queue and not self.stopping:
                 self.lock.wait()
-            if idle and self.queue:           # an idle thread gives a burst of requests max_wait_ms to arrive
+            # an idle thread gives a burst of requests max_wait_ms to arrive, but only while another thread is decoding
+            # (under load: a batch of what its requests' clients send next); a lone request never waits
+            if idle and self.queue and self.idle < self.workers:
                 until = self.queue[0].queued + self.limits.max_wait_ms / 1000
                 while not self.stopping and time.perf_counter() < until and \
                         sum(j.tokens for j in self.queue) < self.limits.max_batch_tokens:
@@ -331,7 +335,8 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
 
 
 class WholeBatcher:
-    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Translator): when one of the
+    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Translator; aiayn's in worker
+    processes: processes.ProcessTranslator): when one of the
     ``workers`` decoding threads is free, the requests waiting with the same settings (within max_batch_tokens) are
     decoded together as one batch. Runs in the event loop's thread; the batches in the engine's."""
 
@@ -343,20 +348,24 @@ class WholeBatcher:
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-engine")
         self.waiting: list[Job] = []
         self.waiting_lines = self.busy = 0
+        self.decoding = 0                                     # source tokens of the batches being decoded
 
     async def translate(self, lines: list[str], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
-        if constraints is not None:
+        if constraints is not None and not hasattr(self.translator, "hypotheses"):
             raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with "
                                     "--engine torch")
-        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines)
+        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         self.waiting.append(job)
         self.waiting_lines += len(lines)
         self._start()
         return await answered(job, self.limits.timeout_s)
 
     def _start(self) -> None:
-        """Hand the waiting requests to the free decoding threads, one batch each."""
+        """Hand the waiting requests to the free decoding threads, one batch each, each batch at most its thread's
+        share of the source tokens in the server (waiting or being decoded): under load the threads' batches stay
+        even, instead of one taking every request and the next finding none (the clients answered together send
+        their next requests together)."""
         while self.busy < self.workers and self.waiting:
             first = next((j for j in self.waiting if not j.cancelled), None)
             if first is None:
@@ -364,24 +373,30 @@ class WholeBatcher:
                 break
             batch: list[Job] = []
             tokens = 0
+            share = -(-(sum(j.tokens for j in self.waiting) + self.decoding) // self.workers)
+            most = min(self.limits.max_batch_tokens, share)
             for job in list(self.waiting):
-                if job.cancelled or job.decode == first.decode and (not batch or
-                                                                    tokens + job.tokens <= self.limits.max_batch_tokens):
+                if job.cancelled or job.decode == first.decode and (not batch or tokens + job.tokens <= most):
                     self.waiting.remove(job)
                     self.waiting_lines -= len(job.lines)
                     if not job.cancelled:
                         batch.append(job)
                         tokens += job.tokens
             self.busy += 1
+            self.decoding += tokens
             self.metrics.queue_lines.set(self.waiting_lines)
             future = asyncio.get_running_loop().run_in_executor(self.pool, self._decode, batch)
-            future.add_done_callback(lambda _: self._finished())
+            future.add_done_callback(functools.partial(self._finished, tokens))
 
     def _decode(self, batch: list[Job]) -> None:
         lines = [line for job in batch for line in job.lines]
+        cons = [c for job in batch for c in (job.constraints or [None] * len(job.lines))]
         t0 = time.perf_counter()
         try:
-            hyps = self.translator.translate_hypotheses(lines, batch[0].decode)
+            if any(c is not None for c in cons):            # aiayn's engine in worker processes (processes.py)
+                hyps = self.translator.hypotheses(lines, self.translator.settings(batch[0].decode), cons)
+            else:
+                hyps = self.translator.translate_hypotheses(lines, batch[0].decode)
         except Exception as e:  # noqa: BLE001 - these requests get the error; serving goes on
             log.exception("decoding a batch failed")
             for job in batch:
@@ -397,9 +412,12 @@ class WholeBatcher:
                 job.answer(i, job.best(hyps[at]))
                 at += 1
 
-    def _finished(self) -> None:
+    def _finished(self, tokens: int, _: Any = None) -> None:
         self.busy -= 1
+        self.decoding -= tokens
         self._start()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+        if hasattr(self.translator, "close"):        # worker processes
+            self.translator.close()

@@ -19,6 +19,7 @@ from .config import DecodeConfig
 from .ct2 import CTranslate2Translator
 from .quantize import Int8Linear
 from .rundir import RunDir
+from .runtime import resolve_workers
 from .translate import Translator
 
 # English names of the languages LibreTranslate serves (its /languages answers with them), and a few more.
@@ -56,6 +57,7 @@ class Served:
     pair: tuple[str, str] | None
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
+    settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", **decode: Any) -> Served:
@@ -64,14 +66,24 @@ class Served:
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
         t = ct2.load(path, engine, **decode)
         return cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, t, pair,
-                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine})
+                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine}, settings=dict(decode))
 
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
-        """Its decoding threads: step-level batching on aiayn's engine, whole batches on CTranslate2."""
-        if isinstance(self.translator, CTranslate2Translator):
-            self.batcher = WholeBatcher(self.translator, limits, metrics)
+        """Its decoding threads: step-level batching on aiayn's engine, or whole batches in worker processes
+        (``limits.processes``); whole batches on CTranslate2."""
+        t = self.translator
+        if isinstance(t, CTranslate2Translator):
+            self.batcher = WholeBatcher(t, limits, metrics)
+        elif limits.processes:
+            if t.device.type != "cpu":
+                raise ValueError(f"--processes decodes on the CPU, in several processes; this model is on {t.device}")
+            from .processes import ProcessTranslator
+
+            workers = resolve_workers(limits.workers, t.device)
+            self.batcher = WholeBatcher(ProcessTranslator(self.info["checkpoint"], t, workers, self.settings),
+                                        limits, metrics)
         else:
-            self.batcher = Batcher(self.translator, limits, metrics)
+            self.batcher = Batcher(t, limits, metrics)
 
     async def translate_html(self, fragments: list[str], decode: DecodeConfig) -> list[str]:
         """HTML fragments translated (markup.py): their segments decoded by the batcher beside every other request,

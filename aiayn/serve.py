@@ -57,6 +57,10 @@ class ServeConfig:
     max_wait_ms: float = setting(0.0, "how long an idle decoding thread waits for a burst of requests before its "
                                  "first step (0: a burst's requests join at the next step; 10 cost a lone request "
                                  "14%)", ge=0)
+    processes: bool = setting(False, "decode in worker processes (one per decoding worker, each with its own copy of "
+                              "the model and its share of the cores) instead of threads of the server's process, "
+                              "which share its GIL; each takes the requests waiting when it is free (CPU, aiayn's "
+                              "engine)")
     join: bool = setting(True, "waiting sentences join a busy decoding thread's running batch between its steps "
                          "(step-level batching); false: they wait for a free thread, which decodes them together to "
                          "the end (docs/deploy.md measures both)")
@@ -79,7 +83,8 @@ class ServeConfig:
     def limits(self) -> Limits:
         """What the batcher is given."""
         return Limits(workers=self.workers, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
-                      max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join)
+                      max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join,
+                      processes=self.processes)
 
 
 class Metrics:

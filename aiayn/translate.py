@@ -196,7 +196,11 @@ class Translator:
         """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings).
         ``constraints``: per line, target phrases its translation must contain (constraints.py)."""
         decode = self.settings(decode, **overrides)
-        cons = self.constraints(lines, constraints, decode)
+        return self.hypotheses(lines, decode, self.constraints(lines, constraints, decode))
+
+    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig,
+                   cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
+        """:meth:`translate_hypotheses` with resolved settings and the lines' Constraints (:meth:`constraints`)."""
         blank = [not line.strip() for line in lines]
         todo = [i for i, b in enumerate(blank) if not b]
         ids = self.vocab.src.encode([lines[i] for i in todo])

@@ -8,7 +8,8 @@ server's batcher without HTTP (``--replay``):
 
 Requests of 1-5 lines (a fixed seeded draw from --src, cycled) sent by N client threads over keep-alive
 connections; each concurrency level is a fresh batch of --requests requests to one server process. Prints a
-table: sentences/s, latency percentiles, errors, the server's peak RSS, and sentences/s as a share of the
+table: sentences/s, latency percentiles, errors, the server's peak RSS, the CPU the server and this load generator
+used (shares of all cores: both run on this machine), and sentences/s as a share of the
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
 left out; ``--engine``: both the server's and the CLI's). ``--client libretranslate`` sends each request through
 LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages). Records it as ``results/serve-<date>.json``.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import signal
 import socket
@@ -43,6 +45,35 @@ sys.path.insert(0, str(Path(__file__).parent))
 import record  # noqa: E402
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (the server's worker processes, with --processes)."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, pp in parents.items() if pp == p]
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of process ``pid`` and its descendants (all their threads)."""
+    total = 0
+    for p in family(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,10 +81,15 @@ def free_port() -> int:
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """The peak resident memory of the server: of its process, plus its worker processes' (a sum of peaks)."""
+    total = 0
+    for p in family(pid):
+        try:
+            total += next(int(line.split()[1]) for line in Path(f"/proc/{p}/status").read_text().splitlines()
+                          if line.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            continue
+    return total / 1024 if total else float("nan")
 
 
 def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
@@ -63,7 +99,7 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
                              "--engine", a.engine,
                              *(["--workers", str(a.workers)] if a.workers else []),
                              *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else []),
-                             *(["--no-join"] if a.no_join else [])],
+                             *(["--no-join"] if a.no_join else []), *(["--processes"] if a.processes else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -290,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=0, help="the server's decoding threads (default: its own)")
     ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
     ap.add_argument("--no-join", action="store_true", help="the server's --no-join: no sentence joins a running batch")
+    ap.add_argument("--processes", action="store_true", help="the server's --processes: decoding in worker processes")
     ap.add_argument("--latency", type=int, default=0, metavar="N",
                     help="also time N one-line requests at concurrency 1 against one translate call each")
     ap.add_argument("--replay", action="store_true", help="the batcher without HTTP (see above)")
@@ -307,12 +344,13 @@ def main(argv: list[str] | None = None) -> None:
           f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
     rows = [load_level(a, requests, c, cli, cli_out) for c in a.concurrency]
     print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
-          "server peak RSS | sentences per step | identical to the CLI |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "server peak RSS | sentences per step | identical to the CLI | CPU: server / load generator |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
               f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB | "
-              f"{r['sentences_per_step']:.1f} | {100 * r['identical_to_cli']:.1f}% |")
+              f"{r['sentences_per_step']:.1f} | {100 * r['identical_to_cli']:.1f}% | "
+              f"{100 * r['server_cpu_share']:.0f}% / {100 * r['client_cpu_share']:.0f}% |")
     lat = None
     if a.latency:
         proc, port = start_server(a)
@@ -327,7 +365,9 @@ def main(argv: list[str] | None = None) -> None:
               f"(median of the per-line ratios {lat['median_per_line_ratio']:.2f}x)")
     out = record.write("serve", {"model": a.model, "precision": a.precision, "engine": a.engine, "client": a.client,
                                   "requests": a.requests,
-                                  "workers": a.workers, "max_wait_ms": a.max_wait_ms, "join": not a.no_join, "sentences": len(all_lines),
+                                  "workers": a.workers, "max_wait_ms": a.max_wait_ms, "join": not a.no_join,
+                                  "processes": a.processes,
+                                  "sentences": len(all_lines),
                                   "cli": cli, "rows": rows, "latency": lat})
     print(f"\nrecorded in {out}")
 
@@ -340,8 +380,12 @@ def load_level(a: argparse.Namespace, requests: list[list[str]], c: int, cli: di
         load(port, requests[:20], min(c, 4))                    # warm-up
         steps0, lines0 = metric(port, "aiayn_batch_lines_count"), metric(port, "aiayn_batch_lines_sum")
         outputs: list[list[str]] = [[] for _ in requests]
+        cpu0, server0 = time.process_time(), cpu_seconds(proc.pid)
         r = load(port, requests, c, outputs, pair_of(a))
+        cores = len(os.sched_getaffinity(0))
         served = [t for ts in outputs for t in ts]
+        r.update(client_cpu_share=(time.process_time() - cpu0) / (r["seconds"] * cores),
+                 server_cpu_share=(cpu_seconds(proc.pid) - server0) / (r["seconds"] * cores))
         r.update(concurrency=c, peak_rss_mb=peak_rss_mb(proc.pid), share_of_cli=r["sentences_per_s"] /
                  cli["sentences_per_s"], sentences_per_step=(metric(port, "aiayn_batch_lines_sum") - lines0) /
                  max(1.0, metric(port, "aiayn_batch_lines_count") - steps0),
@@ -353,7 +397,8 @@ def load_level(a: argparse.Namespace, requests: list[list[str]], c: int, cli: di
     print(f"concurrency {c}: {r['sentences_per_s']:.1f} sentences/s ({100 * r['share_of_cli']:.0f}% of the CLI), "
           f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, errors {r['errors']:.0f}, "
           f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['sentences_per_step']:.1f} sentences per decoding step, "
-          f"{100 * r['identical_to_cli']:.1f}% of lines identical to the CLI's", flush=True)
+          f"{100 * r['identical_to_cli']:.1f}% of lines identical to the CLI's; CPU used: server "
+          f"{100 * r['server_cpu_share']:.0f}%, this load generator {100 * r['client_cpu_share']:.0f}%", flush=True)
     return r
 
 
