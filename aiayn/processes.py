@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -26,8 +27,10 @@ from .translate import Translator
 
 
 def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int) -> None:
-    """A worker process: its share of the cores, the model, then batches until the pipe closes; each answer is
-    ("ok", hypotheses) or ("error", message)."""
+    """A worker process: the model, then batches until the pipe closes, each with the intra-op threads the server
+    gives it; each answer is ("ok", hypotheses) or ("error", message)."""
+    import torch
+
     from .runtime import configure
 
     configure(threads)
@@ -35,13 +38,17 @@ def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int) 
     conn.send(("ok", os.getpid()))
     while True:
         try:
-            lines, decode, cons = conn.recv()
+            lines, decode, cons, threads = conn.recv()
         except EOFError:
             return
+        torch.set_num_threads(threads)
         try:
             conn.send(("ok", translator.hypotheses(lines, decode, cons)))
         except Exception as e:  # noqa: BLE001 - the server answers this batch's requests with the error
             conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+SMALL = 4        # lines of a batch small enough to get every core when no other batch is being decoded
 
 
 class ProcessTranslator:
@@ -51,6 +58,7 @@ class ProcessTranslator:
     def __init__(self, path: str | Path, translator: Translator, workers: int, settings: dict[str, Any]) -> None:
         self.translator, self.workers = translator, workers
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.cores, self.busy, self.lock = cores, 0, threading.Lock()
         # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
         ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[Connection] = queue.Queue()
@@ -77,10 +85,18 @@ class ProcessTranslator:
                    cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
         """As Translator.hypotheses, in the next free worker process."""
         conn = self.free.get()
+        with self.lock:
+            self.busy += 1
+            # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
+            # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
+            alone = self.busy == 1 and len(lines) <= SMALL
+            threads = self.cores if alone else max(1, self.cores // self.workers)
         try:
-            conn.send((list(lines), decode, None if cons is None else list(cons)))
+            conn.send((list(lines), decode, None if cons is None else list(cons), threads))
             return self._answer(conn, next(p for p, c in self.processes if c is conn))
         finally:
+            with self.lock:
+                self.busy -= 1
             self.free.put(conn)
 
     @staticmethod
