@@ -53,28 +53,35 @@ SMALL = 4        # lines of a batch small enough to get every core when no other
 
 class ProcessTranslator:
     """The server's Translator, with ``translate_hypotheses`` run in ``workers`` processes (one batch each at a
-    time, from any thread); everything else (vocab, settings, alignments) is the server process's own Translator's."""
+    time, from any thread); everything else (vocab, settings, alignments) is the server process's own Translator's.
+    A worker that dies fails the batch it had (its requests get a 500 naming it) and is started again."""
 
     def __init__(self, path: str | Path, translator: Translator, workers: int, settings: dict[str, Any]) -> None:
-        self.translator, self.workers = translator, workers
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.cores, self.busy, self.lock = cores, 0, threading.Lock()
+        self.translator, self.workers, self.path, self.loaded_with = translator, workers, str(path), settings
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.busy, self.lock = 0, threading.Lock()
         # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
-        ctx = multiprocessing.get_context("spawn")
-        self.free: queue.Queue[Connection] = queue.Queue()
-        self.processes = []
-        for _ in range(workers):
-            mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_serve, args=(theirs, str(path), settings, max(1, cores // workers)), daemon=True)
-            p.start()
-            theirs.close()
-            self.processes.append((p, mine))
-        for p, conn in self.processes:                 # every model loaded before the server says it is ready
+        self.ctx = multiprocessing.get_context("spawn")
+        self.free: queue.Queue[int] = queue.Queue()
+        self.processes: list[tuple[Any, Connection]] = [self._spawn() for _ in range(workers)]
+        for i, (p, conn) in enumerate(self.processes):   # every model loaded before the server says it is ready
             self._answer(conn, p)
-            self.free.put(conn)
+            self.free.put(i)
+
+    def _spawn(self) -> tuple[Any, Connection]:
+        mine, theirs = self.ctx.Pipe()
+        p = self.ctx.Process(target=_serve, args=(theirs, self.path, self.loaded_with, max(1, self.cores // self.workers)),
+                             daemon=True, name="aiayn-decode")
+        p.start()
+        theirs.close()
+        return p, mine
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.translator, name)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p, _ in self.processes]
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              **overrides: object) -> list[list[Hypothesis]]:
@@ -84,27 +91,32 @@ class ProcessTranslator:
     def hypotheses(self, lines: Sequence[str], decode: DecodeConfig,
                    cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
         """As Translator.hypotheses, in the next free worker process."""
-        conn = self.free.get()
+        i = self.free.get()
         with self.lock:
             self.busy += 1
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
             # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
             alone = self.busy == 1 and len(lines) <= SMALL
             threads = self.cores if alone else max(1, self.cores // self.workers)
+        p, conn = self.processes[i]
         try:
             conn.send((list(lines), decode, None if cons is None else list(cons), threads))
-            return self._answer(conn, next(p for p, c in self.processes if c is conn))
+            return self._answer(conn, p)
+        except (EOFError, OSError):
+            p.join(timeout=5)
+            self.processes[i] = self._spawn()
+            self._answer(self.processes[i][1], self.processes[i][0])
+            raise RuntimeError(f"decoding worker process {p.pid} died (exit code {p.exitcode}); a new one was "
+                               "started") from None
         finally:
             with self.lock:
                 self.busy -= 1
-            self.free.put(conn)
+            self.free.put(i)
 
     @staticmethod
     def _answer(conn: Connection, process: Any) -> Any:
-        try:
-            status, value = conn.recv()
-        except EOFError:
-            raise RuntimeError(f"decoding worker process {process.pid} died (exit code {process.exitcode})") from None
+        """A worker's answer; EOFError if it died."""
+        status, value = conn.recv()
         if status != "ok":
             raise RuntimeError(f"decoding worker process {process.pid}: {value}")
         return value

@@ -11,8 +11,9 @@ connections; each concurrency level is a fresh batch of --requests requests to o
 table: sentences/s, latency percentiles, errors, the server's peak RSS, the CPU the server and this load generator
 used (shares of all cores: both run on this machine), and sentences/s as a share of the
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
-left out; ``--engine``: both the server's and the CLI's). ``--client libretranslate`` sends each request through
-LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages). Records it as ``results/serve-<date>.json``.
+left out, measured again just before each level; ``--engine``: both the server's and the CLI's). ``--client
+libretranslate`` sends each request through LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages).
+Records it as ``results/serve-<date>.json``.
 
 ``--replay``: where the server's time goes, without HTTP, in this process, one decoding thread and one CPU thread,
 the same requests and the run's decoding settings, each way the fastest of --rounds interleaved rounds:
@@ -339,15 +340,19 @@ def main(argv: list[str] | None = None) -> None:
         replay(a, requests)
         return
     all_lines = [line for r in requests for line in r]
-    cli, cli_out = cli_rate(a, all_lines)
-    print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "
-          f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
-    rows = [load_level(a, requests, c, cli, cli_out) for c in a.concurrency]
-    print("\n| concurrency | sentences/s | share of `aiayn translate` | p50 ms | p95 ms | p99 ms | errors | "
-          "server peak RSS | sentences per step | identical to the CLI | CPU: server / load generator |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
+    rows, clis = [], []
+    for c in a.concurrency:      # the CLI just before each level: a shared VM's speed drifts within minutes
+        cli, cli_out = cli_rate(a, all_lines)
+        print(f"aiayn translate: {len(all_lines)} sentences, {cli['sentences_per_s']:.1f} sentences/s "
+              f"(start-up {cli['startup_s']:.1f} s left out)", flush=True)
+        clis.append(cli)
+        rows.append(load_level(a, requests, c, cli, cli_out))
+    print("\n| concurrency | sentences/s | `aiayn translate` just before | share of it | p50 ms | p95 ms | p99 ms | "
+          "errors | server peak RSS | sentences per step | identical to the CLI | CPU: server / load generator |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r, cli in zip(rows, clis, strict=True):
+        print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {cli['sentences_per_s']:.1f} | "
+              f"{100 * r['share_of_cli']:.0f}% | {r['p50_ms']:.0f} | "
               f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']:.0f} | {r['peak_rss_mb']:.0f} MB | "
               f"{r['sentences_per_step']:.1f} | {100 * r['identical_to_cli']:.1f}% | "
               f"{100 * r['server_cpu_share']:.0f}% / {100 * r['client_cpu_share']:.0f}% |")
@@ -368,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                                   "workers": a.workers, "max_wait_ms": a.max_wait_ms, "join": not a.no_join,
                                   "processes": a.processes,
                                   "sentences": len(all_lines),
-                                  "cli": cli, "rows": rows, "latency": lat})
+                                  "cli": clis, "rows": rows, "latency": lat})
     print(f"\nrecorded in {out}")
 
 

@@ -7,6 +7,7 @@ limit and shutdown tests serve the tiny legacy model, whose long outputs keep re
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
+from aiayn.config import DecodeConfig
 
 from .conftest import chrome, free_port, open_chrome, spawn, wait_for
 
@@ -422,3 +424,87 @@ def test_alignments_in_a_request(server: Server, cli: Translator) -> None:
     assert list(zip(body["translations"], body["alignments"], strict=True)) == cli.translate_aligned(lines)
     status, _, body = server.post("/translate", {"text": lines, "alignments": True, "beam": 2, "nbest": 2}, KEY)
     assert status == 200 and [len(x) for x in body["alignments"]] == [2, 2, 2] and body["alignments"][1] == ["", ""]
+
+
+def _decoding_processes(pid: int) -> list[int]:
+    """The server's worker processes (--processes): its children that run multiprocessing's spawn entry point, less
+    its resource tracker."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                cmd = (d / "cmdline").read_bytes()
+                if b"multiprocessing" in cmd and b"resource_tracker" not in cmd:
+                    out.append(int(d.name))
+        except (OSError, ValueError):
+            continue
+    return sorted(out)
+
+
+def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_model: Path, cli: Translator) -> None:
+    """--processes: batches decoded by 2 worker processes, each with its copy of the model; every answer (greedy and
+    beam, 2-best with scores, constraints) is aiayn translate's; a worker killed fails only the batch it had, with a
+    500 naming it, and is started again; SIGTERM stops them all."""
+    s = Server("--processes", "--workers", "2", model=copy_model)
+    try:
+        workers = _decoding_processes(s.proc.pid)
+        assert len(workers) == 2, workers
+        lines = _copy_lines(24, seed=9)
+        asks: list[dict[str, Any]] = [{"text": lines[i : i + 3], "beam": b, "nbest": b}
+                                      for i in range(0, 24, 3) for b in (1, 2)]
+        asks.append({"text": [lines[0]], "beam": 3, "constraints": [["j j j"]]})
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda a: s.post("/translate", a), asks))
+        for ask, (status, _, body) in zip(asks, answers, strict=True):
+            assert status == 200, (body, s.output()[-3000:])
+            want = cli.translate_hypotheses(ask["text"], beam=ask["beam"], nbest=ask.get("nbest", 1),
+                                            constraints=ask.get("constraints"))
+            got = body["translations"]
+            if ask.get("nbest", 1) == 1:
+                assert got == cli.detokenize([hs[0].tokens for hs in want]), ask
+            else:
+                assert [[h["text"] for h in hs] for hs in got] == [cli.detokenize([h.tokens for h in hs]) for hs in want]
+                assert [h["score"] for hs in got for h in hs] == pytest.approx(
+                    [h.score for hs in want for h in hs], abs=2e-4)
+        assert "j j j" in answers[-1][2]["translations"][0]
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        statuses = []
+        for _ in range(4):
+            status, _, body = s.post("/translate", {"text": [lines[1]], "beam": 1})
+            statuses.append(status)
+            assert status == 200 and body["translations"] == cli.translate([lines[1]], beam=1) or \
+                status == 500 and "decoding worker process" in body["error"] and "died" in body["error"], body
+        assert statuses == [500, 500, 200, 200], statuses          # each dead worker fails the one batch it got
+        replaced = _decoding_processes(s.proc.pid)
+        assert len(replaced) == 2 and not set(replaced) & set(workers)
+    finally:
+        assert s.stop() == 0
+    assert not [p for p in replaced if Path(f"/proc/{p}").exists()], "a worker process outlived the server"
+
+
+def test_a_free_worker_takes_its_share_of_the_waiting_requests() -> None:
+    """Whole batches (CTranslate2, --processes): 4 requests of 10 source tokens each wait for 2 free workers: each
+    worker gets 2 (its share of the 40 tokens), not the first all 4 and the second none."""
+    from prometheus_client import CollectorRegistry
+
+    from aiayn.batcher import DecodeMetrics, Job, Limits, WholeBatcher
+
+    class Engine:
+        workers = 2
+
+    batches: list[list[int]] = []
+
+    async def run() -> None:
+        b = WholeBatcher(Engine(), Limits(workers=2, max_batch_tokens=6000, max_wait_ms=0, max_queue_lines=100,
+                                          timeout_s=10), DecodeMetrics(CollectorRegistry()).model("test"))
+        b._decode = lambda batch: batches.append([j.tokens for j in batch])  # type: ignore[method-assign]
+        loop = asyncio.get_running_loop()
+        for _ in range(4):
+            b.waiting.append(Job(["x"], 10, DecodeConfig(), loop.create_future(), loop))
+        b._start()
+        await asyncio.sleep(0.2)
+        b.close()
+
+    asyncio.run(run())
+    assert sorted(batches) == [[10, 10], [10, 10]], batches
