@@ -69,14 +69,13 @@ class Served:
                    {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine}, settings=dict(decode))
 
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
-        """Its decoding threads: step-level batching on aiayn's engine, or whole batches in worker processes
-        (``limits.processes``); whole batches on CTranslate2."""
+        """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``,
+        the default) or threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole
+        batches."""
         t = self.translator
         if isinstance(t, CTranslate2Translator):
             self.batcher = WholeBatcher(t, limits, metrics)
-        elif limits.processes:
-            if t.device.type != "cpu":
-                raise ValueError(f"--processes decodes on the CPU, in several processes; this model is on {t.device}")
+        elif limits.processes and t.device.type == "cpu":
             from .processes import ProcessTranslator
 
             workers = resolve_workers(limits.workers, t.device)

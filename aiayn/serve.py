@@ -57,13 +57,13 @@ class ServeConfig:
     max_wait_ms: float = setting(0.0, "how long an idle decoding thread waits for a burst of requests before its "
                                  "first step (0: a burst's requests join at the next step; 10 cost a lone request "
                                  "14%)", ge=0)
-    processes: bool = setting(False, "decode in worker processes (one per decoding worker, each with its own copy of "
-                              "the model and its share of the cores) instead of threads of the server's process, "
-                              "which share its GIL; each takes the requests waiting when it is free (CPU, aiayn's "
-                              "engine)")
-    join: bool = setting(True, "waiting sentences join a busy decoding thread's running batch between its steps "
-                         "(step-level batching); false: they wait for a free thread, which decodes them together to "
-                         "the end (docs/deploy.md measures both)")
+    processes: bool = setting(True, "CPU: decode in worker processes, one per decoding worker, each with its own copy "
+                              "of the model, taking the requests waiting when it is free (measured faster under load: "
+                              "docs/deploy.md); --no-processes: threads of the server's process, where waiting "
+                              "sentences join a running batch (see --join); on a GPU one thread decodes")
+    join: bool = setting(True, "with --no-processes (or on a GPU): waiting sentences join a busy decoding thread's "
+                         "running batch between its steps (step-level batching); false: they wait for a free thread, "
+                         "which decodes them together to the end")
     max_body_bytes: int = setting(1 << 20, "largest request body", ge=1)
     max_lines: int = setting(256, "lines per request", ge=1)
     max_chars: int = setting(2000, "characters per line", ge=1)
