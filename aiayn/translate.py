@@ -201,8 +201,7 @@ class Translator:
     def hypotheses(self, lines: Sequence[str], decode: DecodeConfig,
                    cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
         """:meth:`translate_hypotheses` with resolved settings and the lines' Constraints (:meth:`constraints`)."""
-        blank = [not line.strip() for line in lines]
-        todo = [i for i, b in enumerate(blank) if not b]
+        todo = [i for i, line in enumerate(lines) if line.strip()]
         ids = self.vocab.src.encode([lines[i] for i in todo])
         hyps = translate_constrained(self.model, ids, decode, self.device, self.shortlist,
                                      None if cons is None else [cons[i] for i in todo])
