@@ -152,12 +152,19 @@ def word_starts(piece: Callable[[int], str], size: int) -> np.ndarray:
     return np.array([piece(i).startswith("\u2581") for i in range(size)], dtype=bool)
 
 
+def batch_words(ids: np.ndarray, lengths: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """(B, L) padded ids -> (B, L) the word number of each piece (:func:`words` on ids; the first piece starts a
+    word, marked or not), -1 past each sentence's ``lengths``."""
+    real = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+    new = starts[ids] & real
+    if ids.shape[1]:
+        new[:, 0] = real[:, 0]
+    return np.where(real, np.cumsum(new, axis=1) - 1, -1)
+
+
 def piece_words(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The word number of each piece of one sentence (:func:`words` on ids): (n,) -> (n,)."""
-    new = starts[ids]
-    if len(new):
-        new[0] = True
-    return np.cumsum(new) - 1
+    """:func:`batch_words` of one sentence: (n,) -> (n,)."""
+    return batch_words(ids[None, :], np.array([len(ids)]), starts)[0]
 
 
 def word_text(ids: np.ndarray, starts: np.ndarray, piece: Callable[[int], str]) -> str:
@@ -214,18 +221,10 @@ class GuidedTargets:
             raise DataError(f"{where}: {len(links)} alignments for {n_pairs} pairs; re-run `aiayn align`")
         self.links, self.where, self.src_starts, self.tgt_starts = links, where, src_starts, tgt_starts
 
-    @staticmethod
-    def _words(ids: np.ndarray, lengths: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """(B, L) padded ids -> (B, L) word number of each piece (:func:`piece_words`), -1 past the sentence."""
-        real = np.arange(ids.shape[1])[None, :] < lengths[:, None]
-        new = starts[ids] & real
-        new[:, 0] = real[:, 0]
-        return np.where(real, np.cumsum(new, axis=1) - 1, -1)
-
     def __call__(self, indices: np.ndarray, src: np.ndarray, tgt: np.ndarray, src_len: np.ndarray,
                  tgt_len: np.ndarray) -> torch.Tensor:
         B = len(indices)
-        ws, wt = self._words(src, src_len, self.src_starts), self._words(tgt, tgt_len, self.tgt_starts)
+        ws, wt = batch_words(src, src_len, self.src_starts), batch_words(tgt, tgt_len, self.tgt_starts)
         per = [np.asarray(self.links[i], dtype=np.int64) for i in indices]
         pairs = np.concatenate(per).reshape(-1, 2) if per else np.zeros((0, 2), np.int64)
         rows = np.repeat(np.arange(B), [len(p) // 2 for p in per])

@@ -1,12 +1,10 @@
-"""Decoding in worker processes (``aiayn serve --processes``): each worker process holds its own copy of the model and
-decodes whole batches in its main thread with its share of the cores, so that decoding never waits on another
-thread for Python's GIL (the threads of one process share it: two decoding threads of one process decoded the
-server's small batches only 1.17x as fast as one). The server hands a free worker the requests waiting
-(batcher.WholeBatcher), as it does with CTranslate2's translators.
+"""Decoding in worker processes (``aiayn serve``'s default on a CPU): each worker process holds its own copy of the
+model and decodes whole batches in its main thread with its share of the cores, so that decoding never waits on
+another thread for Python's GIL, which the threads of one process share. The server hands a free worker the requests
+waiting (batcher.WholeBatcher), as it does with CTranslate2's translators; docs/deploy.md measures both ways.
 
 Each batch is decoded by Translator.hypotheses in the worker, so its output is ``aiayn translate``'s. A worker is
-reached through its own pipe (a batch out, its hypotheses back): less overhead per batch than a process pool's
-queues and management thread.
+reached through its own pipe: a batch out, its hypotheses back.
 """
 
 from __future__ import annotations
