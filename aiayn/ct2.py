@@ -26,6 +26,7 @@ from typing import Any
 from . import precision as precisions
 from .checkpoint import MODEL
 from .config import DecodeConfig, ModelConfig
+from .export import ctranslate2_limited, export
 from .rundir import RunDir, load_trained
 from .runtime import resolve_device, resolve_workers
 from .search import Hypothesis, max_length
@@ -63,8 +64,6 @@ def weights_hash(ckpt: Path) -> str:
 
 def converted(path: str | Path, quantization: str | None) -> Path:
     """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now if missing or stale."""
-    from .export import export
-
     run, ckpt = RunDir.locate(path)
     key = f"{ckpt.name}-{quantization or 'float32'}"
     cache = run.engine_cache("ctranslate2")
@@ -155,25 +154,18 @@ class CTranslate2Translator:
         n = max(1, d.nbest)
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * n for _ in lines]
         ids = self.vocab.src.encode([line for line in lines])
-        groups: dict[int, list[int]] = {}
-        for i, (line, seq) in enumerate(zip(lines, ids, strict=True)):
-            if line.strip():
-                seq = seq[: self.cfg.max_positions - 1]
-                groups.setdefault(max_length(len(seq), d.max_len_a, d.max_len_b, self.cfg.max_positions), []).append(i)
-        piece = self.vocab.src.piece
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        piece, most = self.vocab.src.piece, self.cfg.max_positions
         options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len, num_hypotheses=n,
                        return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam), batch_type="tokens",
                        use_vmap=d.shortlist, suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
-        pending = {limit: self.translator.translate_batch(
-            [[piece(t) for t in ids[i][: self.cfg.max_positions - 1]] for i in idx], max_decoding_length=limit,
-            asynchronous=True, **options) for limit, idx in groups.items()}   # the groups decoded side by side
-        for limit, idx in groups.items():
-            for i, result in zip(idx, pending[limit], strict=True):
-                r = result.result()
-                out[i] = [Hypothesis([self.ids[p] for p in tokens], score, score)
-                          for tokens, score in zip(r.hypotheses, r.scores, strict=True)]
+        results = ctranslate2_limited(self.translator, [[piece(t) for t in ids[i][: most - 1]] for i in todo],
+                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
+        for i, (hyps, scores) in zip(todo, results, strict=True):
+            out[i] = [Hypothesis([self.ids[p] for p in tokens], score, score)
+                      for tokens, score in zip(hyps, scores, strict=True)]
         return out
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
