@@ -325,11 +325,11 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
     beam, n = options.get("beam_size", 1), options.pop("num_hypotheses", 1)
     exact = beam > 1 and not options.get("length_penalty")
     results: list[Any] = [None] * len(batch)
+    options["num_hypotheses"] = n if exact else max(n, beam)       # (n > beam: samples, each shows its own end)
 
     def run(groups: dict[int, list[int]]) -> None:
         pending = {cap: translator.translate_batch([list(batch[i]) for i in idx], max_decoding_length=cap,
-                                                   asynchronous=True, num_hypotheses=n if exact else beam, **options)
-                   for cap, idx in groups.items()}
+                                                   asynchronous=True, **options) for cap, idx in groups.items()}
         for cap, idx in groups.items():
             for i, future in zip(idx, pending[cap], strict=True):
                 results[i] = future.result()
