@@ -19,6 +19,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,20 +27,12 @@ import torch
 
 from .config import DecodeConfig
 from .constraints import Constraints, unmet
+from .guards import ServiceError
 from .runtime import ThreadShare, resolve_workers
-from .search import BeamSearch, Hypothesis
+from .search import BeamSearch, Hypothesis, Stopped
 from .translate import Translator, source_batch, source_ids
 
 log = logging.getLogger(__name__)
-
-
-class ServiceError(Exception):
-    """A request answered with an error: its HTTP ``status`` (from the batcher, 503: the queue is full, 504: it took
-    longer than its timeout, 500: decoding failed; the server adds its own), a message, and headers."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 class DecodeMetrics:
@@ -110,17 +103,15 @@ class Job:
         self.loop.call_soon_threadsafe(_resolve, self.future, error)
 
     def start(self, translator: Translator) -> list[int]:
-        """Blank lines answered at once, a sampling request decoded whole (as ``aiayn translate`` does); the indices
-        of the lines left to decode."""
+        """A sampling request decoded whole (as ``aiayn translate`` does; stopped if the request goes away); the
+        indices of the lines left to decode (no line is blank: :func:`without_blank_lines`)."""
         self.results, self.left = [None] * len(self.lines), len(self.lines)
         if self.decode.sampling:
-            for i, hyps in enumerate(translator.translate_hypotheses(self.lines, decode=self.decode)):
+            for i, hyps in enumerate(translator.hypotheses(self.lines, self.decode, None,
+                                                           stop=lambda: self.cancelled)):
                 self.answer(i, hyps)
             return []
-        todo = [i for i, line in enumerate(self.lines) if line.strip()]
-        for i in set(range(len(self.lines))) - set(todo):          # a blank line translates to a blank line
-            self.answer(i, [Hypothesis([], 0.0, 0.0)] * max(1, self.decode.nbest))
-        return todo
+        return list(range(len(self.lines)))
 
     def best(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the
@@ -128,6 +119,24 @@ class Job:
         if self.decode.beam == 1:
             hyps = [Hypothesis(h.tokens, h.logprob, h.logprob) for h in hyps]
         return hyps[: max(1, self.decode.nbest)]
+
+
+Decode = Callable[[list[str], DecodeConfig, "list[Constraints | None] | None"], Awaitable[list[list[Hypothesis]]]]
+
+
+async def without_blank_lines(lines: list[str], decode: DecodeConfig, constraints: list[Constraints | None] | None,
+                              run: Decode) -> list[list[Hypothesis]]:
+    """``run`` on the lines that are not blank; a blank line translates to a blank line (``nbest`` empty
+    hypotheses, so n-best output stays rectangular) at once, and a request with nothing to translate is answered
+    without waiting in line (an HTML fragment without text, a request of blank lines)."""
+    todo = [i for i, line in enumerate(lines) if line.strip()]
+    out = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
+    if todo:
+        hyps = await run([lines[i] for i in todo], decode,
+                         None if constraints is None else [constraints[i] for i in todo])
+        for i, h in zip(todo, hyps, strict=True):
+            out[i] = h
+    return out
 
 
 def new_job(translator: Any, lines: list[str], decode: DecodeConfig, waiting: int, most: int,
@@ -223,6 +232,10 @@ class Batcher:
         """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints; with
         ``decode.keep_plain`` only the lines whose unconstrained translation lacks a phrase are decoded again with
         them, as Translator does); raises ServiceError(503) when the queue is full, (504) on timeout."""
+        return await without_blank_lines(lines, decode, constraints, self._keep_plain)
+
+    async def _keep_plain(self, lines: list[str], decode: DecodeConfig,
+                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
         if constraints is None or not decode.keep_plain:
             return await self._translate(lines, decode, constraints)
         hyps = await self._translate(lines, decode, None)
@@ -355,6 +368,10 @@ class WholeBatcher:
         if constraints is not None and not hasattr(self.translator, "hypotheses"):
             raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with "
                                     "--engine torch")
+        return await without_blank_lines(lines, decode, constraints, self._translate)
+
+    async def _translate(self, lines: list[str], decode: DecodeConfig,
+                         constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
         job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         self.waiting.append(job)
         self.waiting_lines += len(lines)
@@ -392,11 +409,15 @@ class WholeBatcher:
         lines = [line for job in batch for line in job.lines]
         cons = [c for job in batch for c in (job.constraints or [None] * len(job.lines))]
         t0 = time.perf_counter()
+        stop = lambda: all(job.cancelled for job in batch)      # noqa: E731 - every request of the batch is gone
         try:
             if any(c is not None for c in cons):            # aiayn's engine in worker processes (processes.py)
-                hyps = self.translator.hypotheses(lines, self.translator.settings(batch[0].decode), cons)
+                hyps = self.translator.hypotheses(lines, self.translator.settings(batch[0].decode), cons, stop=stop)
             else:
-                hyps = self.translator.translate_hypotheses(lines, batch[0].decode)
+                hyps = self.translator.translate_hypotheses(lines, batch[0].decode, stop=stop)
+        except Stopped:                                   # nobody waits for these requests' answers any more
+            log.info("a batch of %d lines stopped: its requests timed out or went away", len(lines))
+            return
         except Exception as e:  # noqa: BLE001 - these requests get the error; serving goes on
             log.exception("decoding a batch failed")
             for job in batch:

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from .config import DecodeConfig
+from .guards import brief
 
 State = tuple[int, tuple[int, ...]]        # (bit i set: phrase i produced, the tokens of the phrase under way)
 
@@ -164,6 +165,11 @@ class Glossary:
         import re
 
         self.entries, self.name = list(entries), name
+        for term, target in self.entries:
+            if not (isinstance(term, str) and term.strip() and isinstance(target, str) and target.strip()):
+                # an empty term would match everywhere and force its target into every line
+                raise ValueError(f"{name}: a glossary entry needs a non-empty source term and target term, not "
+                                 f"{brief(term)} -> {brief(target)}")
         by_length = sorted(range(len(self.entries)), key=lambda i: -len(self.entries[i][0]))
         self._patterns = [(re.compile(r"(?<![\w-])" + r"\s+".join(map(re.escape, self.entries[i][0].split())) +
                                       r"(?![\w-])", re.IGNORECASE), self.entries[i][1]) for i in by_length]

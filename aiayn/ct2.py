@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +148,10 @@ class CTranslate2Translator:
         return (self.path / "model.bin").stat().st_size
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator)."""
+                             stop: Callable[[], bool] | None = None, **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator).
+        ``stop`` is not asked: CTranslate2 decodes a call to its end (its callback stops greedy search only), so a
+        server's work per request is bounded by its length caps instead (serve.ServeConfig)."""
         d = self.settings(decode, **overrides)
         n = max(1, d.nbest)
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * n for _ in lines]

@@ -19,12 +19,10 @@ models' source languages.
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
 import asyncio
-import hmac
-import json
 import threading
 from typing import Any
 
-from .batcher import ServiceError
+from .guards import ServiceError, brief, json_body, same_key
 from .pairs import Models, Served, canonical, language_name
 
 
@@ -36,13 +34,9 @@ def _is_json(request: Any) -> bool:
 async def fields(request: Any) -> dict[str, Any]:
     """The request's fields, read as LibreTranslate reads them (the module's docstring)."""
     if _is_json(request):
-        body = await request.body()
-        try:
-            data = json.loads(body) if body.strip() else {}
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ServiceError(400, f"Invalid JSON format: {e}") from None
+        data = await json_body(request) if (await request.body()).strip() else {}
         if not isinstance(data, dict):
-            raise ServiceError(400, "Invalid JSON format: the body must be an object")
+            raise ServiceError(400, "Invalid request: malformed JSON: the body must be an object")
         return data
     form = await request.form()
     return {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
@@ -55,16 +49,13 @@ async def speaks_libretranslate(request: Any) -> bool:
     """Whether a ``POST /translate`` is LibreTranslate's: ``q`` in the query string or in a JSON object, a body that
     is not a JSON object sent without a JSON Content-Type (a form), or an object with neither ``q`` nor ``text`` but
     LibreTranslate's other fields (its "missing q" is the clearer answer there). aiayn's own is a JSON object with
-    ``text``, sent with any Content-Type (as ``curl -d`` sends it); a body that starts as an object but is not valid
-    JSON is aiayn's, whose answer names what is wrong."""
+    ``text``, sent with any Content-Type (as ``curl -d`` sends it). A body that starts as an object but is not valid
+    JSON is either API's 400 (guards.json_body)."""
     if "q" in request.query_params:
         return True
     body = (await request.body()).lstrip()
     if body[:1] == b"{":
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return False
+        data = await json_body(request)
         return isinstance(data, dict) and ("q" in data or "text" not in data and not LIBRETRANSLATE_ONLY.isdisjoint(data))
     return not _is_json(request)
 
@@ -83,7 +74,7 @@ def check_key(given: str | None, required: str | None) -> None:
         return
     if not given:
         raise ServiceError(400, "Please contact the server operator to get an API key (send it as api_key)")
-    if not hmac.compare_digest(given.encode(), required.encode()):
+    if not same_key(given, required):
         raise ServiceError(403, "Invalid API key")
 
 
@@ -136,10 +127,16 @@ def _text(f: dict[str, Any], json_body: bool, max_lines: int, max_chars: int) ->
 
 
 def _alternatives(f: dict[str, Any], most: int) -> int:
-    try:
-        n = int(f.get("alternatives") or 0)
-    except (TypeError, ValueError):
-        raise ServiceError(400, "Invalid request: alternatives must be an integer") from None
+    """The ``alternatives`` field: an integer (in JSON a number without a fraction, in a form its digits; not a
+    boolean, nor 1.5 taken as 1)."""
+    value = f.get("alternatives")
+    if value is None or value == "":
+        return 0
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ServiceError(400, f"Invalid request: alternatives must be an integer, not {brief(value)}")
+    n = value
     if not 0 <= n < most:
         raise ServiceError(400, f"Invalid request: alternatives must be in [0, {most - 1}]")
     return n
@@ -165,23 +162,21 @@ async def _detect(detector: Detector, text: str, among: list[str]) -> list[dict[
     return await asyncio.get_running_loop().run_in_executor(None, detector.rank, text, among)
 
 
-def _client(key: str | None, request: Any) -> str:
-    return key or (request.client.host if request.client else "?")
-
-
 async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector: Detector) -> dict[str, Any]:
     """LibreTranslate's ``POST /translate`` (the module's docstring)."""
     f = await fields(request)
     key = api_key(f, request)
     check_key(key, cfg.api_key)
-    limit.check(_client(key, request))
+    limit.check(request)
     items, batch = _text(f, _is_json(request), cfg.max_lines, cfg.max_chars)
     for name in ("source", "target"):
         if not f.get(name):
             raise ServiceError(400, f"Invalid request: missing {name} parameter")
-    fmt = str(f.get("format") or "text")
+        if not isinstance(f[name], str):
+            raise ServiceError(400, f"Invalid request: {name} must be a language code, not {brief(f[name])}")
+    fmt = f.get("format") or "text"
     if fmt not in ("text", "html"):
-        raise ServiceError(400, f"{fmt} format is not supported")
+        raise ServiceError(400, f"{brief(fmt)} format is not supported")
     alternatives = _alternatives(f, cfg.max_beam)
     if fmt == "html" and alternatives:
         raise ServiceError(400, "Invalid request: alternatives are not supported with format html")
@@ -224,7 +219,7 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
         f = await fields(request)
         key = api_key(f, request)
         check_key(key, cfg.api_key)
-        limit.check(_client(key, request))
+        limit.check(request)
         q = f.get("q")
         if not q or not isinstance(q, str):
             raise ServiceError(400, "Invalid request: missing q parameter")

@@ -14,7 +14,10 @@ The rules, one place:
   words have no aligned word, and an empty or void element (``img``), stands before the target word aligned with
   the source word after it (else at the end). Attributes are kept as written.
 - **Not translated**: ``script``, ``style``, ``pre``, ``code``, ``textarea`` and elements with ``translate="no"`` are
-  copied as they are; an inline one is taken out of the text and put back as an empty element is.
+  copied as they are (the text of ``script`` and ``style``, which HTML does not escape, byte for byte); an inline one
+  is taken out of the text and put back as an empty element is.
+- **Depth**: elements nested more than :data:`MAX_DEPTH` deep are refused (:class:`MarkupError`), so that no fragment
+  can exhaust the recursion of the code that walks the tree.
 - **Placeholders** (``{name}``, ``{0}``, ``%s``, ``%(name)s``, ``%1$s``, ``{{ name }}``) come out unchanged: they are
   taken out of the text (the model has not learnt to copy them) and put back as an empty element is.
 - **Broken HTML** is repaired, not refused: an element left open is closed where its parent closes (or at the end),
@@ -36,6 +39,8 @@ BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "
          "td", "tfoot", "th", "thead", "title", "tr", "ul"}
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 VERBATIM = {"script", "style", "pre", "code", "textarea"}
+RAW_TEXT = {"script", "style"}       # elements whose text HTML does not escape: written back as it was read
+MAX_DEPTH = 200                      # elements open at once, at most
 RAW = "#markup"                      # the tag of markup kept as it is, inside a segment
 PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\{[A-Za-z0-9_.]*\}|%(?:\([A-Za-z0-9_]+\))?(?:\d+\$)?[sdif]")
 
@@ -52,6 +57,10 @@ class Node:
         return self.tag in VERBATIM or any(k == "translate" and v == "no" for k, v in self.attrs)
 
 
+class MarkupError(ValueError):
+    """A fragment that cannot be taken apart (nested too deep)."""
+
+
 class _Builder(HTMLParser):
     """The element tree of a fragment, repaired as the module's docstring says."""
 
@@ -64,6 +73,8 @@ class _Builder(HTMLParser):
         node = Node(tag, attrs)
         self.stack[-1].children.append(node)
         if tag not in VOID:
+            if len(self.stack) > MAX_DEPTH:
+                raise MarkupError(f"HTML nested more than {MAX_DEPTH} elements deep")
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -101,7 +112,10 @@ def serialize(node: Node | str) -> str:
     """Well-formed HTML of a (sub)tree, as parsed."""
     if isinstance(node, str):
         return html.escape(node, quote=False)
-    inner = "".join(serialize(c) for c in node.children)
+    if node.tag in RAW_TEXT:
+        inner = "".join(c if isinstance(c, str) else serialize(c) for c in node.children)
+    else:
+        inner = "".join(serialize(c) for c in node.children)
     return inner if node.tag is None else _open(node) + inner + _close(node)
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from . import ct2
-from .batcher import Batcher, Limits, ModelMetrics, ServiceError, WholeBatcher
+from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
 from .config import DecodeConfig
 from .ct2 import CTranslate2Translator
+from .guards import ServiceError, cut
 from .quantize import Int8Linear
 from .rundir import RunDir
 from .runtime import resolve_workers
@@ -87,13 +88,18 @@ class Served:
     async def translate_html(self, fragments: list[str], decode: DecodeConfig) -> list[str]:
         """HTML fragments translated (markup.py): their segments decoded by the batcher beside every other request,
         the inline tags placed by the word alignments."""
-        from .markup import join, split
+        from .markup import MarkupError, join, split
 
         t = self.translator
         if not isinstance(t, Translator):
             raise ServiceError(400, "html format needs aiayn's own engine (tags are placed by its attention): serve "
                                     "this model with --engine torch")
-        parts, lines = split(fragments)
+        try:
+            parts, lines = split(fragments)
+        except MarkupError as e:
+            raise ServiceError(400, f"Invalid request: {e}") from None
+        if not lines:                                   # no text: nothing to decode or align
+            return join(parts, [])
         assert self.batcher is not None
         tokens = [hs[0].tokens for hs in await self.batcher.translate(lines, decode)]
         links, more = await asyncio.get_running_loop().run_in_executor(
@@ -179,7 +185,7 @@ class Models:
             known = {lang for s in self.served if s.pair for lang in s.pair}
             for code in (src, tgt):
                 if code is not None and code not in known:
-                    raise ServiceError(400, f"{code} is not supported (models loaded: {self.pairs()})")
+                    raise ServiceError(400, f"{cut(code)} is not supported (models loaded: {self.pairs()})")
             raise ServiceError(400, f"no model translates {src or 'any language'} into {tgt or 'any language'} "
                                     f"(models loaded: {self.pairs()})")
         raise ServiceError(400, f"several models are loaded ({self.pairs()}): name the source and target languages")

@@ -4,7 +4,9 @@ another thread for Python's GIL, which the threads of one process share. The ser
 waiting (batcher.WholeBatcher), as it does with CTranslate2's translators; docs/deploy.md measures both ways.
 
 Each batch is decoded by Translator.hypotheses in the worker, so its output is ``aiayn translate``'s. A worker is
-reached through its own pipe: a batch out, its hypotheses back.
+reached through its own pipe: a batch out, its hypotheses back. A batch whose requests have all timed out or gone away
+is stopped: the server sets the worker's stop event, which its search checks before each decoding step, so the worker
+is free again within a step.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from typing import Any
 
 from .config import DecodeConfig
 from .constraints import Constraints
-from .search import Hypothesis
+from .search import Hypothesis, Stop, Stopped
 from .translate import Translator
 
 
-def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int) -> None:
+def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, stop: Any) -> None:
     """A worker process: the model, then batches until the pipe closes, each with the intra-op threads the server
-    gives it; each answer is ("ok", hypotheses) or ("error", message)."""
+    gives it; each answer is ("ok", hypotheses), ("stopped", None) when ``stop`` (an Event) was set during it, or
+    ("error", message)."""
     import torch
 
     from .runtime import configure
@@ -41,12 +44,15 @@ def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int) 
             return
         torch.set_num_threads(threads)
         try:
-            conn.send(("ok", translator.hypotheses(lines, decode, cons)))
+            conn.send(("ok", translator.hypotheses(lines, decode, cons, stop=stop.is_set)))
+        except Stopped:
+            conn.send(("stopped", None))
         except Exception as e:  # noqa: BLE001 - the server answers this batch's requests with the error
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
 SMALL = 4        # lines of a batch small enough to get every core when no other batch is being decoded
+POLL_S = 0.05    # how often the server asks whether a batch being decoded is still wanted
 
 
 class ProcessTranslator:
@@ -61,15 +67,16 @@ class ProcessTranslator:
         # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
-        self.processes: list[tuple[Any, Connection]] = [self._spawn() for _ in range(workers)]
+        self.stops = [self.ctx.Event() for _ in range(workers)]          # set: the worker's batch is no longer wanted
+        self.processes: list[tuple[Any, Connection]] = [self._spawn(i) for i in range(workers)]
         for i, (p, conn) in enumerate(self.processes):   # every model loaded before the server says it is ready
             self._answer(conn, p)
             self.free.put(i)
 
-    def _spawn(self) -> tuple[Any, Connection]:
+    def _spawn(self, i: int) -> tuple[Any, Connection]:
         mine, theirs = self.ctx.Pipe()
-        p = self.ctx.Process(target=_serve, args=(theirs, self.path, self.loaded_with, max(1, self.cores // self.workers)),
-                             daemon=True, name="aiayn-decode")
+        p = self.ctx.Process(target=_serve, args=(theirs, self.path, self.loaded_with, max(1, self.cores // self.workers),
+                                                  self.stops[i]), daemon=True, name="aiayn-decode")
         p.start()
         theirs.close()
         return p, mine
@@ -81,14 +88,15 @@ class ProcessTranslator:
     def pids(self) -> list[int]:
         return [p.pid for p, _ in self.processes]
 
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None, stop: Stop | None = None,
                              **overrides: object) -> list[list[Hypothesis]]:
         """As Translator.translate_hypotheses, in a worker process (blocks this thread until it is done)."""
-        return self.hypotheses(lines, self.translator.settings(decode, **overrides), None)
+        return self.hypotheses(lines, self.translator.settings(decode, **overrides), None, stop)
 
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig,
-                   cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
-        """As Translator.hypotheses, in the next free worker process."""
+    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
+                   stop: Stop | None = None) -> list[list[Hypothesis]]:
+        """As Translator.hypotheses, in the next free worker process; ``stop`` is asked every POLL_S while it
+        decodes, and once it is true the worker stops between two steps (search.Stopped is raised here)."""
         i = self.free.get()
         with self.lock:
             self.busy += 1
@@ -99,22 +107,29 @@ class ProcessTranslator:
         p, conn = self.processes[i]
         try:
             conn.send((list(lines), decode, None if cons is None else list(cons), threads))
+            while stop is not None and not conn.poll(POLL_S):
+                if stop():
+                    self.stops[i].set()
+                    break
             return self._answer(conn, p)
         except (EOFError, OSError):
             p.join(timeout=5)
-            self.processes[i] = self._spawn()
+            self.processes[i] = self._spawn(i)
             self._answer(self.processes[i][1], self.processes[i][0])
             raise RuntimeError(f"decoding worker process {p.pid} died (exit code {p.exitcode}); a new one was "
                                "started") from None
         finally:
+            self.stops[i].clear()                 # before the worker is given its next batch
             with self.lock:
                 self.busy -= 1
             self.free.put(i)
 
     @staticmethod
     def _answer(conn: Connection, process: Any) -> Any:
-        """A worker's answer; EOFError if it died."""
+        """A worker's answer; EOFError if it died, Stopped if its batch was stopped."""
         status, value = conn.recv()
+        if status == "stopped":
+            raise Stopped
         if status != "ok":
             raise RuntimeError(f"decoding worker process {process.pid}: {value}")
         return value

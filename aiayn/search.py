@@ -39,6 +39,19 @@ from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
 
 
+class Stopped(Exception):
+    """A search given ``stop`` found it true between two steps (``aiayn serve``: every request of the batch timed out
+    or went away), and stopped without results."""
+
+
+Stop = Callable[[], bool]
+
+
+def _check(stop: Stop | None) -> None:
+    if stop is not None and stop():
+        raise Stopped
+
+
 @dataclass
 class Hypothesis:
     tokens: list[int]      # without BOS and EOS
@@ -102,10 +115,10 @@ def _leave(gone: Tensor) -> Tensor:
 
 def _one_best(
     model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
-    out_layer: Output | None = None,
+    out_layer: Output | None = None, stop: Stop | None = None,
 ) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
-    the vocabulary or a shortlist's candidates (default: the vocabulary)."""
+    the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true."""
     cfg = model.cfg
     o = out_layer or Output.full(cfg)
     B = src.shape[0]
@@ -118,6 +131,7 @@ def _one_best(
     logprob = torch.zeros(B, device=src.device)
     length = torch.zeros(B, dtype=torch.long, device=src.device)
     for t in range(L):
+        _check(stop)
         logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
         logp = _allowed(logp, t, limit[rows], o, min_len)
         cols = pick(logp)                                         # (n,)
@@ -143,18 +157,18 @@ def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
 
 @torch.inference_mode()
 def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
-           **fields: Any) -> list[Hypothesis]:
+           stop: Stop | None = None, **fields: Any) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded. Settings used:
     the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch)."""
     d = settings(decode, **fields)
     return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist))
+                     output_for(model, src, candidates, d.shortlist), stop)
 
 
 @torch.inference_mode()
 def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
            generator: torch.Generator | None = None, candidates: Shortlist | None = None,
-           **fields: Any) -> list[Hypothesis]:
+           stop: Stop | None = None, **fields: Any) -> list[Hypothesis]:
     """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
     and/or the smallest set whose probability reaches top_p (nucleus sampling). Settings used: temperature, top_k,
     top_p and the length rule."""
@@ -174,23 +188,24 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
     return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist))
+                     output_for(model, src, candidates, d.shortlist), stop)
 
 
 def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
-                 candidates: Shortlist | None = None,
-                 constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
+                 candidates: Shortlist | None = None, constraints: list[Constraints | None] | None = None,
+                 stop: Stop | None = None) -> list[list[Hypothesis]]:
     """The search ``decode`` asks for, on src (B, S): sampling, greedy (beam 1) or beam search; ``decode.nbest``
     hypotheses per sentence (one for sampling and greedy). ``candidates``: the model's shortlist, used when
-    ``decode.shortlist`` is set; ``constraints``: each sentence's, or None (constraints.py; beam search only)."""
+    ``decode.shortlist`` is set; ``constraints``: each sentence's, or None (constraints.py; beam search only);
+    ``stop``: checked before each step, Stopped raised once it is true."""
     if constraints is not None and any(c is not None for c in constraints):
         refuse_constraints(decode)
-        return beam_search(model, src, decode, candidates, constraints=constraints)
+        return beam_search(model, src, decode, candidates, constraints=constraints, stop=stop)
     if decode.sampling:
-        return [[h] for h in sample(model, src, decode, generator, candidates)]
+        return [[h] for h in sample(model, src, decode, generator, candidates, stop)]
     if decode.beam == 1:
-        return [[h] for h in greedy(model, src, decode, candidates)]
-    return beam_search(model, src, decode, candidates)
+        return [[h] for h in greedy(model, src, decode, candidates, stop)]
+    return beam_search(model, src, decode, candidates, stop=stop)
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
@@ -435,7 +450,7 @@ class BeamSearch:
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
                 candidates: Shortlist | None = None, constraints: list[Constraints | None] | None = None,
-                **fields: Any) -> list[list[Hypothesis]]:
+                stop: Stop | None = None, **fields: Any) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence. Settings used: beam,
     lenpen, length_norm, min_len, the length rule, nbest, shortlist (over ``candidates``' tokens); ``constraints``:
@@ -444,6 +459,7 @@ def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = N
     search.admit(src, list(range(src.shape[0])), constraints=constraints)
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:
+        _check(stop)
         for i, hyps in search.step():
             out[i] = hyps[: search.decode.nbest]
     return out

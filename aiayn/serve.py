@@ -24,7 +24,6 @@ FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
 import asyncio
 import contextlib
 import dataclasses
-import hmac
 import json
 import logging
 import signal
@@ -36,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from . import libretranslate
-from .batcher import DecodeMetrics, Limits, ServiceError
+from .batcher import DecodeMetrics, Limits
 from .config import DecodeConfig, check, setting
+from .guards import RequestLimit, ServiceError, brief, cut, json_body, same_key, timed_protocol
 from .pairs import Models, Served
 from .translate import Translator
 
@@ -69,6 +69,11 @@ class ServeConfig:
     max_chars: int = setting(2000, "characters per line", ge=1)
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     max_beam: int = setting(16, "largest beam (and nbest) a request may ask for", ge=1)
+    max_len_a_cap: float = setting(3.0, "largest max_len_a a request may set (its output length limit is max_len_a "
+                                   "x its source tokens + max_len_b)", ge=0)
+    max_len_b_cap: int = setting(256, "largest max_len_b, and min_len, a request may set (tokens)", ge=0)
+    read_timeout_s: float = setting(10.0, "seconds a client has to send a request's headers, and then its body; "
+                                    "past either: 408 and the connection closed", gt=0, flag="--read-timeout")
     timeout_s: float = setting(60.0, "seconds per request before 504", gt=0, flag="--timeout")
     workers: int = setting(0, "decoding threads, each running its own batch with its share of the cores (0: one "
                            "per core, at most 4; 1 on GPUs)", ge=0)
@@ -119,7 +124,8 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     (config.setting); the server only adds its own cap on the beam (``max_beam``, which also caps nbest)."""
     from pydantic import ConfigDict, Field, create_model
 
-    caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam}
+    caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam, "max_len_a": cfg.max_len_a_cap,
+            "max_len_b": cfg.max_len_b_cap, "min_len": cfg.max_len_b_cap}
     hints = typing.get_type_hints(DecodeConfig)
     options: dict[str, Any] = {}
     for f in dataclasses.fields(DecodeConfig):
@@ -146,26 +152,6 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     return translate, attention
 
 
-class RequestLimit:
-    """At most ``per_minute`` translation requests from one client in any 60 s (0: no limit); 429 beyond, in
-    LibreTranslate's words."""
-
-    def __init__(self, per_minute: int) -> None:
-        self.per_minute, self.seen = per_minute, dict[str, list[float]]()
-
-    def check(self, client: str) -> None:
-        if not self.per_minute:
-            return
-        now = time.monotonic()
-        recent = [t for t in self.seen.get(client, []) if t > now - 60]
-        if len(recent) >= self.per_minute:
-            self.seen[client] = recent
-            raise ServiceError(429, f"Slowdown: {self.per_minute} per 1 minute", {"Retry-After": "60"})
-        self.seen[client] = recent + [now]
-        if len(self.seen) > 100_000:              # forget idle clients, so memory stays bounded
-            self.seen = {c: ts for c, ts in self.seen.items() if ts[-1] > now - 60}
-
-
 def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
                description: dict[str, Any] | None = None) -> Any:
     """The ASGI app serving ``models`` (or one Translator). ``description``: extra fields for /info (version; with
@@ -178,7 +164,7 @@ def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
         pair = (langs[0], langs[1]) if langs else None
         models = Models([Served(f"{pair[0]}-{pair[1]}" if pair else "model", models, pair,
                                 {k: description.pop(k) for k in ("checkpoint", "run") if k in description})])
-    metrics, state, limit = Metrics(), {}, RequestLimit(cfg.req_limit)
+    metrics, state, limit = Metrics(), {}, RequestLimit(cfg.req_limit, keyed=cfg.api_key is not None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -218,7 +204,7 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": "; ".join(_describe(err, ()) for err in e.errors()[:5])}, status_code=422)
 
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)     # inside guard: its 413s are counted
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, timeout_s=cfg.read_timeout_s)   # inside guard: counted
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
@@ -242,11 +228,13 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
 
 
 async def _parse(request: Any, model: Any) -> Any:
-    """The body as JSON (whatever Content-Type says) validated by ``model``; 422 naming what is wrong."""
+    """The body as JSON (whatever Content-Type says; guards.json_body: 400 when it is not JSON or not valid Unicode)
+    validated by ``model``; 422 naming what is wrong."""
     from pydantic import ValidationError
 
+    data = await json_body(request)
     try:
-        return model.model_validate_json(await request.body())
+        return model.model_validate(data, strict=True)
     except ValidationError as e:
         raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
 
@@ -262,8 +250,9 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
     async def translate(request: Request) -> dict[str, Any]:
         if await libretranslate.speaks_libretranslate(request):
             return await speak_libretranslate(request)
+        await json_body(request)                       # 400 for a body that is not JSON, whatever the key
         _require_key(request, cfg)
-        limit.check(_client(request))
+        limit.check(request)
         req = await _parse(request, TranslateRequest)
         served = models.route(req.source, req.target)
         translator = served.translator
@@ -296,7 +285,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
-        limit.check(_client(request))
+        limit.check(request)
         req = await _parse(request, AttentionRequest)
         translator = models.route(req.source, req.target).translator
         if not isinstance(translator, Translator):
@@ -408,42 +397,52 @@ def _require_key(request: Any, cfg: ServeConfig) -> None:
     """ServiceError(401) unless the request carries the API key in aiayn's headers, when one is set."""
     if cfg.api_key is None:
         return
-    given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
-    if not (given and hmac.compare_digest(given.encode(), cfg.api_key.encode())):
+    if not same_key(header_key(request), cfg.api_key):
         raise ServiceError(401, "missing or wrong API key (send it as X-API-Key)")
 
 
-def _client(request: Any) -> str:
-    """Who a request comes from, for the request limit: its API key, else its address."""
-    key = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
-    return key or (request.client.host if request.client else "?")
+def header_key(request: Any) -> str | None:
+    """The API key in aiayn's headers: X-API-Key, else Authorization: Bearer."""
+    return request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ") or None
 
 
 class BodyLimit:
     """ASGI middleware: 413 for a request body over ``limit`` bytes, judged by its Content-Length or, when it is
-    sent in chunks, as it arrives (so no oversized body is ever held in memory)."""
+    sent in chunks, as it arrives (so no oversized body is ever held in memory); 408, and the connection closed, for
+    a body not all there ``timeout_s`` after the request's headers (guards.py: slow clients)."""
 
     class _TooLarge(Exception):
         pass
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    class _TooSlow(Exception):
+        pass
+
+    def __init__(self, app: Any, limit: int, timeout_s: float = 10.0) -> None:
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._refuse(send)
-        received, started = 0, False
+            return await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
+        received, started, complete = 0, False, False
+        deadline = time.monotonic() + self.timeout_s
 
         async def counted() -> dict[str, Any]:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b"")) if message["type"] == "http.request" else 0
+            nonlocal received, complete
+            if complete:                          # the body is in: what is left to hear of is a disconnect
+                return dict(await receive())
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise BodyLimit._TooSlow from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
             if received > self.limit:
                 raise BodyLimit._TooLarge
-            return message
+            return dict(message)
 
         async def watched(message: dict[str, Any]) -> None:
             nonlocal started
@@ -454,23 +453,26 @@ class BodyLimit:
             await self.app(scope, counted, watched)
         except BodyLimit._TooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
+        except BodyLimit._TooSlow:
+            if not started:
+                await self._refuse(send, 408, f"the request's body did not arrive within {self.timeout_s:g} s", True)
 
-    async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"error": f"request body larger than {self.limit} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    @staticmethod
+    async def _refuse(send: Any, status: int, message: str, close: bool = False) -> None:
+        body = json.dumps({"error": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status,
+                    "headers": headers + ([(b"connection", b"close")] if close else [])})
         await send({"type": "http.response.body", "body": body})
 
 
 def _describe(err: Any, known: Iterable[str]) -> str:
     """One pydantic error in words; ``known``: the request's fields, listed when an unknown one is sent."""
     where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the body"
-    if err.get("type") == "json_invalid":
-        return f"malformed JSON: {err.get('ctx', {}).get('error', err.get('msg'))}"
     if err.get("type") == "extra_forbidden":
-        return f"unknown field {where!r} (known: {', '.join(known)})"
-    return f"{where}: {err.get('msg')}"
+        return f"unknown field {brief(where)} (known: {', '.join(known)})"
+    return f"{cut(where)}: {err.get('msg')}"
 
 
 def serve(models: Models | Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
@@ -492,4 +494,5 @@ def serve(models: Models | Translator, cfg: ServeConfig, description: dict[str, 
     app = create_app(models, cfg, description)
     log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
     Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_keep_alive=5,
-                          timeout_graceful_shutdown=int(cfg.timeout_s) + 5)).run()
+                          timeout_graceful_shutdown=int(cfg.timeout_s) + 5,
+                          http=timed_protocol(cfg.read_timeout_s))).run()

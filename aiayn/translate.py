@@ -20,11 +20,12 @@ import torch
 from . import precision
 from .config import DecodeConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints, unmet
+from .guards import brief
 from .model import Transformer
 from .precision import autocast
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from .search import Hypothesis, decode_batch, max_length
+from .search import Hypothesis, Stop, decode_batch, max_length
 from .shortlist import Shortlist
 from .tokenizer import Vocab
 
@@ -62,14 +63,15 @@ def source_batch(model: Transformer, seqs: Sequence[Sequence[int]], device: torc
 def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
     precision: str = "fp32", generator: torch.Generator | None = None, candidates: Shortlist | None = None,
-    constraints: Sequence[Constraints | None] | None = None,
+    constraints: Sequence[Constraints | None] | None = None, stop: Stop | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
     whoever made it, as :class:`Translator` does); ``precision``: a training precision to autocast its fp32 weights to
     (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``);
-    ``constraints``: each input's lexical constraints, or None (constraints.py).
+    ``constraints``: each input's lexical constraints, or None (constraints.py); ``stop``: search.Stopped is raised
+    once it is true (checked before each decoding step).
     """
     cfg = model.cfg
     limit = cfg.max_positions - 1
@@ -84,7 +86,7 @@ def translate_ids(
         src = source_batch(model, [seqs[i] for i in batch], device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
             return decode_batch(model, src, decode, generator, candidates,
-                                None if cons is None else [cons[i] for i in batch])
+                                None if cons is None else [cons[i] for i in batch], stop)
 
     batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
@@ -98,11 +100,12 @@ def translate_ids(
 
 
 def translate_constrained(model: Transformer, ids: list[list[int]], decode: DecodeConfig, device: torch.device,
-                          candidates: Shortlist | None, cons: list[Constraints | None] | None) -> list[list[Hypothesis]]:
+                          candidates: Shortlist | None, cons: list[Constraints | None] | None,
+                          stop: Stop | None = None) -> list[list[Hypothesis]]:
     """:func:`translate_ids` with each line's constraints where given: with ``decode.keep_plain`` the constrained
     search runs only on the lines whose unconstrained translation lacks a phrase (constraints.unmet)."""
     run = lambda rows, c: translate_ids(model, [ids[i] for i in rows], decode, device,  # noqa: E731
-                                        candidates=candidates, constraints=c)
+                                        candidates=candidates, constraints=c, stop=stop)
     if cons is None or not decode.keep_plain:
         return run(range(len(ids)), cons)
     hyps = run(range(len(ids)), None)
@@ -175,10 +178,10 @@ class Translator:
         out: list[Constraints | None] = []
         for n, ps in enumerate(phrases, 1):
             if isinstance(ps, str) or not isinstance(ps, (list, tuple, type(None))):
-                raise ValueError(f"line {n}: constraints are a list of target phrases (strings), not {ps!r}")
+                raise ValueError(f"line {n}: constraints are a list of target phrases (strings), not {brief(ps)}")
             kept = [p.strip() for p in ps or [] if isinstance(p, str) and p.strip()]
             if len(kept) != len(ps or []):
-                raise ValueError(f"line {n}: every constraint must be a non-empty string: {ps!r}")
+                raise ValueError(f"line {n}: every constraint must be a non-empty string: {brief(ps, 80)}")
             out.append(Constraints(self.vocab.tgt.encode(kept)) if kept else None)
         if all(c is None for c in out):
             return None
@@ -198,13 +201,14 @@ class Translator:
         decode = self.settings(decode, **overrides)
         return self.hypotheses(lines, decode, self.constraints(lines, constraints, decode))
 
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig,
-                   cons: Sequence[Constraints | None] | None) -> list[list[Hypothesis]]:
-        """:meth:`translate_hypotheses` with resolved settings and the lines' Constraints (:meth:`constraints`)."""
+    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
+                   stop: Stop | None = None) -> list[list[Hypothesis]]:
+        """:meth:`translate_hypotheses` with resolved settings and the lines' Constraints (:meth:`constraints`);
+        ``stop``: search.Stopped is raised once it is true (checked before each decoding step)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         ids = self.vocab.src.encode([lines[i] for i in todo])
         hyps = translate_constrained(self.model, ids, decode, self.device, self.shortlist,
-                                     None if cons is None else [cons[i] for i in todo])
+                                     None if cons is None else [cons[i] for i in todo], stop)
         for i, h in zip(todo, hyps, strict=True):
             if cons is not None and (lost := missing(h[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
-from aiayn.batcher import ServiceError
+from aiayn.guards import ServiceError
 from aiayn.pairs import Models, Served, canonical
 
 from .test_serve import LEGACY, Server, _copy_lines

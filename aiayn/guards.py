@@ -1,0 +1,171 @@
+"""What ``aiayn serve`` checks of every request before it does any work for it, in both of its APIs (serve.py,
+libretranslate.py): the JSON body, the text as Unicode, the API key, the per-client request limit, and clients too
+slow to send their request. One place for each rule:
+
+- **JSON**: a body that is not valid JSON (or not UTF-8) is a 400 ``Invalid request: malformed JSON ...``, whichever
+  API it meant to speak, before the key is asked for.
+- **Unicode**: JSON can carry a lone surrogate (``"\\ud800"``), which no encoder can write; such text is refused
+  with a 400 naming the field, not repaired, since what the client meant is unknown and the answer must be text it
+  can read back. Form fields and query strings are decoded by Starlette, which replaces bytes that are not UTF-8 by
+  U+FFFD (as browsers do), so they always arrive as valid text.
+- **Errors quote little**: a message names what it refuses by at most :data:`QUOTE` characters of it.
+- **The key** is compared whole, in constant time (``hmac.compare_digest``).
+- **The request limit** counts a client by its API key only when that key was checked against the configured one
+  (every holder of the key shares its budget); otherwise by its address, so made-up keys do not make new clients.
+  The table of clients expires entries a minute old and holds at most :data:`RequestLimit.MOST` clients.
+- **Slow clients**: the headers of a request must arrive within ``read_timeout_s`` of its first byte (of the
+  connection, or of the end of the previous request on it), and its body within ``read_timeout_s`` of its headers;
+  past either the server answers 408 and closes the connection. uvicorn bounds idle keep-alive connections
+  (``timeout_keep_alive``) but not a request sent slowly, hence :class:`TimedH11Protocol`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections import OrderedDict, deque
+from typing import Any
+
+QUOTE = 40          # characters of a refused value an error message quotes
+
+
+class ServiceError(Exception):
+    """A request answered with an error: its HTTP ``status`` (from the batcher, 503: the queue is full, 504: it took
+    longer than its timeout, 500: decoding failed; the server adds its own), a message, and headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def cut(text: str, most: int = QUOTE) -> str:
+    """``text`` for an error message: at most ``most`` characters of it, and how long it was if longer."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
+def brief(value: Any, most: int = QUOTE) -> str:
+    """``value`` quoted for an error message: its repr, of at most ``most`` characters of it."""
+    text = value if isinstance(value, str) else str(value)
+    return repr(text) if len(text) <= most else repr(text[:most]) + f"... ({len(text)} characters)"
+
+
+async def json_body(request: Any) -> Any:
+    """The request's body parsed as JSON (once per request, kept on ``request.state``); ServiceError(400) when it is
+    not JSON, (400) naming the field where a string is not valid Unicode."""
+    if not hasattr(request.state, "json"):
+        body = await request.body()
+        try:
+            data = json.loads(body)
+        except UnicodeDecodeError as e:
+            raise ServiceError(400, f"Invalid request: malformed JSON: the body is not UTF-8 (byte {e.start})") from None
+        except json.JSONDecodeError as e:
+            raise ServiceError(400, f"Invalid request: malformed JSON: {e}") from None
+        check_unicode(data)
+        request.state.json = data
+    return request.state.json
+
+
+def check_unicode(value: Any, where: str = "") -> None:
+    """ServiceError(400) naming the field (``text[2]``, ``glossary.Hund``) of the first string in ``value`` (JSON
+    data: dicts, lists, strings) that is not valid Unicode: a lone surrogate, which UTF-8 cannot encode."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ServiceError(400, f"Invalid request: {where or 'the body'} is not valid Unicode (a lone surrogate "
+                                    f"at character {e.start})") from None
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_unicode(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_unicode(k, f"{where}{'.' if where else ''}(a field name)")
+            check_unicode(v, f"{where}{'.' if where else ''}{k}")
+
+
+def same_key(given: str | None, required: str) -> bool:
+    """Whether ``given`` is the whole of ``required``, compared in constant time."""
+    return bool(given) and hmac.compare_digest(str(given).encode(), required.encode())
+
+
+def address(request: Any) -> str:
+    return request.client.host if request.client else "?"
+
+
+class RequestLimit:
+    """At most ``per_minute`` requests that decode from one client in any 60 s (0: no limit); 429 beyond, in
+    LibreTranslate's words. ``keyed``: an API key is configured, so every request that gets this far has shown it,
+    and they are counted together as the key's; otherwise each address is a client (the module says why)."""
+
+    MOST = 100_000          # clients remembered at once; the one seen least recently is forgotten first
+
+    def __init__(self, per_minute: int, keyed: bool) -> None:
+        self.per_minute, self.keyed = per_minute, keyed
+        self.seen: OrderedDict[str, deque[float]] = OrderedDict()      # least recently seen first
+
+    def check(self, request: Any) -> None:
+        if not self.per_minute:
+            return
+        client = "the API key" if self.keyed else address(request)
+        now = time.monotonic()
+        while self.seen:                                   # forget the clients whose requests are all a minute old
+            oldest = next(iter(self.seen.values()))
+            if oldest and oldest[-1] > now - 60:
+                break
+            self.seen.popitem(last=False)
+        times = self.seen.pop(client, deque())
+        while times and times[0] <= now - 60:
+            times.popleft()
+        self.seen[client] = times                          # now the most recently seen
+        if len(self.seen) > self.MOST:
+            self.seen.popitem(last=False)
+        if len(times) >= self.per_minute:
+            raise ServiceError(429, f"Slowdown: {self.per_minute} per 1 minute", {"Retry-After": "60"})
+        times.append(now)
+
+
+def timed_protocol(read_timeout_s: float) -> type:
+    """uvicorn's h11 protocol class with a deadline for each request's headers (the module's docstring)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        """A connection whose next request's headers do not arrive within ``read_timeout_s`` of its first byte (or
+        of the connection) is answered 408 and closed."""
+
+        deadline: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self.deadline = self.loop.call_later(read_timeout_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+                self.deadline = None
+
+        def data_received(self, data: bytes) -> None:
+            waiting = self.cycle is None or self.cycle.response_complete     # for the headers of a request
+            if waiting and self.deadline is None:
+                self._arm()                                                  # a new request on a kept-alive connection
+            super().data_received(data)
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()                                               # its headers are in
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _too_slow(self) -> None:
+            self.deadline = None
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return
+            body = json.dumps({"error": f"the request's headers did not arrive within {read_timeout_s:g} s"}).encode()
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            self.transport.close()
+
+    return TimedH11Protocol
