@@ -232,9 +232,9 @@ async def _parse(request: Any, model: Any) -> Any:
     validated by ``model``; 422 naming what is wrong."""
     from pydantic import ValidationError
 
-    data = await json_body(request)
+    await json_body(request)                   # (its errors say JSON's words: "array", not "list")
     try:
-        return model.model_validate(data, strict=True)
+        return model.model_validate_json(await request.body())
     except ValidationError as e:
         raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
 

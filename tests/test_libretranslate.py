@@ -143,7 +143,8 @@ def test_errors_in_libretranslates_shapes(two: Server) -> None:
     assert "alternatives" in error(400, "/translate", {"q": "Hallo", "source": "de", "target": "en",
                                                       "alternatives": "many"})
     assert "exceeds text limit" in error(400, "/translate", {"q": ["a"] * 33, "source": "de", "target": "en"})
-    assert "Invalid JSON" in error(400, "/translate", b"[1, 2]", ctype="application/json", query={"q": "x"})
+    assert "Invalid request: malformed JSON" in error(400, "/translate", b"[1, 2]", ctype="application/json",
+                                                      query={"q": "x"})
     assert error(501, "/translate_file", {"q": "x"}) == "Not implemented"
     # aiayn's own API: several models and no pair named is a 400 naming the pairs
     assert "de-en, en-de" in error(400, "/translate", {"text": ["Hallo"]})

@@ -147,7 +147,7 @@ def test_every_limit_is_a_clear_json_error(server: Server) -> None:
                                               headers={"X-API-Key": KEY})
     assert "larger than 16384 bytes" in error(413, method="POST", path="/translate", body=big,
                                               headers={"X-API-Key": KEY}, chunked=True)
-    assert "malformed JSON" in error(422, method="POST", path="/translate", body=b'{"text": ["a"',
+    assert "Invalid request: malformed JSON" in error(400, method="POST", path="/translate", body=b'{"text": ["a"',
                                      headers={"X-API-Key": KEY})
     assert "unknown field 'beams'" in error(422, "/translate", {"text": ["a"], "beams": 2}, KEY)
     assert "beam: Input should be a valid integer" in error(422, "/translate", {"text": ["a"], "beam": "2"}, KEY)
@@ -257,7 +257,8 @@ def test_attention_for_the_page(server: Server) -> None:
 def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
     # --timeout 0.01: a request of these 3 lines (beam 16, min_len: all of the tiny model's 127 positions, a step
     # costing well over 0.1 ms) cannot be done in time, however fast the machine; 0.2 s once let one through
-    s = Server("--no-processes", "--max-queue-lines", "3", "--max-wait-ms", "300", "--timeout", "0.01")
+    s = Server("--no-processes", "--max-queue-lines", "3", "--max-wait-ms", "300", "--timeout", "0.01",
+               "--max-len-b-cap", "1024")
     try:
         slow = {"text": ["Ein Mann fährt mit dem Fahrrad."] * 3, "beam": 16, "max_len_b": 1024, "min_len": 1000}
         with ThreadPoolExecutor(8) as pool:
@@ -276,7 +277,7 @@ def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
 def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
     s = Server("--no-processes", "--max-wait-ms", "5", "--workers", "1")
     # min_len: every sentence decodes 250+ steps, so that none is done before all 12 requests are in flight
-    payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300,
+    payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 256,
                "min_len": 250}
     done: list[float] = []
 
@@ -305,7 +306,7 @@ def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
     the running batch between steps and is answered while the long one is still decoding."""
     s = Server("--no-processes", "--workers", "1", "--max-wait-ms", "0")
     try:
-        long = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 300,
+        long = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 256,
                 "min_len": 250}
         done: dict[str, float] = {}
 
