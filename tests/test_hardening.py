@@ -1,0 +1,424 @@
+"""What no request may do to ``aiayn serve`` (issue 51's audit): hold it, crash a request, dodge its limits. Each of
+the audit's six findings has a test against a real server (the tiny legacy model: seconds to start), each guard the
+audit broke without a test failing has a fast test here, and a bounded fuzz of both APIs runs under CI.
+
+The guards themselves: aiayn/guards.py (JSON, Unicode, keys, the request limit, slow clients), serve.ServeConfig's
+length caps, the stop of a batch whose requests are gone (search.Stopped, processes.py), batcher.without_blank_lines,
+markup.MAX_DEPTH."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import string
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.config import DecodeConfig, ModelConfig
+from aiayn.guards import RequestLimit, ServiceError, same_key
+
+from .test_serve import KEY, LEGACY, Server
+
+LONG = "Ein Mann fährt mit dem Fahrrad über eine Brücke."
+# Decodes for seconds on the tiny model (4.5 s for 256 such lines on a 2-core Xeon): its 127 positions, beam 16
+SLOW = {"text": [LONG] * 512, "beam": 16, "min_len": 120, "max_len_b": 256}
+
+
+def _timed(call: Any) -> tuple[float, Any]:
+    t0 = time.monotonic()
+    out = call()
+    return time.monotonic() - t0, out
+
+
+# --- findings 1 and 2: bounded work, and empty work answered at once --------------------------------------------------
+
+
+def test_length_settings_beyond_the_servers_caps_are_refused_by_name() -> None:
+    s = Server("--no-processes", "--max-len-a-cap", "2", "--max-len-b-cap", "100")
+    try:
+        for field, value, bound in (("min_len", 1000000, 100), ("max_len_b", 101, 100), ("max_len_a", 2.5, 2)):
+            status, _, body = s.post("/translate", {"text": ["Hund"], "beam": 16, field: value})
+            assert status == 422 and f"{field}: Input should be less than or equal to {bound}" in body["error"], body
+        assert s.post("/translate", {"text": ["Hund"], "min_len": 100, "max_len_b": 100, "max_len_a": 2})[0] == 200
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("mode", [("--processes",), ("--no-processes", "--no-join")], ids=["processes", "threads"])
+def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: tuple[str, ...]) -> None:
+    """With the only decoding worker busy on a request that decodes for many seconds: HTML without text, and lines
+    that are all blank, are answered at once in both APIs; the request's 504 comes at its timeout; and within a
+    second of it the worker is free (a short request is answered), not still decoding the abandoned batch."""
+    s = Server(*mode, "--workers", "1", "--timeout", "3", "--max-lines", "512")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            t0 = time.monotonic()
+            slow = pool.submit(s.post, "/translate", SLOW)
+            time.sleep(0.5)                                                  # it is being decoded
+            lt = {"source": "de", "target": "en"}
+            for path, payload, answer in (
+                    ("/translate", {"text": ["<br>", "<p> <b></b> </p>"], "format": "html"},
+                     {"translations": ["<br>", "<p> <b></b> </p>"]}),
+                    ("/translate", {"text": ["", "   "], "beam": 2, "nbest": 2},
+                     {"translations": [[{"text": "", "score": 0.0}] * 2] * 2}),
+                    ("/translate", {"q": "<br>", "format": "html", **lt}, {"translatedText": "<br>"}),
+                    ("/translate", {"q": ["", " \n "], **lt}, {"translatedText": ["", "\n"]})):
+                seconds, (status, _, body) = _timed(lambda: s.post(path, payload))   # noqa: B023
+                assert status == 200 and body == answer, (payload, body)
+                assert seconds < 1.0, f"{payload} took {seconds:.2f} s behind a busy worker"
+            status, _, body = slow.result()
+            timed_out = time.monotonic()
+            assert status == 504 and timed_out - t0 < 6, (status, timed_out - t0)
+        seconds, (status, _, body) = _timed(lambda: s.post("/translate", {"text": ["Hund"], "beam": 1}))
+        assert status == 200, body
+        assert time.monotonic() - timed_out < 1.0, (f"the worker was still busy {seconds:.2f} s after its request's "
+                                                    "504")
+    finally:
+        assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]
+
+
+# --- finding 3: limits that cannot be dodged ---------------------------------------------------------------------------
+
+
+def test_made_up_keys_do_not_dodge_the_request_limit_and_every_decoding_route_is_limited() -> None:
+    s = Server("--no-processes", "--req-limit", "3")
+    try:
+        made_up = [s.post("/translate", {"text": ["Hund"]}, key="".join(random.choices(string.ascii_letters, k=12)))[0]
+                   for _ in range(6)]
+        assert made_up == [200] * 3 + [429] * 3, made_up
+    finally:
+        assert s.stop() == 0
+    for path, payload in (("/attention", {"text": "Hund"}), ("/detect", {"q": "Hund"}),
+                          ("/translate", {"q": "Hund", "source": "de", "target": "en"})):
+        s = Server("--no-processes", "--req-limit", "2")
+        try:
+            statuses = [s.post(path, payload)[0] for _ in range(3)]
+            assert statuses == [200, 200, 429], (path, statuses)
+        finally:
+            assert s.stop() == 0
+
+
+def test_the_request_limit_forgets_idle_clients_and_holds_a_bounded_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Request:
+        def __init__(self, host: str) -> None:
+            self.client = type("Client", (), {"host": host})()
+
+    now = [1000.0]
+    monkeypatch.setattr("aiayn.guards.time.monotonic", lambda: now[0])
+    monkeypatch.setattr(RequestLimit, "MOST", 5)
+    limit = RequestLimit(2, keyed=False)
+    for i in range(20):
+        limit.check(Request(f"10.0.0.{i}"))
+    assert len(limit.seen) == 5                                         # bounded
+    limit.check(Request("a"))
+    limit.check(Request("a"))
+    with pytest.raises(ServiceError) as e:
+        limit.check(Request("a"))
+    assert e.value.status == 429
+    now[0] += 61
+    limit.check(Request("b"))
+    assert list(limit.seen) == ["b"]                                     # a minute later the others are forgotten
+    limit.check(Request("a"))                                            # and "a" may send again
+    keyed = RequestLimit(1, keyed=True)                                  # a checked key: its holders share one budget
+    keyed.check(Request("1.1.1.1"))
+    with pytest.raises(ServiceError):
+        keyed.check(Request("2.2.2.2"))
+
+
+def test_keys_are_compared_whole() -> None:
+    assert same_key(KEY, KEY)
+    assert not any(same_key(k, KEY) for k in (KEY[:-1], KEY[:1], KEY + "x", "", None, KEY.upper()))
+    s = Server("--no-processes", "--api-key", KEY)
+    try:
+        q = {"q": "Hund", "source": "de", "target": "en"}
+        assert s.post("/translate", {**q, "api_key": KEY})[0] == 200
+        for wrong in (KEY[:-1], KEY[:3], KEY + "-and-more"):
+            assert s.post("/translate", {**q, "api_key": wrong})[0] == 403, wrong
+            assert s.post("/translate", {"text": ["Hund"]}, key=wrong)[0] == 401, wrong
+            assert s.post("/detect", {"q": "Hund", "api_key": wrong})[0] == 403, wrong
+        # finding 6: a body that is not JSON is a 400, not a request for the key
+        status, _, body = s.request("POST", "/translate", b'{"q": "x",', {"Content-Type": "application/json"})
+        assert status == 400 and body["error"].startswith("Invalid request: malformed JSON"), body
+    finally:
+        assert s.stop() == 0
+
+
+# --- findings 4, 5, 6: input refused cleanly ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain() -> Any:
+    s = Server("--no-processes", "--max-chars", "4100", "--read-timeout", "1")
+    yield s
+    assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]
+
+
+def _raw(s: Server, payload: str) -> tuple[int, Any]:
+    """A JSON body written by hand (json.dumps would escape a lone surrogate, which is the point)."""
+    status, _, body = s.request("POST", "/translate", payload.encode(), {"Content-Type": "application/json"})
+    return status, body
+
+
+def test_text_that_is_not_unicode_or_nested_too_deep_is_a_400(plain: Server) -> None:
+    status, body = _raw(plain, '{"q": "\\ud800 Hund", "source": "de", "target": "en"}')
+    assert status == 400 and "q is not valid Unicode" in body["error"], body
+    status, body = _raw(plain, '{"text": ["Hund", "\\udfff"]}')
+    assert status == 400 and "text[1] is not valid Unicode" in body["error"], body
+    status, body = _raw(plain, '{"text": ["Hund"], "glossary": {"Hund": "\\ud83d"}}')
+    assert status == 400 and "glossary.Hund is not valid Unicode" in body["error"], body
+    status, _, body = plain.request("POST", "/translate", b'{"text": ["\xff\xfe"]}', {"Content-Type": "application/json"})
+    assert status == 400 and "not UTF-8" in body["error"], body
+    # a form's bytes that are not UTF-8 become U+FFFD (Starlette decodes them as browsers do): translated, not a 500
+    status, _, body = plain.request("POST", "/translate", b"q=Hund%FF&source=de&target=en",
+                                    {"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200, body
+    deep = "<b>" * 500 + "\n" + "<b>" * 500 + "Hund"          # as the audit sent it: two lines, each within the limit
+    for payload in ({"text": [deep], "format": "html"}, {"q": deep, "format": "html", "source": "de", "target": "en"}):
+        status, _, body = plain.post("/translate", payload)
+        assert status == 400 and "nested more than 200" in body["error"], body
+
+
+def test_empty_glossary_terms_and_constraint_phrases_are_a_422(plain: Server) -> None:
+    for lexical in ({"glossary": {"": "x"}}, {"glossary": {"  ": "x"}}, {"glossary": {"Hund": " "}},
+                    {"constraints": [[""]]}, {"constraints": [["dog", "\t"]]}):
+        status, _, body = plain.post("/translate", {"text": ["Ein Hund läuft."], "beam": 4, **lexical})
+        assert status == 422 and "non-empty" in body["error"], (lexical, body)
+
+
+def test_script_and_style_come_back_byte_for_byte(plain: Server) -> None:
+    code = "<script>if (a < b && c > d) { x = '&amp;'; }</script><style>p > a::after { content: '<'; }</style>"
+    for payload, key in (({"text": [f"<p>Hund</p>{code}"], "format": "html"}, "translations"),
+                         ({"q": f"<p>Hund</p>{code}", "format": "html", "source": "de", "target": "en"},
+                          "translatedText")):
+        status, _, body = plain.post("/translate", payload)
+        out = body[key][0] if isinstance(body[key], list) else body[key]
+        assert status == 200 and out.endswith(code), out
+
+
+def test_errors_quote_little_and_numbers_are_integers(plain: Server) -> None:
+    huge = "x" * 100_000
+    for payload in ({"q": "Hund", "source": huge, "target": "en"}, {"q": "Hund", "source": "de", "target": "en",
+                                                                    "format": huge},
+                    {"text": ["Hund"], huge: 1}, {"q": "Hund", "source": "de", "target": "en", "alternatives": huge}):
+        status, _, body = plain.post("/translate", payload)
+        assert status in (400, 422) and len(body["error"]) < 400, (status, body["error"][:500])
+    for bad in (1.5, True, "1.5", [1]):
+        status, _, body = plain.post("/translate", {"q": "Hund", "source": "de", "target": "en", "alternatives": bad})
+        assert status == 400 and "alternatives must be an integer" in body["error"], (bad, body)
+    status, _, body = plain.post("/translate", {"q": "Hund", "source": "de", "target": "en", "alternatives": 1})
+    assert status == 200 and len(body["alternatives"]) == 1
+
+
+def test_slow_clients_get_a_408_and_the_server_stays_responsive(plain: Server) -> None:
+    def half_sent(data: bytes) -> socket.socket:
+        c = socket.create_connection(("127.0.0.1", plain.port), timeout=10)
+        c.sendall(data)
+        return c
+
+    body = json.dumps({"text": ["Hund"]}).encode()
+    slow = [half_sent(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: appl") for _ in range(3)]     # headers
+    slow += [half_sent(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:5]) for _ in range(3)]  # body
+    slow += [socket.create_connection(("127.0.0.1", plain.port), timeout=10)]                              # nothing
+    t0 = time.monotonic()
+    assert plain.post("/translate", {"text": ["Hund"]})[0] == 200                  # not held up by them
+    for c in slow:
+        answer = b""
+        while chunk := c.recv(4096):                                            # until the server closes it
+            answer += chunk
+        c.close()
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.monotonic() - t0 < 5, "the slow connections were held for longer than their read timeout"
+    assert plain.request("GET", "/health")[0] == 200
+
+
+# --- the guards the audit broke without a test failing (a fast test each) ------------------------------------------
+
+
+def test_translate_no_elements_are_kept_out_of_the_text() -> None:
+    from aiayn.markup import translate_html
+
+    seen: list[str] = []
+
+    def upper(lines: list[str]) -> list[tuple[str, str, str]]:
+        seen.extend(lines)
+        return [(x.upper(), " ".join(f"{i}-{i}" for i in range(len(x.split()))), "") for x in lines]
+
+    out = translate_html(['<p>Der Hund <span translate="no">Bello</span> läuft.</p>'], upper)[0]
+    assert '<span translate="no">Bello</span>' in out and "BELLO" not in out, out
+    assert all("Bello" not in line for line in seen), seen
+
+
+def test_a_shortlist_always_allows_eos() -> None:
+    from aiayn.shortlist import Shortlist
+
+    cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=8, d_ff=16, n_heads=2, n_layers=1)
+    table = np.full((10, 2), -1)
+    table[5] = [6, 7]                                                  # token 5's candidates, EOS not among them
+    ids = Shortlist(table, np.array([], dtype=np.int32)).candidates(torch.tensor([[5, cfg.eos_id]]), cfg).tolist()
+    assert cfg.eos_id in ids and 6 in ids and 7 in ids and cfg.bos_id not in ids and cfg.pad_id not in ids, ids
+
+
+def test_keep_plain_redecodes_only_the_lines_missing_a_phrase() -> None:
+    from aiayn.constraints import Constraints, unmet
+
+    cons = [Constraints([[7, 8]]), Constraints([[7, 8]]), None, Constraints([[9]])]
+    outputs = [[[1, 7, 8, 2]], [[1, 7, 2, 8]], [[3]], [[9], [4]]]       # has it / lacks it / none / one n-best lacks it
+    assert unmet(outputs, cons) == [1, 3]
+
+
+def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float = 0.05) -> Any:
+    class Vocab:
+        class src:  # noqa: N801
+            @staticmethod
+            def encode(lines: list[str]) -> list[list[int]]:
+                return [[1] * len(line.split()) for line in lines]
+
+    class Fake:
+        workers, vocab = 1, Vocab
+
+        def translate_hypotheses(self, lines: list[str], decode: DecodeConfig, stop: Any = None) -> list[Any]:
+            from aiayn.search import Hypothesis
+
+            calls.append((list(lines), decode))
+            time.sleep(seconds)
+            return [[Hypothesis([1], 0.0, 0.0)] for _ in lines]
+
+    return Fake()
+
+
+def _limits(**over: Any) -> Any:
+    from aiayn.batcher import Limits
+
+    return Limits(**{"workers": 1, "max_batch_tokens": 6000, "max_wait_ms": 0.0, "max_queue_lines": 100,
+                     "timeout_s": 10.0, **over})
+
+
+def test_a_batch_never_mixes_requests_with_different_settings() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from aiayn.batcher import DecodeMetrics, WholeBatcher
+
+    calls: list[tuple[list[str], DecodeConfig]] = []
+    settings = {"a": DecodeConfig(beam=2), "b": DecodeConfig(beam=3), "c": DecodeConfig(beam=2, lenpen=1.0)}
+
+    async def run() -> None:
+        b = WholeBatcher(_fake_translator(calls), _limits(), DecodeMetrics(CollectorRegistry()).model("m"))
+        await asyncio.gather(*(b.translate([f"{name} {i}"], settings[name]) for i in range(3) for name in "abc"))
+        b.close()
+
+    asyncio.run(run())
+    assert len(calls) >= 3
+    for lines, decode in calls:
+        assert {settings[line.split()[0]] for line in lines} == {decode}, (lines, decode)
+
+
+def test_the_queue_limit_counts_the_requests_own_lines() -> None:
+    from aiayn.batcher import new_job
+
+    async def run() -> None:
+        t = _fake_translator([])
+        assert len(new_job(t, ["a"] * 4, DecodeConfig(), 0, 4).lines) == 4
+        for waiting, lines in ((0, 5), (3, 2), (4, 1)):
+            with pytest.raises(ServiceError) as e:
+                new_job(t, ["a"] * lines, DecodeConfig(), waiting, 4)
+            assert e.value.status == 503
+
+    asyncio.run(run())
+
+
+def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_ended() -> None:
+    from aiayn.export import ctranslate2_limited
+
+    asked: list[dict[str, Any]] = []
+
+    class Result:
+        def __init__(self, n: int) -> None:
+            self.hypotheses, self.scores = [["a"]] * n, [-1.0] * n
+
+    class Fake:
+        def translate_batch(self, batch: list[list[str]], **options: Any) -> list[Any]:
+            asked.append(options)
+            return [type("Done", (), {"result": lambda self, n=options["num_hypotheses"]: Result(n)})()
+                    for _ in batch]
+
+    out = ctranslate2_limited(Fake(), [["x"] * 3], lambda n: n + 5, beam_size=4, length_penalty=1.0, num_hypotheses=2)
+    assert asked[0]["num_hypotheses"] == 4 and len(out[0][0]) == 2
+
+
+# --- a bounded fuzz of both APIs ---------------------------------------------------------------------------------------
+
+FUZZ_SECONDS = float(os.environ.get("AIAYN_FUZZ_SECONDS", "25"))
+
+
+def test_fuzz_both_apis_no_5xx_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """Requests drawn by hypothesis from the fields of both APIs (each field: a fitting value, a wrong type, huge,
+    empty, a lone surrogate ...) against a real server, for at most FUZZ_SECONDS: none may get a 5xx, the log may
+    hold no traceback, and /health stays 200. The seed is printed (AIAYN_FUZZ_SEED repeats a run)."""
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    from aiayn.serve import ServeConfig, request_models
+
+    fuzz_seed = int(os.environ.get("AIAYN_FUZZ_SEED", random.randrange(2**32)))
+    s = Server("--workers", "1", "--max-lines", "8", "--max-chars", "200", "--max-beam", "4", "--timeout", "5",
+               "--api-key", KEY, "--max-len-b-cap", "40", "--req-limit", "100000")
+    translate, _ = request_models(ServeConfig(max_beam=4, max_len_b_cap=40))
+    aiayn_fields = list(translate.model_fields)
+    lt_fields = ["q", "source", "target", "format", "alternatives", "api_key"]
+    text = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=30)
+    junk = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | text,
+                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=3),
+                        max_leaves=8)
+    fitting = {"text": st.lists(st.sampled_from([LONG, "", "<b>Hund</b>", "Hund"]), max_size=3),
+               "q": st.sampled_from(["Hund", "Hund\nKatze", "<p>Hund</p>", ""]) | st.lists(st.just("Hund"), max_size=2),
+               "source": st.sampled_from(["de", "en", "auto", "zz"]), "target": st.sampled_from(["en", "de"]),
+               "format": st.sampled_from(["text", "html"]), "beam": st.integers(0, 5), "nbest": st.integers(0, 5),
+               "alternatives": st.integers(-1, 4), "min_len": st.integers(0, 50), "max_len_b": st.integers(0, 50),
+               "api_key": st.sampled_from([KEY, "", "nope"])}
+    bodies = st.one_of(
+        st.fixed_dictionaries({}, optional={f: fitting.get(f, junk) | junk for f in aiayn_fields}),
+        st.fixed_dictionaries({}, optional={f: fitting.get(f, junk) | junk for f in lt_fields}),
+        junk)
+    sent: list[int] = []
+    deadline = time.monotonic() + FUZZ_SECONDS
+
+    @seed(fuzz_seed)
+    @settings(max_examples=2000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(path=st.sampled_from(["/translate", "/translate", "/detect", "/attention"]), body=bodies,
+           form=st.booleans(), raw=st.binary(max_size=40) | st.just(b""))
+    def one(path: str, body: Any, form: bool, raw: bytes) -> None:
+        if time.monotonic() > deadline:
+            return
+        if form and isinstance(body, dict):
+            from urllib.parse import urlencode
+
+            data = urlencode({str(k): str(v) for k, v in body.items()}, errors="surrogatepass").encode()
+            kind = "application/x-www-form-urlencoded"
+        else:
+            data = json.dumps(body).encode() + raw if raw else json.dumps(body).encode()
+            kind = "application/json"
+        status, _, answer = s.request("POST", path, data, {"Content-Type": kind, "X-API-Key": KEY})
+        sent.append(status)
+        assert status < 500, (path, data[:300], status, answer)
+
+    try:
+        one()
+        assert s.request("GET", "/health")[0] == 200
+    finally:
+        assert s.stop() == 0
+        with capsys.disabled():
+            print(f"\nfuzz: seed {fuzz_seed}, {len(sent)} requests in {FUZZ_SECONDS:g} s at most, statuses "
+                  f"{ {k: sent.count(k) for k in sorted(set(sent))} }")
+    assert "Traceback" not in s.output(), s.output()[-3000:]
+    assert len(sent) >= 50
