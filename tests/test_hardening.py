@@ -25,7 +25,7 @@ import torch
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.guards import RequestLimit, ServiceError, same_key
 
-from .test_serve import KEY, LEGACY, Server
+from .test_serve import KEY, Server
 
 LONG = "Ein Mann fährt mit dem Fahrrad über eine Brücke."
 # Decodes for seconds on the tiny model (4.5 s for 256 such lines on a 2-core Xeon): its 127 positions, beam 16
