@@ -203,8 +203,7 @@ class Translator:
 
     def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """:meth:`translate_hypotheses` with resolved settings and the lines' Constraints (:meth:`constraints`);
-        ``stop``: search.Stopped is raised once it is true (checked before each decoding step)."""
+        """:meth:`translate_hypotheses` with resolved settings and Constraints; ``stop``: translate_ids's."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         ids = self.vocab.src.encode([lines[i] for i in todo])
         hyps = translate_constrained(self.model, ids, decode, self.device, self.shortlist,
