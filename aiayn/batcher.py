@@ -321,6 +321,8 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         metrics.src_tokens.inc(job.tokens)
         try:
             todo = job.start(t)
+        except Stopped:                                  # a sampling request that went away while it was decoded
+            continue
         except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
             job.fail(e)
             continue

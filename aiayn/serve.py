@@ -249,7 +249,10 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
         if await libretranslate.speaks_libretranslate(request):
-            return await speak_libretranslate(request)
+            return await _unless_gone(request, speak_libretranslate(request))
+        return await _unless_gone(request, translate_aiayn(request))
+
+    async def translate_aiayn(request: Request) -> dict[str, Any]:
         await json_body(request)                       # 400 for a body that is not JSON, whatever the key
         _require_key(request, cfg)
         limit.check(request)
@@ -295,6 +298,27 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         options = {"beam": req.beam} if req.beam else {}
         return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
             None, lambda: translator.attention(req.text, **options, workers=1)))
+
+
+async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """``work``'s answer, unless the client disconnects first: then it is cancelled, so that its lines are dropped
+    from their search (a batch whose requests are all gone stops: batcher.py, processes.py), and the answer is a 499
+    nobody reads."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":   # the body is read: only a disconnect comes
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        raise ServiceError(499, "the client closed the connection")
+    return task.result()
 
 
 LEXICAL = ("text", "source", "target", "constraints", "glossary", "alignments", "format")   # not DecodeConfig fields

@@ -86,6 +86,27 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
     assert "Traceback" not in s.output(), s.output()[-3000:]
 
 
+@pytest.mark.parametrize("mode", [("--processes",), ("--no-processes", "--no-join")], ids=["processes", "threads"])
+def test_a_client_that_goes_away_frees_its_worker(mode: tuple[str, ...]) -> None:
+    """A client that closes its connection while its request is decoded: the batch stops, and the only worker
+    answers the next request within a second."""
+    s = Server(*mode, "--workers", "1", "--timeout", "60", "--max-lines", "512")
+    try:
+        body = json.dumps(SLOW).encode()
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                  str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(0.5)                                                  # it is being decoded
+        c.close()
+        gone = time.monotonic()
+        status, _, answer = s.post("/translate", {"text": ["Hund"], "beam": 1})
+        assert status == 200, answer
+        assert time.monotonic() - gone < 1.0, f"the worker was busy {time.monotonic() - gone:.2f} s after its client left"
+    finally:
+        assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]
+
+
 # --- finding 3: limits that cannot be dodged ---------------------------------------------------------------------------
 
 
@@ -386,7 +407,13 @@ def test_fuzz_both_apis_no_5xx_no_traceback(capsys: pytest.CaptureFixture[str]) 
                "format": st.sampled_from(["text", "html"]), "beam": st.integers(0, 5), "nbest": st.integers(0, 5),
                "alternatives": st.integers(-1, 4), "min_len": st.integers(0, 50), "max_len_b": st.integers(0, 50),
                "api_key": st.sampled_from([KEY, "", "nope"])}
+    valid = {**fitting, "beam": st.integers(1, 4), "nbest": st.integers(1, 2), "alternatives": st.integers(0, 2)}
     bodies = st.one_of(
+        st.fixed_dictionaries({"text": valid["text"]}, optional={f: valid[f] for f in (
+            "beam", "nbest", "min_len", "max_len_b", "format", "source", "target")}),    # mostly answered 200
+        st.fixed_dictionaries({"q": valid["q"], "source": valid["source"], "target": valid["target"]},
+                              optional={f: valid[f] for f in ("format", "alternatives", "api_key")}),
+        st.fixed_dictionaries({"text": st.sampled_from([LONG, "Hund", ""])}),                  # /attention's
         st.fixed_dictionaries({}, optional={f: fitting.get(f, junk) | junk for f in aiayn_fields}),
         st.fixed_dictionaries({}, optional={f: fitting.get(f, junk) | junk for f in lt_fields}),
         junk)
