@@ -27,6 +27,7 @@ import torch
 
 from .config import DecodeConfig
 from .constraints import Constraints, unmet
+from .engine import require
 from .guards import ServiceError
 from .runtime import ThreadShare, resolve_workers
 from .search import BeamSearch, Hypothesis, Stopped
@@ -367,9 +368,8 @@ class WholeBatcher:
 
     async def translate(self, lines: list[str], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
-        if constraints is not None and not hasattr(self.translator, "hypotheses"):
-            raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with "
-                                    "--engine torch")
+        if constraints is not None:
+            require(self.translator, "constraints")
         return await without_blank_lines(lines, decode, constraints, self._translate)
 
     async def _translate(self, lines: list[str], decode: DecodeConfig,
@@ -413,10 +413,8 @@ class WholeBatcher:
         t0 = time.perf_counter()
         stop = lambda: all(job.cancelled for job in batch)      # noqa: E731 - every request of the batch is gone
         try:
-            if any(c is not None for c in cons):            # aiayn's engine in worker processes (processes.py)
-                hyps = self.translator.hypotheses(lines, self.translator.settings(batch[0].decode), cons, stop=stop)
-            else:
-                hyps = self.translator.translate_hypotheses(lines, batch[0].decode, stop=stop)
+            hyps = self.translator.hypotheses(lines, batch[0].decode,
+                                              cons if any(c is not None for c in cons) else None, stop=stop)
         except Stopped:                                   # nobody waits for these requests' answers any more
             log.info("a batch of %d lines stopped: its requests timed out or went away", len(lines))
             return
@@ -442,5 +440,4 @@ class WholeBatcher:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
-        if hasattr(self.translator, "close"):        # worker processes
-            self.translator.close()
+        self.translator.close()

@@ -26,6 +26,7 @@ from typing import Any
 from . import precision as precisions
 from .checkpoint import MODEL
 from .config import DecodeConfig, ModelConfig
+from .engine import Capabilities
 from .export import ctranslate2_limited, export
 from .rundir import RunDir, load_trained
 from .runtime import resolve_device, resolve_workers
@@ -103,10 +104,11 @@ def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
 
 
 class CTranslate2Translator:
-    """A run's model on CTranslate2, shaped as translate.Translator (``translate``, ``translate_hypotheses``,
-    ``detokenize``, ``settings``, ``decode``): its tokenizer is aiayn's, so its text is produced as aiayn's is."""
+    """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
+    tokenizer is aiayn's, so its text is produced as aiayn's is."""
 
     engine = "ctranslate2"
+    capabilities = Capabilities()
 
     def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig) -> None:
         import ctranslate2
@@ -147,6 +149,12 @@ class CTranslate2Translator:
     def memory_bytes(self) -> int:
         return (self.path / "model.bin").stat().st_size
 
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.cfg.to_dict(), self.parameters
+
+    def close(self) -> None:
+        """Nothing to release before the process ends."""
+
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              stop: Callable[[], bool] | None = None, **overrides: object) -> list[list[Hypothesis]]:
         """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator).
@@ -169,6 +177,11 @@ class CTranslate2Translator:
             out[i] = [Hypothesis([self.ids[p] for p in tokens], score, score)
                       for tokens, score in zip(hyps, scores, strict=True)]
         return out
+
+    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Any] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: :meth:`translate_hypotheses` (no constraints: refused by the caller, engine.require)."""
+        return self.translate_hypotheses(lines, decode, stop)
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})

@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import ct2
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
 from .config import DecodeConfig
-from .ct2 import CTranslate2Translator
+from .engine import Engine, require
 from .guards import ServiceError, cut
-from .quantize import Int8Linear
 from .rundir import RunDir
 from .runtime import resolve_workers
-from .translate import Translator
+
+if TYPE_CHECKING:
+    from .translate import Translator
 
 # English names of the languages LibreTranslate serves (its /languages answers with them), and a few more.
 NAMES = {
@@ -54,7 +55,7 @@ class Served:
     says of it; ``batcher`` is its decoding threads while the server runs."""
 
     name: str                                   # "de-en", or the run dir's name when it records no languages
-    translator: Translator | CTranslate2Translator
+    translator: Engine
     pair: tuple[str, str] | None
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
@@ -74,7 +75,7 @@ class Served:
         the default) or threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole
         batches."""
         t = self.translator
-        if isinstance(t, CTranslate2Translator):
+        if not t.capabilities.stepwise:
             self.batcher = WholeBatcher(t, limits, metrics)
         elif limits.processes and t.device.type == "cpu":
             from .processes import ProcessTranslator
@@ -82,18 +83,16 @@ class Served:
             workers = resolve_workers(limits.workers, t.device)
             self.batcher = WholeBatcher(ProcessTranslator(self.info["checkpoint"], t, workers, self.settings),
                                         limits, metrics)
-        else:
-            self.batcher = Batcher(t, limits, metrics)
+        else:                                               # stepwise: aiayn's own engine, its model in this process
+            self.batcher = Batcher(cast("Translator", t), limits, metrics)
 
     async def translate_html(self, fragments: list[str], decode: DecodeConfig) -> list[str]:
         """HTML fragments translated (markup.py): their segments decoded by the batcher beside every other request,
         the inline tags placed by the word alignments."""
         from .markup import MarkupError, join, split
 
-        t = self.translator
-        if not isinstance(t, Translator):
-            raise ServiceError(400, "html format needs aiayn's own engine (tags are placed by its attention): serve "
-                                    "this model with --engine torch")
+        t: Any = self.translator
+        require(t, "html")                                  # tags are placed by the word alignments
         try:
             parts, lines = split(fragments)
         except MarkupError as e:
@@ -109,20 +108,12 @@ class Served:
     def memory_bytes(self) -> int:
         """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on
         CTranslate2, its model file)."""
-        if isinstance(self.translator, CTranslate2Translator):
-            return self.translator.memory_bytes()
-        model = self.translator.model
-        tensors = [*model.parameters(), *model.buffers()]
-        packed = sum(m.packed_bytes() for m in model.modules() if isinstance(m, Int8Linear))
-        return sum(t.numel() * t.element_size() for t in tensors) + packed
+        return self.translator.memory_bytes()
 
     def describe(self) -> dict[str, Any]:
         """This model in /info."""
         t = self.translator
-        if isinstance(t, CTranslate2Translator):
-            model, parameters = t.cfg.to_dict(), t.parameters
-        else:
-            model, parameters = t.model.cfg.to_dict(), sum(p.numel() for p in t.model.parameters())
+        model, parameters = t.model_info()
         return {"name": self.name, "source": self.pair[0] if self.pair else None,
                 "target": self.pair[1] if self.pair else None, "model": model, "parameters": parameters,
                 "memory_bytes": self.memory_bytes(), "precision": t.precision, "device": str(t.device), **self.info}

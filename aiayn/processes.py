@@ -22,6 +22,7 @@ from typing import Any
 
 from .config import DecodeConfig
 from .constraints import Constraints
+from .engine import Capabilities, Engine
 from .search import Hypothesis, Stop, Stopped
 from .translate import Translator
 
@@ -58,9 +59,13 @@ POLL_S = 0.05    # how often the server asks whether a batch being decoded is st
 class ProcessTranslator:
     """The server's Translator, with ``translate_hypotheses`` run in ``workers`` processes (one batch each at a
     time, from any thread); everything else (vocab, settings, alignments) is the server process's own Translator's.
-    A worker that dies fails the batch it had (its requests get a 500 naming it) and is started again."""
+    A worker that dies fails the batch it had (its requests get a 500 naming it) and is started again. Its
+    capabilities are aiayn's engine's, but that it decodes whole batches."""
 
-    def __init__(self, path: str | Path, translator: Translator, workers: int, settings: dict[str, Any]) -> None:
+    engine = "torch"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False)
+
+    def __init__(self, path: str | Path, translator: Engine, workers: int, settings: dict[str, Any]) -> None:
         self.translator, self.workers, self.path, self.loaded_with = translator, workers, str(path), settings
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.busy, self.lock = 0, threading.Lock()

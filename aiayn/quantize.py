@@ -59,3 +59,10 @@ def _call_kernels_directly(module: nn.Module) -> None:
             packed = getattr(getattr(child, "_packed_params", None), "_packed_params", None)
             if packed is not None and getattr(child, "version", 0) >= 4 and child._packed_params.dtype == torch.qint8:
                 setattr(parent, name, Int8Linear(child, packed))
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """The bytes of a model's weights and buffers as loaded (int8 layers count their packed weights)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    packed = sum(m.packed_bytes() for m in model.modules() if isinstance(m, Int8Linear))
+    return sum(t.numel() * t.element_size() for t in tensors) + packed

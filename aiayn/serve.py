@@ -37,6 +37,7 @@ from typing import Any
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
 from .config import DecodeConfig, check, setting
+from .engine import Unsupported, require
 from .guards import RequestLimit, ServiceError, brief, cut, json_body, same_key, timed_protocol
 from .pairs import Models, Served
 from .translate import Translator
@@ -159,7 +160,7 @@ def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
     from fastapi import FastAPI
 
     cfg, description = cfg or ServeConfig(), dict(description or {})
-    if isinstance(models, Translator):
+    if not isinstance(models, Models):                      # one engine
         langs = description.pop("languages", None)
         pair = (langs[0], langs[1]) if langs else None
         models = Models([Served(f"{pair[0]}-{pair[1]}" if pair else "model", models, pair,
@@ -199,6 +200,10 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, e: ServiceError) -> JSONResponse:
         return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(Unsupported)
+    async def unsupported(request: Request, e: Unsupported) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=400)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -269,6 +274,8 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         try:
             decode = translator.settings(**options)                        # validated before it waits in line
             cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
+        except Unsupported:
+            raise
         except ValueError as e:
             raise ServiceError(422, str(e)) from None
         if not req.text:
@@ -290,9 +297,8 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
     async def attention(request: Request) -> dict[str, Any]:
         limit.check(request)
         req = await _parse(request, AttentionRequest)
-        translator = models.route(req.source, req.target).translator
-        if not isinstance(translator, Translator):
-            raise ServiceError(400, "attention maps come from aiayn's own engine: serve this model with --engine torch")
+        translator: Any = models.route(req.source, req.target).translator
+        require(translator, "attention")
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
         options = {"beam": req.beam} if req.beam else {}
@@ -334,8 +340,7 @@ async def _html(served: Any, req: Any, decode: DecodeConfig) -> dict[str, Any]:
 
 async def _alignments(translator: Any, lines: list[str], hyps: list[list[Any]], nbest: bool) -> list[Any]:
     """Each translation's word alignment (a list per line with ``nbest``), computed off the event loop."""
-    if not isinstance(translator, Translator):
-        raise ServiceError(400, "alignments come from aiayn's own engine: serve this model with --engine torch")
+    require(translator, "alignments")
     n = len(hyps[0])
     links = await asyncio.get_running_loop().run_in_executor(None, lambda: translator.alignments(
         [line for line in lines for _ in range(n)], [h.tokens for hs in hyps for h in hs]))
@@ -348,8 +353,7 @@ def _constraints(translator: Any, lines: list[str], phrases: list[list[str] | No
     line (constraints.Glossary's rules); None without any. ValueError (422) for what cannot be kept."""
     if phrases is None and not glossary:
         return None
-    if not isinstance(translator, Translator):
-        raise ServiceError(400, "constraints (a glossary) need aiayn's own engine: serve this model with --engine torch")
+    require(translator, "constraints")
     from .constraints import Glossary
 
     if phrases is not None and len(phrases) != len(lines):

@@ -20,9 +20,11 @@ import torch
 from . import precision
 from .config import DecodeConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints, unmet
+from .engine import Capabilities
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
+from .quantize import weight_bytes
 from .rundir import load_trained
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, Stop, decode_batch, max_length
@@ -126,12 +128,16 @@ def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
 
 
 class Translator:
-    """A trained model with its tokenizer and decoding settings: ``translate(lines) -> lines``.
+    """aiayn's own engine (engine.Engine): a trained model with its tokenizer and decoding settings,
+    ``translate(lines) -> lines``.
 
     ``decode.device`` and ``decode.precision`` are applied once, here (precision.py): fp32; bf16 or fp16
     (weights and activations in that type, log-probabilities in fp32); int8 (dynamically quantized linear
     layers, CPU); auto (bf16 where the hardware is fast at it, else fp32).
     """
+
+    engine = "torch"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=True)
 
     def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None,
                  shortlist: Shortlist | None = None) -> None:
@@ -141,6 +147,7 @@ class Translator:
         self.precision = precision.resolve(self.decode.precision, self.device)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
         self.vocab = vocab
+        self.workers = resolve_workers(self.decode.workers, self.device)      # batches decoded side by side
 
     @classmethod
     def load(cls, path: str | Path, **settings: Any) -> Translator:
@@ -255,26 +262,39 @@ class Translator:
         return translate_html(list(fragments), run)
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        """``line`` translated (any decoding overrides), with every attention probability the model computed for it:
-        pieces of the source (with EOS), of the decoder's input (BOS, y_1 ..) and of its output (y_1 .., EOS), and
-        per layer and head the encoder self-attention (S x S), decoder self-attention (T x T) and encoder-decoder
-        attention (T x S) as nested lists, by the explicit Eq. (1) (model.attention_maps)."""
-        cfg = self.model.cfg
-        hyp = self.translate_hypotheses([line], **{**overrides, "nbest": 1})[0][0]
-        src = self.vocab.src.encode([line])[0][: cfg.max_positions - 1] + [cfg.eos_id]
-        tgt_in = [cfg.bos_id] + hyp.tokens
-        with torch.inference_mode():
-            maps = self.model.attention_maps(torch.tensor([src], device=self.device),
-                                             torch.tensor([tgt_in], device=self.device))
-        src_piece, tgt_piece = self.vocab.src.piece, self.vocab.tgt.piece
-        as_lists = lambda layers: [m[0].float().cpu().tolist() for m in layers]  # noqa: E731  (L x H x rows x cols)
-        return {"translation": self.detokenize([hyp.tokens])[0], "source": [src_piece(i) for i in src],
-                "target_in": [tgt_piece(i) for i in tgt_in],
-                "target_out": [tgt_piece(i) for i in hyp.tokens + [cfg.eos_id]], "encoder": as_lists(maps.encoder),
-                "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
+        """``line`` translated (any decoding overrides), with every attention probability the model computed for it
+        (:func:`attention_maps`)."""
+        return attention_maps(self, line, self.translate_hypotheses([line], **{**overrides, "nbest": 1})[0][0])
+
+    def memory_bytes(self) -> int:
+        return weight_bytes(self.model)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.model.cfg.to_dict(), sum(p.numel() for p in self.model.parameters())
+
+    def close(self) -> None:
+        """Nothing to release: the model is this process's."""
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
         return detokenize(self.vocab, token_lists)
+
+
+def attention_maps(t: Translator, line: str, hyp: Hypothesis) -> dict[str, Any]:
+    """``line`` and its translation ``hyp`` with every attention probability the model computes for them: pieces of
+    the source (with EOS), of the decoder's input (BOS, y_1 ..) and of its output (y_1 .., EOS), and per layer and
+    head the encoder self-attention (S x S), decoder self-attention (T x T) and encoder-decoder attention (T x S) as
+    nested lists, by the explicit Eq. (1) (model.attention_maps)."""
+    cfg = t.model.cfg
+    src = t.vocab.src.encode([line])[0][: cfg.max_positions - 1] + [cfg.eos_id]
+    tgt_in = [cfg.bos_id] + hyp.tokens
+    with torch.inference_mode():
+        maps = t.model.attention_maps(torch.tensor([src], device=t.device), torch.tensor([tgt_in], device=t.device))
+    src_piece, tgt_piece = t.vocab.src.piece, t.vocab.tgt.piece
+    as_lists = lambda layers: [m[0].float().cpu().tolist() for m in layers]  # noqa: E731  (L x H x rows x cols)
+    return {"translation": t.detokenize([hyp.tokens])[0], "source": [src_piece(i) for i in src],
+            "target_in": [tgt_piece(i) for i in tgt_in],
+            "target_out": [tgt_piece(i) for i in hyp.tokens + [cfg.eos_id]], "encoder": as_lists(maps.encoder),
+            "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
 
 
 T = TypeVar("T")

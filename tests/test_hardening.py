@@ -308,12 +308,15 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
     class Fake:
         workers, vocab = 1, Vocab
 
-        def translate_hypotheses(self, lines: list[str], decode: DecodeConfig, stop: Any = None) -> list[Any]:
+        def hypotheses(self, lines: list[str], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
             from aiayn.search import Hypothesis
 
             calls.append((list(lines), decode))
             time.sleep(seconds)
             return [[Hypothesis([1], 0.0, 0.0)] for _ in lines]
+
+        def close(self) -> None:
+            pass
 
     return Fake()
 

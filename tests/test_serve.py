@@ -497,6 +497,9 @@ def test_a_free_worker_takes_its_share_of_the_waiting_requests() -> None:
     class Engine:
         workers = 2
 
+        def close(self) -> None:
+            pass
+
     batches: list[list[int]] = []
 
     async def run() -> None:
