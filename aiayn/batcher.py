@@ -79,9 +79,10 @@ class ModelMetrics:
 
 @dataclass(eq=False)
 class Job:
-    """One request's lines, waiting or being decoded; answered when its last line is done."""
+    """One request's lines (their source ids, encoded once: :meth:`Batcher.translate`), waiting or being decoded;
+    answered when its last line is done."""
 
-    lines: list[str]
+    ids: list[list[int]]
     tokens: int                                   # source tokens, EOS included
     decode: DecodeConfig
     future: asyncio.Future[list[Any]]
@@ -106,13 +107,12 @@ class Job:
     def start(self, translator: Translator) -> list[int]:
         """A sampling request decoded whole (as ``aiayn translate`` does; stopped if the request goes away); the
         indices of the lines left to decode (no line is blank: :func:`without_blank_lines`)."""
-        self.results, self.left = [None] * len(self.lines), len(self.lines)
+        self.results, self.left = [None] * len(self.ids), len(self.ids)
         if self.decode.sampling:
-            for i, hyps in enumerate(translator.hypotheses(self.lines, self.decode, None,
-                                                           stop=lambda: self.cancelled)):
+            for i, hyps in enumerate(translator.hypotheses(self.ids, self.decode, None, stop=lambda: self.cancelled)):
                 self.answer(i, hyps)
             return []
-        return list(range(len(self.lines)))
+        return list(range(len(self.ids)))
 
     def best(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the
@@ -122,33 +122,34 @@ class Job:
         return hyps[: max(1, self.decode.nbest)]
 
 
-Decode = Callable[[list[str], DecodeConfig, "list[Constraints | None] | None"], Awaitable[list[list[Hypothesis]]]]
+Decode = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | None"],
+                  Awaitable[list[list[Hypothesis]]]]
 
 
-async def without_blank_lines(lines: list[str], decode: DecodeConfig, constraints: list[Constraints | None] | None,
+async def without_blank_lines(ids: list[list[int]], decode: DecodeConfig, constraints: list[Constraints | None] | None,
                               run: Decode) -> list[list[Hypothesis]]:
-    """``run`` on the lines that are not blank; a blank line translates to a blank line (``nbest`` empty
-    hypotheses, so n-best output stays rectangular) at once, and a request with nothing to translate is answered
-    without waiting in line (an HTML fragment without text, a request of blank lines)."""
-    todo = [i for i, line in enumerate(lines) if line.strip()]
-    out = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
+    """``run`` on the lines (source ids) that are not blank; a blank line (no source token) translates to a blank
+    line (``nbest`` empty hypotheses, so n-best output stays rectangular) at once, and a request with nothing to
+    translate is answered without waiting in line (an HTML fragment without text, a request of blank lines)."""
+    todo = [i for i, x in enumerate(ids) if x]
+    out = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
     if todo:
-        hyps = await run([lines[i] for i in todo], decode,
+        hyps = await run([ids[i] for i in todo], decode,
                          None if constraints is None else [constraints[i] for i in todo])
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h
     return out
 
 
-def new_job(translator: Any, lines: list[str], decode: DecodeConfig, waiting: int, most: int,
+def new_job(ids: list[list[int]], decode: DecodeConfig, waiting: int, most: int,
             constraints: list[Constraints | None] | None = None) -> Job:
-    """A request's Job, counted in source tokens; ServiceError(503) when ``waiting`` lines and these would pass
-    ``most``."""
-    if waiting + len(lines) > most:
+    """A request's Job (its lines' source ids), counted in source tokens; ServiceError(503) when ``waiting`` lines
+    and these would pass ``most``."""
+    if waiting + len(ids) > most:
         raise ServiceError(503, f"the server is busy ({waiting} lines queued); retry shortly", {"Retry-After": "1"})
-    tokens = sum(len(ids) for ids in translator.vocab.src.encode(lines)) + len(lines)
+    tokens = sum(len(x) for x in ids) + len(ids)
     loop = asyncio.get_running_loop()
-    return Job(lines, tokens, decode, loop.create_future(), loop, constraints)
+    return Job(ids, tokens, decode, loop.create_future(), loop, constraints)
 
 
 async def answered(job: Job, timeout_s: float) -> list[list[Hypothesis]]:
@@ -232,27 +233,28 @@ class Batcher:
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
         """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints; with
         ``decode.keep_plain`` only the lines whose unconstrained translation lacks a phrase are decoded again with
-        them, as Translator does); raises ServiceError(503) when the queue is full, (504) on timeout."""
-        return await without_blank_lines(lines, decode, constraints, self._keep_plain)
+        them, as Translator does); raises ServiceError(503) when the queue is full, (504) on timeout. Each line is
+        encoded here, once."""
+        return await without_blank_lines(self.translator.encode(lines), decode, constraints, self._keep_plain)
 
-    async def _keep_plain(self, lines: list[str], decode: DecodeConfig,
+    async def _keep_plain(self, ids: list[list[int]], decode: DecodeConfig,
                           constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
         if constraints is None or not decode.keep_plain:
-            return await self._translate(lines, decode, constraints)
-        hyps = await self._translate(lines, decode, None)
+            return await self._translate(ids, decode, constraints)
+        hyps = await self._translate(ids, decode, None)
         redo = unmet([[h.tokens for h in hs] for hs in hyps], constraints)
         if redo:
-            again = await self._translate([lines[i] for i in redo], decode, [constraints[i] for i in redo])
+            again = await self._translate([ids[i] for i in redo], decode, [constraints[i] for i in redo])
             for i, h in zip(redo, again, strict=True):
                 hyps[i] = h
         return hyps
 
-    async def _translate(self, lines: list[str], decode: DecodeConfig,
+    async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
-        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
+        job = new_job(ids, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         with self.lock:
             self.queue.append(job)
-            self.waiting_lines += len(lines)
+            self.waiting_lines += len(ids)
             self.metrics.queue_lines.set(self.waiting_lines)
             self.lock.notify()
         return await answered(job, self.limits.timeout_s)
@@ -282,7 +284,7 @@ class Batcher:
             while self.queue and (not taken and idle or
                                   in_flight + self.queue[0].tokens <= self.limits.max_batch_tokens):
                 job = self.queue.pop(0)
-                self.waiting_lines -= len(job.lines)
+                self.waiting_lines -= len(job.ids)
                 if not job.cancelled:
                     taken.append(job)
                     in_flight += job.tokens
@@ -317,7 +319,7 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
     """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
     settings join their running search in one admission (one encoder call)."""
     t = translator
-    groups: dict[DecodeConfig, tuple[list[str], list[tuple[Job, int]], list[Constraints | None]]] = {}
+    groups: dict[DecodeConfig, tuple[list[list[int]], list[tuple[Job, int]], list[Constraints | None]]] = {}
     for job in jobs:
         metrics.src_tokens.inc(job.tokens)
         try:
@@ -327,11 +329,11 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         except Exception as e:  # noqa: BLE001 - this request gets the error; serving goes on
             job.fail(e)
             continue
-        lines, keys, cons = groups.setdefault(job.decode, ([], [], []))
-        lines += [job.lines[i] for i in todo]
+        ids, keys, cons = groups.setdefault(job.decode, ([], [], []))
+        ids += [job.ids[i] for i in todo]
         keys += [(job, i) for i in todo]
         cons += [job.constraints[i] if job.constraints else None for i in todo]
-    for decode, (lines, keys, cons) in groups.items():
+    for decode, (ids, keys, cons) in groups.items():
         if not keys:
             continue
         search = searches.get(decode.batch_key())
@@ -339,7 +341,7 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
             metrics.joined.inc(len(keys))
         search = search or searches.setdefault(decode.batch_key(), BeamSearch(t.model, decode, t.shortlist))
         try:
-            seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
+            seqs = [source_ids(t.model, x) for x in ids]
             with torch.inference_mode():       # the model is in its inference precision already (Translator)
                 search.admit(source_batch(t.model, seqs, t.device), keys, decode, constraints=cons)
         except Exception as e:  # noqa: BLE001
@@ -370,13 +372,13 @@ class WholeBatcher:
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
         if constraints is not None:
             require(self.translator, "constraints")
-        return await without_blank_lines(lines, decode, constraints, self._translate)
+        return await without_blank_lines(self.translator.encode(lines), decode, constraints, self._translate)
 
-    async def _translate(self, lines: list[str], decode: DecodeConfig,
+    async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
-        job = new_job(self.translator, lines, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
+        job = new_job(ids, decode, self.waiting_lines, self.limits.max_queue_lines, constraints)
         self.waiting.append(job)
-        self.waiting_lines += len(lines)
+        self.waiting_lines += len(ids)
         self._start()
         return await answered(job, self.limits.timeout_s)
 
@@ -397,7 +399,7 @@ class WholeBatcher:
             for job in list(self.waiting):
                 if job.cancelled or job.decode == first.decode and (not batch or tokens + job.tokens <= most):
                     self.waiting.remove(job)
-                    self.waiting_lines -= len(job.lines)
+                    self.waiting_lines -= len(job.ids)
                     if not job.cancelled:
                         batch.append(job)
                         tokens += job.tokens
@@ -408,27 +410,27 @@ class WholeBatcher:
             future.add_done_callback(functools.partial(self._finished, tokens))
 
     def _decode(self, batch: list[Job]) -> None:
-        lines = [line for job in batch for line in job.lines]
-        cons = [c for job in batch for c in (job.constraints or [None] * len(job.lines))]
+        ids = [x for job in batch for x in job.ids]
+        cons = [c for job in batch for c in (job.constraints or [None] * len(job.ids))]
         t0 = time.perf_counter()
         stop = lambda: all(job.cancelled for job in batch)      # noqa: E731 - every request of the batch is gone
         try:
-            hyps = self.translator.hypotheses(lines, batch[0].decode,
+            hyps = self.translator.hypotheses(ids, batch[0].decode,
                                               cons if any(c is not None for c in cons) else None, stop=stop)
         except Stopped:                                   # nobody waits for these requests' answers any more
-            log.info("a batch of %d lines stopped: its requests timed out or went away", len(lines))
+            log.info("a batch of %d lines stopped: its requests timed out or went away", len(ids))
             return
         except Exception as e:  # noqa: BLE001 - these requests get the error; serving goes on
             log.exception("decoding a batch failed")
             for job in batch:
                 job.fail(e)
             return
-        self.metrics.step(len(lines), time.perf_counter() - t0)
+        self.metrics.step(len(ids), time.perf_counter() - t0)
         at = 0
         for job in batch:
             self.metrics.src_tokens.inc(job.tokens)
-            job.results, job.left = [None] * len(job.lines), len(job.lines)
-            for i in range(len(job.lines)):
+            job.results, job.left = [None] * len(job.ids), len(job.ids)
+            for i in range(len(job.ids)):
                 self.metrics.tgt_tokens.inc(len(hyps[at][0].tokens) + 1)
                 job.answer(i, job.best(hyps[at]))
                 at += 1

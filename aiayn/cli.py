@@ -300,23 +300,25 @@ def cmd_translate(a: argparse.Namespace) -> int:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
     from tqdm import tqdm
 
+    from .config import beam_for_nbest
     from .constraints import Glossary
     from .ct2 import load
+    from .engine import require
     from .translate import stream
 
     settings = _given(a, "decode")
-    nbest = settings.pop("nbest", 1)              # with nbest > 1 the beam grows to nbest if it is smaller
+    nbest = settings.pop("nbest", 1)              # a beam not given grows to nbest (config.beam_for_nbest)
     html = a.format == "html"
     if html and (nbest > 1 or a.alignments or a.glossary or a.constraints):
         raise ValueError("--format html gives one translation per line (an HTML fragment), its markup placed by the "
                          "word alignment: it takes no --nbest, --alignments, --glossary or --constraints")
-    for flag, on in (("--glossary / --constraints", a.glossary or a.constraints), ("--alignments", a.alignments),
-                     ("--format html", html)):
-        if on and a.engine != "torch":
-            raise ValueError(f"{flag}: the {a.engine} engine cannot do it (constrained search and attention are "
-                             f"aiayn's own); use --engine torch")
     glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
+    for feature, on in (("constraints", a.glossary or a.constraints), ("alignments", a.alignments), ("html", html)):
+        if on:
+            require(translator, feature)
+    more = beam_for_nbest({"nbest": nbest, "beam": settings.get("beam")}, translator.decode.beam)
+    translator.settings(**more)                   # a --beam smaller than --nbest: refused before any line is read
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -327,7 +329,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
         lines: Any = _Lines(inp)
         if glossary or a.constraints:
             lines = _Constrained(lines, a.constraints, glossary)
-        run = _translations(translator, nbest, a.alignments, constrained=bool(glossary or a.constraints))
+        run = _translations(translator, more, a.alignments, constrained=bool(glossary or a.constraints))
         if html:
             run = lambda chunk: [[(0.0, t, None)] for t in translator.translate_html(chunk)]  # noqa: E731
         for i, hyps in enumerate(stream(lines, run)):
@@ -345,11 +347,10 @@ def cmd_translate(a: argparse.Namespace) -> int:
     return 0
 
 
-def _translations(translator: Any, nbest: int, alignments: bool,
+def _translations(translator: Any, more: dict[str, Any], alignments: bool,
                   constrained: bool) -> Callable[[list[Any]], list[list[tuple[float, str, str | None]]]]:
     """What ``translate`` makes of a chunk of input lines (with constrained: (line, phrases) pairs): per line, its
-    ``nbest`` (score, text, word alignment or None)."""
-    more = {"nbest": nbest, "beam": max(nbest, translator.decode.beam)} if nbest > 1 else {"nbest": 1}
+    ``more["nbest"]`` (score, text, word alignment or None); ``more``: the nbest and beam (config.beam_for_nbest)."""
 
     def run(chunk: list[Any]) -> list[list[tuple[float, str, str | None]]]:
         lines = [x for x, _ in chunk] if constrained else chunk

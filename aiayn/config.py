@@ -327,6 +327,17 @@ class DecodeConfig:
                                                                        if v is not None}})
 
 
+def beam_for_nbest(settings: dict[str, Any], beam: int) -> dict[str, Any]:
+    """One rule for every front end (``aiayn translate --nbest``, aiayn's API, LibreTranslate's ``alternatives``): a
+    beam holds at least ``nbest`` hypotheses, so where ``settings`` give no beam (absent or None) the engine's
+    ``beam`` grows to nbest; a beam given smaller than nbest is kept, for DecodeConfig to refuse by name."""
+    nbest = settings.get("nbest") or 1
+    if settings.get("beam") is not None:
+        return settings
+    rest = {k: v for k, v in settings.items() if k != "beam"}
+    return {**rest, "beam": nbest} if nbest > beam else rest
+
+
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
 

@@ -32,7 +32,7 @@ from .rundir import RunDir, load_trained
 from .runtime import resolve_device, resolve_workers
 from .search import Hypothesis, max_length
 from .tokenizer import Vocab
-from .translate import detokenize
+from .translate import detokenize, encode
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +160,19 @@ class CTranslate2Translator:
         """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator).
         ``stop`` is not asked: CTranslate2 decodes a call to its end (its callback stops greedy search only), so a
         server's work per request is bounded by its length caps instead (serve.ServeConfig)."""
-        d = self.settings(decode, **overrides)
+        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None, stop)
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        return encode(self.vocab, lines)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: each encoded line's ``nbest`` hypotheses (no constraints: the caller refused them,
+        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
+        d = decode
         n = max(1, d.nbest)
-        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * n for _ in lines]
-        ids = self.vocab.src.encode([line for line in lines])
-        todo = [i for i, line in enumerate(lines) if line.strip()]
+        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * n for _ in ids]
+        todo = [i for i, x in enumerate(ids) if len(x)]
         piece, most = self.vocab.src.piece, self.cfg.max_positions
         options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len, num_hypotheses=n,
                        return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam), batch_type="tokens",
@@ -177,11 +185,6 @@ class CTranslate2Translator:
             out[i] = [Hypothesis([self.ids[p] for p in tokens], score, score)
                       for tokens, score in zip(hyps, scores, strict=True)]
         return out
-
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Any] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's: :meth:`translate_hypotheses` (no constraints: refused by the caller, engine.require)."""
-        return self.translate_hypotheses(lines, decode, stop)
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})

@@ -44,8 +44,8 @@ def require(engine: Engine, feature: str) -> None:
     """Unsupported naming ``feature`` (a key of :data:`FEATURES`) unless ``engine`` can do it."""
     capability = "alignments" if feature == "html" else feature
     if not getattr(engine.capabilities, capability):
-        raise Unsupported(f"{FEATURES[feature]} need aiayn's own engine (the {engine.engine} engine cannot): serve "
-                          "this model with --engine torch")
+        raise Unsupported(f"{FEATURES[feature]} need aiayn's own engine (the {engine.engine} engine cannot): use "
+                          "--engine torch")
 
 
 class Engine(Protocol):
@@ -61,10 +61,15 @@ class Engine(Protocol):
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig: ...
 
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
+        ...
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
+                   cons: Sequence[Constraints | None] | None,
                    stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line (a blank one: empty ones), with each line's constraints (None:
-        none; only an engine capable of them is given any); search.Stopped once ``stop()`` is true."""
+        """``decode.nbest`` hypotheses of each encoded line (no ids: empty ones), with each line's constraints
+        (None: none; only an engine capable of them is given any); search.Stopped once ``stop()`` is true."""
         ...
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]: ...

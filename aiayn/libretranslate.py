@@ -22,6 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
+from .config import beam_for_nbest
 from .guards import ServiceError, brief, json_body, same_key
 from .pairs import Models, Served, canonical, language_name
 
@@ -146,7 +147,7 @@ async def _translate_items(served: Served, items: list[str], alternatives: int) 
     """Each item (its lines decoded together with every other request's) as its 1 + ``alternatives`` best
     translations, line by line."""
     t = served.translator
-    decode = t.settings(nbest=1 + alternatives, beam=max(t.decode.beam, 1 + alternatives))
+    decode = t.settings(**beam_for_nbest({"nbest": 1 + alternatives}, t.decode.beam))
     lines = [item.split("\n") for item in items]
     assert served.batcher is not None
     hyps = await served.batcher.translate([line for ls in lines for line in ls], decode)

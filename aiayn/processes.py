@@ -40,12 +40,12 @@ def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, 
     conn.send(("ok", os.getpid()))
     while True:
         try:
-            lines, decode, cons, threads = conn.recv()
+            ids, decode, cons, threads = conn.recv()
         except EOFError:
             return
         torch.set_num_threads(threads)
         try:
-            conn.send(("ok", translator.hypotheses(lines, decode, cons, stop=stop.is_set)))
+            conn.send(("ok", translator.hypotheses(ids, decode, cons, stop=stop.is_set)))
         except Stopped:
             conn.send(("stopped", None))
         except Exception as e:  # noqa: BLE001 - the server answers this batch's requests with the error
@@ -96,9 +96,9 @@ class ProcessTranslator:
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None, stop: Stop | None = None,
                              **overrides: object) -> list[list[Hypothesis]]:
         """As Translator.translate_hypotheses, in a worker process (blocks this thread until it is done)."""
-        return self.hypotheses(lines, self.translator.settings(decode, **overrides), None, stop)
+        return self.hypotheses(self.translator.encode(lines), self.translator.settings(decode, **overrides), None, stop)
 
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
         """As Translator.hypotheses, in the next free worker process; ``stop`` is asked every POLL_S while it
         decodes, and once it is true the worker stops between two steps (search.Stopped is raised here)."""
@@ -107,11 +107,11 @@ class ProcessTranslator:
             self.busy += 1
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
             # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
-            alone = self.busy == 1 and len(lines) <= SMALL
+            alone = self.busy == 1 and len(ids) <= SMALL
             threads = self.cores if alone else max(1, self.cores // self.workers)
         p, conn = self.processes[i]
         try:
-            conn.send((list(lines), decode, None if cons is None else list(cons), threads))
+            conn.send(([list(x) for x in ids], decode, None if cons is None else list(cons), threads))
             while stop is not None and not conn.poll(POLL_S):
                 if stop():
                     self.stops[i].set()

@@ -36,7 +36,7 @@ from typing import Any
 
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
-from .config import DecodeConfig, check, setting
+from .config import DecodeConfig, beam_for_nbest, check, setting
 from .engine import Unsupported, require
 from .guards import RequestLimit, ServiceError, brief, cut, json_body, same_key, timed_protocol
 from .pairs import Models, Served
@@ -272,7 +272,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         options = {k: v for k, v in req.model_dump().items()
                    if k not in LEXICAL and v is not None}
         try:
-            decode = translator.settings(**options)                        # validated before it waits in line
+            decode = translator.settings(**beam_for_nbest(options, translator.decode.beam))   # before it waits
             cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
         except Unsupported:
             raise

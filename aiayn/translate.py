@@ -122,6 +122,11 @@ def one_line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ")
 
 
+def encode(vocab: Vocab, lines: Sequence[str]) -> list[list[int]]:
+    """Each line's source token ids (no EOS); a blank line has none (SentencePiece may give it a piece)."""
+    return [ids if line.strip() else [] for line, ids in zip(lines, vocab.src.encode(list(lines)), strict=True)]
+
+
 def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
     """Target ids -> text, one line each (:func:`one_line`)."""
     return [one_line(t) for t in vocab.tgt.decode(token_lists)]
@@ -175,30 +180,8 @@ class Translator:
 
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
-        """Each line's target phrases (strings, or None / [] for none) as the Constraints beam search keeps: their
-        tokens as the target tokenizer encodes each phrase on its own. None when no line has any. A clear error for
-        phrases that are not strings, settings that cannot keep them, or phrases longer than a line's length limit."""
-        if phrases is None:
-            return None
-        if len(phrases) != len(lines):
-            raise ValueError(f"constraints for {len(phrases)} lines, but {len(lines)} lines to translate")
-        out: list[Constraints | None] = []
-        for n, ps in enumerate(phrases, 1):
-            if isinstance(ps, str) or not isinstance(ps, (list, tuple, type(None))):
-                raise ValueError(f"line {n}: constraints are a list of target phrases (strings), not {brief(ps)}")
-            kept = [p.strip() for p in ps or [] if isinstance(p, str) and p.strip()]
-            if len(kept) != len(ps or []):
-                raise ValueError(f"line {n}: every constraint must be a non-empty string: {brief(ps, 80)}")
-            out.append(Constraints(self.vocab.tgt.encode(kept)) if kept else None)
-        if all(c is None for c in out):
-            return None
-        refuse_constraints(decode)
-        cfg, rows = self.model.cfg, [i for i, c in enumerate(out) if c is not None]
-        for i, ids in zip(rows, self.vocab.src.encode([lines[i] for i in rows]), strict=True):
-            n = min(len(ids), cfg.max_positions - 1)
-            check_fits(out[i], max_length(n, decode.max_len_a, decode.max_len_b, cfg.max_positions),
-                       f"the line {lines[i][:60]!r}")
-        return out
+        """Each line's target phrases as the Constraints beam search keeps (:func:`line_constraints`)."""
+        return line_constraints(self, lines, phrases, decode)
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              constraints: Sequence[Sequence[str] | None] | None = None,
@@ -206,21 +189,24 @@ class Translator:
         """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings).
         ``constraints``: per line, target phrases its translation must contain (constraints.py)."""
         decode = self.settings(decode, **overrides)
-        return self.hypotheses(lines, decode, self.constraints(lines, constraints, decode))
+        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
 
-    def hypotheses(self, lines: Sequence[str], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's source token ids (no EOS; a blank line: none), as :meth:`hypotheses` takes them."""
+        return encode(self.vocab, lines)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """:meth:`translate_hypotheses` with resolved settings and Constraints; ``stop``: translate_ids's."""
-        todo = [i for i, line in enumerate(lines) if line.strip()]
-        ids = self.vocab.src.encode([lines[i] for i in todo])
-        hyps = translate_constrained(self.model, ids, decode, self.device, self.shortlist,
+        """:meth:`translate_hypotheses` of encoded lines, with resolved settings and Constraints (engine.Engine)."""
+        todo = [i for i, x in enumerate(ids) if len(x)]
+        hyps = translate_constrained(self.model, [list(ids[i]) for i in todo], decode, self.device, self.shortlist,
                                      None if cons is None else [cons[i] for i in todo], stop)
         for i, h in zip(todo, hyps, strict=True):
             if cons is not None and (lost := missing(h[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "
                             "them is given", i + 1, " / ".join(self.vocab.tgt.decode([list(p)])[0] for p in lost))
         # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
-        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in lines]
+        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
         for i, h in zip(todo, hyps, strict=True):
             out[i] = h
         return out
@@ -277,6 +263,34 @@ class Translator:
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]:
         return detokenize(self.vocab, token_lists)
+
+
+def line_constraints(t: Translator, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                 decode: DecodeConfig) -> list[Constraints | None] | None:
+    """Each line's target phrases (strings, or None / [] for none) as the Constraints beam search keeps: their
+    tokens as the target tokenizer encodes each phrase on its own. None when no line has any. A clear error for
+    phrases that are not strings, settings that cannot keep them, or phrases longer than a line's length limit."""
+    if phrases is None:
+        return None
+    if len(phrases) != len(lines):
+        raise ValueError(f"constraints for {len(phrases)} lines, but {len(lines)} lines to translate")
+    out: list[Constraints | None] = []
+    for n, ps in enumerate(phrases, 1):
+        if isinstance(ps, str) or not isinstance(ps, (list, tuple, type(None))):
+            raise ValueError(f"line {n}: constraints are a list of target phrases (strings), not {brief(ps)}")
+        kept = [p.strip() for p in ps or [] if isinstance(p, str) and p.strip()]
+        if len(kept) != len(ps or []):
+            raise ValueError(f"line {n}: every constraint must be a non-empty string: {brief(ps, 80)}")
+        out.append(Constraints(t.vocab.tgt.encode(kept)) if kept else None)
+    if all(c is None for c in out):
+        return None
+    refuse_constraints(decode)
+    cfg, rows = t.model.cfg, [i for i, c in enumerate(out) if c is not None]
+    for i, ids in zip(rows, t.vocab.src.encode([lines[i] for i in rows]), strict=True):
+        n = min(len(ids), cfg.max_positions - 1)
+        check_fits(out[i], max_length(n, decode.max_len_a, decode.max_len_b, cfg.max_positions),
+                   f"the line {lines[i][:60]!r}")
+    return out
 
 
 def attention_maps(t: Translator, line: str, hyp: Hypothesis) -> dict[str, Any]:

@@ -312,21 +312,18 @@ def test_keep_plain_redecodes_only_the_lines_missing_a_phrase() -> None:
 
 
 def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float = 0.05) -> Any:
-    class Vocab:
-        class src:  # noqa: N801
-            @staticmethod
-            def encode(lines: list[str]) -> list[list[int]]:
-                return [[1] * len(line.split()) for line in lines]
-
     class Fake:
-        workers, vocab = 1, Vocab
+        workers = 1
 
-        def hypotheses(self, lines: list[str], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
+        def encode(self, lines: list[str]) -> list[list[int]]:
+            return [[ord(c) for c in line] for line in lines]          # decodable back into the line
+
+        def hypotheses(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
             from aiayn.search import Hypothesis
 
-            calls.append((list(lines), decode))
+            calls.append((["".join(map(chr, x)) for x in ids], decode))
             time.sleep(seconds)
-            return [[Hypothesis([1], 0.0, 0.0)] for _ in lines]
+            return [[Hypothesis([1], 0.0, 0.0)] for _ in ids]
 
         def close(self) -> None:
             pass
@@ -364,11 +361,10 @@ def test_the_queue_limit_counts_the_requests_own_lines() -> None:
     from aiayn.batcher import new_job
 
     async def run() -> None:
-        t = _fake_translator([])
-        assert len(new_job(t, ["a"] * 4, DecodeConfig(), 0, 4).lines) == 4
+        assert len(new_job([[5]] * 4, DecodeConfig(), 0, 4).ids) == 4
         for waiting, lines in ((0, 5), (3, 2), (4, 1)):
             with pytest.raises(ServiceError) as e:
-                new_job(t, ["a"] * lines, DecodeConfig(), waiting, 4)
+                new_job([[5]] * lines, DecodeConfig(), waiting, 4)
             assert e.value.status == 503
 
     asyncio.run(run())
