@@ -253,6 +253,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
 
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
+        await request.body()                # read (and kept) before _unless_gone listens for a disconnect
         if await libretranslate.speaks_libretranslate(request):
             return await _unless_gone(request, speak_libretranslate(request))
         return await _unless_gone(request, translate_aiayn(request))
