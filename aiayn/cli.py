@@ -399,7 +399,7 @@ class _Constrained:
             for n, line in enumerate(self.lines, 1):
                 phrases = self._read(f, n) if f else []
                 if self.glossary:
-                    phrases = list(dict.fromkeys(phrases + self.glossary.constraints(line)))
+                    phrases = self.glossary.added_to(phrases, line)
                 yield line, phrases
             if f and f.readline().strip():
                 raise ValueError(f"{self.path}: more lines than the input; one JSON list (or null) per input line")

@@ -202,6 +202,11 @@ class Glossary:
         """The target terms ``line`` must be translated with."""
         return list(dict.fromkeys(target for _, _, target in self.matches(line)))
 
+    def added_to(self, phrases: Sequence[str], line: str) -> list[str]:
+        """A line's own constraint ``phrases`` and the target terms it must be translated with, each once: how every
+        front end merges a glossary with constraints."""
+        return list(dict.fromkeys([*phrases, *self.constraints(line)]))
+
 
 class Lexical:
     """The constraints of the sentences of one beam search (search.BeamSearch), in its sentence order: each one's

@@ -26,7 +26,7 @@ from typing import Any
 from . import precision as precisions
 from .checkpoint import MODEL
 from .config import DecodeConfig, ModelConfig
-from .engine import Capabilities
+from .engine import Capabilities, with_fixed
 from .export import ctranslate2_limited, export
 from .rundir import RunDir, load_trained
 from .runtime import resolve_device, resolve_workers
@@ -138,11 +138,7 @@ class CTranslate2Translator:
         return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        decode = (decode or self.decode).replace(**overrides)
-        for fixed in ("device", "precision", "workers"):
-            if getattr(decode, fixed) != getattr(self.decode, fixed):
-                raise ValueError(f"{fixed}={getattr(decode, fixed)!r}: set when the engine is loaded "
-                                 f"(here {getattr(self.decode, fixed)!r})")
+        decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
         _refused(decode)
         return decode
 

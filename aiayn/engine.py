@@ -48,6 +48,19 @@ def require(engine: Engine, feature: str) -> None:
                           "--engine torch")
 
 
+def with_fixed(loaded: DecodeConfig, decode: DecodeConfig | None, overrides: dict[str, Any],
+               fixed: Sequence[str] = ("device", "precision")) -> DecodeConfig:
+    """The settings ``decode`` (default: ``loaded``, those an engine was loaded with) with ``overrides`` (None values
+    ignored), refused by name where they change a field ``fixed`` when the engine was loaded (its device, its
+    precision; CTranslate2's threads too)."""
+    decode = (decode or loaded).replace(**overrides)
+    for name in fixed:
+        if getattr(decode, name) != getattr(loaded, name):
+            raise ValueError(f"{name}={getattr(decode, name)!r}: an engine's {name} is set when it is made (here "
+                             f"{getattr(loaded, name)!r}); load it again with {name}=...")
+    return decode
+
+
 class Engine(Protocol):
     """The interface of an engine (the module's docstring names them)."""
 

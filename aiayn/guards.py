@@ -89,6 +89,12 @@ def same_key(given: str | None, required: str) -> bool:
     return bool(given) and hmac.compare_digest(str(given).encode(), required.encode())
 
 
+def header_key(request: Any) -> str | None:
+    """The API key in aiayn's headers: X-API-Key, else Authorization: Bearer (LibreTranslate's ``api_key`` field
+    comes first there: libretranslate.api_key)."""
+    return request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ") or None
+
+
 def address(request: Any) -> str:
     return request.client.host if request.client else "?"
 

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from .config import beam_for_nbest
-from .guards import ServiceError, brief, json_body, same_key
+from .guards import ServiceError, brief, header_key, json_body, same_key
 from .pairs import Models, Served, canonical, language_name
 
 
@@ -52,9 +52,9 @@ async def speaks_libretranslate(request: Any) -> bool:
     LibreTranslate's other fields (its "missing q" is the clearer answer there). aiayn's own is a JSON object with
     ``text``, sent with any Content-Type (as ``curl -d`` sends it). A body that starts as an object but is not valid
     JSON is either API's 400 (guards.json_body)."""
+    body = (await request.body()).lstrip()          # read first: serve._unless_gone listens to the connection next
     if "q" in request.query_params:
         return True
-    body = (await request.body()).lstrip()
     if body[:1] == b"{":
         data = await json_body(request)
         return isinstance(data, dict) and ("q" in data or "text" not in data and not LIBRETRANSLATE_ONLY.isdisjoint(data))
@@ -63,9 +63,7 @@ async def speaks_libretranslate(request: Any) -> bool:
 
 def api_key(f: dict[str, Any], request: Any) -> str | None:
     """The key a LibreTranslate request carries: its ``api_key`` field (empty or null: none), else aiayn's headers."""
-    given = f.get("api_key")
-    if not given:
-        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+    given = f.get("api_key") or header_key(request)
     return str(given) if given else None
 
 

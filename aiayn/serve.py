@@ -38,7 +38,7 @@ from . import libretranslate
 from .batcher import DecodeMetrics, Limits
 from .config import DecodeConfig, beam_for_nbest, check, setting
 from .engine import Unsupported, require
-from .guards import RequestLimit, ServiceError, brief, cut, json_body, same_key, timed_protocol
+from .guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, same_key, timed_protocol
 from .pairs import Models, Served
 from .translate import Translator
 
@@ -253,10 +253,8 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
 
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
-        await request.body()                # read (and kept) before _unless_gone listens for a disconnect
-        if await libretranslate.speaks_libretranslate(request):
-            return await _unless_gone(request, speak_libretranslate(request))
-        return await _unless_gone(request, translate_aiayn(request))
+        speaks = await libretranslate.speaks_libretranslate(request)     # its body is read (and kept) here
+        return await _unless_gone(request, (speak_libretranslate if speaks else translate_aiayn)(request))
 
     async def translate_aiayn(request: Request) -> dict[str, Any]:
         await json_body(request)                       # 400 for a body that is not JSON, whatever the key
@@ -362,7 +360,7 @@ def _constraints(translator: Any, lines: list[str], phrases: list[list[str] | No
     per_line = [list(p or []) for p in phrases] if phrases is not None else [[] for _ in lines]
     if glossary:
         g = Glossary(list(glossary.items()), "glossary")
-        per_line = [list(dict.fromkeys(p + g.constraints(line))) for p, line in zip(per_line, lines, strict=True)]
+        per_line = [g.added_to(p, line) for p, line in zip(per_line, lines, strict=True)]
     return translator.constraints(lines, per_line, decode)
 
 
@@ -428,11 +426,6 @@ def _require_key(request: Any, cfg: ServeConfig) -> None:
         return
     if not same_key(header_key(request), cfg.api_key):
         raise ServiceError(401, "missing or wrong API key (send it as X-API-Key)")
-
-
-def header_key(request: Any) -> str | None:
-    """The API key in aiayn's headers: X-API-Key, else Authorization: Bearer."""
-    return request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ") or None
 
 
 class BodyLimit:

@@ -20,7 +20,7 @@ import torch
 from . import precision
 from .config import DecodeConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints, unmet
-from .engine import Capabilities
+from .engine import Capabilities, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
@@ -171,12 +171,7 @@ class Translator:
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are
         ignored). The device and the precision are fixed when the Translator is made."""
-        decode = (decode or self.decode).replace(**overrides)
-        for fixed in ("device", "precision"):
-            if getattr(decode, fixed) != getattr(self.decode, fixed):
-                raise ValueError(f"{fixed}={getattr(decode, fixed)!r}: a Translator's {fixed} is set when it is made "
-                                 f"(here {getattr(self.decode, fixed)!r}); load it again with {fixed}=...")
-        return decode
+        return with_fixed(self.decode, decode, overrides)
 
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
