@@ -309,9 +309,11 @@ def cmd_translate(a: argparse.Namespace) -> int:
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", 1)              # a beam not given grows to nbest (config.beam_for_nbest)
     html = a.format == "html"
-    if html and (nbest > 1 or a.alignments or a.glossary or a.constraints):
-        raise ValueError("--format html gives one translation per line (an HTML fragment), its markup placed by the "
-                         "word alignment: it takes no --nbest, --alignments, --glossary or --constraints")
+    if html:
+        from .markup import refuse_others
+
+        refuse_others({"--nbest": nbest > 1, "--alignments": a.alignments, "--glossary": bool(a.glossary),
+                       "--constraints": bool(a.constraints)}, "--format html", "line")
     glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
     for feature, on in (("constraints", a.glossary or a.constraints), ("alignments", a.alignments), ("html", html)):

@@ -177,8 +177,13 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     if fmt not in ("text", "html"):
         raise ServiceError(400, f"{brief(fmt)} format is not supported")
     alternatives = _alternatives(f, cfg.max_beam)
-    if fmt == "html" and alternatives:
-        raise ServiceError(400, "Invalid request: alternatives are not supported with format html")
+    if fmt == "html":
+        from .markup import refuse_others
+
+        try:
+            refuse_others({"alternatives": alternatives > 0})
+        except ValueError as e:
+            raise ServiceError(400, f"Invalid request: {e}") from None
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess

@@ -90,6 +90,15 @@ class _Builder(HTMLParser):
         self.stack[-1].children.append(data)
 
 
+def refuse_others(asked: dict[str, bool], flag: str = "format html", unit: str = "fragment") -> None:
+    """HTML gives one translation per fragment, its markup placed by the word alignment: ValueError naming the other
+    options a request asked for (``asked``: each, in its front end's words, and whether it was; ``flag`` and
+    ``unit``: how that front end names the format and a fragment). One rule for the CLI and both APIs."""
+    if any(asked.values()):
+        raise ValueError(f"{flag} gives one translation per {unit} (an HTML fragment), its markup placed by the word "
+                         f"alignment: it takes no {', '.join(asked)}")
+
+
 def parse(fragment: str) -> Node:
     b = _Builder()
     b.feed(fragment)

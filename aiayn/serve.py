@@ -331,9 +331,13 @@ LEXICAL = ("text", "source", "target", "constraints", "glossary", "alignments", 
 
 async def _html(served: Any, req: Any, decode: DecodeConfig) -> dict[str, Any]:
     """``format: html``: each text an HTML fragment (markup.py), the best translation of each."""
-    if decode.nbest > 1 or req.alignments or req.constraints or req.glossary:
-        raise ServiceError(422, "format html gives one translation per fragment, its markup placed by the alignment: "
-                                "it takes no nbest, alignments, constraints or glossary")
+    from .markup import refuse_others
+
+    try:
+        refuse_others({"nbest": decode.nbest > 1, "alignments": bool(req.alignments),
+                       "constraints": bool(req.constraints), "glossary": bool(req.glossary)})
+    except ValueError as e:
+        raise ServiceError(422, str(e)) from None
     return {"translations": await served.translate_html(list(req.text), decode)}
 
 
