@@ -45,9 +45,9 @@ def cut(text: str, most: int = QUOTE) -> str:
 
 
 def brief(value: Any, most: int = QUOTE) -> str:
-    """``value`` quoted for an error message: its repr, of at most ``most`` characters of it."""
+    """``value`` quoted for an error message: the repr of at most ``most`` characters of it (:func:`cut`)."""
     text = value if isinstance(value, str) else str(value)
-    return repr(text) if len(text) <= most else repr(text[:most]) + f"... ({len(text)} characters)"
+    return repr(text[:most]) + cut(text, most)[len(text[:most]):]
 
 
 async def json_body(request: Any) -> Any:
@@ -61,27 +61,31 @@ async def json_body(request: Any) -> Any:
             raise ServiceError(400, f"Invalid request: malformed JSON: the body is not UTF-8 (byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise ServiceError(400, f"Invalid request: malformed JSON: {e}") from None
+        except RecursionError:                        # arrays or objects nested a thousand deep
+            raise ServiceError(400, "Invalid request: malformed JSON: nested too deep") from None
         check_unicode(data)
         request.state.json = data
     return request.state.json
 
 
-def check_unicode(value: Any, where: str = "") -> None:
-    """ServiceError(400) naming the field (``text[2]``, ``glossary.Hund``) of the first string in ``value`` (JSON
-    data: dicts, lists, strings) that is not valid Unicode: a lone surrogate, which UTF-8 cannot encode."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ServiceError(400, f"Invalid request: {where or 'the body'} is not valid Unicode (a lone surrogate "
-                                    f"at character {e.start})") from None
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            check_unicode(v, f"{where}[{i}]")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            check_unicode(k, f"{where}{'.' if where else ''}(a field name)")
-            check_unicode(v, f"{where}{'.' if where else ''}{k}")
+def check_unicode(value: Any) -> None:
+    """ServiceError(400) naming the field (``text[2]``, ``glossary.Hund``) of a string in ``value`` (JSON data:
+    dicts, lists, strings) that is not valid Unicode: a lone surrogate, which UTF-8 cannot encode. Walked with a
+    stack of its own, so that no nesting exhausts Python's."""
+    todo: list[tuple[Any, str]] = [(value, "")]
+    while todo:
+        v, where = todo.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ServiceError(400, f"Invalid request: {cut(where) or 'the body'} is not valid Unicode (a lone "
+                                        f"surrogate at character {e.start})") from None
+        elif isinstance(v, list):
+            todo += [(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        elif isinstance(v, dict):
+            dot = "." if where else ""
+            todo += [(k, f"{where}{dot}(a field name)") for k in v] + [(x, f"{where}{dot}{k}") for k, x in v.items()]
 
 
 def same_key(given: str | None, required: str) -> bool:

@@ -216,6 +216,9 @@ def test_text_that_is_not_unicode_or_nested_too_deep_is_a_400(plain: Server) -> 
     status, _, body = plain.request("POST", "/translate", b"q=Hund%FF&source=de&target=en",
                                     {"Content-Type": "application/x-www-form-urlencoded"})
     assert status == 200, body
+    for body in ("[" * 50000 + "]" * 50000, '{"q": ' + "[" * 990 + "]" * 990 + ', "source": "de", "target": "en"}'):
+        status, answer = _raw(plain, body)                            # JSON nested too deep for Python's parser
+        assert status == 400 and answer["error"].startswith("Invalid request: malformed JSON"), answer
     deep = "<b>" * 500 + "\n" + "<b>" * 500 + "Hund"          # as the audit sent it: two lines, each within the limit
     for payload in ({"text": [deep], "format": "html"}, {"q": deep, "format": "html", "source": "de", "target": "en"}):
         status, _, body = plain.post("/translate", payload)
