@@ -19,15 +19,14 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .config import DecodeConfig
-from .constraints import Constraints, unmet
-from .engine import require
+from .constraints import Constraints
+from .engine import plan, require, run_async
 from .guards import ServiceError
 from .runtime import ThreadShare, resolve_workers
 from .search import BeamSearch, Hypothesis, Stopped
@@ -106,10 +105,10 @@ class Job:
 
     def start(self, translator: Translator) -> list[int]:
         """A sampling request decoded whole (as ``aiayn translate`` does; stopped if the request goes away); the
-        indices of the lines left to decode (no line is blank: :func:`without_blank_lines`)."""
+        indices of the lines left to decode (no line is blank: engine.plan)."""
         self.results, self.left = [None] * len(self.ids), len(self.ids)
         if self.decode.sampling:
-            for i, hyps in enumerate(translator.hypotheses(self.ids, self.decode, None, stop=lambda: self.cancelled)):
+            for i, hyps in enumerate(translator.decode_lines(self.ids, self.decode, None, stop=lambda: self.cancelled)):
                 self.answer(i, hyps)
             return []
         return list(range(len(self.ids)))
@@ -120,25 +119,6 @@ class Job:
         if self.decode.beam == 1:
             hyps = [Hypothesis(h.tokens, h.logprob, h.logprob) for h in hyps]
         return hyps[: max(1, self.decode.nbest)]
-
-
-Decode = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | None"],
-                  Awaitable[list[list[Hypothesis]]]]
-
-
-async def without_blank_lines(ids: list[list[int]], decode: DecodeConfig, constraints: list[Constraints | None] | None,
-                              run: Decode) -> list[list[Hypothesis]]:
-    """``run`` on the lines (source ids) that are not blank; a blank line (no source token) translates to a blank
-    line (``nbest`` empty hypotheses, so n-best output stays rectangular) at once, and a request with nothing to
-    translate is answered without waiting in line (an HTML fragment without text, a request of blank lines)."""
-    todo = [i for i, x in enumerate(ids) if x]
-    out = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
-    if todo:
-        hyps = await run([ids[i] for i in todo], decode,
-                         None if constraints is None else [constraints[i] for i in todo])
-        for i, h in zip(todo, hyps, strict=True):
-            out[i] = h
-    return out
 
 
 def new_job(ids: list[list[int]], decode: DecodeConfig, waiting: int, most: int,
@@ -229,25 +209,13 @@ class Batcher:
         for t in self.decoders:
             t.start()
 
-    async def translate(self, lines: list[str], decode: DecodeConfig,
+    async def translate(self, ids: list[list[int]], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
-        """The hypotheses of ``lines`` (``constraints``: each line's, from Translator.constraints; with
-        ``decode.keep_plain`` only the lines whose unconstrained translation lacks a phrase are decoded again with
-        them, as Translator does); raises ServiceError(503) when the queue is full, (504) on timeout. Each line is
-        encoded here, once."""
-        return await without_blank_lines(self.translator.encode(lines), decode, constraints, self._keep_plain)
-
-    async def _keep_plain(self, ids: list[list[int]], decode: DecodeConfig,
-                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
-        if constraints is None or not decode.keep_plain:
-            return await self._translate(ids, decode, constraints)
-        hyps = await self._translate(ids, decode, None)
-        redo = unmet([[h.tokens for h in hs] for hs in hyps], constraints)
-        if redo:
-            again = await self._translate([ids[i] for i in redo], decode, [constraints[i] for i in redo])
-            for i, h in zip(redo, again, strict=True):
-                hyps[i] = h
-        return hyps
+        """The hypotheses of lines encoded once (pipeline.prepare) by engine.plan (blank lines are not decoded; with
+        ``decode.keep_plain``, only the lines whose unconstrained translation lacks a phrase are decoded again with
+        their constraints, as every engine does); ``constraints``: each line's, from the engine's ``constraints``.
+        Raises ServiceError(503) when the queue is full, (504) on timeout."""
+        return await run_async(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
 
     async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
@@ -368,11 +336,12 @@ class WholeBatcher:
         self.waiting_lines = self.busy = 0
         self.decoding = 0                                     # source tokens of the batches being decoded
 
-    async def translate(self, lines: list[str], decode: DecodeConfig,
+    async def translate(self, ids: list[list[int]], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
+        """As Batcher.translate; each batch by the engine's ``decode_lines`` (in worker processes: processes.py)."""
         if constraints is not None:
             require(self.translator, "constraints")
-        return await without_blank_lines(self.translator.encode(lines), decode, constraints, self._translate)
+        return await run_async(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
 
     async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
@@ -397,7 +366,8 @@ class WholeBatcher:
             share = -(-(sum(j.tokens for j in self.waiting) + self.decoding) // self.workers)
             most = min(self.limits.max_batch_tokens, share)
             for job in list(self.waiting):
-                if job.cancelled or job.decode == first.decode and (not batch or tokens + job.tokens <= most):
+                alike = job.decode == first.decode and (job.constraints is None) == (first.constraints is None)
+                if job.cancelled or alike and (not batch or tokens + job.tokens <= most):
                     self.waiting.remove(job)
                     self.waiting_lines -= len(job.ids)
                     if not job.cancelled:
@@ -415,8 +385,8 @@ class WholeBatcher:
         t0 = time.perf_counter()
         stop = lambda: all(job.cancelled for job in batch)      # noqa: E731 - every request of the batch is gone
         try:
-            hyps = self.translator.hypotheses(ids, batch[0].decode,
-                                              cons if any(c is not None for c in cons) else None, stop=stop)
+            hyps = self.translator.decode_lines(ids, batch[0].decode,
+                                                cons if any(c is not None for c in cons) else None, stop=stop)
         except Stopped:                                   # nobody waits for these requests' answers any more
             log.info("a batch of %d lines stopped: its requests timed out or went away", len(ids))
             return

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from . import __version__
 
 if TYPE_CHECKING:
-    from .constraints import Glossary
+    pass
 
 log = logging.getLogger("aiayn")
 
@@ -300,27 +300,22 @@ def cmd_translate(a: argparse.Namespace) -> int:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
     from tqdm import tqdm
 
-    from .config import beam_for_nbest
     from .constraints import Glossary
     from .ct2 import load
-    from .engine import require
+    from .pipeline import Request, prepare, translate
     from .translate import stream
 
     settings = _given(a, "decode")
-    nbest = settings.pop("nbest", 1)              # a beam not given grows to nbest (config.beam_for_nbest)
-    html = a.format == "html"
-    if html:
-        from .markup import refuse_others
-
-        refuse_others({"--nbest": nbest > 1, "--alignments": a.alignments, "--glossary": bool(a.glossary),
-                       "--constraints": bool(a.constraints)}, "--format html", "line")
+    names = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
+             "format": "--format html", "unit": "line"}
     glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
-    for feature, on in (("constraints", a.glossary or a.constraints), ("alignments", a.alignments), ("html", html)):
-        if on:
-            require(translator, feature)
-    more = beam_for_nbest({"nbest": nbest, "beam": settings.get("beam")}, translator.decode.beam)
-    translator.settings(**more)                   # a --beam smaller than --nbest: refused before any line is read
+
+    def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
+        return Request(lines, settings, constraints, glossary, a.alignments, a.format, names)
+
+    prepare(translator, request([], [] if a.constraints else None))      # what it refuses: before any line is read
+    nbest = settings.get("nbest") or 1
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -329,15 +324,15 @@ def cmd_translate(a: argparse.Namespace) -> int:
     flush = out.flush if not a.output else (lambda: None)   # a pipe gets each line at once; a file is buffered
     try:
         lines: Any = _Lines(inp)
-        if glossary or a.constraints:
-            lines = _Constrained(lines, a.constraints, glossary)
-        run = _translations(translator, more, a.alignments, constrained=bool(glossary or a.constraints))
-        if html:
-            run = lambda chunk: [[(0.0, t, None)] for t in translator.translate_html(chunk)]  # noqa: E731
-        for i, hyps in enumerate(stream(lines, run)):
-            for score, text, links in hyps:
-                text += "" if links is None else f" ||| {links}"
-                out.write(f"{i}\t{score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
+        if a.constraints:                                   # (line, phrases) pairs
+            lines = _Constrained(lines, a.constraints)
+            run = lambda chunk: translate(translator, request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
+        else:
+            run = lambda chunk: translate(translator, request(chunk))  # noqa: E731
+        for i, translations in enumerate(stream(lines, run)):
+            for t in translations:
+                text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
+                out.write(f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
             bar.update()
             flush()        # each line as soon as it and every earlier one are done
     finally:
@@ -347,26 +342,6 @@ def cmd_translate(a: argparse.Namespace) -> int:
         if a.output:
             out.close()
     return 0
-
-
-def _translations(translator: Any, more: dict[str, Any], alignments: bool,
-                  constrained: bool) -> Callable[[list[Any]], list[list[tuple[float, str, str | None]]]]:
-    """What ``translate`` makes of a chunk of input lines (with constrained: (line, phrases) pairs): per line, its
-    ``more["nbest"]`` (score, text, word alignment or None); ``more``: the nbest and beam (config.beam_for_nbest)."""
-
-    def run(chunk: list[Any]) -> list[list[tuple[float, str, str | None]]]:
-        lines = [x for x, _ in chunk] if constrained else chunk
-        kw = {"constraints": [c for _, c in chunk]} if constrained else {}
-        hyps = translator.translate_hypotheses(lines, **kw, **more)
-        flat = [(line, h) for line, hs in zip(lines, hyps, strict=True) for h in hs]
-        texts = translator.detokenize([h.tokens for _, h in flat])
-        links = translator.alignments([x for x, _ in flat], [h.tokens for _, h in flat]) if alignments else None
-        rows = [(h.score, text, links[j] if links else None)
-                for j, ((_, h), text) in enumerate(zip(flat, texts, strict=True))]
-        n = len(hyps[0]) if hyps else 0                          # hypotheses per line, the same for every line
-        return [rows[j * n : (j + 1) * n] for j in range(len(lines))]
-
-    return run
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
@@ -389,25 +364,18 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 
 
 class _Constrained:
-    """Input lines paired with their constraints: a list of target phrases from --constraints (one JSON list or null
-    per input line, in step with the input) and from the --glossary terms the line contains."""
+    """Input lines paired with their constraints: a list of target phrases from --constraints, one JSON list or null
+    per input line, in step with the input (the pipeline adds the --glossary terms a line contains)."""
 
-    def __init__(self, lines: _Lines, path: Path | None, glossary: Glossary | None) -> None:
-        self.lines, self.path, self.glossary = lines, path, glossary
+    def __init__(self, lines: _Lines, path: Path) -> None:
+        self.lines, self.path = lines, path
 
     def __iter__(self) -> Iterator[tuple[str, list[str]]]:
-        f = open(self.path, encoding="utf-8") if self.path else None  # noqa: SIM115 - closed below
-        try:
+        with open(self.path, encoding="utf-8") as f:
             for n, line in enumerate(self.lines, 1):
-                phrases = self._read(f, n) if f else []
-                if self.glossary:
-                    phrases = self.glossary.added_to(phrases, line)
-                yield line, phrases
-            if f and f.readline().strip():
+                yield line, self._read(f, n)
+            if f.readline().strip():
                 raise ValueError(f"{self.path}: more lines than the input; one JSON list (or null) per input line")
-        finally:
-            if f:
-                f.close()
 
     def _read(self, f: Any, n: int) -> list[str]:
         raw = f.readline()

@@ -26,7 +26,7 @@ from typing import Any
 from . import precision as precisions
 from .checkpoint import MODEL
 from .config import DecodeConfig, ModelConfig
-from .engine import Capabilities, with_fixed
+from .engine import Capabilities, hypotheses, require, with_fixed
 from .export import ctranslate2_limited, export
 from .rundir import RunDir, load_trained
 from .runtime import resolve_device, resolve_workers
@@ -163,24 +163,37 @@ class CTranslate2Translator:
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
                    stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's: each encoded line's ``nbest`` hypotheses (no constraints: the caller refused them,
+        """engine.Engine's (engine.hypotheses: blank lines are not decoded)."""
+        return hypotheses(self, ids, decode, cons, stop)
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
         engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
         d = decode
-        n = max(1, d.nbest)
-        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * n for _ in ids]
-        todo = [i for i, x in enumerate(ids) if len(x)]
         piece, most = self.vocab.src.piece, self.cfg.max_positions
-        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len, num_hypotheses=n,
-                       return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam), batch_type="tokens",
-                       use_vmap=d.shortlist, suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
+        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
+                       num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
+                       batch_type="tokens", use_vmap=d.shortlist,
+                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
-        results = ctranslate2_limited(self.translator, [[piece(t) for t in ids[i][: most - 1]] for i in todo],
+        results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
                                       lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
-        for i, (hyps, scores) in zip(todo, results, strict=True):
-            out[i] = [Hypothesis([self.ids[p] for p in tokens], score, score)
-                      for tokens, score in zip(hyps, scores, strict=True)]
-        return out
+        return [[Hypothesis([self.ids[p] for p in tokens], score, score) for tokens, score in zip(hyps, scores, strict=True)]
+                for hyps, scores in results]
+
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
+        require(self, "constraints")
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        require(self, "alignments")
+        return []
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        require(self, "attention")
+        return {}
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})

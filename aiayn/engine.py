@@ -7,14 +7,14 @@ never which class it is, and a request an engine cannot serve is refused by name
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from .config import DecodeConfig
+    from .config import DecodeConfig, ModelConfig
     from .constraints import Constraints
     from .search import Hypothesis
     from .tokenizer import Vocab
@@ -29,6 +29,7 @@ class Capabilities:
     attention: bool = False     # every attention map of a translation (model.attention_maps: the page)
     stepwise: bool = False      # its searches run step by step in this process (search.BeamSearch), so a server can
     #                             batch at the decoding step (batcher.Batcher); else it decodes whole batches
+    processes: bool = False     # its model can be loaded in worker processes (processes.ProcessTranslator)
 
 
 # what each capability lets a request ask for, in the words of the refusal
@@ -61,12 +62,72 @@ def with_fixed(loaded: DecodeConfig, decode: DecodeConfig | None, overrides: dic
     return decode
 
 
+# one decoding call of a plan: the source ids of some lines and their constraints (None: none)
+Call = tuple[list[list[int]], "list[Constraints | None] | None"]
+Plan = Generator[Call, "list[list[Hypothesis]]", "list[list[Hypothesis]]"]
+
+
+def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None) -> Plan:
+    """Which lines are decoded, and how: one rule for every engine and the server's batchers, driven by :func:`run`
+    (a call at a time) or :func:`run_async` (a call awaited). It yields the calls to make and is sent their
+    hypotheses; it returns each line's ``decode.nbest`` hypotheses.
+
+    - A blank line (no source token) is not decoded: it gets ``nbest`` empty hypotheses, so n-best output stays
+      rectangular, and a request of blank lines makes no call at all.
+    - With constraints and ``decode.keep_plain``, every line is decoded plainly first, and only the lines whose
+      translations lack one of their phrases (constraints.unmet) are decoded again with them.
+    """
+    from .search import Hypothesis
+
+    out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
+    todo = [i for i, x in enumerate(ids) if len(x)]
+    if not todo:
+        return out
+    lines, mine = [list(ids[i]) for i in todo], None if cons is None else [cons[i] for i in todo]
+    if mine is not None and all(c is None for c in mine):
+        mine = None
+    hyps = yield lines, (None if mine is not None and decode.keep_plain else mine)
+    if mine is not None and decode.keep_plain:
+        from .constraints import unmet
+
+        redo = unmet([[h.tokens for h in hs] for hs in hyps], mine)
+        again = (yield [lines[j] for j in redo], [mine[j] for j in redo]) if redo else []
+        for j, h in zip(redo, again, strict=True):
+            hyps[j] = h
+    for i, h in zip(todo, hyps, strict=True):
+        out[i] = h
+    return out
+
+
+def run(steps: Plan, decode: Callable[[list[list[int]], list[Constraints | None] | None], list[list[Hypothesis]]]
+        ) -> list[list[Hypothesis]]:
+    """The hypotheses a :func:`plan` returns, each of its calls made with ``decode(ids, cons)``."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(decode(*call))
+    except StopIteration as done:
+        return done.value
+
+
+async def run_async(steps: Plan, decode: Callable[[list[list[int]], list[Constraints | None] | None],
+                                                  Awaitable[list[list[Hypothesis]]]]) -> list[list[Hypothesis]]:
+    """:func:`run` with a ``decode`` that is awaited (the server's batchers)."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(await decode(*call))
+    except StopIteration as done:
+        return done.value
+
+
 class Engine(Protocol):
     """The interface of an engine (the module's docstring names them)."""
 
     engine: str                   # "torch" or "ctranslate2", as --engine names it
     capabilities: Capabilities
     vocab: Vocab
+    cfg: ModelConfig              # its model's
     decode: DecodeConfig          # the settings it was loaded with
     device: torch.device
     precision: str
@@ -78,14 +139,35 @@ class Engine(Protocol):
         """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
         ...
 
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each encoded line (none blank), searched with each line's constraints (None:
+        none; only an engine capable of them is given any) as given: the calls of a :func:`plan`; search.Stopped
+        once ``stop()`` is true (an engine that cannot stop mid-call may ignore it)."""
+        ...
+
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
                    cons: Sequence[Constraints | None] | None,
                    stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each encoded line (no ids: empty ones), with each line's constraints
-        (None: none; only an engine capable of them is given any); search.Stopped once ``stop()`` is true."""
+        """Each line's hypotheses by the :func:`plan`, its calls made by :meth:`decode_lines` (:func:`hypotheses`)."""
         ...
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]: ...
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        """Each line's target phrases as its search keeps them (capability ``constraints``)."""
+        ...
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """Each line's word alignment with its translation's tokens (capability ``alignments``; ``ids``: the lines'
+        source ids, when they are at hand)."""
+        ...
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        """A line's translation with every attention map (capability ``attention``)."""
+        ...
 
     def memory_bytes(self) -> int:
         """The bytes of its weights as loaded."""
@@ -96,3 +178,11 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfig,
+               cons: Sequence[Constraints | None] | None,
+               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+    """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
+    ``hypotheses`` is)."""
+    return run(plan(ids, decode, cons), lambda lines, c: engine.decode_lines(lines, decode, c, stop))

@@ -22,9 +22,9 @@ import asyncio
 import threading
 from typing import Any
 
-from .config import beam_for_nbest
 from .guards import ServiceError, brief, header_key, json_body, same_key
 from .pairs import Models, Served, canonical, language_name
+from .pipeline import Request
 
 
 def _is_json(request: Any) -> bool:
@@ -141,15 +141,16 @@ def _alternatives(f: dict[str, Any], most: int) -> int:
     return n
 
 
-async def _translate_items(served: Served, items: list[str], alternatives: int) -> list[list[str]]:
-    """Each item (its lines decoded together with every other request's) as its 1 + ``alternatives`` best
-    translations, line by line."""
-    t = served.translator
-    decode = t.settings(**beam_for_nbest({"nbest": 1 + alternatives}, t.decode.beam))
-    lines = [item.split("\n") for item in items]
-    assert served.batcher is not None
-    hyps = await served.batcher.translate([line for ls in lines for line in ls], decode)
-    texts = [t.detokenize([h.tokens for h in hs]) for hs in hyps]
+LT_NAMES = {"nbest": "alternatives", "format": "format html", "unit": "fragment"}   # its words for HTML's refusal
+
+
+async def _translate_items(served: Served, items: list[str], alternatives: int, fmt: str) -> list[list[str]]:
+    """Each item (format text: its lines, decoded together with every other request's; html: a fragment) as its
+    1 + ``alternatives`` best translations (a line with fewer alternatives than asked repeats its last)."""
+    lines = [item.split("\n") for item in items] if fmt == "text" else [[item] for item in items]
+    prepared = served.prepare(400, lambda: Request([line for ls in lines for line in ls], {"nbest": 1 + alternatives},
+                                                   format=fmt, names=LT_NAMES))
+    texts = [[t.text for t in ts] for ts in await served.translate(prepared)]
     out, at = [], 0
     for ls in lines:
         mine, at = texts[at : at + len(ls)], at + len(ls)
@@ -177,13 +178,6 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     if fmt not in ("text", "html"):
         raise ServiceError(400, f"{brief(fmt)} format is not supported")
     alternatives = _alternatives(f, cfg.max_beam)
-    if fmt == "html":
-        from .markup import refuse_others
-
-        try:
-            refuse_others({"alternatives": alternatives > 0})
-        except ValueError as e:
-            raise ServiceError(400, f"Invalid request: {e}") from None
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
@@ -195,12 +189,8 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     results: list[list[str]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
-        if fmt == "html":
-            html = await served.translate_html([items[i] for i in mine], served.translator.settings())
-            for i, text in zip(mine, html, strict=True):
-                results[i] = [text]
-            continue
-        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives), strict=True):
+        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt),
+                            strict=True):
             results[i] = texts
     answer: dict[str, Any] = {"translatedText": [r[0] for r in results] if batch else results[0][0]}
     if detected:

@@ -8,16 +8,16 @@ LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``z
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from . import ct2
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
-from .config import DecodeConfig
-from .engine import Engine, require
+from .engine import Engine, Unsupported
 from .guards import ServiceError, cut
+from .pipeline import Prepared, Request, Translation, prepare, translate_async
 from .rundir import RunDir
 from .runtime import resolve_workers
 
@@ -75,35 +75,37 @@ class Served:
         the default) or threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole
         batches."""
         t = self.translator
-        if not t.capabilities.stepwise:
-            self.batcher = WholeBatcher(t, limits, metrics)
-        elif limits.processes and t.device.type == "cpu":
+        if t.capabilities.processes and limits.processes and t.device.type == "cpu":
             from .processes import ProcessTranslator
 
             workers = resolve_workers(limits.workers, t.device)
-            self.batcher = WholeBatcher(ProcessTranslator(self.info["checkpoint"], t, workers, self.settings),
-                                        limits, metrics)
+            # the model is the workers' alone from here: this process keeps its tokenizer and settings
+            self.translator = ProcessTranslator(self.info["checkpoint"], t, workers, self.settings)
+            self.batcher = WholeBatcher(self.translator, limits, metrics)
+        elif not t.capabilities.stepwise:
+            self.batcher = WholeBatcher(t, limits, metrics)
         else:                                               # stepwise: aiayn's own engine, its model in this process
             self.batcher = Batcher(cast("Translator", t), limits, metrics)
 
-    async def translate_html(self, fragments: list[str], decode: DecodeConfig) -> list[str]:
-        """HTML fragments translated (markup.py): their segments decoded by the batcher beside every other request,
-        the inline tags placed by the word alignments."""
-        from .markup import MarkupError, join, split
+    def prepare(self, status: int, request: Callable[[], Request]) -> Prepared:
+        """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
+        a ServiceError: HTML that cannot be taken apart and what the engine cannot serve (engine.Unsupported) a 400,
+        any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
+        from .markup import MarkupError
 
-        t: Any = self.translator
-        require(t, "html")                                  # tags are placed by the word alignments
         try:
-            parts, lines = split(fragments)
+            return prepare(self.translator, request())
         except MarkupError as e:
             raise ServiceError(400, f"Invalid request: {e}") from None
-        if not lines:                                   # no text: nothing to decode or align
-            return join(parts, [])
-        assert self.batcher is not None
-        tokens = [hs[0].tokens for hs in await self.batcher.translate(lines, decode)]
-        links, more = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: (t.alignments(lines, tokens), t.alignments(lines, tokens, source=True)))
-        return join(parts, list(zip(t.detokenize(tokens), links, more, strict=True)))
+        except Unsupported:
+            raise
+        except ValueError as e:
+            raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
+
+    async def translate(self, prepared: Prepared) -> list[list[Translation]]:
+        """A prepared request's translations, its lines decoded by the batcher beside every other request's."""
+        assert self.batcher is not None, "the server has not started"
+        return await translate_async(self.translator, prepared, self.batcher.translate)
 
     def memory_bytes(self) -> int:
         """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on

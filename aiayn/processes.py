@@ -22,30 +22,34 @@ from typing import Any
 
 from .config import DecodeConfig
 from .constraints import Constraints
-from .engine import Capabilities, Engine
+from .engine import Capabilities, Engine, hypotheses, with_fixed
 from .search import Hypothesis, Stop, Stopped
-from .translate import Translator
+from .translate import Translator, detokenize, encode, line_constraints
+
+WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
 
 
 def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, stop: Any) -> None:
-    """A worker process: the model, then batches until the pipe closes, each with the intra-op threads the server
-    gives it; each answer is ("ok", hypotheses), ("stopped", None) when ``stop`` (an Event) was set during it, or
-    ("error", message)."""
+    """A worker process: the model, then work until the pipe closes (a method of :data:`WORK`, its arguments, the
+    intra-op threads the server gives it); each answer is ("ok", value), ("stopped", None) when ``stop`` (an Event) was
+    set during a batch, or ("error", message)."""
     import torch
 
     from .runtime import configure
 
     configure(threads)
     translator = Translator.load(path, **{**settings, "workers": 1})
-    conn.send(("ok", os.getpid()))
+    conn.send(("ok", (os.getpid(), translator.memory_bytes())))
     while True:
         try:
-            ids, decode, cons, threads = conn.recv()
+            method, args, kwargs, threads = conn.recv()
         except EOFError:
             return
         torch.set_num_threads(threads)
         try:
-            conn.send(("ok", translator.hypotheses(ids, decode, cons, stop=stop.is_set)))
+            assert method in WORK, method
+            kw = {"stop": stop.is_set} if method == "decode_lines" else {}
+            conn.send(("ok", getattr(translator, method)(*args, **kwargs, **kw)))
         except Stopped:
             conn.send(("stopped", None))
         except Exception as e:  # noqa: BLE001 - the server answers this batch's requests with the error
@@ -57,16 +61,22 @@ POLL_S = 0.05    # how often the server asks whether a batch being decoded is st
 
 
 class ProcessTranslator:
-    """The server's Translator, with ``translate_hypotheses`` run in ``workers`` processes (one batch each at a
-    time, from any thread); everything else (vocab, settings, alignments) is the server process's own Translator's.
-    A worker that dies fails the batch it had (its requests get a 500 naming it) and is started again. Its
-    capabilities are aiayn's engine's, but that it decodes whole batches."""
+    """aiayn's engine with its model in ``workers`` processes (engine.Engine): each decodes one batch at a time, and
+    computes the word alignments and attention maps the server asks for; this process keeps only the tokenizer and
+    the settings (no model: the Translator it is made from may be dropped). A worker that dies fails the batch it had
+    (its requests get a 500 naming it) and is started again. Its capabilities are aiayn's engine's, but that it
+    decodes whole batches."""
 
     engine = "torch"
-    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False)
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False, processes=True)
 
-    def __init__(self, path: str | Path, translator: Engine, workers: int, settings: dict[str, Any]) -> None:
-        self.translator, self.workers, self.path, self.loaded_with = translator, workers, str(path), settings
+    def __init__(self, path: str | Path, like: Engine, workers: int, settings: dict[str, Any]) -> None:
+        """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
+        started again), whose tokenizer and settings are kept."""
+        self.workers, self.path, self.loaded_with = workers, str(path), settings
+        self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
+        self.device, self.precision = like.device, like.precision
+        self.info = like.model_info()
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.busy, self.lock = 0, threading.Lock()
         # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
@@ -75,7 +85,7 @@ class ProcessTranslator:
         self.stops = [self.ctx.Event() for _ in range(workers)]          # set: the worker's batch is no longer wanted
         self.processes: list[tuple[Any, Connection]] = [self._spawn(i) for i in range(workers)]
         for i, (p, conn) in enumerate(self.processes):   # every model loaded before the server says it is ready
-            self._answer(conn, p)
+            _, self.weight_bytes = self._answer(conn, p)
             self.free.put(i)
 
     def _spawn(self, i: int) -> tuple[Any, Connection]:
@@ -86,8 +96,34 @@ class ProcessTranslator:
         theirs.close()
         return p, mine
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.translator, name)
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        return with_fixed(self.decode, decode, overrides)
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        return encode(self.vocab, lines)
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """As Translator.alignments, in a worker process."""
+        return list(self._call("alignments", (list(lines), [list(o) for o in outputs], source,
+                                              None if ids is None else [list(x) for x in ids]), len(lines)))
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        """As Translator.attention, in a worker process."""
+        return dict(self._call("attention", (line,), 1, kwargs=overrides))
+
+    def memory_bytes(self) -> int:
+        return int(self.weight_bytes)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.info
 
     @property
     def pids(self) -> list[int]:
@@ -96,22 +132,33 @@ class ProcessTranslator:
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None, stop: Stop | None = None,
                              **overrides: object) -> list[list[Hypothesis]]:
         """As Translator.translate_hypotheses, in a worker process (blocks this thread until it is done)."""
-        return self.hypotheses(self.translator.encode(lines), self.translator.settings(decode, **overrides), None, stop)
+        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None, stop)
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """As Translator.hypotheses, in the next free worker process; ``stop`` is asked every POLL_S while it
+        """engine.Engine's (engine.hypotheses: blank lines and keep_plain here, the searches in a worker)."""
+        return hypotheses(self, ids, decode, cons, stop)
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Stop | None = None) -> list[list[Hypothesis]]:
+        """As Translator.decode_lines, in the next free worker process; ``stop`` is asked every POLL_S while it
         decodes, and once it is true the worker stops between two steps (search.Stopped is raised here)."""
+        return list(self._call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else list(cons)),
+                               len(ids), stop=stop))
+
+    def _call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
+              stop: Stop | None = None) -> Any:
+        """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``."""
         i = self.free.get()
         with self.lock:
             self.busy += 1
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
             # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
-            alone = self.busy == 1 and len(ids) <= SMALL
+            alone = self.busy == 1 and lines <= SMALL
             threads = self.cores if alone else max(1, self.cores // self.workers)
         p, conn = self.processes[i]
         try:
-            conn.send(([list(x) for x in ids], decode, None if cons is None else list(cons), threads))
+            conn.send((method, args, kwargs or {}, threads))
             while stop is not None and not conn.poll(POLL_S):
                 if stop():
                     self.stops[i].set()

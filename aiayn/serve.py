@@ -36,10 +36,12 @@ from typing import Any
 
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
-from .config import DecodeConfig, beam_for_nbest, check, setting
+from .config import DecodeConfig, check, setting
+from .constraints import Glossary
 from .engine import Unsupported, require
 from .guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, same_key, timed_protocol
 from .pairs import Models, Served
+from .pipeline import Request as Asked
 from .translate import Translator
 
 log = logging.getLogger(__name__)
@@ -262,34 +264,23 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         limit.check(request)
         req = await _parse(request, TranslateRequest)
         served = models.route(req.source, req.target)
-        translator = served.translator
         if len(req.text) > cfg.max_lines:
             raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
         for i, line in enumerate(req.text):
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
-        options = {k: v for k, v in req.model_dump().items()
-                   if k not in LEXICAL and v is not None}
-        try:
-            decode = translator.settings(**beam_for_nbest(options, translator.decode.beam))   # before it waits
-            cons = _constraints(translator, list(req.text), req.constraints, req.glossary, decode)
-        except Unsupported:
-            raise
-        except ValueError as e:
-            raise ServiceError(422, str(e)) from None
-        if not req.text:
-            return {"translations": []}
+        prepared = served.prepare(422, lambda: Asked(
+            list(req.text), {k: v for k, v in req.model_dump().items() if k not in LEXICAL}, req.constraints,
+            Glossary(list(req.glossary.items()), "glossary") if req.glossary else None, bool(req.alignments),
+            req.format or "text"))
+        out = await served.translate(prepared)
         if req.format == "html":
-            return await _html(served, req, decode)
-        assert served.batcher is not None
-        hyps = await served.batcher.translate(list(req.text), decode, cons)
-        texts = [translator.detokenize([h.tokens for h in hs]) for hs in hyps]
-        answer: dict[str, Any] = {"translations": [ts[0] for ts in texts]}
-        if decode.nbest > 1:
-            answer["translations"] = [[{"text": t, "score": round(h.score, 4)} for t, h in zip(ts, hs, strict=True)]
-                                      for ts, hs in zip(texts, hyps, strict=True)]
+            return {"translations": [ts[0].text for ts in out]}
+        nbest = (req.nbest or 1) > 1
+        answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4)} for t in ts]
+                                                   if nbest else ts[0].text for ts in out]}
         if req.alignments:
-            answer["alignments"] = await _alignments(translator, list(req.text), hyps, decode.nbest > 1)
+            answer["alignments"] = [[t.alignment for t in ts] if nbest else ts[0].alignment for ts in out]
         return answer
 
     @app.post("/attention")
@@ -327,45 +318,6 @@ async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[st
 
 
 LEXICAL = ("text", "source", "target", "constraints", "glossary", "alignments", "format")   # not DecodeConfig fields
-
-
-async def _html(served: Any, req: Any, decode: DecodeConfig) -> dict[str, Any]:
-    """``format: html``: each text an HTML fragment (markup.py), the best translation of each."""
-    from .markup import refuse_others
-
-    try:
-        refuse_others({"nbest": decode.nbest > 1, "alignments": bool(req.alignments),
-                       "constraints": bool(req.constraints), "glossary": bool(req.glossary)})
-    except ValueError as e:
-        raise ServiceError(422, str(e)) from None
-    return {"translations": await served.translate_html(list(req.text), decode)}
-
-
-async def _alignments(translator: Any, lines: list[str], hyps: list[list[Any]], nbest: bool) -> list[Any]:
-    """Each translation's word alignment (a list per line with ``nbest``), computed off the event loop."""
-    require(translator, "alignments")
-    n = len(hyps[0])
-    links = await asyncio.get_running_loop().run_in_executor(None, lambda: translator.alignments(
-        [line for line in lines for _ in range(n)], [h.tokens for hs in hyps for h in hs]))
-    return [links[i * n : (i + 1) * n] if nbest else links[i] for i in range(len(hyps))]
-
-
-def _constraints(translator: Any, lines: list[str], phrases: list[list[str] | None] | None,
-                 glossary: dict[str, str] | None, decode: DecodeConfig) -> list[Any] | None:
-    """A request's constraints per line: its ``constraints`` and the target terms of its ``glossary`` found in each
-    line (constraints.Glossary's rules); None without any. ValueError (422) for what cannot be kept."""
-    if phrases is None and not glossary:
-        return None
-    require(translator, "constraints")
-    from .constraints import Glossary
-
-    if phrases is not None and len(phrases) != len(lines):
-        raise ValueError(f"constraints has {len(phrases)} entries for {len(lines)} lines of text")
-    per_line = [list(p or []) for p in phrases] if phrases is not None else [[] for _ in lines]
-    if glossary:
-        g = Glossary(list(glossary.items()), "glossary")
-        per_line = [g.added_to(p, line) for p, line in zip(per_line, lines, strict=True)]
-    return translator.constraints(lines, per_line, decode)
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from . import precision
-from .config import DecodeConfig
-from .constraints import Constraints, check_fits, missing, refuse_constraints, unmet
-from .engine import Capabilities, with_fixed
+from . import pipeline, precision
+from .config import DecodeConfig, ModelConfig
+from .constraints import Constraints, check_fits, missing, refuse_constraints
+from .engine import Capabilities, hypotheses, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
@@ -101,22 +101,6 @@ def translate_ids(
     return results
 
 
-def translate_constrained(model: Transformer, ids: list[list[int]], decode: DecodeConfig, device: torch.device,
-                          candidates: Shortlist | None, cons: list[Constraints | None] | None,
-                          stop: Stop | None = None) -> list[list[Hypothesis]]:
-    """:func:`translate_ids` with each line's constraints where given: with ``decode.keep_plain`` the constrained
-    search runs only on the lines whose unconstrained translation lacks a phrase (constraints.unmet)."""
-    run = lambda rows, c: translate_ids(model, [ids[i] for i in rows], decode, device,  # noqa: E731
-                                        candidates=candidates, constraints=c, stop=stop)
-    if cons is None or not decode.keep_plain:
-        return run(range(len(ids)), cons)
-    hyps = run(range(len(ids)), None)
-    redo = unmet([[h.tokens for h in hs] for hs in hyps], cons)
-    for i, h in zip(redo, run(redo, [cons[i] for i in redo]) if redo else [], strict=True):
-        hyps[i] = h
-    return hyps
-
-
 def one_line(text: str) -> str:
     """A translation is one line: line breaks a decoder produced become spaces (N lines in, N lines out)."""
     return text.replace("\n", " ").replace("\r", " ")
@@ -142,7 +126,7 @@ class Translator:
     """
 
     engine = "torch"
-    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=True)
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=True, processes=True)
 
     def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None,
                  shortlist: Shortlist | None = None) -> None:
@@ -151,6 +135,7 @@ class Translator:
         self.device = resolve_device(self.decode.device)
         self.precision = precision.resolve(self.decode.precision, self.device)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
+        self.cfg = model.cfg
         self.vocab = vocab
         self.workers = resolve_workers(self.decode.workers, self.device)      # batches decoded side by side
 
@@ -176,7 +161,7 @@ class Translator:
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
         """Each line's target phrases as the Constraints beam search keeps (:func:`line_constraints`)."""
-        return line_constraints(self, lines, phrases, decode)
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              constraints: Sequence[Sequence[str] | None] | None = None,
@@ -190,20 +175,21 @@ class Translator:
         """Each line's source token ids (no EOS; a blank line: none), as :meth:`hypotheses` takes them."""
         return encode(self.vocab, lines)
 
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Stop | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: the lines searched as given, batched by length (:func:`translate_ids`)."""
+        return translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist, constraints=cons,
+                             stop=stop)
+
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """:meth:`translate_hypotheses` of encoded lines, with resolved settings and Constraints (engine.Engine)."""
-        todo = [i for i, x in enumerate(ids) if len(x)]
-        hyps = translate_constrained(self.model, [list(ids[i]) for i in todo], decode, self.device, self.shortlist,
-                                     None if cons is None else [cons[i] for i in todo], stop)
-        for i, h in zip(todo, hyps, strict=True):
-            if cons is not None and (lost := missing(h[0].tokens, cons[i])):
+        """:meth:`translate_hypotheses` of encoded lines, with resolved settings and Constraints (engine.hypotheses:
+        blank lines and keep_plain); a warning names the phrases a line's best translation could not keep."""
+        out = hypotheses(self, ids, decode, cons, stop)
+        for i, hs in enumerate(out):
+            if cons is not None and ids[i] and (lost := missing(hs[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "
                             "them is given", i + 1, " / ".join(self.vocab.tgt.decode([list(p)])[0] for p in lost))
-        # a blank line translates to a blank line: nbest empty hypotheses, so n-best output stays rectangular
-        out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
-        for i, h in zip(todo, hyps, strict=True):
-            out[i] = h
         return out
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
@@ -212,14 +198,15 @@ class Translator:
         hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
         return self.detokenize([h[0].tokens for h in hyps])
 
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False) -> list[str]:
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
         """The word alignment (``"0-0 1-2 ..."``, source word - target word) of each line with its translation's
         tokens ``outputs``, from the encoder-decoder attention (the heads trained to align, else the layer that aligns
         best: align.method; blank: ""). ``source``: the other way, each source word's best target word (markup.py
-        places a tag by it where the first way has none)."""
+        places a tag by it where the first way has none); ``ids``: the lines' source ids, if they are encoded already."""
         from .align import align, format_links, method
 
-        ids = self.vocab.src.encode(list(lines))
+        ids = self.encode(lines) if ids is None else ids
         layer, shift, heads = method(self.model)
         links = align(self.model, (self.vocab.src.piece, self.vocab.tgt.piece), ids, outputs, layer, shift,
                       self.device, source, heads)
@@ -227,20 +214,13 @@ class Translator:
 
     def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:
         """(translation, word alignment) of each line: :meth:`translate` and :meth:`alignments`."""
-        tokens = [h[0].tokens for h in self.translate_hypotheses(lines, **{**overrides, "nbest": 1})]
-        return list(zip(self.detokenize(tokens), self.alignments(lines, tokens), strict=True))
+        out = pipeline.translate(self, pipeline.Request(lines, {**overrides, "nbest": 1}, alignments=True))
+        return [(t[0].text, t[0].alignment or "") for t in out]
 
     def translate_html(self, fragments: Sequence[str], **overrides: Any) -> list[str]:
         """Each HTML fragment translated, its markup kept (markup.py: the rules; the inline tags placed by the word
         alignment, :meth:`alignments`)."""
-        from .markup import translate_html
-
-        def run(lines: list[str]) -> list[tuple[str, str, str]]:
-            tokens = [h[0].tokens for h in self.translate_hypotheses(lines, **{**overrides, "nbest": 1})]
-            return list(zip(self.detokenize(tokens), self.alignments(lines, tokens),
-                            self.alignments(lines, tokens, source=True), strict=True))
-
-        return translate_html(list(fragments), run)
+        return [t[0].text for t in pipeline.translate(self, pipeline.Request(fragments, overrides, format="html"))]
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         """``line`` translated (any decoding overrides), with every attention probability the model computed for it
@@ -260,8 +240,8 @@ class Translator:
         return detokenize(self.vocab, token_lists)
 
 
-def line_constraints(t: Translator, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
-                 decode: DecodeConfig) -> list[Constraints | None] | None:
+def line_constraints(vocab: Vocab, cfg: ModelConfig, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                     decode: DecodeConfig) -> list[Constraints | None] | None:
     """Each line's target phrases (strings, or None / [] for none) as the Constraints beam search keeps: their
     tokens as the target tokenizer encodes each phrase on its own. None when no line has any. A clear error for
     phrases that are not strings, settings that cannot keep them, or phrases longer than a line's length limit."""
@@ -276,12 +256,12 @@ def line_constraints(t: Translator, lines: Sequence[str], phrases: Sequence[Sequ
         kept = [p.strip() for p in ps or [] if isinstance(p, str) and p.strip()]
         if len(kept) != len(ps or []):
             raise ValueError(f"line {n}: every constraint must be a non-empty string: {brief(ps, 80)}")
-        out.append(Constraints(t.vocab.tgt.encode(kept)) if kept else None)
+        out.append(Constraints(vocab.tgt.encode(kept)) if kept else None)
     if all(c is None for c in out):
         return None
     refuse_constraints(decode)
-    cfg, rows = t.model.cfg, [i for i, c in enumerate(out) if c is not None]
-    for i, ids in zip(rows, t.vocab.src.encode([lines[i] for i in rows]), strict=True):
+    rows = [i for i, c in enumerate(out) if c is not None]
+    for i, ids in zip(rows, vocab.src.encode([lines[i] for i in rows]), strict=True):
         n = min(len(ids), cfg.max_positions - 1)
         check_fits(out[i], max_length(n, decode.max_len_a, decode.max_len_b, cfg.max_positions),
                    f"the line {lines[i][:60]!r}")

@@ -3,7 +3,7 @@ the audit's six findings has a test against a real server (the tiny legacy model
 audit broke without a test failing has a fast test here, and a bounded fuzz of both APIs runs under CI.
 
 The guards themselves: aiayn/guards.py (JSON, Unicode, keys, the request limit, slow clients), serve.ServeConfig's
-length caps, the stop of a batch whose requests are gone (search.Stopped, processes.py), batcher.without_blank_lines,
+length caps, the stop of a batch whose requests are gone (search.Stopped, processes.py), engine.plan (blank lines),
 markup.MAX_DEPTH."""
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
         def encode(self, lines: list[str]) -> list[list[int]]:
             return [[ord(c) for c in line] for line in lines]          # decodable back into the line
 
-        def hypotheses(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
+        def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
             from aiayn.search import Hypothesis
 
             calls.append((["".join(map(chr, x)) for x in ids], decode))
@@ -351,7 +351,9 @@ def test_a_batch_never_mixes_requests_with_different_settings() -> None:
 
     async def run() -> None:
         b = WholeBatcher(_fake_translator(calls), _limits(), DecodeMetrics(CollectorRegistry()).model("m"))
-        await asyncio.gather(*(b.translate([f"{name} {i}"], settings[name]) for i in range(3) for name in "abc"))
+        fake = b.translator
+        await asyncio.gather(*(b.translate(fake.encode([f"{name} {i}"]), settings[name]) for i in range(3)
+                               for name in "abc"))
         b.close()
 
     asyncio.run(run())

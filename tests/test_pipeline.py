@@ -13,6 +13,7 @@ from aiayn import Translator
 from aiayn.batcher import Batcher, DecodeMetrics, Limits, WholeBatcher
 from aiayn.config import DecodeConfig
 from aiayn.engine import Unsupported, require
+from aiayn.pipeline import Request, prepare, translate_async
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa" / "run"
 LINES = ["Ein Mann fährt mit dem Fahrrad.", "   ", "Zwei Hunde spielen im Schnee."]
@@ -42,13 +43,18 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
         limits = Limits(workers=1, max_batch_tokens=6000, max_wait_ms=0, max_queue_lines=100, timeout_s=30)
         b = kind(legacy, limits, DecodeMetrics(CollectorRegistry()).model("m"))
         try:
-            return await b.translate(LINES, legacy.settings(nbest=2))
+            prepared = prepare(legacy, Request(LINES, {"nbest": 2}, alignments=True))
+            return await b.translate(prepared.ids, prepared.decode), await translate_async(legacy, prepared,
+                                                                                          b.translate)
         finally:
             b.close()
 
-    got = asyncio.run(run())
-    assert encoded == [LINES], encoded                        # once, the request's lines together
+    got, translations = asyncio.run(run())
+    assert encoded == [LINES], encoded             # once, the request's lines together (the alignments reuse the ids)
     assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+    texts = [legacy.detokenize([h.tokens for h in hs]) for hs in want]
+    assert [[t.text for t in ts] for ts in translations] == texts
+    assert all(t.alignment is not None for ts in translations for t in ts)
 
 
 def test_what_an_engine_cannot_do_is_refused_by_name(legacy: Translator) -> None:

@@ -385,7 +385,7 @@ def test_a_lone_decoding_thread_keeps_its_share_of_the_cores(monkeypatch: pytest
         batcher = Batcher(translator, limits, DecodeMetrics(CollectorRegistry()).model("test"))
         try:
             for line in ("Ein Hund.", "Zwei Katzen schlafen."):
-                assert len(await batcher.translate([line], translator.decode)) == 1
+                assert len(await batcher.translate(translator.encode([line]), translator.decode)) == 1
         finally:
             batcher.close()
 
