@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .config import ModelConfig
 from .data import DataDir, DataError, TokenArray
 from .model import Transformer
 
@@ -34,14 +35,14 @@ Links = list[tuple[int, int]]
 LAYER, SHIFT = 0, 0
 
 
-def method(model: Transformer) -> tuple[int, int, int | None]:
+def method(model: Transformer | ModelConfig) -> tuple[int, int, int | None]:
     """(layer, shift, heads) the links of ``model`` are read from: the heads trained to align (guided alignment,
     ``ModelConfig.alignment_heads``: heads 0 .. k-1 of ``alignment_layer``, each target piece at the row where it is
     the output), or else the measured :data:`LAYER` and :data:`SHIFT` over all heads (None)."""
-    cfg = model.cfg
+    cfg = model.cfg if isinstance(model, Transformer) else model
     if cfg.alignment_heads:
         return cfg.aligning_layer, 0, cfg.alignment_heads
-    return (LAYER if LAYER < len(model.decoder) else -1), SHIFT, None
+    return (LAYER if LAYER < cfg.decoder_layers else -1), SHIFT, None
 
 
 def words(pieces: Sequence[str]) -> list[int]:

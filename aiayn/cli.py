@@ -244,9 +244,10 @@ def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (),
     setting."""
     from .config import DecodeConfig
 
-    p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+    p.add_argument("--engine", choices=("auto", "torch", "ctranslate2"), default="auto",
                    help="torch: aiayn's own; ctranslate2: the model converted for CTranslate2 on first use, cached in "
-                        "the run dir (needs aiayn[export]) (default: %(default)s)")
+                        "the run dir (needs aiayn[export]); auto: CTranslate2 where it is installed, aiayn's own for "
+                        "what it cannot do (constraints, attention maps), said when used (default: %(default)s)")
     if several:
         p.add_argument("--model", required=True, type=Path, action="append",
                        help="a run dir (or a checkpoint dir inside one, or a directory of run dirs); repeat it to "
@@ -306,16 +307,16 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from .translate import stream
 
     settings = _given(a, "decode")
+    nbest = settings.pop("nbest", None) or 1           # per request: a beam not given grows to it (pipeline.prepare)
     names = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
              "format": "--format html", "unit": "line"}
     glossary = Glossary.load(a.glossary) if a.glossary else None
     translator = load(a.model, a.engine, **settings)
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
-        return Request(lines, settings, constraints, glossary, a.alignments, a.format, names)
+        return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names)
 
     prepare(translator, request([], [] if a.constraints else None))      # what it refuses: before any line is read
-    nbest = settings.get("nbest") or 1
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -477,7 +478,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     cfg = ServeConfig(**settings, api_key=key)
     # the server's decoding threads are its parallelism (--workers): each decodes on its own thread (aiayn's engine);
     # CTranslate2 decodes that many batches side by side
-    workers = cfg.workers if a.engine == "ctranslate2" else 1
+    workers = cfg.workers if a.engine != "torch" else 1
     models = Models.load(a.model, a.engine, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0

@@ -63,12 +63,15 @@ def weights_hash(ckpt: Path) -> str:
     return h.hexdigest()
 
 
+CONVERSION = 2    # what a conversion holds (2: the attention its word alignments read); a new one converts again
+
+
 def converted(path: str | Path, quantization: str | None) -> Path:
     """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now if missing or stale."""
     run, ckpt = RunDir.locate(path)
     key = f"{ckpt.name}-{quantization or 'float32'}"
     cache = run.engine_cache("ctranslate2")
-    out = cache / f"{key}-{weights_hash(ckpt)[:16]}"
+    out = cache / f"{key}-{hashlib.sha256(f'{weights_hash(ckpt)}-{CONVERSION}'.encode()).hexdigest()[:16]}"
     if (out / "model.bin").is_file():
         return out
     for stale in cache.glob(f"{key}-*") if cache.is_dir() else ():
@@ -108,13 +111,16 @@ class CTranslate2Translator:
     tokenizer is aiayn's, so its text is produced as aiayn's is."""
 
     engine = "ctranslate2"
-    capabilities = Capabilities()
 
     def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig) -> None:
         import ctranslate2
         import torch
 
+        from .align import method
+
         self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
+        # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
+        self.capabilities = Capabilities(alignments=method(cfg)[1] == 0)
         self.device = resolve_device(decode.device)
         self.precision = precisions.resolve(decode.precision, self.device)
         self.workers = resolve_workers(decode.workers, self.device)      # batches decoded side by side, as aiayn's
@@ -188,8 +194,28 @@ class CTranslate2Translator:
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        require(self, "alignments")
-        return []
+        """As Translator.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
+        align.method reads, written into the conversion) while it decodes each line forced to its translation's
+        tokens: the same probabilities as aiayn's, so the same links."""
+        import torch
+
+        from .align import format_links, token_links, word_links
+
+        ids = self.encode(lines) if ids is None else ids
+        most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
+        todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
+        sources = [[src(t) for t in ids[i][:most]] for i in todo]
+        prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
+        out = [""] * len(ids)
+        for start in range(0, len(todo), 64):
+            part = slice(start, start + 64)
+            results = self.translator.translate_batch(
+                sources[part], target_prefix=prefixes[part], return_attention=True, beam_size=1, min_decoding_length=0,
+                max_decoding_length=max(map(len, prefixes[part])) + 1)
+            for i, s, p, r in zip(todo[part], sources[part], prefixes[part], results, strict=True):
+                cross = torch.tensor(r.attention[0][: len(p)])                  # (target pieces, source pieces)
+                out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+        return out
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         require(self, "attention")
@@ -203,12 +229,119 @@ class CTranslate2Translator:
         return detokenize(self.vocab, token_lists)
 
 
-def load(path: str | Path, engine: str, **settings: Any) -> Any:
-    """A Translator (``engine`` torch) or a CTranslate2Translator (ctranslate2) for run dir ``path``."""
+class AutoTranslator:
+    """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
+    own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
+    maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
+    attention is not the one CTranslate2 returns. Its batches are whole (the server's WholeBatcher), each decoded by
+    one engine: the server keeps constrained and plain requests in different batches."""
+
+    engine = "ctranslate2"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True)
+
+    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any]) -> None:
+        import threading
+
+        self.fast, self.path, self.loaded_with = fast, path, settings
+        self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
+        self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
+        self.lock = threading.Lock()
+        self.loaded: Any = None                          # aiayn's own engine, once it is needed
+
+    def own(self, why: str) -> Any:
+        """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
+        with self.lock:
+            if self.loaded is None:
+                from .translate import Translator
+
+                log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
+                self.loaded = Translator.load(self.path, **self.loaded_with)
+            return self.loaded
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        return with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
+
+    def _needs_own(self, decode: DecodeConfig, cons: Sequence[Any] | None) -> str | None:
+        if cons is not None and any(c is not None for c in cons):
+            return "constraints (a glossary)"
+        try:
+            _refused(decode)
+        except ValueError as e:
+            return str(e).split(":")[0]
+        return None
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        why = self._needs_own(decode, cons)
+        return self.own(why).decode_lines(ids, decode, cons, stop) if why else \
+            self.fast.decode_lines(ids, decode, None, stop)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        return hypotheses(self, ids, decode, cons, stop)
+
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             **overrides: object) -> list[list[Hypothesis]]:
+        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None)
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
+        return self.detokenize([h[0].tokens for h in hyps])
+
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
+        from .translate import line_constraints
+
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        engine = self.fast if self.fast.capabilities.alignments else self.own("alignments")
+        return list(engine.alignments(lines, outputs, source, ids))
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        return dict(self.own("attention maps").attention(line, **overrides))
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        return encode(self.vocab, lines)
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+    def memory_bytes(self) -> int:
+        return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.fast.model_info()
+
+    def close(self) -> None:
+        """Nothing to release before the process ends."""
+
+
+ENGINES = ("auto", "torch", "ctranslate2")
+
+
+def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
+    """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
+    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged)."""
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine == "auto":
+        import importlib.util
+
+        if importlib.util.find_spec("ctranslate2") is None:
+            log.info("--engine auto: aiayn's own engine (CTranslate2 is not installed: pip install 'aiayn[export]')")
+            engine = "torch"
+        else:
+            try:
+                fast = CTranslate2Translator.load(path, **settings)
+            except ValueError as e:                   # settings it cannot decode with
+                log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
+                engine = "torch"
+            else:
+                log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
+                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
     if engine == "ctranslate2":
         return CTranslate2Translator.load(path, **settings)
-    if engine != "torch":
-        raise ValueError(f"--engine {engine!r}: expected torch or ctranslate2")
     from .translate import Translator
 
     return Translator.load(path, **settings)

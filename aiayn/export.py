@@ -105,10 +105,14 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
     """The run's model as a CTranslate2 ``TransformerSpec``, its vocabulary and files registered."""
     from ctranslate2.specs import common_spec, transformer_spec
 
+    from .align import method
+
     m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
+    layer, _, heads = method(t.model)          # the attention its word alignments read (align.py): return_attention's
     spec = transformer_spec.TransformerSpec.from_config(
         (m.encoder_layers, m.decoder_layers), m.n_heads, pre_norm=m.norm == "pre",
-        activation=getattr(common_spec.Activation, m.activation.upper()))
+        activation=getattr(common_spec.Activation, m.activation.upper()), alignment_layer=layer,
+        alignment_heads=heads or m.n_heads)
     spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
     spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
     spec.config.bos_token = spec.config.decoder_start_token = t.vocab.tgt.piece(m.bos_id)

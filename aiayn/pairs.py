@@ -68,7 +68,8 @@ class Served:
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
         t = ct2.load(path, engine, **decode)
         return cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, t, pair,
-                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine}, settings=dict(decode))
+                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": t.engine},
+                   settings=dict(decode))
 
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
         """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``,

@@ -109,6 +109,8 @@ class Metrics:
         self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
         self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded", ["model"],
                                  registry=self.registry)
+        self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
+                            "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
 
     def text(self) -> bytes:
@@ -174,6 +176,7 @@ def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
         for served in models:
             served.start(cfg.limits(), metrics.decoding.model(served.name))
             metrics.model_bytes.labels(served.name).set(served.memory_bytes())
+            metrics.engine.labels(served.name, served.translator.engine).set(1)
         state["ready"] = True
         try:
             yield

@@ -44,6 +44,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                  "model's own translations: precision, recall, AER"),
     "markup": ("markup_bench", "HTML through translation on test lines with inline tags: well-formed output, every tag "
                                "kept, BLEU of the text, tags placed on eflomal's words"),
+    "engines": ("engines_bench", "the same requests through aiayn's engine and CTranslate2 (one pipeline): identical "
+                                 "text, word alignments and HTML, and the time each takes"),
 }
 
 

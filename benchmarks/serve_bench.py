@@ -280,7 +280,7 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
 
             async def client() -> None:
                 for i, r in todo:
-                    out[i] = t.detokenize([hs[0].tokens for hs in await b.translate(r, t.decode)])
+                    out[i] = t.detokenize([hs[0].tokens for hs in await b.translate(t.encode(r), t.decode)])
 
             await asyncio.gather(*(client() for _ in range(clients)))
             b.close()
