@@ -4,7 +4,8 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
-MINUTES ?= 15
+MINUTES ?=
+UPDATES ?=
 
 .PHONY: setup browser test test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
@@ -48,7 +49,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy aiayn
 
 demo: $(STAMP)
-	$(BIN)/aiayn demo --minutes $(MINUTES)
+	$(BIN)/aiayn demo $(if $(UPDATES),--updates $(UPDATES)) $(if $(MINUTES),--minutes $(MINUTES))
 
 # Any benchmark by name (python -m benchmarks lists them): make bench NAME=serve ARGS="--model ... --src ..."
 NAME ?= throughput

@@ -27,6 +27,9 @@ from .runtime import peak_rss_mb
 log = logging.getLogger(__name__)
 
 
+ETA_AFTER = 50   # updates of a session after which the time its remaining updates will take is said (once)
+
+
 @dataclass
 class Interval:
     """Sums over the current log interval."""
@@ -45,12 +48,15 @@ class MetricsLog:
         self.run, self.enabled, self.tensorboard, self.every = run, enabled, tensorboard, every
         self.interval = Interval()
         self.bar: Any = None
+        self.total: int | None = None
+        self.initial, self.t0 = 0, 0.0
         self._tb: Any = None
 
     def start(self, total: int | None, initial: int) -> None:
         """Training starts (the run directory exists): the progress bar, TensorBoard, a fresh interval."""
         self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
                         disable=not self.enabled or None, desc="train")
+        self.total, self.initial, self.t0 = total, initial, time.perf_counter()
         if self.enabled and self.tensorboard and self._tb is None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -68,6 +74,10 @@ class MetricsLog:
         iv.tgt_tokens, iv.src_tokens = iv.tgt_tokens + tgt_tokens, iv.src_tokens + src_tokens
         if self.bar is not None:
             self.bar.update(1)
+        if self.enabled and self.total and step - self.initial == ETA_AFTER and step < self.total:
+            took, left = time.perf_counter() - self.t0, self.total - step
+            tqdm.write(f"the first {ETA_AFTER} updates took {took:.0f} s: about {took / ETA_AFTER * left / 60:.1f} "
+                       f"minutes for the {left:,} to go")
         if step % self.every:
             return
         seconds = max(1e-9, time.perf_counter() - iv.start)
