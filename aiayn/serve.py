@@ -272,10 +272,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         for i, line in enumerate(req.text):
             if len(line) > cfg.max_chars:
                 raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
-        prepared = served.prepare(422, lambda: Asked(
-            list(req.text), {k: v for k, v in req.model_dump().items() if k not in LEXICAL}, req.constraints,
-            Glossary(list(req.glossary.items()), "glossary") if req.glossary else None, bool(req.alignments),
-            req.format or "text"))
+        prepared = served.prepare(422, lambda: _asked(req))
         out = await served.translate(prepared)
         if req.format == "html":
             return {"translations": [ts[0].text for ts in out]}
@@ -320,7 +317,19 @@ async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[st
     return task.result()
 
 
-LEXICAL = ("text", "source", "target", "constraints", "glossary", "alignments", "format")   # not DecodeConfig fields
+# the request's fields that are not DecodeConfig's: its text, its pair, and the rest of a pipeline.Request's
+LEXICAL = ("text", "source", "target", *(f.name for f in dataclasses.fields(Asked) if f.name not in ("texts", "options",
+                                                                                                     "names")))
+
+
+def _asked(req: Any) -> Asked:
+    """aiayn's request as the pipeline's: its DecodeConfig fields the options, the rest by name (a glossary given as
+    an object, source term -> target term)."""
+    given = req.model_dump()
+    lexical = {k: v for k, v in given.items() if k in LEXICAL[3:] and v is not None}
+    if "glossary" in lexical:
+        lexical["glossary"] = Glossary(list(lexical["glossary"].items()), "glossary")
+    return Asked(list(req.text), {k: v for k, v in given.items() if k not in LEXICAL}, **lexical)
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],
