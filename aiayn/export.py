@@ -19,22 +19,32 @@ Both extras are optional: ``pip install 'aiayn[export]'``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from .config import ModelConfig
+from . import precision as precisions
+from .checkpoint import MODEL
+from .config import DecodeConfig, ModelConfig, Precision
+from .engine import Capabilities, hypotheses, require, with_fixed
 from .evaluate import score
 from .model import Transformer
 from .rundir import RunDir, Trained, load_trained
-from .search import max_length
+from .runtime import resolve_device, resolve_workers
+from .search import Hypothesis, max_length
 from .shortlist import Shortlist, write_vmap
-from .translate import Translator, one_line
+from .tokenizer import Vocab, table_of
+from .translate import Translator, detokenize, encode, one_line
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("ctranslate2", "huggingface")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
@@ -69,7 +79,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
             "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
             "max_positions": m.max_positions, "languages": t.run.languages(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
-            "piece_table": getattr(v.tgt, "table", None) is not None}      # decoded as MarianTokenizer decodes
+            "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
+            "model": m.to_dict()}                                          # (CTranslate2Translator.from_export)
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
     else:
@@ -145,9 +156,12 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
         spec.decoder.projection.bias = w["out_proj.bias"]
     spec.register_source_vocabulary([t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)])
     spec.register_target_vocabulary([t.vocab.tgt.piece(i) for i in range(t.vocab.tgt.vocab_size)])
-    spec.register_file(str(t.vocab.src_file), EXPORT_SPM)
-    if not t.vocab.joint:
-        spec.register_file(str(t.vocab.tgt_file), EXPORT_TGT_SPM)
+    sides = ((t.vocab.src, t.vocab.src_file, EXPORT_SPM), (t.vocab.tgt, t.vocab.tgt_file, EXPORT_TGT_SPM))
+    for tok, path, name in sides[: 1 if t.vocab.joint else 2]:
+        spec.register_file(str(path), name)
+        table = getattr(tok, "table_file", None)           # a piece table (Marian's): aiayn's tokenizer reads it beside
+        if table is not None:
+            spec.register_file(str(table), table_of(name).name)
     spec.register_file(str(info_file), INFO)
     shortlist = Shortlist.load(t.run.path)
     if shortlist is not None:                                  # CTranslate2's use_vmap decodes over its candidates
@@ -302,6 +316,235 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
         raise ExportError(f"internal: no aiayn weight for {missing[:5]}")
 
 
+# --- CTranslate2 as an engine: aiayn's conversion of a run, cached in it, and the engine on a conversion ------------
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """The parameters of a model of ``cfg`` (counted on PyTorch's meta device: nothing is allocated or read)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in Transformer(cfg).parameters())
+
+
+def weights_hash(ckpt: Path) -> str:
+    """sha256 of a checkpoint's weights file (what the conversion cache is keyed by)."""
+    h = hashlib.sha256()
+    with open(ckpt / MODEL, "rb") as inp:
+        while block := inp.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+CONVERSION = 2    # what a conversion holds (2: the attention its word alignments read); a new one converts again
+
+
+def converted(path: str | Path, quantization: str | None) -> Path:
+    """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now if missing or stale."""
+    run, ckpt = RunDir.locate(path)
+    key = f"{ckpt.name}-{quantization or 'float32'}"
+    cache = run.engine_cache("ctranslate2")
+    out = cache / f"{key}-{hashlib.sha256(f'{weights_hash(ckpt)}-{CONVERSION}'.encode()).hexdigest()[:16]}"
+    if (out / "model.bin").is_file():
+        return out
+    for stale in cache.glob(f"{key}-*") if cache.is_dir() else ():
+        log.info("the weights of %s changed since %s was converted: converting again", ckpt, stale.name)
+        shutil.rmtree(stale)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    log.info("converting %s for CTranslate2 (%s), once: cached in %s", ckpt, quantization or "float32", out)
+    export(ckpt, "ctranslate2", tmp, quantization=quantization, force=True)
+    _check(ckpt, run, tmp)
+    tmp.rename(out)
+    return out
+
+
+def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
+    """export.check on the first ``lines`` validation lines of the run's data dir, logged and kept as check.json."""
+    from .data import DataDir
+
+    info = run.data_info()
+    try:
+        data = DataDir(info["data_dir"])
+        src = data.raw_file("valid", data.src).read_text(encoding="utf-8").splitlines()[:lines]
+    except (KeyError, OSError, ValueError):
+        log.warning("the run's validation lines were not found (data dir %s): the conversion is not checked",
+                    info.get("data_dir"))
+        return
+    result = check(ckpt, "ctranslate2", out, src)
+    for beam in ("greedy", "beam4"):
+        log.info("CTranslate2 check, %s: %d/%d validation lines identical to aiayn's (fp32)", beam,
+                 result[beam]["identical"], len(src))
+    (out / "check.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+# each DecodeConfig field: the CTranslate2 option it becomes (a test holds that every field is listed)
+OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "length_penalty (length only)",
+           "max_len_a": "max_decoding_length", "max_len_b": "max_decoding_length", "min_len": "min_decoding_length",
+           "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
+           "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
+           "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
+           "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
+COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def ctranslate2_refuses(decode: DecodeConfig) -> None:
+    """ValueError naming a setting CTranslate2 cannot decode with."""
+    if decode.length_norm != "length":
+        raise ValueError(f"length_norm={decode.length_norm!r}: CTranslate2 divides a hypothesis' log-probability by "
+                         "|Y| ** lenpen only (length_norm: length); use --engine torch for gnmt")
+    if decode.sampling and decode.beam != 1:
+        raise ValueError(f"sampling with beam={decode.beam}: CTranslate2 samples with beam 1 only")
+
+
+class CTranslate2Translator:
+    """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
+    tokenizer is aiayn's, so its text is produced as aiayn's is."""
+
+    engine = "ctranslate2"
+    capabilities = Capabilities()          # (each one's own, from its model: __init__)
+
+    def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig, threads: int = 0) -> None:
+        """``out``: a CTranslate2 model directory of this model; ``threads``: CTranslate2's intra-op threads per
+        translator (0: the process's, shared out among the ``decode.workers``)."""
+        import ctranslate2
+        import torch
+
+        from .align import method
+
+        self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
+        # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
+        self.capabilities = Capabilities(alignments=method(cfg)[1] == 0)
+        self.device = resolve_device(decode.device)
+        self.precision = precisions.resolve(decode.precision, self.device)
+        self.workers = resolve_workers(decode.workers, self.device)      # batches decoded side by side, as aiayn's
+        self.translator = ctranslate2.Translator(
+            str(out), device=self.device.type, device_index=self.device.index or 0,
+            compute_type=COMPUTE[self.precision], inter_threads=self.workers,
+            intra_threads=threads or max(1, torch.get_num_threads() // self.workers))
+        self.ids = {vocab.tgt.piece(i): i for i in range(vocab.tgt.vocab_size)}
+        self.parameters = 0                                # the torch model's, set by load
+
+    @classmethod
+    def load(cls, path: str | Path, **settings: Any) -> CTranslate2Translator:
+        """From a run dir (or a checkpoint), with the run's decoding settings and any overrides (as Translator): its
+        conversion, made on first use and cached (:func:`converted`)."""
+        run, ckpt = RunDir.locate(path)
+        cfg = run.config()
+        decode = cfg.decode.replace(**settings)
+        ctranslate2_refuses(decode)
+        Shortlist.for_run(run.path, decode.shortlist)           # (its vocabulary map is in the conversion)
+        device = resolve_device(decode.device)
+        out = converted(path, "int8" if precisions.resolve(decode.precision, device) == "int8" else None)
+        me = cls(out, run.vocab(), cfg.model, decode)
+        me.parameters = parameter_count(cfg.model)
+        return me
+
+    @classmethod
+    def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
+                    **settings: Any) -> CTranslate2Translator:
+        """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
+        length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
+        type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
+        out = Path(out)
+        info = json.loads((out / INFO).read_text())
+        tgt = out / EXPORT_TGT_SPM
+        vocab = Vocab.from_files(out / EXPORT_SPM, tgt if tgt.is_file() else None)
+        cfg = ModelConfig(**info["model"]) if "model" in info else ModelConfig(max_positions=info["max_positions"])
+        decode = DecodeConfig(lenpen=info["lenpen"], length_norm="length",    # (CTranslate2's: log p / |Y| ** lenpen)
+                              max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
+                              device="cpu", precision=precision, workers=workers).replace(**settings)
+        ctranslate2_refuses(decode)
+        return cls(out, vocab, cfg, decode, threads)
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
+        ctranslate2_refuses(decode)
+        return decode
+
+    def memory_bytes(self) -> int:
+        return (self.path / "model.bin").stat().st_size
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.cfg.to_dict(), self.parameters
+
+    @property
+    def min_len(self) -> int:
+        return self.decode.min_len
+
+    def close(self) -> None:
+        """Nothing to release before the process ends."""
+
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             stop: Callable[[], bool] | None = None, **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator).
+        ``stop`` is not asked: CTranslate2 decodes a call to its end (its callback stops greedy search only), so a
+        server's work per request is bounded by its length caps instead (serve.ServeConfig)."""
+        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None, stop)
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        return encode(self.vocab, lines)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's (engine.hypotheses: blank lines are not decoded)."""
+        return hypotheses(self, ids, decode, cons, stop)
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
+        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
+        d = decode
+        piece, most = self.vocab.src.piece, self.cfg.max_positions
+        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
+                       num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
+                       batch_type="tokens", use_vmap=d.shortlist,
+                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
+        if d.sampling:
+            options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
+        results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
+                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
+        return [[Hypothesis([self.ids[p] for p in tokens], score, score) for tokens, score in zip(hyps, scores, strict=True)]
+                for hyps, scores in results]
+
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
+        require(self, "constraints")
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """As Translator.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
+        align.method reads, written into the conversion) while it decodes each line forced to its translation's
+        tokens: the same probabilities as aiayn's, so the same links."""
+        import torch
+
+        from .align import format_links, token_links, word_links
+
+        ids = self.encode(lines) if ids is None else ids
+        most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
+        todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
+        sources = [[src(t) for t in ids[i][:most]] for i in todo]
+        prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
+        out = [""] * len(ids)
+        for start in range(0, len(todo), 64):
+            part = slice(start, start + 64)
+            results = self.translator.translate_batch(
+                sources[part], target_prefix=prefixes[part], return_attention=True, beam_size=1, min_decoding_length=0,
+                max_decoding_length=max(map(len, prefixes[part])) + 1)
+            for i, s, p, r in zip(todo[part], sources[part], prefixes[part], results, strict=True):
+                cross = torch.tensor(r.attention[0][: len(p)])                  # (target pieces, source pieces)
+                out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+        return out
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        require(self, "attention")
+        return {}
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
+        return self.detokenize([h[0].tokens for h in hyps])
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+
 # --- the check -----------------------------------------------------------------------------------------------------
 
 
@@ -370,50 +613,10 @@ def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -
     return out
 
 
-class CTranslate2Engine:
-    """A CTranslate2 export translating as aiayn does: its length rule, no <pad> or <s> produced, one line each."""
-
-    def __init__(self, out: str | Path, compute_type: str = "float32", inter_threads: int = 1, intra_threads: int = 0
-                 ) -> None:
-        ctranslate2 = _require("ctranslate2")
-        import sentencepiece as spm
-
-        out = Path(out)
-        info = json.loads((out / INFO).read_text())
-        self.sp = spm.SentencePieceProcessor(model_file=str(out / EXPORT_SPM))
-        tgt = out / EXPORT_TGT_SPM
-        self.sp_tgt = spm.SentencePieceProcessor(model_file=str(tgt)) if tgt.is_file() else self.sp
-        self.suppress = [[p] for p in info.get("suppress", ["<pad>", "<s>"])]
-        self.marian = bool(info.get("piece_table"))
-        self.translator = ctranslate2.Translator(str(out), device="cpu", compute_type=compute_type,
-                                                 inter_threads=inter_threads, intra_threads=intra_threads)
-        self.limit, self.lenpen = _limit_of(info), info["lenpen"]
-        # aiayn's min_len (0 allows an empty output); CTranslate2's own default is 1, which changes beam search
-        # where an end-of-sentence at the first step would fill one of its finished hypotheses
-        self.min_len = int(info.get("min_len", 0))
-
-    def translate(self, lines: Sequence[str], beam: int, use_vmap: bool = False) -> list[str]:
-        """``use_vmap``: decode over the vocabulary map's candidates (an export of a run with a shortlist)."""
-        pieces = self.sp.Encode(list(lines), out_type=str)
-        todo = [i for i, line in enumerate(lines) if line.strip()]
-        results = ctranslate2_limited(
-            self.translator, [pieces[i] for i in todo], self.limit, beam_size=beam, length_penalty=self.lenpen,
-            suppress_sequences=self.suppress, max_batch_size=6000 // beam, batch_type="tokens",
-            min_decoding_length=self.min_len, use_vmap=use_vmap)
-        out = [""] * len(lines)
-        for i, (hyps, _) in zip(todo, results, strict=True):
-            out[i] = one_line(self._text(hyps[0]))
-        return out
-
-    def _text(self, pieces: list[str]) -> str:
-        """As aiayn's tokenizer makes text of these pieces (tokenizer.py; with a piece table, as MarianTokenizer)."""
-        text = self.sp_tgt.DecodePieces(pieces)
-        return text.replace("\u2581", " ").strip() if self.marian else text
-
-
 def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:
-    """Translate with the CTranslate2 export in ``out`` (see :class:`CTranslate2Engine`)."""
-    return CTranslate2Engine(out, compute_type).translate(lines, beam)
+    """Translate with the CTranslate2 export in ``out`` (:meth:`CTranslate2Translator.from_export`)."""
+    precision = {v: k for k, v in COMPUTE.items()}.get(compute_type, "fp32")
+    return CTranslate2Translator.from_export(out, cast("Precision", precision)).translate(lines, beam=beam)
 
 
 def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[str]:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import math
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class MetricsLog:
         if self.enabled and self.total and step - self.initial == ETA_AFTER and step < self.total:
             took, left = time.perf_counter() - self.t0, self.total - step
             tqdm.write(f"the first {ETA_AFTER} updates took {took:.0f} s: about {took / ETA_AFTER * left / 60:.1f} "
-                       f"minutes for the {left:,} to go")
+                       f"minutes for the {left:,} to go", file=sys.stderr)
         if step % self.every:
             return
         seconds = max(1e-9, time.perf_counter() - iv.start)

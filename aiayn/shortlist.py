@@ -115,6 +115,15 @@ class Shortlist:
         return path
 
     @classmethod
+    def for_run(cls, run: str | Path, wanted: bool) -> Shortlist | None:
+        """:meth:`load`; a clear error when ``wanted`` (``decode.shortlist``) and the run has none (every engine)."""
+        shortlist = cls.load(run)
+        if wanted and shortlist is None:
+            raise ValueError(f"shortlist=true: {run} has no shortlist; build one with `aiayn shortlist --model {run} "
+                             "--data DATA`")
+        return shortlist
+
+    @classmethod
     def load(cls, run: str | Path) -> Shortlist | None:
         """The shortlist of the run dir ``run``, or None if it has none."""
         path = Path(run) / FILE

@@ -146,12 +146,8 @@ class Translator:
         ``beam``, ...) to override (None values are ignored)."""
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
-        shortlist = Shortlist.load(t.run.path)
         decode = t.config.decode.replace(**settings)
-        if decode.shortlist and shortlist is None:
-            raise ValueError(f"shortlist=true: {t.run.path} has no shortlist; build one with `aiayn shortlist --model "
-                             f"{t.run.path} --data DATA`")
-        return cls(t.model, t.vocab, decode, shortlist)
+        return cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are

@@ -29,10 +29,8 @@ import record  # noqa: E402
 
 
 def _translate(decoder: Any, lines: list[str], beam: int, shortlist: bool) -> list[str]:
-    """Translate with aiayn's Translator or a CTranslate2Engine."""
-    if hasattr(decoder, "vocab"):
-        return decoder.translate(lines, beam=beam, shortlist=shortlist)
-    return decoder.translate(lines, beam, use_vmap=shortlist)
+    """Translate with aiayn's Translator or CTranslate2 (export.CTranslate2Translator): the same call."""
+    return list(decoder.translate(lines, beam=beam, shortlist=shortlist))
 
 
 def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[str], workers: list[int],
@@ -40,7 +38,7 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
     import torch
 
     from aiayn.evaluate import score
-    from aiayn.export import CTranslate2Engine, export
+    from aiayn.export import CTranslate2Translator, export
     from aiayn.shortlist import Shortlist
     from aiayn.translate import Translator
 
@@ -57,8 +55,8 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
                     if engine == "aiayn":
                         t = Translator.load(run, precision=precision, device="cpu", workers=w)
                     else:
-                        ct2 = CTranslate2Engine(out, compute_type="int8" if precision == "int8" else "float32",
-                                                inter_threads=w, intra_threads=1)
+                        ct2 = CTranslate2Translator.from_export(out, "int8" if precision == "int8" else "fp32",
+                                                                workers=w, threads=1)
                     for beam in (1, 4):
                         for shortlist in ((False, True) if has_list else (False,)):
                             decoder = t if engine == "aiayn" else ct2

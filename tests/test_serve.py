@@ -40,7 +40,9 @@ class Server:
     """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
 
     def __init__(self, *flags: str, model: Path = LEGACY) -> None:
+        """``flags`` after the model; aiayn's own engine unless they name another (`--engine`)."""
         self.port = free_port()
+        flags = flags if "--engine" in flags else ("--engine", "torch", *flags)
         env = {**os.environ, "AIAYN_API_KEY": ""}
         self.log = tempfile.TemporaryFile()
         self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",

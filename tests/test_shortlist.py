@@ -134,7 +134,7 @@ def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Pat
 def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy_dir: DataDir,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")
-    from aiayn.export import VMAP, CTranslate2Engine, export
+    from aiayn.export import VMAP, CTranslate2Translator, export
 
     t = Translator.load(run, precision="fp32", device="cpu")
     lines = _lines(copy_dir, 40)
@@ -145,10 +145,10 @@ def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy
     out = export(reduced, "ctranslate2", tmp_path / "ct2")
     vmap = (out / VMAP).read_text(encoding="utf-8").splitlines()
     assert vmap[0].startswith("\t") and len(vmap) > 5          # the always-allowed tokens, then one line per token
-    ours_t, engine = Translator.load(reduced, precision="fp32", device="cpu"), CTranslate2Engine(out)
+    ours_t, engine = Translator.load(reduced, precision="fp32", device="cpu"), CTranslate2Translator.from_export(out)
     for beam in (1, 4):
         ours = [ours_t.translate([line], beam=beam, shortlist=True)[0] for line in lines]    # one line per batch,
-        theirs = [engine.translate([line], beam, use_vmap=True)[0] for line in lines]       # as in both engines
+        theirs = [engine.translate([line], beam=beam, shortlist=True)[0] for line in lines]  # as in both engines
         full = [engine.translate([line], beam)[0] for line in lines]
         assert ours == theirs
         assert sum(a != b for a, b in zip(ours, full, strict=True)) >= 10      # the list changed what they say
