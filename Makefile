@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser test test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,9 +31,17 @@ browser:
 
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"
+# The tests marked ci (the documentation site, the walkthroughs run through) are CI's: make test-ci, or make test-all.
 test: $(STAMP)
-	@$(BIN)/python -m pytest tests $(ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest tests -m "not ci" $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
+
+test-ci: $(STAMP)
+	@$(BIN)/python -m pytest tests -m ci $(ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-ci: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest tests $(ARGS)
 
 # Every README table names the recorded result its figures come from, and that file holds them.
 check-claims: $(STAMP)

@@ -18,6 +18,8 @@ import pytest
 
 from .conftest import chrome, free_port, open_chrome
 
+pytestmark = pytest.mark.ci     # make test leaves the site to CI (.ci/run), which builds it with make docs as well
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["index", "getting-started", "cli", "api", "languages", "pretrained", "recipes", "terminology", "deploy",
          "scaling", "walkthrough/walkthrough", "walkthrough/walkthrough.zh", "paper-to-code", "seed-bugs",

@@ -149,7 +149,7 @@ def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy
     for beam in (1, 4):
         ours = [ours_t.translate([line], beam=beam, shortlist=True)[0] for line in lines]    # one line per batch,
         theirs = [engine.translate([line], beam=beam, shortlist=True)[0] for line in lines]  # as in both engines
-        full = [engine.translate([line], beam)[0] for line in lines]
+        full = [engine.translate([line], beam=beam)[0] for line in lines]
         assert ours == theirs
         assert sum(a != b for a, b in zip(ours, full, strict=True)) >= 10      # the list changed what they say
 

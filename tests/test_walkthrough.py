@@ -36,6 +36,7 @@ def _code_only(source: str) -> list[str]:
     return [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type not in skip]
 
 
+@pytest.mark.ci          # (make test leaves it to CI, which also runs both editions in full: make walkthrough)
 @pytest.mark.parametrize("edition", EDITIONS, ids=lambda p: p.name)
 def test_the_walkthrough_runs_to_the_end_and_draws_its_figures(edition: Path, tmp_path: Path) -> None:
     env = {**os.environ, "AIAYN_WALKTHROUGH_FAST": "1", "AIAYN_WALKTHROUGH_FIGURES": str(tmp_path),
