@@ -561,7 +561,7 @@ def cmd_import(a: argparse.Namespace) -> int:
     Helsinki-NLP/opus-mt-de-en) into a run directory that translate, evaluate, serve, export and train --init-from
     use."""
     from .pretrained import import_model
-    from .rundir import load_trained
+    from .translate import load_trained
 
     out = import_model(a.source, a.out, a.format, a.src, a.tgt, a.force)
     t = load_trained(out)

@@ -37,12 +37,12 @@ from .config import DecodeConfig, ModelConfig, Precision
 from .engine import Capabilities, hypotheses, require, with_fixed
 from .evaluate import score
 from .model import Transformer
-from .rundir import RunDir, Trained, load_trained
+from .rundir import RunDir
 from .runtime import resolve_device, resolve_workers
 from .search import Hypothesis, max_length
 from .shortlist import Shortlist, write_vmap
 from .tokenizer import Vocab, table_of
-from .translate import Translator, detokenize, encode, one_line
+from .translate import Trained, Translator, detokenize, encode, load_trained, one_line
 
 log = logging.getLogger(__name__)
 

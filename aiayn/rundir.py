@@ -23,13 +23,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import checkpoint
 from .config import RunConfig
-from .model import Transformer
 from .tokenizer import Vocab
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
@@ -180,23 +178,3 @@ class RunDir:
     def engine_cache(self, engine: str) -> Path:
         """Where another engine's conversions of this run are cached (ct2.py): engines/ENGINE/."""
         return self.path / "engines" / engine
-
-
-@dataclass
-class Trained:
-    """A trained model as a run directory holds it: fp32 weights on the CPU, in eval mode, and its tokenizers."""
-
-    run: RunDir
-    checkpoint: Path
-    config: RunConfig
-    model: Transformer
-    vocab: Vocab
-
-
-def load_trained(path: str | Path) -> Trained:
-    """The model of a run dir (the checkpoint :meth:`RunDir.locate` picks) or of a checkpoint dir inside one."""
-    run, ckpt = RunDir.locate(path)
-    cfg = run.config()
-    model = Transformer(cfg.model)
-    checkpoint.load_weights(model, ckpt)
-    return Trained(run, ckpt, cfg, model.eval(), run.vocab())

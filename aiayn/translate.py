@@ -12,26 +12,48 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
 from . import pipeline, precision
-from .config import DecodeConfig, ModelConfig
+from .checkpoint import load_weights
+from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
 from .engine import Capabilities, hypotheses, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
 from .quantize import weight_bytes
-from .rundir import load_trained
+from .rundir import RunDir
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from .search import Hypothesis, Stop, decode_batch, max_length
 from .shortlist import Shortlist
 from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Trained:
+    """A trained model as a run directory holds it: fp32 weights on the CPU, in eval mode, and its tokenizers."""
+
+    run: RunDir
+    checkpoint: Path
+    config: RunConfig
+    model: Transformer
+    vocab: Vocab
+
+
+def load_trained(path: str | Path) -> Trained:
+    """The model of a run dir (the checkpoint :meth:`RunDir.locate` picks) or of a checkpoint dir inside one."""
+    run, ckpt = RunDir.locate(path)
+    cfg = run.config()
+    model = Transformer(cfg.model)
+    load_weights(model, ckpt)
+    return Trained(run, ckpt, cfg, model.eval(), run.vocab())
 
 
 def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:

@@ -22,7 +22,7 @@ from aiayn.cli import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.export import export
 from aiayn.pretrained import PretrainedError, import_model, model_config
-from aiayn.rundir import load_trained
+from aiayn.translate import load_trained
 from tests.test_export import make_run
 
 transformers = pytest.importorskip("transformers")
