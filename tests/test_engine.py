@@ -5,6 +5,7 @@ change, and the server's answers on it equal to the CLI's at every concurrency."
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -137,3 +138,64 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
             assert [x for _, s in got for x in s] == pytest.approx([x for r in own for x in r.scores], abs=1e-4)
             cut += sum(max(map(len, r.hypotheses)) >= limit(len(p)) - 1 for r, p in zip(own, pieces, strict=True))
     assert cut > 100                                      # the limits bite: the check is what keeps these lines right
+
+
+def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_saying_why(
+        run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--engine auto (the default): translate and evaluate run on CTranslate2 and say so; constraints go to aiayn's own
+    engine, loaded then and said why; word alignments come from CTranslate2's attention, equal to aiayn's; without
+    CTranslate2 installed, auto is aiayn's own engine."""
+    import importlib.util
+    import logging
+
+    from aiayn import ct2
+
+    caplog.set_level(logging.INFO)
+    lines = _copy_lines(24, seed=11)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("\n".join(lines) + "\n")
+    own = Translator.load(run, device="cpu", workers=1)
+    base = ["translate", "--model", str(run), "--device", "cpu", "--input", str(src), "--output", str(out), "--quiet"]
+    assert main(base) == 0
+    assert out.read_text().splitlines() == CTranslate2Translator.load(run, device="cpu").translate(lines)
+    assert "--engine auto: CTranslate2" in caplog.text and "aiayn's own engine decodes it" not in caplog.text
+    assert main([*base, "--alignments"]) == 0
+    assert [tuple(r.split(" ||| ")) for r in out.read_text().splitlines()] == own.translate_aligned(lines)
+    phrases = [[_absent(line)] for line in lines]                        # what the copy task would not write
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(p) + "\n" for p in phrases))
+    assert main([*base, "--beam", "4", "--constraints", str(tmp_path / "c.jsonl")]) == 0
+    assert out.read_text().splitlines() == own.translate(lines, beam=4, constraints=phrases)
+    assert all(p[0] in t for p, t in zip(phrases, out.read_text().splitlines(), strict=True))
+    assert "--engine auto: constraints (a glossary): aiayn's own engine decodes it" in caplog.text
+    assert main(["evaluate", "--model", str(run), "--device", "cpu", "--src", str(src), "--ref", str(src)]) == 0
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ctranslate2" else real(name, *a))
+    assert isinstance(ct2.load(run, "auto", device="cpu"), Translator)
+    assert "CTranslate2 is not installed" in caplog.text
+
+
+def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attention(run: Path) -> None:
+    CTranslate2Translator.load(run, device="cpu")                         # converted before the server starts
+    lines = _copy_lines(12, seed=13)
+    own = Translator.load(run, device="cpu", workers=1)
+    s = Server("--engine", "auto", "--beam", "4", model=run)
+    try:
+        _, _, info = s.request("GET", "/info")
+        assert info["models"][0]["engine"] == "ctranslate2"
+        metrics = s.request("GET", "/metrics")[2].decode()
+        assert 'aiayn_model_engine{engine="ctranslate2"' in metrics and s.metric("aiayn_model_engine") == 1
+        status, _, body = s.post("/translate", {"text": lines})
+        assert status == 200 and body["translations"] == own.translate(lines, beam=4)
+        phrases = [[_absent(line)] for line in lines]
+        status, _, body = s.post("/translate", {"text": lines, "constraints": phrases})
+        assert status == 200 and body["translations"] == own.translate(lines, beam=4, constraints=phrases)
+        assert all(p[0] in t for p, t in zip(phrases, body["translations"], strict=True))
+        assert s.post("/attention", {"text": lines[0]})[0] == 200             # aiayn's own engine, loaded for it
+    finally:
+        assert s.stop() == 0
+    assert "Traceback" not in s.output() and "aiayn's own engine decodes it" in s.output()
+
+
+def _absent(line: str) -> str:
+    """Three times a letter, where the copy-task line lacks it so: the copy model would not write it unconstrained."""
+    return next(p for p in (f"{c} {c} {c}" for c in "abcdefghij") if f" {p} " not in f" {line} ")
