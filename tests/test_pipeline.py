@@ -75,3 +75,53 @@ def test_one_rule_for_nbest_and_the_beam() -> None:
     assert beam_for_nbest({"nbest": 3, "beam": 2}, 4) == {"nbest": 3, "beam": 2}   # one given is kept: then refused
     with pytest.raises(ValueError, match="nbest=3 cannot exceed beam=2"):
         DecodeConfig(**beam_for_nbest({"nbest": 3, "beam": 2}, 4))
+
+
+def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their_phrases() -> None:
+    """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
+    keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
+    from aiayn.constraints import Constraints
+    from aiayn.engine import plan, run
+    from aiayn.search import Hypothesis
+
+    calls: list[tuple[list[list[int]], Any]] = []
+
+    def decode(ids: list[list[int]], cons: Any) -> list[list[Hypothesis]]:
+        calls.append((ids, cons))
+        return [[Hypothesis([t + 100 for t in x] if cons is None else [7, 7], -1.0, -1.0)] for x in ids]
+
+    ids = [[1, 2], [], [3], [4, 5]]
+    cons = [Constraints([[101]]), Constraints([[7]]), Constraints([[7]]), None]       # line 0 holds its phrase
+    out = run(plan(ids, DecodeConfig(beam=2, keep_plain=True), cons), decode)
+    assert calls == [([[1, 2], [3], [4, 5]], None), ([[3]], [cons[2]])]             # the blank line: never
+    assert [h[0].tokens for h in out] == [[101, 102], [], [7, 7], [104, 105]]
+    calls.clear()
+    run(plan(ids, DecodeConfig(beam=2, keep_plain=False), cons), decode)
+    assert calls == [([[1, 2], [3], [4, 5]], [cons[0], cons[2], cons[3]])]         # one constrained search
+    calls.clear()
+    assert run(plan([[], []], DecodeConfig(beam=2, nbest=2), None), decode) == [[Hypothesis([], 0.0, 0.0)] * 2] * 2
+    assert calls == []                                                            # nothing to decode: no call
+
+
+def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(legacy: Translator) -> None:
+    """One prepare for every front end: what HTML refuses is named in the CLI's flags, aiayn's fields or
+    LibreTranslate's; finish gives each input its nbest translations, with their alignments when asked."""
+    from aiayn.pipeline import NAMES, finish, translate
+
+    cli = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
+           "format": "--format html", "unit": "line"}
+    for names, words in ((cli, "--format html gives one translation per line (an HTML fragment), its markup placed by "
+                                "the word alignment: it takes no --nbest, --alignments, --constraints, --glossary"),
+                         (NAMES, "format html gives one translation per fragment"),
+                         ({"nbest": "alternatives"}, "it takes no alternatives")):
+        with pytest.raises(ValueError) as e:
+            prepare(legacy, Request(["<b>Hund</b>"], {"nbest": 2}, format="html", names=names))
+        assert words in str(e.value)
+    with pytest.raises(ValueError, match="format 'pdf'"):
+        prepare(legacy, Request(["x"], format="pdf"))
+    got = translate(legacy, Request(LINES, {"nbest": 2}, alignments=True))
+    assert [len(ts) for ts in got] == [2, 2, 2] and got[1][0].text == "" and got[1][0].alignment == ""
+    want = legacy.translate_hypotheses(LINES, nbest=2)
+    assert [[t.text for t in ts] for ts in got] == [legacy.detokenize([h.tokens for h in hs]) for hs in want]
+    prepared = prepare(legacy, Request([], {"nbest": 3}))
+    assert finish(legacy, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
