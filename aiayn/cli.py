@@ -127,7 +127,7 @@ def cmd_align(a: argparse.Namespace) -> int:
     over the words its tokenizers make, and store the links there, for guided alignment: a model trained with
     --set guided_alignment=0.1 learns to align with one encoder-decoder attention head, which translate --alignments
     then reads (docs/terminology.md)."""
-    from .align import align_corpus
+    from .lexicon import align_corpus
 
     info = align_corpus(a.data, a.split)
     log.info("aligned %d %s pairs (%d links) with eflomal in %.1f s; train with --set guided_alignment=0.1",
@@ -631,8 +631,8 @@ def cmd_shortlist(a: argparse.Namespace) -> int:
     "shortlist": true) decodes over a batch's candidates, and `export --format ctranslate2` writes it as the vocabulary
     map (use_vmap)."""
     from .data import DataDir, DataError
+    from .lexicon import build
     from .rundir import RunDir
-    from .shortlist import build
 
     run = RunDir.locate(a.model)[0]
     d = DataDir(a.data)

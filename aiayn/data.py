@@ -534,7 +534,7 @@ class Batch:
     indices: np.ndarray     # (B,) example numbers in the split
     n_src_tokens: int       # non-padding tokens
     n_tgt_tokens: int
-    align: torch.Tensor | None = None   # (B, T, S) what the aligning heads should attend to (align.GuidedTargets)
+    align: torch.Tensor | None = None   # (B, T, S) what the aligning heads should attend to (lexicon.GuidedTargets)
 
     def to(self, device: torch.device | str) -> Batch:
         nb = torch.device(device).type == "cuda"
@@ -546,7 +546,7 @@ class Batch:
 
 def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
             guide: Callable[..., torch.Tensor] | None = None) -> Batch:
-    """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, align.GuidedTargets)."""
+    """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, lexicon.GuidedTargets)."""
     B = len(indices)
     ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
     s = np.full((B, int(ls.max())), PAD_ID, dtype=np.int64)

@@ -195,6 +195,6 @@ class SequenceLoss(torch.nn.Module):
 def guided_alignment_loss(probs: Tensor, align: Tensor) -> Tensor:
     """Guided alignment (Garg et al. 2019, as Marian's ``ce``): the cross-entropy of the aligning heads' attention
     (B, k, T, S), averaged over the k heads, against the reference distributions ``align`` (B, T, S) from word
-    links (align.GuidedTargets), summed over the target positions that have links (their rows sum to 1)."""
+    links (lexicon.GuidedTargets), summed over the target positions that have links (their rows sum to 1)."""
     attn = probs.float().mean(1)                                                  # (B, T, S)
     return -(align * attn.clamp_min(1e-9).log()).sum()

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import ModelConfig
-from .data import DataDir, DataError
+from .data import DataError
 from .quantize import Int8Linear
 
 if TYPE_CHECKING:
@@ -175,107 +173,6 @@ def output_for(model: Transformer, src: Tensor, shortlist: Shortlist | None, use
         raise ValueError("shortlist=true: this model has no shortlist; build one with `aiayn shortlist --model RUN "
                          "--data DATA` (it is saved in the run dir)")
     return shortlist.output(model, src, before)
-
-
-# --- building -------------------------------------------------------------------------------------------------------
-
-
-def _pairs(d: DataDir, split: str, limit: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    src, tgt = d.split(split)
-    n = len(src) if not limit else min(limit, len(src))
-    return [np.asarray(src[i]) for i in range(n)], [np.asarray(tgt[i]) for i in range(n)]
-
-
-def _counts(pairs: np.ndarray, v_tgt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(n, 2) (source, target) pairs -> the distinct pairs' source, target and count."""
-    codes, counts = np.unique(pairs[:, 0].astype(np.int64) * v_tgt + pairs[:, 1], return_counts=True)
-    return codes // v_tgt, codes % v_tgt, counts
-
-
-def _eflomal_links(src: list[np.ndarray], tgt: list[np.ndarray]) -> np.ndarray:
-    """Token pairs linked by eflomal's alignment in both directions (their union), as (n, 2) ids."""
-    try:
-        import eflomal
-    except ImportError:
-        raise ValueError("method=eflomal needs the eflomal aligner: pip install 'aiayn[align]' (or eflomal), or "
-                         "use method=cooc") from None
-    as_text = lambda seqs: [" ".join(map(str, s.tolist())) + "\n" for s in seqs]  # noqa: E731
-    with tempfile.TemporaryDirectory() as tmp:
-        fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
-        eflomal.Aligner().align(as_text(src), as_text(tgt), links_filename_fwd=str(fwd), links_filename_rev=str(rev),
-                                quiet=True)
-        links = []
-        for path in (fwd, rev):
-            for s, t, line in zip(src, tgt, path.read_text().splitlines(), strict=True):
-                if line.strip():
-                    ij = np.array([p.split("-") for p in line.split()], dtype=np.int64)
-                    links.append(np.stack([s[ij[:, 0]], t[ij[:, 1]]], axis=1))
-    return np.concatenate(links) if links else np.zeros((0, 2), np.int64)
-
-
-def _top_k(s: np.ndarray, t: np.ndarray, score: np.ndarray, v_src: int, k: int) -> np.ndarray:
-    """(V_src, k) the k best-scoring targets of each source token (-1 where fewer); ties broken by target id."""
-    table = np.full((v_src, k), -1, dtype=np.int32)
-    order = np.lexsort((t, -score, s))                       # by source, then best score first
-    s, t = s[order], t[order]
-    first = np.searchsorted(s, s, side="left")
-    rank = np.arange(len(s)) - first
-    keep = rank < k
-    table[s[keep], rank[keep]] = t[keep]
-    return table
-
-
-def build(data: str | Path, cfg: ModelConfig, k: int = 50, frequent: int = 100, method: Method = "cooc",
-          max_pairs: int = 0) -> Shortlist:
-    """A shortlist from the training pairs of the data dir ``data`` (made with the model's tokenizer; the first
-    ``max_pairs`` only, if given): for each source token its ``k`` best target tokens, plus the ``frequent`` most
-    frequent target tokens. ``method``: cooc (sentence co-occurrence, Dice) or eflomal (alignment links)."""
-    if k < 1 or frequent < 0:
-        raise ValueError(f"shortlist: k={k} must be >= 1 and frequent={frequent} >= 0")
-    d = DataDir(data)
-    t0 = time.perf_counter()
-    src, tgt = _pairs(d, "train", max_pairs)
-    v_src, v_tgt = cfg.src_vocab_size, cfg.tgt_vocab_size
-    tgt_all = np.concatenate(tgt)
-    if tgt_all.size and int(tgt_all.max()) >= v_tgt or any(s.size and int(s.max()) >= v_src for s in src[:1000]):
-        raise DataError(f"{d.path}: token ids beyond the model's vocabulary; prepare the data with the model's "
-                        "tokenizer (aiayn prepare --vocab-from RUN)")
-    freq = np.bincount(tgt_all, minlength=v_tgt)
-    if method == "eflomal":
-        s, t, c = _counts(_eflomal_links(src, tgt), v_tgt)
-        per_src = np.bincount(s, weights=c, minlength=v_src)
-        score = c / per_src[s]                                                    # p(t | s) from the links
-    elif method == "cooc":
-        both = np.concatenate([np.stack(np.meshgrid(np.unique(a), np.unique(b)), -1).reshape(-1, 2)
-                               for a, b in zip(src, tgt, strict=True)])
-        s, t, c = _counts(both, v_tgt)
-        in_src = np.bincount(np.concatenate([np.unique(a) for a in src]), minlength=v_src)
-        in_tgt = np.bincount(np.concatenate([np.unique(b) for b in tgt]), minlength=v_tgt)
-        score = 2 * c / (in_src[s] + in_tgt[t])                                   # Dice's coefficient
-    else:
-        raise ValueError(f"shortlist: method={method!r}; expected eflomal or cooc")
-    table = _top_k(s, t, score, v_src, k)
-    table[[cfg.pad_id, cfg.bos_id, cfg.eos_id]] = -1       # never source tokens a shortlist is looked up by
-    always = np.concatenate([np.argsort(-freq, kind="stable")[:frequent], [cfg.unk_id, cfg.bos_id, cfg.eos_id]])
-    meta = {"method": method, "k": k, "frequent": frequent, "data": str(d.path), "data_hash": d.hash,
-            "pairs": len(src), "seconds": round(time.perf_counter() - t0, 1)}
-    sl = Shortlist(table, always, meta)
-    sl.meta["valid"] = coverage(sl, d, cfg) if d.has_split("valid") else None
-    return sl
-
-
-def coverage(sl: Shortlist, d: DataDir, cfg: ModelConfig, split: str = "valid") -> dict[str, float]:
-    """How well the shortlist covers ``split``'s references, sentence by sentence: the share of reference tokens
-    among their sentence's candidates, the share of sentences fully covered, and the mean candidates per sentence."""
-    src, tgt = _pairs(d, split)
-    covered = total = whole = size = 0
-    for s, t in zip(src, tgt, strict=True):
-        ids = sl.candidates(torch.from_numpy(s.astype(np.int64))[None], cfg).numpy()
-        hit = np.isin(t, ids)
-        covered, total, whole, size = covered + int(hit.sum()), total + len(t), whole + bool(hit.all()), size + len(ids)
-    n = max(1, len(src))
-    return {"tokens": round(covered / max(1, total), 4), "sentences": round(whole / n, 4),
-            "candidates_per_sentence": round(size / n, 1)}
 
 
 # --- CTranslate2 ---------------------------------------------------------------------------------------------------

@@ -25,12 +25,12 @@ import numpy as np
 import torch
 
 from . import checkpoint, precision
-from .align import guided_targets
 from .atomic import remove_debris
 from .config import ModelConfig, RunConfig, TrainConfig
 from .data import Batch, DataDir, TokenBatchSampler, collate
 from .distributed import Distributed
 from .evaluate import score
+from .lexicon import guided_targets
 from .loss import SequenceLoss
 from .metrics import MetricsLog
 from .model import Transformer
@@ -239,7 +239,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model.parameters(), t, self.device)
         self.train_step = TrainStep.build(self.model, self.optimizer, t, self.device, self.precision, self.dist)
         self.train_src, self.train_tgt = self.data.split("train")
-        self.guide = guided_targets(self.data) if t.guided_alignment else None   # align.GuidedTargets
+        self.guide = guided_targets(self.data) if t.guided_alignment else None   # lexicon.GuidedTargets
         self.sampler = TokenBatchSampler(self.train_src.lengths + 1, self.train_tgt.lengths + 1, t.max_tokens,
                                          seed=t.seed, rank=self.dist.rank, world=self.dist.world)
         self.metrics = MetricsLog(self.run, enabled=self.dist.main, tensorboard=t.tensorboard, every=t.log_every_steps)

@@ -30,7 +30,8 @@ import record  # noqa: E402
 def eflomal_reference(pairs: list[tuple[str, str]]) -> list[list[tuple[int, int]]]:
     import eflomal
 
-    from aiayn.align import parse_links, symmetrize
+    from aiayn.align import parse_links
+    from aiayn.lexicon import symmetrize
 
     src = [s.lower() + "\n" for s, _ in pairs]
     tgt = [t.lower() + "\n" for _, t in pairs]

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from aiayn.data import DataDir
     from aiayn.evaluate import score
-    from aiayn.shortlist import build
+    from aiayn.lexicon import build
     from aiayn.translate import Translator
 
     torch.set_num_threads(1)

@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, Translator
-from aiayn.align import GuidedTargets, method, parse_links, piece_words, word_text
+from aiayn.align import method, parse_links
 from aiayn.attention import attention
 from aiayn.cli import main
 from aiayn.data import DataDir, DataError
+from aiayn.lexicon import GuidedTargets, piece_words, word_text
 from aiayn.loss import SequenceLoss, guided_alignment_loss
 
 PIECES = ["<pad>", "<s>", "</s>", "<unk>", "▁Ein", "▁Fahr", "rad", ".", "▁A", "▁bi", "cycle", "\u00a05", "▁"]

@@ -15,9 +15,10 @@ from torch import nn
 
 from aiayn.cli import main
 from aiayn.data import DataDir
+from aiayn.lexicon import build
 from aiayn.quantize import int8
 from aiayn.search import BeamSearch
-from aiayn.shortlist import Shortlist, build, restricted
+from aiayn.shortlist import Shortlist, restricted
 from aiayn.translate import Translator, source_batch, source_ids
 
 from .conftest import cli_error
