@@ -124,26 +124,21 @@ def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None =
 def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> list[list[Translation]]:
     """Per input text, its translations: ``nbest`` of them (format html: one, its markup put back)."""
     p = prepared
-    best = [hs[0].tokens for hs in hyps]
-    if p.parts is not None and not p.lines:                # no text: nothing to align (nor to wait for a worker)
-        from .markup import join
-
-        return [[Translation(t)] for t in join(p.parts, [])]
     if p.parts is not None:
         from .markup import join
 
+        best = [hs[0].tokens for hs in hyps]
         placed = zip(engine.detokenize(best), engine.alignments(p.lines, best, ids=p.ids),
-                     engine.alignments(p.lines, best, source=True, ids=p.ids), strict=True)
-        return [[Translation(t)] for t in join(p.parts, list(placed))]
-    flat = [h for hs in hyps for h in hs]
-    texts = engine.detokenize([h.tokens for h in flat])
-    n = len(hyps[0]) if hyps else 0                      # hypotheses per line, the same for every line
+                     engine.alignments(p.lines, best, source=True, ids=p.ids), strict=True) if p.lines else []
+        return [[Translation(t)] for t in join(p.parts, list(placed))]     # (no text: nothing to align)
+    flat = [(line, x, h) for line, x, hs in zip(p.lines, p.ids, hyps, strict=True) for h in hs]
+    texts = engine.detokenize([h.tokens for _, _, h in flat])
     links: list[str | None] = [None] * len(flat)
     if p.request.alignments:
-        links = list(engine.alignments([x for x in p.lines for _ in range(n)], [h.tokens for h in flat],
-                                       ids=[x for x in p.ids for _ in range(n)]))
-    rows = [Translation(t, h.score, a) for t, h, a in zip(texts, flat, links, strict=True)]
-    return [rows[i * n : (i + 1) * n] for i in range(len(hyps))]
+        links = list(engine.alignments([line for line, _, _ in flat], [h.tokens for _, _, h in flat],
+                                       ids=[x for _, x, _ in flat]))
+    rows = iter(Translation(t, h.score, a) for t, (_, _, h), a in zip(texts, flat, links, strict=True))
+    return [[next(rows) for _ in hs] for hs in hyps]
 
 
 def translate(engine: Engine, request: Request) -> list[list[Translation]]:

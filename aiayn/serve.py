@@ -317,16 +317,16 @@ async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[st
     return task.result()
 
 
-# the request's fields that are not DecodeConfig's: its text, its pair, and the rest of a pipeline.Request's
-LEXICAL = ("text", "source", "target", *(f.name for f in dataclasses.fields(Asked) if f.name not in ("texts", "options",
-                                                                                                     "names")))
+# the request's fields that are a pipeline.Request's (by the same name), and with its text and pair, not DecodeConfig's
+ASKED = tuple(f.name for f in dataclasses.fields(Asked) if f.name not in ("texts", "options", "names"))
+LEXICAL = ("text", "source", "target", *ASKED)
 
 
 def _asked(req: Any) -> Asked:
     """aiayn's request as the pipeline's: its DecodeConfig fields the options, the rest by name (a glossary given as
     an object, source term -> target term)."""
     given = req.model_dump()
-    lexical = {k: v for k, v in given.items() if k in LEXICAL[3:] and v is not None}
+    lexical = {k: v for k, v in given.items() if k in ASKED and v is not None}
     if "glossary" in lexical:
         lexical["glossary"] = Glossary(list(lexical["glossary"].items()), "glossary")
     return Asked(list(req.text), {k: v for k, v in given.items() if k not in LEXICAL}, **lexical)
