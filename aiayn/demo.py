@@ -72,9 +72,11 @@ CPU_KIND = {"fp32": "a 2-core AVX2 CPU (fp32)", "bf16": "a 2-core AVX-512 BF16 C
 # make demo's length: updates a 2-core AVX2 CPU makes in about 15 minutes in a good hour (1,276 in 15: the record
 # above; a slow hour of the same VM made 735), trained in fp32 on every CPU so that every machine reaches one model.
 UPDATES = 1200
-# What the fixed-length job scored (test_2016_flickr, lowercased BLEU): (src, tgt, updates) -> (BLEU, record).
-RECORDED_UPDATES: dict[tuple[str, str, int], tuple[float, str]] = {
-    ("de", "en", 1200): (36.78, "benchmarks/results/demo-1200-20261127.json"),
+# What the fixed-length job scored (test_2016_flickr, lowercased BLEU): (src, tgt, updates) -> (the mean of its
+# records, the records). Two runs with other float sums (2 threads, 1 thread: as on another CPU) scored 36.78, 37.22.
+RECORDED_UPDATES: dict[tuple[str, str, int], tuple[float, tuple[str, ...]]] = {
+    ("de", "en", 1200): (37.0, ("benchmarks/results/demo-1200-20261127.json",
+                                "benchmarks/results/demo-1200-threads1-20261127.json")),
 }
 
 
@@ -82,9 +84,9 @@ def expect_updates(src: str, tgt: str, updates: int) -> str:
     """What a run of ``updates`` updates should score, from :data:`RECORDED_UPDATES`, or why there is no figure."""
     if (src, tgt, updates) not in RECORDED_UPDATES:
         return f"no recorded {src}->{tgt} run of {updates:,} updates: its score is not known in advance"
-    bleu_lc, record = RECORDED_UPDATES[src, tgt, updates]
-    return (f"expect {bleu_lc:.1f} lowercased BLEU (within about 0.5: {record}); a slower machine takes longer, not "
-            "less far")
+    bleu_lc, records = RECORDED_UPDATES[src, tgt, updates]
+    return (f"expect {bleu_lc:.1f} lowercased BLEU, within about 0.5 ({len(records)} runs: {', '.join(records)}); a "
+            "slower machine takes longer, not less far")
 
 
 def expectation(src: str, tgt: str, minutes: float) -> str:

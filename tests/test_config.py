@@ -268,3 +268,20 @@ def test_the_demo_prints_the_recorded_figure_for_this_kind_of_cpu(monkeypatch: p
     assert "38.2" not in demo.expectation("de", "en", 15)              # an AVX2 figure is not quoted for bf16
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert demo.expectation("de", "en", 15).startswith("no recorded demo run on a GPU")
+
+
+def test_the_fixed_length_demo_says_the_mean_of_its_records() -> None:
+    """make demo (demo.UPDATES) prints the mean lowercased BLEU of its records, each of which exists, is a run of that
+    many updates and lies within 0.5 of it."""
+    import json
+
+    from aiayn import demo
+
+    root = Path(__file__).parent.parent
+    assert (("de", "en", demo.UPDATES)) in demo.RECORDED_UPDATES
+    for (src, tgt, updates), (bleu_lc, records) in demo.RECORDED_UPDATES.items():
+        runs = [json.loads((root / r).read_text()) for r in records]
+        assert all(r["steps"] == updates and f"{src}-{tgt}" in r["run_dir"] for r in runs)
+        assert sum(r["bleu_lc"] for r in runs) / len(runs) == pytest.approx(bleu_lc, abs=0.05)
+        assert all(abs(r["bleu_lc"] - bleu_lc) <= 0.5 for r in runs)
+        assert demo.expect_updates(src, tgt, updates).startswith(f"expect {bleu_lc:.1f} lowercased BLEU")
