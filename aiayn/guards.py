@@ -179,3 +179,13 @@ def timed_protocol(read_timeout_s: float) -> type:
             self.transport.close()
 
     return TimedH11Protocol
+
+
+def over_limits(lines: list[str], max_lines: int, max_chars: int) -> tuple[str, int, int] | None:
+    """What of a request's ``lines`` breaks the server's size limits, one rule for both APIs (each words it its own
+    way): ("lines", how many, -1) when there are more than ``max_lines``, else ("characters", the length, the index)
+    of the first line longer than ``max_chars``; None within them."""
+    if len(lines) > max_lines:
+        return "lines", len(lines), -1
+    return next((("characters", len(line), i) for i, line in enumerate(lines) if len(line) > max_chars), None)
+

@@ -22,7 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
-from .guards import ServiceError, brief, header_key, json_body, same_key
+from .guards import ServiceError, brief, header_key, json_body, over_limits, same_key
 from .pairs import Models, Served, canonical, language_name
 from .pipeline import Request
 
@@ -116,11 +116,11 @@ def _text(f: dict[str, Any], json_body: bool, max_lines: int, max_chars: int) ->
     if not json_body:
         items = ["\n".join(t.splitlines()) for t in items]
     lines = [line for t in items for line in t.split("\n")]
-    if len(lines) > max_lines:
-        raise ServiceError(400, f"Invalid request: request ({len(lines)} lines) exceeds text limit ({max_lines} lines)")
-    longest = max(len(line) for line in lines)
-    if longest > max_chars:
-        raise ServiceError(400, f"Invalid request: request ({longest} characters in a line) exceeds text limit "
+    over = over_limits(lines, max_lines, max_chars)
+    if over and over[0] == "lines":
+        raise ServiceError(400, f"Invalid request: request ({over[1]} lines) exceeds text limit ({max_lines} lines)")
+    if over:
+        raise ServiceError(400, f"Invalid request: request ({over[1]} characters in a line) exceeds text limit "
                                 f"({max_chars} characters per line)")
     return items, batch
 

@@ -39,7 +39,7 @@ from .batcher import DecodeMetrics, Limits
 from .config import DecodeConfig, check, setting
 from .constraints import Glossary
 from .engine import Unsupported, require
-from .guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, same_key, timed_protocol
+from .guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
 from .pairs import Models, Served
 from .pipeline import Request as Asked
 from .translate import Translator
@@ -267,11 +267,11 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
         limit.check(request)
         req = await _parse(request, TranslateRequest)
         served = models.route(req.source, req.target)
-        if len(req.text) > cfg.max_lines:
-            raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
-        for i, line in enumerate(req.text):
-            if len(line) > cfg.max_chars:
-                raise ServiceError(413, f"text[{i}] has {len(line)} characters; at most {cfg.max_chars}")
+        over = over_limits(req.text, cfg.max_lines, cfg.max_chars)
+        if over and over[0] == "lines":
+            raise ServiceError(413, f"{over[1]} lines in one request; at most {cfg.max_lines}")
+        if over:
+            raise ServiceError(413, f"text[{over[2]}] has {over[1]} characters; at most {cfg.max_chars}")
         prepared = served.prepare(422, lambda: _asked(req))
         out = await served.translate(prepared)
         if req.format == "html":
