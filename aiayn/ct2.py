@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from .config import DecodeConfig
-from .engine import Capabilities, hypotheses, with_fixed
+from .engine import Capabilities, EngineBase, with_fixed
 from .export import OPTIONS, CTranslate2Translator, ctranslate2_refuses
 from .search import Hypothesis
-from .translate import detokenize, encode
 
 __all__ = ["OPTIONS", "AutoTranslator", "CTranslate2Translator", "load"]
 log = logging.getLogger(__name__)
 
-class AutoTranslator:
+class AutoTranslator(EngineBase):
     """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
     own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
     maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
@@ -67,18 +66,6 @@ class AutoTranslator:
         return self.own(why).decode_lines(ids, decode, cons, stop) if why else \
             self.fast.decode_lines(ids, decode, None, stop)
 
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        return hypotheses(self, ids, decode, cons, stop)
-
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None)
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
-        return self.detokenize([h[0].tokens for h in hyps])
-
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
         from .translate import line_constraints
 
@@ -91,12 +78,6 @@ class AutoTranslator:
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         return dict(self.own("attention maps").attention(line, **overrides))
-
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        return encode(self.vocab, lines)
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
 
     def memory_bytes(self) -> int:
         return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)

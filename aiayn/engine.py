@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     import torch
@@ -121,6 +121,21 @@ async def run_async(steps: Plan, decode: Callable[[list[list[int]], list[Constra
         return done.value
 
 
+def one_line(text: str) -> str:
+    """A translation is one line: line breaks a decoder produced become spaces (N lines in, N lines out)."""
+    return text.replace("\n", " ").replace("\r", " ")
+
+
+def encode(vocab: Vocab, lines: Sequence[str]) -> list[list[int]]:
+    """Each line's source token ids (no EOS); a blank line has none (SentencePiece may give it a piece)."""
+    return [ids if line.strip() else [] for line, ids in zip(lines, vocab.src.encode(list(lines)), strict=True)]
+
+
+def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
+    """Target ids -> text, one line each (:func:`one_line`)."""
+    return [one_line(t) for t in vocab.tgt.decode(token_lists)]
+
+
 class Engine(Protocol):
     """The interface of an engine (the module's docstring names them)."""
 
@@ -186,3 +201,48 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
     """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
     ``hypotheses`` is)."""
     return run(plan(ids, decode, cons), lambda lines, c: engine.decode_lines(lines, decode, c, stop))
+
+
+class EngineBase:
+    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
+    ``decode_lines``), written once: an engine inherits these and writes only what decodes."""
+
+    vocab: Vocab
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        raise NotImplementedError
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        raise NotImplementedError
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        raise NotImplementedError
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
+        return encode(self.vocab, lines)
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
+                   cons: Sequence[Constraints | None] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """Each line's hypotheses by the :func:`plan`, its calls made by ``decode_lines``."""
+        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
+
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             constraints: Sequence[Sequence[str] | None] | None = None,
+                             **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, in order (``settings`` says which settings). ``constraints``:
+        per line, target phrases its translation must contain (constraints.py; an engine that can keep them)."""
+        decode = self.settings(decode, **overrides)
+        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any other
+        DecodeConfig field, ``constraints``."""
+        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
+        return self.detokenize([h[0].tokens for h in hyps])

@@ -34,7 +34,7 @@ import torch
 from . import precision as precisions
 from .checkpoint import MODEL
 from .config import DecodeConfig, ModelConfig, Precision
-from .engine import Capabilities, hypotheses, require, with_fixed
+from .engine import Capabilities, EngineBase, one_line, require, with_fixed
 from .evaluate import score
 from .model import Transformer
 from .rundir import RunDir
@@ -42,7 +42,7 @@ from .runtime import resolve_device, resolve_workers
 from .search import Hypothesis, max_length
 from .shortlist import Shortlist, write_vmap
 from .tokenizer import Vocab, table_of
-from .translate import Trained, Translator, detokenize, encode, load_trained, one_line
+from .translate import Trained, Translator, load_trained
 
 log = logging.getLogger(__name__)
 
@@ -395,7 +395,7 @@ def ctranslate2_refuses(decode: DecodeConfig) -> None:
         raise ValueError(f"sampling with beam={decode.beam}: CTranslate2 samples with beam 1 only")
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(EngineBase):
     """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
     tokenizer is aiayn's, so its text is produced as aiayn's is."""
 
@@ -473,21 +473,6 @@ class CTranslate2Translator:
     def close(self) -> None:
         """Nothing to release before the process ends."""
 
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             stop: Callable[[], bool] | None = None, **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, in order; a blank line gives empty ones (as Translator).
-        ``stop`` is not asked: CTranslate2 decodes a call to its end (its callback stops greedy search only), so a
-        server's work per request is bounded by its length caps instead (serve.ServeConfig)."""
-        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None, stop)
-
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        return encode(self.vocab, lines)
-
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Any] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's (engine.hypotheses: blank lines are not decoded)."""
-        return hypotheses(self, ids, decode, cons, stop)
-
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
                      stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
@@ -506,7 +491,9 @@ class CTranslate2Translator:
                 for hyps, scores in results]
 
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
-        require(self, "constraints")
+        """None without phrases; engine.Unsupported with any (CTranslate2 cannot keep them)."""
+        if phrases is not None:
+            require(self, "constraints")
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
@@ -536,14 +523,6 @@ class CTranslate2Translator:
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         require(self, "attention")
         return {}
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
-        return self.detokenize([h[0].tokens for h in hyps])
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
-
 
 # --- the check -----------------------------------------------------------------------------------------------------
 

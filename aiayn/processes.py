@@ -22,9 +22,9 @@ from typing import Any
 
 from .config import DecodeConfig
 from .constraints import Constraints
-from .engine import Capabilities, Engine, hypotheses, with_fixed
+from .engine import Capabilities, Engine, EngineBase, with_fixed
 from .search import Hypothesis, Stop, Stopped
-from .translate import Translator, detokenize, encode, line_constraints
+from .translate import Translator, line_constraints
 
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
 
@@ -60,7 +60,7 @@ SMALL = 4        # lines of a batch small enough to get every core when no other
 POLL_S = 0.05    # how often the server asks whether a batch being decoded is still wanted
 
 
-class ProcessTranslator:
+class ProcessTranslator(EngineBase):
     """aiayn's engine with its model in ``workers`` processes (engine.Engine): each decodes one batch at a time, and
     computes the word alignments and attention maps the server asks for; this process keeps only the tokenizer and
     the settings (no model: the Translator it is made from may be dropped). A worker that dies fails the batch it had
@@ -99,12 +99,6 @@ class ProcessTranslator:
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         return with_fixed(self.decode, decode, overrides)
 
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        return encode(self.vocab, lines)
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
-
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
@@ -128,16 +122,6 @@ class ProcessTranslator:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p, _ in self.processes]
-
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None, stop: Stop | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        """As Translator.translate_hypotheses, in a worker process (blocks this thread until it is done)."""
-        return self.hypotheses(self.encode(lines), self.settings(decode, **overrides), None, stop)
-
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
-                   stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's (engine.hypotheses: blank lines and keep_plain here, the searches in a worker)."""
-        return hypotheses(self, ids, decode, cons, stop)
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:

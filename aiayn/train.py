@@ -29,6 +29,7 @@ from .atomic import remove_debris
 from .config import ModelConfig, RunConfig, TrainConfig
 from .data import Batch, DataDir, TokenBatchSampler, collate
 from .distributed import Distributed
+from .engine import detokenize
 from .evaluate import score
 from .lexicon import guided_targets
 from .loss import SequenceLoss
@@ -38,7 +39,7 @@ from .optim import cooldown_factor, make_optimizer, noam_lr
 from .precision import autocast
 from .rundir import RunDir
 from .runtime import eval_mode, resolve_device
-from .translate import detokenize, translate_ids
+from .translate import translate_ids
 
 log = logging.getLogger(__name__)
 

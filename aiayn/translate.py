@@ -22,7 +22,7 @@ from . import pipeline, precision
 from .checkpoint import load_weights
 from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
-from .engine import Capabilities, hypotheses, with_fixed
+from .engine import Capabilities, EngineBase, hypotheses, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
@@ -123,22 +123,7 @@ def translate_ids(
     return results
 
 
-def one_line(text: str) -> str:
-    """A translation is one line: line breaks a decoder produced become spaces (N lines in, N lines out)."""
-    return text.replace("\n", " ").replace("\r", " ")
-
-
-def encode(vocab: Vocab, lines: Sequence[str]) -> list[list[int]]:
-    """Each line's source token ids (no EOS); a blank line has none (SentencePiece may give it a piece)."""
-    return [ids if line.strip() else [] for line, ids in zip(lines, vocab.src.encode(list(lines)), strict=True)]
-
-
-def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
-    """Target ids -> text, one line each (:func:`one_line`)."""
-    return [one_line(t) for t in vocab.tgt.decode(token_lists)]
-
-
-class Translator:
+class Translator(EngineBase):
     """aiayn's own engine (engine.Engine): a trained model with its tokenizer and decoding settings,
     ``translate(lines) -> lines``.
 
@@ -181,18 +166,6 @@ class Translator:
         """Each line's target phrases as the Constraints beam search keeps (:func:`line_constraints`)."""
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             constraints: Sequence[Sequence[str] | None] | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, in order (:meth:`settings` says which settings).
-        ``constraints``: per line, target phrases its translation must contain (constraints.py)."""
-        decode = self.settings(decode, **overrides)
-        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
-
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        """Each line's source token ids (no EOS; a blank line: none), as :meth:`hypotheses` takes them."""
-        return encode(self.vocab, lines)
-
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: the lines searched as given, batched by length (:func:`translate_ids`)."""
@@ -209,12 +182,6 @@ class Translator:
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "
                             "them is given", i + 1, " / ".join(self.vocab.tgt.decode([list(p)])[0] for p in lost))
         return out
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any
-        other :class:`DecodeConfig` field."""
-        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
-        return self.detokenize([h[0].tokens for h in hyps])
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
@@ -253,10 +220,6 @@ class Translator:
 
     def close(self) -> None:
         """Nothing to release: the model is this process's."""
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
-
 
 def line_constraints(vocab: Vocab, cfg: ModelConfig, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                      decode: DecodeConfig) -> list[Constraints | None] | None:
