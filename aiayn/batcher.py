@@ -26,7 +26,7 @@ import torch
 
 from .config import DecodeConfig
 from .constraints import Constraints
-from .engine import plan, require, run_async
+from .engine import plan, run_async
 from .guards import ServiceError
 from .runtime import ThreadShare, resolve_workers
 from .search import BeamSearch, Hypothesis, Stopped
@@ -338,9 +338,8 @@ class WholeBatcher:
 
     async def translate(self, ids: list[list[int]], decode: DecodeConfig,
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
-        """As Batcher.translate; each batch by the engine's ``decode_lines`` (in worker processes: processes.py)."""
-        if constraints is not None:
-            require(self.translator, "constraints")
+        """As Batcher.translate; each batch by the engine's ``decode_lines`` (in worker processes: processes.py). What
+        the engine cannot do was refused before (pipeline.prepare)."""
         return await run_async(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
 
     async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
