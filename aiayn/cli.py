@@ -302,7 +302,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .constraints import Glossary
-    from .ct2 import load
+    from .interop.ct2 import load
     from .pipeline import Request, prepare, translate
     from .translate import stream
 
@@ -399,9 +399,9 @@ class _Constrained:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    from .ct2 import load
     from .data import read_lines
     from .evaluate import evaluate
+    from .interop.ct2 import load
     from .rundir import RunDir
 
     src = list(read_lines(a.src, "replace"))
@@ -479,8 +479,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     routed by its source and target languages. The lines of concurrent requests are decoded together, joining the
     running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from . import __version__
-    from .pairs import Models
-    from .serve import ServeConfig, serve
+    from .serving.pairs import Models
+    from .serving.serve import ServeConfig, serve
 
     settings = _given(a, "serve")
     key = settings.pop("api_key", None) or os.environ.get("AIAYN_API_KEY") or None
@@ -494,7 +494,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
-    from .serve import ServeConfig
+    from .serving.serve import ServeConfig
 
     p = _command(sub, cmd_serve, "an HTTP translation service with a web page (needs aiayn[serve])")
     # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
@@ -509,7 +509,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 def cmd_export(a: argparse.Namespace) -> int:
     """Write a run's model in another engine's format."""
     from .data import read_lines
-    from .export import REQUIRED_IDENTICAL, check, export
+    from .interop.export import REQUIRED_IDENTICAL, check, export
 
     out = export(a.model, a.format, a.out, a.quantization, a.force)
     log.info("exported %s to %s (%s)", a.model, out, a.format)
@@ -538,7 +538,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    from .export import CT2_QUANTIZATIONS, FORMATS, REQUIRED_IDENTICAL
+    from .interop.export import CT2_QUANTIZATIONS, FORMATS, REQUIRED_IDENTICAL
 
     p = _command(sub, cmd_export, "export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
                  description=f"{cmd_export.__doc__} --check FILE translates FILE with aiayn and with the export (greedy "
@@ -560,7 +560,7 @@ def cmd_import(a: argparse.Namespace) -> int:
     """Read a Hugging Face MarianMTModel with its MarianTokenizer (a local directory, or a hub name such as
     Helsinki-NLP/opus-mt-de-en) into a run directory that translate, evaluate, serve, export and train --init-from
     use."""
-    from .pretrained import import_model
+    from .interop.pretrained import import_model
     from .translate import load_trained
 
     out = import_model(a.source, a.out, a.format, a.src, a.tgt, a.force)
@@ -574,7 +574,7 @@ def cmd_import(a: argparse.Namespace) -> int:
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
-    from .pretrained import FORMATS
+    from .interop.pretrained import FORMATS
 
     p = _command(sub, cmd_import, "read a pretrained Marian / OPUS-MT model into a run dir")
     p.add_argument("source", help="a model directory or a Hugging Face hub name")

@@ -303,6 +303,12 @@ class DecodeConfig:
                                "contains its phrases (each of its nbest) keeps it, and only the other constrained "
                                "lines are decoded again with constrained search (false: constrained search for every "
                                "line that has constraints)", per_request=True, per_sentence=True)
+    sentences: bool = setting(True, "split each input into sentences (sentences.py: sentencex) and translate each, "
+                              "joined back as the input was written (false: each line is one sentence)",
+                              per_request=True, per_sentence=True)
+    sentence_tokens: int = setting(0, "a sentence longer than this many source tokens is cut at its clauses before "
+                                   "translation, never truncated (0 = the longest source sentence the model was "
+                                   "trained on, as its run records it)", ge=0, per_request=True, per_sentence=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)

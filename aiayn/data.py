@@ -512,6 +512,10 @@ class DataDir:
             sides.append(TokenArray(stems, dtype))
         return sides[0], sides[1]
 
+    def longest_source(self) -> int | None:
+        """The longest source sentence of the training split, in tokens (None without one)."""
+        return int(self.split("train")[0].lengths.max(initial=0)) if self.has_split("train") else None
+
     def raw(self, split: str, side: str) -> Path:
         """The raw text file of an evaluation split (``side`` is 'src' or 'tgt')."""
         return self.raw_file(split, self.src if side == "src" else self.tgt)

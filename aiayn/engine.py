@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
@@ -147,6 +147,8 @@ class Engine(Protocol):
     device: torch.device
     precision: str
     workers: int                  # batches it decodes side by side
+    languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
+    longest_source: int | None    # the longest source sentence (tokens) it was trained on, where recorded
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig: ...
 
@@ -201,48 +203,3 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
     """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
     ``hypotheses`` is)."""
     return run(plan(ids, decode, cons), lambda lines, c: engine.decode_lines(lines, decode, c, stop))
-
-
-class EngineBase:
-    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
-    ``decode_lines``), written once: an engine inherits these and writes only what decodes."""
-
-    vocab: Vocab
-
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        raise NotImplementedError
-
-    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
-                    decode: DecodeConfig) -> list[Constraints | None] | None:
-        raise NotImplementedError
-
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        raise NotImplementedError
-
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
-        return encode(self.vocab, lines)
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
-
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
-                   cons: Sequence[Constraints | None] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """Each line's hypotheses by the :func:`plan`, its calls made by ``decode_lines``."""
-        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
-
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             constraints: Sequence[Sequence[str] | None] | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, in order (``settings`` says which settings). ``constraints``:
-        per line, target phrases its translation must contain (constraints.py; an engine that can keep them)."""
-        decode = self.settings(decode, **overrides)
-        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        """One translation per input line, in order. Overrides: ``beam`` (1 = greedy), ``lenpen``, any other
-        DecodeConfig field, ``constraints``."""
-        hyps = self.translate_hypotheses(lines, **{**overrides, "nbest": 1})
-        return self.detokenize([h[0].tokens for h in hyps])

@@ -7,12 +7,15 @@
 - **prepare** (:func:`prepare`): the request checked against what the engine can do (engine.require) and against HTML's
   rule (markup.refuse_others, in the front end's own words: :attr:`Request.names`); HTML fragments cut into the
   segments that are translated (markup.split); the one rule for nbest and beam (config.beam_for_nbest); the settings
-  resolved by the engine (its ``settings``: what it fixed when loaded); a glossary merged with the constraints
-  (constraints.Glossary.added_to) and made into what the search keeps; and each line encoded **once**.
-- **decode** (:func:`decode`; in the server, the batcher given the same ids): each line's hypotheses by engine.plan
-  (blank lines are not decoded; keep_plain).
-- **finish** (:func:`finish`): the text of each hypothesis, its word alignment when asked, the markup put back, and
-  the n-best shape: per input, its ``nbest`` translations (HTML: one per fragment).
+  resolved by the engine (its ``settings``: what it fixed when loaded); each text (or segment) cut into its
+  sentences, and a sentence too long for the model into its clauses (sentences.py; ``decode.sentences``,
+  ``decode.sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
+  what the search keeps; and each sentence encoded **once**.
+- **decode** (:func:`decode`; in the server, the batcher given the same ids): each sentence's hypotheses by
+  engine.plan (keep_plain), all of a request's sentences in one batch.
+- **finish** (:func:`finish`): the text of each hypothesis, its word alignment when asked, the sentences joined back
+  as the input was written (their alignments made one), the markup put back, and the n-best shape: per input, its
+  ``nbest`` translations (HTML: one per fragment).
 
 A new request feature is a field of :class:`Request` and the code in one of the three steps that uses it; each front
 end maps its own field onto it.
@@ -21,17 +24,21 @@ end maps its own field onto it.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from . import sentences
 from .config import DecodeConfig, beam_for_nbest
-from .engine import Engine, require
+from .engine import Engine, detokenize, encode, hypotheses, one_line, require
+from .sentences import Pieces
 
 if TYPE_CHECKING:
     from .constraints import Constraints, Glossary
     from .markup import Fragment
     from .search import Hypothesis
+    from .tokenizer import Vocab
 
 FORMATS = ("text", "html")
 # the words aiayn's API uses for the options HTML refuses; the CLI and LibreTranslate's API give their own
@@ -63,12 +70,13 @@ class Translation:
 
 @dataclass
 class Prepared:
-    """A request made ready for an engine: the settings, and the lines decoded with their ids and constraints."""
+    """A request made ready for an engine: the settings, and the sentences decoded with their ids and constraints."""
 
     request: Request
     decode: DecodeConfig
-    lines: list[str]                                    # what is decoded: the texts, or the fragments' segments
-    ids: list[list[int]]                                # each line's source ids, encoded once
+    pieces: list[Pieces]                                # per text (format html: per segment), where its sentences are
+    lines: list[str]                                    # what is decoded: every text's sentences, in order
+    ids: list[list[int]]                                # each sentence's source ids, encoded once
     cons: list[Constraints | None] | None
     parts: list[Fragment] | None = None                 # format html: the fragments, to put the markup back
 
@@ -87,7 +95,7 @@ def prepare(engine: Engine, request: Request) -> Prepared:
     if r.format not in FORMATS:
         raise ValueError(f"format {r.format!r}: expected one of {', '.join(FORMATS)}")
     cons_asked = r.constraints is not None
-    parts, lines = None, list(r.texts)
+    parts, texts = None, list(r.texts)
     if r.format == "html":
         from .markup import refuse_others, split
 
@@ -95,22 +103,47 @@ def prepare(engine: Engine, request: Request) -> Prepared:
                  ("glossary", bool(r.glossary)))
         refuse_others({names[k]: on for k, on in asked if k in r.names}, names["format"], names["unit"])
         require(engine, "html")
-        parts, lines = split(lines)
+        parts, texts = split(texts)
     if r.alignments:
         require(engine, "alignments")
     if cons_asked or r.glossary:
         require(engine, "constraints")
+    if r.constraints is not None and len(r.constraints) != len(texts):
+        raise ValueError(f"constraints has {len(r.constraints)} entries for {len(texts)} lines of text")
     decode = engine.settings(**beam_for_nbest(options, engine.decode.beam))
-    return Prepared(r, decode, lines, engine.encode(lines), _constraints(engine, r, lines, decode), parts)
+    pieces, ids = _sentences(engine, r, texts, decode)
+    lines = [x for p in pieces for x in p.sentences]
+    return Prepared(r, decode, pieces, lines, ids, _constraints(engine, r, pieces, lines, decode), parts)
 
 
-def _constraints(engine: Engine, r: Request, lines: list[str], decode: DecodeConfig) -> list[Constraints | None] | None:
-    """Each line's constraints: its phrases and the targets of the glossary's terms it contains; None without any."""
+def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfig) -> tuple[list[Pieces], list[list[int]]]:
+    """Each text's sentences (a text with constraints of its own stays whole: its phrases are the whole text's),
+    those too long cut at their clauses, and every sentence's ids (encoded once; a cut sentence's parts again)."""
+    lang = engine.languages[0] if engine.languages else None
+    pieces = [sentences.split(t, lang) if decode.sentences and not (r.constraints and r.constraints[i])
+              else sentences.whole(t) for i, t in enumerate(texts)]
+    ids = engine.encode([x for p in pieces for x in p.sentences])
+    limit = decode.sentence_tokens or engine.longest_source or 0
+    if not (decode.sentences and limit and any(len(x) > limit for x in ids)):
+        return pieces, ids
+    out: list[list[int]] = []
+    for i, p in enumerate(pieces):
+        mine, ids = ids[:len(p.spans)], ids[len(p.spans):]
+        if any(len(x) > limit for x in mine) and not (r.constraints and r.constraints[i]):
+            pieces[i] = p = sentences.cut_long(p, lambda text: len(engine.encode([text])[0]) > limit)
+            mine = engine.encode(p.sentences)
+        out.extend(mine)
+    return pieces, out
+
+
+def _constraints(engine: Engine, r: Request, pieces: list[Pieces], lines: list[str],
+                 decode: DecodeConfig) -> list[Constraints | None] | None:
+    """Each sentence's constraints: its text's phrases (such a text is one sentence) and the targets of the
+    glossary's terms it contains; None without any."""
     if r.constraints is None and not r.glossary:
         return None
-    if r.constraints is not None and len(r.constraints) != len(lines):
-        raise ValueError(f"constraints has {len(r.constraints)} entries for {len(lines)} lines of text")
-    per_line = [list(p or []) for p in r.constraints] if r.constraints is not None else [[] for _ in lines]
+    given = r.constraints or [None] * len(pieces)
+    per_line = [list(phrases or []) for p, phrases in zip(pieces, given, strict=True) for _ in p.spans]
     if r.glossary:
         per_line = [r.glossary.added_to(p, line) for p, line in zip(per_line, lines, strict=True)]
     return engine.constraints(lines, per_line, decode)
@@ -124,21 +157,50 @@ def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None =
 def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> list[list[Translation]]:
     """Per input text, its translations: ``nbest`` of them (format html: one, its markup put back)."""
     p = prepared
-    if p.parts is not None:
-        from .markup import join
-
-        best = [hs[0].tokens for hs in hyps]
-        placed = zip(engine.detokenize(best), engine.alignments(p.lines, best, ids=p.ids),
-                     engine.alignments(p.lines, best, source=True, ids=p.ids), strict=True) if p.lines else []
-        return [[Translation(t)] for t in join(p.parts, list(placed))]     # (no text: nothing to align)
     flat = [(line, x, h) for line, x, hs in zip(p.lines, p.ids, hyps, strict=True) for h in hs]
     texts = engine.detokenize([h.tokens for _, _, h in flat])
     links: list[str | None] = [None] * len(flat)
-    if p.request.alignments:
-        links = list(engine.alignments([line for line, _, _ in flat], [h.tokens for _, _, h in flat],
-                                       ids=[x for _, x, _ in flat]))
-    rows = iter(Translation(t, h.score, a) for t, (_, _, h), a in zip(texts, flat, links, strict=True))
-    return [[next(rows) for _ in hs] for hs in hyps]
+    back: list[str | None] = [None] * len(flat)
+    if p.aligns:
+        args = ([line for line, _, _ in flat], [h.tokens for _, _, h in flat])
+        links = list(engine.alignments(*args, ids=[x for _, x, _ in flat]))
+        if p.parts is not None:                          # markup places a tag by the other way where this has none
+            back = list(engine.alignments(*args, source=True, ids=[x for _, x, _ in flat]))
+    rows = iter(zip(texts, (h for _, _, h in flat), links, back, strict=True))
+    per_line = [[next(rows) for _ in hs] for hs in hyps]
+    target = engine.languages[1] if engine.languages else None
+    joined, at = [], 0
+    for piece in p.pieces:
+        mine, at = per_line[at:at + len(piece.spans)], at + len(piece.spans)
+        joined.append(_joined(piece, mine, target, max(1, p.decode.nbest), p.request.alignments))
+    if p.parts is not None:
+        from .markup import join
+
+        return [[Translation(t)] for t in join(p.parts, [(t[0].text, t[0].alignment or "", b) for t, b in joined])]
+    return [t for t, _ in joined]
+
+
+Row = tuple[str, "Hypothesis", "str | None", "str | None"]     # a sentence's text, hypothesis, links, links back
+
+
+def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int,
+            aligned: bool) -> tuple[list[Translation], str]:
+    """One text's translations from its sentences' (the k-th of each joined into its k-th), and the first's links
+    back (format html)."""
+    if not rows:                                         # a blank text (its line breaks kept)
+        return [Translation(sentences.join(piece, [], target)[0], 0.0, "" if aligned else None)] * nbest, ""
+    if len(rows) == 1 and piece.spans[0] == (0, len(piece.text)):     # one sentence, all of the text: as it came
+        return [Translation(t, h.score, a) for t, h, a, _ in rows[0]], rows[0][0][3] or ""
+    out, back = [], ""
+    for k in range(len(rows[0])):
+        mine = [r[min(k, len(r) - 1)] for r in rows]
+        outs = [t for t, _, _, _ in mine]
+        text, starts = sentences.join(piece, outs, target)
+        link = None if mine[0][2] is None else sentences.merge_links(piece, outs, text, starts, [r[2] or "" for r in mine])
+        if k == 0 and mine[0][3] is not None:
+            back = sentences.merge_links(piece, outs, text, starts, [r[3] or "" for r in mine])
+        out.append(Translation(text, sum(h.score for _, h, _, _ in mine), link))
+    return out, back
 
 
 def translate(engine: Engine, request: Request) -> list[list[Translation]]:
@@ -158,3 +220,53 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
     if not prepared.aligns:
         return finish(engine, prepared, hyps)
     return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
+
+
+class EngineBase:
+    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
+    ``decode_lines``), written once: an engine inherits these and writes only what decodes."""
+
+    vocab: Vocab
+    languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
+    longest_source: int | None = None                 # tokens, likewise
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        raise NotImplementedError
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        raise NotImplementedError
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        raise NotImplementedError
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
+        return encode(self.vocab, lines)
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
+                   cons: Sequence[Constraints | None] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """Each line's hypotheses by engine.plan, its calls made by ``decode_lines``."""
+        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
+
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             constraints: Sequence[Sequence[str] | None] | None = None,
+                             **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, each line one sentence as given (no splitting: :func:`translate`
+        splits), in order. ``constraints``: per line, target phrases its translation must contain (constraints.py;
+        an engine that can keep them)."""
+        decode = self.settings(decode, **overrides)
+        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        """One translation per input line, in order, each one line, by the pipeline (each line split into its
+        sentences, unless ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field,
+        ``constraints``."""
+        cons = overrides.pop("constraints", None)
+        out = translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1}, constraints=cons))
+        return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]   # (its line breaks: spaces)

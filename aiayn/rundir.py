@@ -160,6 +160,10 @@ class RunDir:
         info = self.data_info()
         return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
 
+    def longest_source(self) -> int | None:
+        """The longest source sentence the run was trained on, in tokens (:func:`longest_source`)."""
+        return longest_source(self.data_info())
+
     def target_language(self) -> str | None:
         """The target language code of the run's data (what BLEU's tokenizer is chosen by), when recorded."""
         langs = self.languages()
@@ -178,3 +182,16 @@ class RunDir:
     def engine_cache(self, engine: str) -> Path:
         """Where another engine's conversions of this run are cached (ct2.py): engines/ENGINE/."""
         return self.path / "engines" / engine
+
+
+def longest_source(info: dict[str, Any]) -> int | None:
+    """From a run's data.json: the longest source sentence trained on, as recorded (runs from before it was: counted
+    in its data dir, when that is still there)."""
+    if isinstance(info.get("longest_src"), int):
+        return int(info["longest_src"])
+    from .data import DataDir
+
+    try:
+        return DataDir(info["data_dir"]).longest_source() if "data_dir" in info else None
+    except (OSError, ValueError):
+        return None

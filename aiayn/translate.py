@@ -22,7 +22,7 @@ from . import pipeline, precision
 from .checkpoint import load_weights
 from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
-from .engine import Capabilities, EngineBase, hypotheses, with_fixed
+from .engine import Capabilities, hypotheses, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
@@ -123,7 +123,7 @@ def translate_ids(
     return results
 
 
-class Translator(EngineBase):
+class Translator(pipeline.EngineBase):
     """aiayn's own engine (engine.Engine): a trained model with its tokenizer and decoding settings,
     ``translate(lines) -> lines``.
 
@@ -154,7 +154,9 @@ class Translator(EngineBase):
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
         decode = t.config.decode.replace(**settings)
-        return cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
+        me = cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
+        me.languages, me.longest_source = t.run.languages(), t.run.longest_source()
+        return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are

@@ -46,6 +46,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                "kept, BLEU of the text, tags placed on eflomal's words"),
     "engines": ("engines_bench", "the same requests through aiayn's engine and CTranslate2 (one pipeline): identical "
                                  "text, word alignments and HTML, and the time each takes"),
+    "paragraphs": ("paragraphs", "consecutive test sentences joined into one input: BLEU and length with and without "
+                                 "sentence splitting, against each sentence translated on its own"),
+    "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "
+                             "held-out text: boundary precision, recall, F1 and speed per language"),
 }
 
 

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from aiayn import Translator, configure
     from aiayn.evaluate import score
-    from aiayn.export import CTranslate2Translator, export
+    from aiayn.interop.export import CTranslate2Translator, export
 
     configure()
     sys.path.insert(0, str(HERE))

@@ -38,7 +38,7 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
     import torch
 
     from aiayn.evaluate import score
-    from aiayn.export import CTranslate2Translator, export
+    from aiayn.interop.export import CTranslate2Translator, export
     from aiayn.shortlist import Shortlist
     from aiayn.translate import Translator
 

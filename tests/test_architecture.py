@@ -39,43 +39,75 @@ def _documented_rules() -> dict[str, dict[str, str]]:
             break
         name, allowed = (c.strip() for c in line.strip("|").split("|"))
         rules[name.replace("\\", "")] = {m.group(1): m.group(2) or "" for m in
-                                         re.finditer(r"(\w+)(?: \((late|types)\))?", allowed)}
+                                         re.finditer(r"([\w.]+)(?: \((late|types)\))?", allowed)}
     return rules
 
 
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name under aiayn ("translate", "serving.serve"). A group's
+    ``__init__.py`` is its docstring only (test_groups_are_entered_through_their_modules), so it is not listed."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] != "__init__" or len(parts) == 1:
+            found[".".join(parts)] = path
+    return found
+
+
+def _resolve(parts: tuple[str, ...], names: list[str]) -> list[str]:
+    """The modules that ``from <parts> import <names>`` reaches (parts relative to the package root)."""
+    if parts and PACKAGE.joinpath(*parts).with_suffix(".py").is_file():
+        return [".".join(parts)]
+    return [".".join([*parts, n]) for n in names if PACKAGE.joinpath(*parts, f"{n}.py").is_file()]
+
+
 def _actual_imports(path: Path) -> dict[str, str]:
-    """Intra-package imports of a module: name -> "" (module level), "late" (in a function), "types" (TYPE_CHECKING)."""
+    """Intra-package imports of a module: dotted name -> "" (module level), "late" (in a function), "types"
+    (TYPE_CHECKING)."""
     found: dict[str, str] = {}
+    here = path.relative_to(PACKAGE).parent.parts
 
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
-            here = where
+            inner = where
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                here = "late"
+                inner = "late"
             elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                here = "types"
-            if isinstance(child, ast.ImportFrom) and child.level == 1:
-                names = [child.module.split(".")[0]] if child.module else [a.name for a in child.names]
-                for name in names:
-                    if name != "__version__":                          # the package's own version string
-                        found[name] = min(found.get(name, here), here, key=["", "late", "types"].index)
-            visit(child, here)
+                inner = "types"
+            if isinstance(child, ast.ImportFrom) and child.level >= 1:
+                base = here[: len(here) - (child.level - 1)]
+                parts = (*base, *child.module.split(".")) if child.module else base
+                for name in _resolve(parts, [a.name for a in child.names]):
+                    found[name] = min(found.get(name, inner), inner, key=["", "late", "types"].index)
+            visit(child, inner)
 
     visit(ast.parse(path.read_text()), "")
     return found
 
 
 def test_every_module_imports_exactly_what_docs_architecture_says() -> None:
-    rules = _documented_rules()
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert set(rules) == modules, f"docs/architecture.md lists {sorted(set(rules) ^ modules)} wrongly"
+    rules, modules = _documented_rules(), _modules()
+    assert set(rules) == set(modules), f"docs/architecture.md lists {sorted(set(rules) ^ set(modules))} wrongly"
     for name in sorted(modules):
-        allowed, actual = rules[name], _actual_imports(PACKAGE / f"{name}.py")
+        allowed, actual = rules[name], _actual_imports(modules[name])
         for dep, how in actual.items():
-            assert dep in allowed, f"{name}.py imports {dep}, which docs/architecture.md does not allow"
-            assert how == allowed[dep], f"{name}.py imports {dep} {how or 'at module level'}, not {allowed[dep]}"
+            assert dep in allowed, f"{name} imports {dep}, which docs/architecture.md does not allow"
+            assert how == allowed[dep], f"{name} imports {dep} {how or 'at module level'}, not {allowed[dep]}"
         unused = set(allowed) - set(actual)
-        assert not unused, f"docs/architecture.md says {name}.py imports {sorted(unused)}, which it does not"
+        assert not unused, f"docs/architecture.md says {name} imports {sorted(unused)}, which it does not"
+
+
+def test_groups_are_entered_through_their_modules() -> None:
+    """A group (serving/, interop/) is a folder of modules: its __init__.py holds a docstring naming its entrance and
+    imports nothing, so that importing one module of a group (the CLI's `--engine` choice) does not load the others
+    (FastAPI, CTranslate2). The paper's core stays flat."""
+    groups = [p.parent for p in PACKAGE.glob("*/__init__.py")]
+    assert {g.name for g in groups} == {"serving", "interop"}
+    for group in groups:
+        tree = ast.parse((group / "__init__.py").read_text())
+        assert ast.get_docstring(tree) and len(tree.body) == 1, f"{group.name}/__init__.py does more than name its entrance"
+    core = {"model", "attention", "cache", "loss", "optim", "config"}
+    assert core <= {name for name in _modules() if "." not in name}
 
 
 def test_no_import_cycles() -> None:
@@ -93,7 +125,7 @@ def test_no_import_cycles() -> None:
 
 def _functions_and_classes() -> list[tuple[int, str, str]]:
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in _modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 kind = "class" if isinstance(node, ast.ClassDef) else "function"
@@ -111,7 +143,7 @@ def test_functions_and_classes_stay_short() -> None:
 def _spelled_outside(allowed: dict[str, set[str]]) -> list[str]:
     """Places where a string constant equal to a key of ``allowed`` appears outside the modules allowed for it."""
     wrong = []
-    for path in PACKAGE.glob("*.py"):
+    for path in _modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in allowed \
                     and path.name not in allowed[node.value]:
@@ -127,7 +159,7 @@ def test_only_data_py_and_tokenizer_py_spell_data_directory_paths() -> None:
               "spm.model": {"tokenizer.py", "export.py"},
               "spm.src.model": {"tokenizer.py"}, "spm.tgt.model": {"tokenizer.py"}}
     assert _spelled_outside(owners) == []
-    assert (PACKAGE / "export.py").read_text().count('"spm.model"') == 1
+    assert (PACKAGE / "interop" / "export.py").read_text().count('"spm.model"') == 1
 
 
 def test_only_rundir_spells_run_directory_paths() -> None:
@@ -135,7 +167,7 @@ def test_only_rundir_spells_run_directory_paths() -> None:
     as pretrained.HF_CONFIG)."""
     names = {"last", "best", "averaged", "checkpoints", "config.json", "metrics.jsonl", "data.json", "hyps",
              "demo.json", "tb"}
-    for path in PACKAGE.glob("*.py"):
+    for path in _modules().values():
         if path.name == "rundir.py":
             continue
         tree = ast.parse(path.read_text())

@@ -118,7 +118,7 @@ def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() 
     pytest.importorskip("pydantic")
     from pydantic import ValidationError
 
-    from aiayn.serve import ServeConfig, request_models
+    from aiayn.serving.serve import ServeConfig, request_models
 
     flags = {cmd: {s for a in _subparser(cmd)._actions for s in a.option_strings} for cmd in ("translate", "evaluate",
                                                                                                  "serve")}
@@ -157,7 +157,7 @@ def test_every_server_setting_is_a_serve_flag_with_its_bounds() -> None:
     import dataclasses
 
     from aiayn.cli import build_parser
-    from aiayn.serve import ServeConfig
+    from aiayn.serving.serve import ServeConfig
 
     serve = _subparser("serve")
     for f in dataclasses.fields(ServeConfig):
@@ -216,7 +216,7 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
     # keep_plain is applied before any search (which lines a constrained search decodes again), so sentences that
     # differ in it may share one
     assert {f.name for f in dataclasses.fields(DecodeConfig) if f.metadata["per_sentence"]} == \
-        {"max_len_a", "max_len_b", "nbest", "keep_plain"}
+        {"max_len_a", "max_len_b", "nbest", "keep_plain", "sentences", "sentence_tokens"}
 
 
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(

@@ -24,7 +24,7 @@ from .conftest import cli_error
 from .test_serve import Server, _copy_lines
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
-from aiayn.ct2 import OPTIONS, CTranslate2Translator  # noqa: E402
+from aiayn.interop.ct2 import OPTIONS, CTranslate2Translator  # noqa: E402
 
 
 @pytest.fixture()
@@ -114,7 +114,7 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
     """ctranslate2_limited groups lines by a limit rounded up (few large calls); a line whose search ran on to
     within a token of its own limit is decoded again under it. With limits tight enough to cut many lines short, on
     a model made worse (searches that wander, beams that end unevenly), every line equals its own-limit call's."""
-    from aiayn.export import ctranslate2_limited
+    from aiayn.interop.export import ctranslate2_limited
     from aiayn.search import max_length
 
     ckpt = RunDir.locate(run)[1]
@@ -148,7 +148,7 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     import importlib.util
     import logging
 
-    from aiayn import ct2
+    from aiayn.interop import ct2
 
     caplog.set_level(logging.INFO)
     lines = _copy_lines(24, seed=11)

@@ -335,7 +335,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
 
 
 def _limits(**over: Any) -> Any:
-    from aiayn.batcher import Limits
+    from aiayn.serving.batcher import Limits
 
     return Limits(**{"workers": 1, "max_batch_tokens": 6000, "max_wait_ms": 0.0, "max_queue_lines": 100,
                      "timeout_s": 10.0, **over})
@@ -344,7 +344,7 @@ def _limits(**over: Any) -> Any:
 def test_a_batch_never_mixes_requests_with_different_settings() -> None:
     from prometheus_client import CollectorRegistry
 
-    from aiayn.batcher import DecodeMetrics, WholeBatcher
+    from aiayn.serving.batcher import DecodeMetrics, WholeBatcher
 
     calls: list[tuple[list[str], DecodeConfig]] = []
     settings = {"a": DecodeConfig(beam=2), "b": DecodeConfig(beam=3), "c": DecodeConfig(beam=2, lenpen=1.0)}
@@ -363,7 +363,7 @@ def test_a_batch_never_mixes_requests_with_different_settings() -> None:
 
 
 def test_the_queue_limit_counts_the_requests_own_lines() -> None:
-    from aiayn.batcher import new_job
+    from aiayn.serving.batcher import new_job
 
     async def run() -> None:
         assert len(new_job([[5]] * 4, DecodeConfig(), 0, 4).ids) == 4
@@ -376,7 +376,7 @@ def test_the_queue_limit_counts_the_requests_own_lines() -> None:
 
 
 def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_ended() -> None:
-    from aiayn.export import ctranslate2_limited
+    from aiayn.interop.export import ctranslate2_limited
 
     asked: list[dict[str, Any]] = []
 
@@ -407,7 +407,7 @@ def test_fuzz_both_apis_no_5xx_no_traceback(capsys: pytest.CaptureFixture[str]) 
     from hypothesis import HealthCheck, given, seed, settings
     from hypothesis import strategies as st
 
-    from aiayn.serve import ServeConfig, request_models
+    from aiayn.serving.serve import ServeConfig, request_models
 
     fuzz_seed = int(os.environ.get("AIAYN_FUZZ_SEED", random.randrange(2**32)))
     s = Server("--workers", "1", "--max-lines", "8", "--max-chars", "200", "--max-beam", "4", "--timeout", "5",

@@ -202,7 +202,7 @@ def test_separate_vocabularies_end_to_end(ru_corpus: Path, tmp_path: Path, capsy
     t = Translator.load(run.path)
     assert len(t.translate(["the man sees a dog .", ""])) == 2
     with pytest.raises(ValueError, match="separate vocabularies: export supports runs whose two sides number"):
-        from aiayn.export import export
+        from aiayn.interop.export import export
 
         export(run.path, "ctranslate2", tmp_path / "ct2")
 

@@ -16,7 +16,7 @@ import pytest
 
 from aiayn import Translator
 from aiayn.guards import ServiceError
-from aiayn.pairs import Models, Served, canonical
+from aiayn.serving.pairs import Models, Served, canonical
 
 from .test_serve import LEGACY, Server, _copy_lines
 

@@ -20,8 +20,8 @@ import torch
 from aiayn import Translator
 from aiayn.cli import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
-from aiayn.export import export
-from aiayn.pretrained import PretrainedError, import_model, model_config
+from aiayn.interop.export import export
+from aiayn.interop.pretrained import PretrainedError, import_model, model_config
 from aiayn.translate import load_trained
 from tests.test_export import make_run
 
@@ -180,7 +180,7 @@ def test_the_imported_run_dir_is_a_run_dir_that_exports_and_round_trips(tmp_path
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=0, rtol=0, msg=k)
     pytest.importorskip("ctranslate2")
-    from aiayn.export import ctranslate2_translate
+    from aiayn.interop.export import ctranslate2_translate
     out = export(run, "ctranslate2", tmp_path / "ct2")
     ours = Translator.load(run, device="cpu", precision="fp32").translate(TEST[:-1], beam=1)
     assert ctranslate2_translate(out, TEST[:-1], beam=1) == ours

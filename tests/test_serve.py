@@ -375,7 +375,7 @@ def test_a_lone_decoding_thread_keeps_its_share_of_the_cores(monkeypatch: pytest
     import torch
     from prometheus_client import CollectorRegistry
 
-    from aiayn.batcher import Batcher, DecodeMetrics, Limits
+    from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
 
     translator = Translator.load(LEGACY, device="cpu")
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
@@ -494,7 +494,7 @@ def test_a_free_worker_takes_its_share_of_the_waiting_requests() -> None:
     worker gets 2 (its share of the 40 tokens), not the first all 4 and the second none."""
     from prometheus_client import CollectorRegistry
 
-    from aiayn.batcher import DecodeMetrics, Job, Limits, WholeBatcher
+    from aiayn.serving.batcher import DecodeMetrics, Job, Limits, WholeBatcher
 
     class Engine:
         workers = 2

@@ -24,13 +24,13 @@ from typing import Any
 
 import torch
 
-from .config import DecodeConfig
-from .constraints import Constraints
-from .engine import plan, run_async
-from .guards import ServiceError
-from .runtime import ThreadShare, resolve_workers
-from .search import BeamSearch, Hypothesis, Stopped
-from .translate import Translator, source_batch, source_ids
+from ..config import DecodeConfig
+from ..constraints import Constraints
+from ..engine import plan, run_async
+from ..guards import ServiceError
+from ..runtime import ThreadShare, resolve_workers
+from ..search import BeamSearch, Hypothesis, Stopped
+from ..translate import Translator, source_batch, source_ids
 
 log = logging.getLogger(__name__)
 

@@ -34,15 +34,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import DecodeConfig, check, setting
+from ..constraints import Glossary
+from ..engine import Unsupported, require
+from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
+from ..pipeline import Request as Asked
+from ..translate import Translator
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
-from .config import DecodeConfig, check, setting
-from .constraints import Glossary
-from .engine import Unsupported, require
-from .guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
 from .pairs import Models, Served
-from .pipeline import Request as Asked
-from .translate import Translator
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

@@ -20,11 +20,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .config import DecodeConfig
-from .constraints import Constraints
-from .engine import Capabilities, Engine, EngineBase, with_fixed
-from .search import Hypothesis, Stop, Stopped
-from .translate import Translator, line_constraints
+from ..config import DecodeConfig
+from ..constraints import Constraints
+from ..engine import Capabilities, Engine, with_fixed
+from ..pipeline import EngineBase
+from ..search import Hypothesis, Stop, Stopped
+from ..translate import Translator, line_constraints
 
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
 
@@ -35,7 +36,7 @@ def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, 
     set during a batch, or ("error", message)."""
     import torch
 
-    from .runtime import configure
+    from ..runtime import configure
 
     configure(threads)
     translator = Translator.load(path, **{**settings, "workers": 1})
@@ -76,6 +77,7 @@ class ProcessTranslator(EngineBase):
         self.workers, self.path, self.loaded_with = workers, str(path), settings
         self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
         self.device, self.precision = like.device, like.precision
+        self.languages, self.longest_source = like.languages, like.longest_source
         self.info = like.model_info()
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.busy, self.lock = 0, threading.Lock()

@@ -31,18 +31,19 @@ from typing import Any, cast
 
 import torch
 
-from . import precision as precisions
-from .checkpoint import MODEL
-from .config import DecodeConfig, ModelConfig, Precision
-from .engine import Capabilities, EngineBase, one_line, require, with_fixed
-from .evaluate import score
-from .model import Transformer
-from .rundir import RunDir
-from .runtime import resolve_device, resolve_workers
-from .search import Hypothesis, max_length
-from .shortlist import Shortlist, write_vmap
-from .tokenizer import Vocab, table_of
-from .translate import Trained, Translator, load_trained
+from .. import precision as precisions
+from ..checkpoint import MODEL
+from ..config import DecodeConfig, ModelConfig, Precision
+from ..engine import Capabilities, one_line, require, with_fixed
+from ..evaluate import score
+from ..model import Transformer
+from ..pipeline import EngineBase
+from ..rundir import RunDir
+from ..runtime import resolve_device, resolve_workers
+from ..search import Hypothesis, max_length
+from ..shortlist import Shortlist, write_vmap
+from ..tokenizer import Vocab, table_of
+from ..translate import Trained, Translator, load_trained
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     d, m = t.config.decode, t.config.model
     info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
             "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
-            "max_positions": m.max_positions, "languages": t.run.languages(),
+            "max_positions": m.max_positions, "languages": t.run.languages(), "longest_src": t.run.longest_source(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
             "model": m.to_dict()}                                          # (CTranslate2Translator.from_export)
@@ -116,7 +117,7 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
     """The run's model as a CTranslate2 ``TransformerSpec``, its vocabulary and files registered."""
     from ctranslate2.specs import common_spec, transformer_spec
 
-    from .align import method
+    from ..align import method
 
     m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
     layer, _, heads = method(t.model)          # the attention its word alignments read (align.py): return_attention's
@@ -359,7 +360,7 @@ def converted(path: str | Path, quantization: str | None) -> Path:
 
 def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
     """export.check on the first ``lines`` validation lines of the run's data dir, logged and kept as check.json."""
-    from .data import DataDir
+    from ..data import DataDir
 
     info = run.data_info()
     try:
@@ -382,6 +383,7 @@ OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "leng
            "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
            "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
            "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
+           "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
            "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
 COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -408,7 +410,7 @@ class CTranslate2Translator(EngineBase):
         import ctranslate2
         import torch
 
-        from .align import method
+        from ..align import method
 
         self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
         # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
@@ -436,6 +438,7 @@ class CTranslate2Translator(EngineBase):
         out = converted(path, "int8" if precisions.resolve(decode.precision, device) == "int8" else None)
         me = cls(out, run.vocab(), cfg.model, decode)
         me.parameters = parameter_count(cfg.model)
+        me.languages, me.longest_source = run.languages(), run.longest_source()
         return me
 
     @classmethod
@@ -453,7 +456,11 @@ class CTranslate2Translator(EngineBase):
                               max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
                               device="cpu", precision=precision, workers=workers).replace(**settings)
         ctranslate2_refuses(decode)
-        return cls(out, vocab, cfg, decode, threads)
+        me = cls(out, vocab, cfg, decode, threads)
+        langs = info.get("languages")
+        me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
+        me.longest_source = info.get("longest_src") if isinstance(info.get("longest_src"), int) else None
+        return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
@@ -502,7 +509,7 @@ class CTranslate2Translator(EngineBase):
         tokens: the same probabilities as aiayn's, so the same links."""
         import torch
 
-        from .align import format_links, token_links, word_links
+        from ..align import format_links, token_links, word_links
 
         ids = self.encode(lines) if ids is None else ids
         most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)

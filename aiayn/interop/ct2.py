@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import DecodeConfig
-from .engine import Capabilities, EngineBase, with_fixed
+from ..config import DecodeConfig
+from ..engine import Capabilities, with_fixed
+from ..pipeline import EngineBase
+from ..search import Hypothesis
 from .export import OPTIONS, CTranslate2Translator, ctranslate2_refuses
-from .search import Hypothesis
 
 __all__ = ["OPTIONS", "AutoTranslator", "CTranslate2Translator", "load"]
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class AutoTranslator(EngineBase):
         self.fast, self.path, self.loaded_with = fast, path, settings
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
+        self.languages, self.longest_source = fast.languages, fast.longest_source
         self.lock = threading.Lock()
         self.loaded: Any = None                          # aiayn's own engine, once it is needed
 
@@ -42,7 +44,7 @@ class AutoTranslator(EngineBase):
         """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
         with self.lock:
             if self.loaded is None:
-                from .translate import Translator
+                from ..translate import Translator
 
                 log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
                 self.loaded = Translator.load(self.path, **self.loaded_with)
@@ -67,7 +69,7 @@ class AutoTranslator(EngineBase):
             self.fast.decode_lines(ids, decode, None, stop)
 
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
-        from .translate import line_constraints
+        from ..translate import line_constraints
 
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
@@ -114,6 +116,6 @@ def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
                 return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
     if engine == "ctranslate2":
         return CTranslate2Translator.load(path, **settings)
-    from .translate import Translator
+    from ..translate import Translator
 
     return Translator.load(path, **settings)

@@ -7,7 +7,7 @@ value the default: the FFN's activation (``activation``: OPUS-MT models use swis
 projection (``output_bias``: ``final_logits_bias``). The rest is renumbering:
 
 - **the d_model axis**: Marian's sinusoids have all the sines first and then the cosines, where §3.5 interleaves
-  them; every weight on the residual stream is permuted back (export.py's :func:`~aiayn.export.marian_order`, the
+  them; every weight on the residual stream is permuted back (export.py's :func:`~aiayn.interop.export.marian_order`, the
   inverse of what export does), which changes nothing the model computes.
 - **the vocabulary**: Marian numbers its pieces with a ``vocab.json`` table (``</s>`` 0, ``<unk>`` 1, ...,
   ``<pad>`` last) shared by a source and a target SentencePiece model, and starts decoding with ``<pad>``
@@ -32,13 +32,13 @@ from typing import Any
 
 import torch
 
-from . import checkpoint
-from .atomic import atomic_dir
-from .config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, RunConfig
+from .. import checkpoint
+from ..atomic import atomic_dir
+from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, RunConfig
+from ..model import Transformer
+from ..rundir import RunDir
+from ..tokenizer import Vocab, stored_name, table_of
 from .export import INFO, layer_names, marian_order
-from .model import Transformer
-from .rundir import RunDir
-from .tokenizer import Vocab, stored_name, table_of
 
 log = logging.getLogger(__name__)
 

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import ct2
+from ..engine import Engine, Unsupported
+from ..guards import ServiceError, cut
+from ..interop import ct2
+from ..pipeline import Prepared, Request, Translation, prepare, translate_async
+from ..rundir import RunDir
+from ..runtime import resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
-from .engine import Engine, Unsupported
-from .guards import ServiceError, cut
-from .pipeline import Prepared, Request, Translation, prepare, translate_async
-from .rundir import RunDir
-from .runtime import resolve_workers
 
 if TYPE_CHECKING:
-    from .translate import Translator
+    from ..translate import Translator
 
 # English names of the languages LibreTranslate serves (its /languages answers with them), and a few more.
 NAMES = {
@@ -92,7 +92,7 @@ class Served:
         """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
         a ServiceError: HTML that cannot be taken apart and what the engine cannot serve (engine.Unsupported) a 400,
         any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
-        from .markup import MarkupError
+        from ..markup import MarkupError
 
         try:
             return prepare(self.translator, request())

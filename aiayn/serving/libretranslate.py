@@ -12,8 +12,9 @@ Fields are read as LibreTranslate reads them: the JSON body when the Content-Typ
 (url-encoded or multipart) merged with the query string, which wins. ``POST /translate`` is LibreTranslate's when its
 fields have ``q`` and aiayn's when they have ``text`` (serve.py). Errors are ``{"error": ...}`` with LibreTranslate's
 codes: 400 (a missing field, an unsupported language, a text over the limits, a required api_key missing), 403 (a
-wrong key), 429 (the request limit), 500. A text is translated line by line, each line as one sentence, as ``aiayn
-translate`` does. ``source: auto`` is detected with py3langid (its model ships with it; offline) among the loaded
+wrong key), 429 (the request limit), 500. A text is cut into its sentences, translated, and joined back with its own
+line breaks (pipeline.py, sentences.py), as ``aiayn translate`` does; aiayn's own field ``sentences: false`` translates
+each line as one sentence. ``source: auto`` is detected with py3langid (its model ships with it; offline) among the loaded
 models' source languages.
 """
 
@@ -22,9 +23,9 @@ import asyncio
 import threading
 from typing import Any
 
-from .guards import ServiceError, brief, header_key, json_body, over_limits, same_key
+from ..guards import ServiceError, brief, header_key, json_body, over_limits, same_key
+from ..pipeline import Request
 from .pairs import Models, Served, canonical, language_name
-from .pipeline import Request
 
 
 def _is_json(request: Any) -> bool:
@@ -144,18 +145,25 @@ def _alternatives(f: dict[str, Any], most: int) -> int:
 LT_NAMES = {"nbest": "alternatives", "format": "format html", "unit": "fragment"}   # its words for HTML's refusal
 
 
-async def _translate_items(served: Served, items: list[str], alternatives: int, fmt: str) -> list[list[str]]:
-    """Each item (format text: its lines, decoded together with every other request's; html: a fragment) as its
-    1 + ``alternatives`` best translations (a line with fewer alternatives than asked repeats its last)."""
-    lines = [item.split("\n") for item in items] if fmt == "text" else [[item] for item in items]
-    prepared = served.prepare(400, lambda: Request([line for ls in lines for line in ls], {"nbest": 1 + alternatives},
+def _sentences(f: dict[str, Any]) -> bool:
+    """aiayn's own ``sentences`` field (LibreTranslate has none): false (in a form: false, 0, no or off) translates
+    each line as one sentence, as aiayn did before it split them."""
+    value = f.get("sentences", True)
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off", ""):
+        return value.strip().lower() not in ("false", "0", "no", "off")
+    if not isinstance(value, bool):
+        raise ServiceError(400, f"Invalid request: sentences must be true or false, not {brief(value)}")
+    return value
+
+
+async def _translate_items(served: Served, items: list[str], alternatives: int, fmt: str,
+                           sentences: bool) -> list[list[str]]:
+    """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
+    breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
+    prepared = served.prepare(400, lambda: Request(items, {"nbest": 1 + alternatives, "sentences": sentences},
                                                    format=fmt, names=LT_NAMES))
     texts = [[t.text for t in ts] for ts in await served.translate(prepared)]
-    out, at = [], 0
-    for ls in lines:
-        mine, at = texts[at : at + len(ls)], at + len(ls)
-        out.append(["\n".join(line[min(k, len(line) - 1)] for line in mine) for k in range(1 + alternatives)])
-    return out
+    return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in texts]
 
 
 async def _detect(detector: Detector, text: str, among: list[str]) -> list[dict[str, Any]]:
@@ -177,7 +185,7 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     fmt = f.get("format") or "text"
     if fmt not in ("text", "html"):
         raise ServiceError(400, f"{brief(fmt)} format is not supported")
-    alternatives = _alternatives(f, cfg.max_beam)
+    alternatives, sentences = _alternatives(f, cfg.max_beam), _sentences(f)
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
@@ -189,7 +197,7 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     results: list[list[str]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
-        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt),
+        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, sentences),
                             strict=True):
             results[i] = texts
     answer: dict[str, Any] = {"translatedText": [r[0] for r in results] if batch else results[0][0]}
