@@ -297,7 +297,8 @@ def _count_lines(path: Path) -> int:
 
 
 def cmd_translate(a: argparse.Namespace) -> int:
-    """Translate one sentence per line. N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
+    """Translate line by line, each line cut into its sentences (a paragraph per line is fine; --no-sentences: each
+    line one sentence). N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
     from tqdm import tqdm
 

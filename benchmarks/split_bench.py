@@ -108,7 +108,7 @@ def score(split: Callable[[str], list[str]], paras: list[tuple[str, set[int]]]) 
         best = min(best, time.perf_counter() - start)
     p, r = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
     return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / max(p + r, 1e-9), 4),
-            "boundaries": tp + fn, "chars_per_s": round(sum(len(t) for t, _ in paras) / best)}
+            "boundaries": tp + fn, "mchars_per_s": round(sum(len(t) for t, _ in paras) / best / 1e6, 2)}
 
 
 def main(argv: list[str]) -> None:
@@ -126,7 +126,7 @@ def main(argv: list[str]) -> None:
         for name in splitters(lang):
             s = results[lang][name]
             print(f"{lang}  {name:10} P {s['precision']:.3f}  R {s['recall']:.3f}  F1 {s['f1']:.3f}  "
-                  f"{s['chars_per_s'] / 1e6:6.2f} M chars/s")
+                  f"{s['mchars_per_s']:6.2f} M chars/s")
     versions = {name: record._version(name) for name in ("sentencex", "pysbd", "blingfire")}
     path = record.write("split", {"per": a.per, "versions": versions, "languages": results})
     print(f"recorded {path}")
