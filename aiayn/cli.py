@@ -239,7 +239,7 @@ def _given(a: argparse.Namespace, section: str) -> dict[str, Any]:
     return {k.split(".", 1)[1]: v for k, v in vars(a).items() if k.startswith(section + ".") and v is not None}
 
 
-def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (), several: bool = False) -> None:
+def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (), several: str = "chain") -> None:
     """--model (``several``: repeatable), and one flag per DecodeConfig field; a field not given keeps the run's saved
     setting."""
     from .config import DecodeConfig
@@ -248,12 +248,14 @@ def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (),
                    help="torch: aiayn's own; ctranslate2: the model converted for CTranslate2 on first use, cached in "
                         "the run dir (needs aiayn[export]); auto: CTranslate2 where it is installed, aiayn's own for "
                         "what it cannot do (constraints, attention maps), said when used (default: %(default)s)")
-    if several:
+    if several == "pairs":
         p.add_argument("--model", required=True, type=Path, action="append",
                        help="a run dir (or a checkpoint dir inside one, or a directory of run dirs); repeat it to "
-                            "serve several models, one per language pair")
+                            "serve several models, one per language pair (pairs without one go through a pivot)")
     else:
-        p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
+        p.add_argument("--model", required=True, type=Path, action="append",
+                       help="a run dir (or a checkpoint dir inside one); repeat it to translate through each in turn "
+                            "(de-en then en-fr: a pivot)")
     _add_setting_flags(p, DecodeConfig, "decode", exclude,
                        default=lambda f: f"the run's decode.{f.name}; new runs: {f.default}")
 
@@ -304,7 +306,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     from .constraints import Glossary
     from .interop.ct2 import load
-    from .pipeline import Request, prepare, translate
+    from .pipeline import Request, leg, prepare, translate_through
     from .translate import stream
 
     settings = _given(a, "decode")
@@ -312,12 +314,15 @@ def cmd_translate(a: argparse.Namespace) -> int:
     names = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
              "format": "--format html", "unit": "line"}
     glossary = Glossary.load(a.glossary) if a.glossary else None
-    translator = load(a.model, a.engine, **settings)
+    engines = [load(m, a.engine, **settings) for m in a.model]        # more than one: a pivot, each in turn
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
         return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names)
 
-    prepare(translator, request([], [] if a.constraints else None))      # what it refuses: before any line is read
+    asked = request([], [] if a.constraints else None)          # what it refuses: before any line is read
+    for engine in engines[:-1]:
+        prepare(engine, leg(asked))
+    prepare(engines[-1], asked)
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -328,9 +333,9 @@ def cmd_translate(a: argparse.Namespace) -> int:
         lines: Any = _Lines(inp)
         if a.constraints:                                   # (line, phrases) pairs
             lines = _Constrained(lines, a.constraints)
-            run = lambda chunk: translate(translator, request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
+            run = lambda chunk: translate_through(engines, request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
         else:
-            run = lambda chunk: translate(translator, request(chunk))  # noqa: E731
+            run = lambda chunk: translate_through(engines, request(chunk))  # noqa: E731
         for i, translations in enumerate(stream(lines, run)):
             for t in translations:
                 text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
@@ -403,6 +408,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .data import read_lines
     from .evaluate import evaluate
     from .interop.ct2 import load
+    from .pipeline import Pivot
     from .rundir import RunDir
 
     src = list(read_lines(a.src, "replace"))
@@ -410,8 +416,9 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     for path, ref in zip(a.ref, refs, strict=True):
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
-    translator = load(a.model, a.engine, **_given(a, "decode"))
-    run = RunDir.locate(a.model)[0]
+    engines = [load(m, a.engine, **_given(a, "decode")) for m in a.model]
+    translator = Pivot(engines) if len(engines) > 1 else engines[0]   # several: each in turn (a pivot)
+    run = RunDir.locate(a.model[-1])[0]
     lang = a.lang or run.target_language()
     r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
                  lang=lang, tokenize=a.tokenize, ter=a.ter)
@@ -499,7 +506,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
     p = _command(sub, cmd_serve, "an HTTP translation service with a web page (needs aiayn[serve])")
     # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
-    _add_decode_flags(p, exclude=("workers", "batch_tokens"), several=True)
+    _add_decode_flags(p, exclude=("workers", "batch_tokens"), several="pairs")
     _add_setting_flags(p, ServeConfig, "serve",
                        default=lambda f: "$AIAYN_API_KEY if set" if f.name == "api_key" else f"{f.default}")
 

@@ -15,12 +15,16 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-if TYPE_CHECKING:
-    from .translate import Translator
+
+class Translates(Protocol):
+    """What evaluate needs: an engine (translate.Translator, ...) or engines in a chain (pipeline.Pivot)."""
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,7 @@ def score(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequen
     return out
 
 
-def evaluate(translator: Translator, src_lines: Sequence[str], ref_lines: Sequence[str] | Sequence[Sequence[str]],
+def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequence[str] | Sequence[Sequence[str]],
              hypotheses: Path | None = None, lang: str | None = None, tokenize: str | None = None, ter: bool = False,
              **overrides: Any) -> dict[str, Any]:
     """Translate ``src_lines`` (any decoding ``overrides``), write the translations to ``hypotheses`` if given,

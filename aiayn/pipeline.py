@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from . import sentences
@@ -209,6 +209,47 @@ def translate(engine: Engine, request: Request) -> list[list[Translation]]:
     return finish(engine, prepared, decode(engine, prepared))
 
 
+def leg(request: Request) -> Request:
+    """What each engine of a pivot but the last is asked (the last is asked ``request`` itself, its texts the previous
+    one's translations): the texts in the request's format, with its decoding settings, for their best translation
+    only. Constraints are the target's, so only the last keeps them; word alignments and a glossary, which tie the
+    source to the target, are refused, naming the option in the front end's words."""
+    names = {**NAMES, **request.names}
+    asked = [names[k] for k, on in (("alignments", request.alignments), ("glossary", bool(request.glossary))) if on]
+    if asked:
+        raise ValueError(f"{' and '.join(asked)} need a model that translates directly, not through a pivot language")
+    return Request(request.texts, {**request.options, "nbest": 1}, format=request.format, names=request.names)
+
+
+def translate_through(engines: Sequence[Engine], request: Request) -> list[list[Translation]]:
+    """The request translated by each engine in turn: a pivot (de→en by one, en→fr by the next), each engine but the
+    last asked its :func:`leg`. One engine: :func:`translate`."""
+    for engine in engines[:-1]:
+        request = replace(request, texts=[ts[0].text for ts in translate(engine, leg(request))])
+    return translate(engines[-1], request)
+
+
+class Pivot:
+    """Engines in a chain, translating as one (``aiayn translate --model A --model B``, ``evaluate`` too):
+    :func:`translate_through`. ``languages``: the first one's source and the last one's target, where recorded."""
+
+    def __init__(self, engines: Sequence[Engine]) -> None:
+        self.engines = list(engines)
+        first, last = self.engines[0].languages, self.engines[-1].languages
+        self.languages = (first[0], last[1]) if first and last else None
+        self.engine = " → ".join(e.engine for e in self.engines)
+
+    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
+        """As :meth:`EngineBase.translate`, through every engine in turn."""
+        cons = overrides.pop("constraints", None)
+        return one_line_each(translate_through(self.engines, Request(lines, {**overrides, "nbest": 1}, constraints=cons)))
+
+
+def one_line_each(out: list[list[Translation]]) -> list[str]:
+    """Each input's best translation as one line (a line break it kept: a space), as a line-based caller writes it."""
+    return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]
+
+
 Decoder = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | None"],
                    Awaitable[list[list["Hypothesis"]]]]
 
@@ -268,5 +309,4 @@ class EngineBase:
         sentences, unless ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field,
         ``constraints``."""
         cons = overrides.pop("constraints", None)
-        out = translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1}, constraints=cons))
-        return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]   # (its line breaks: spaces)
+        return one_line_each(translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1}, constraints=cons)))

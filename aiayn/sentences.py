@@ -9,8 +9,8 @@ translations are joined with the source's own whitespace (pipeline.finish):
   Chinese, French and English, against pysbd, blingfire and a punctuation baseline (docs/text.md has the table).
   One rule is added: the full-width stops ``。！？`` end a sentence (where a closing quote or bracket follows them,
   sentencex decides), where sentencex keeps ``。`` and a following digit together.
-- **A line break always ends a sentence**, and is kept (before, between and after the sentences): a text of N lines
-  is translated as N lines.
+- **A line break always ends a sentence**, and is kept (before, between and after the sentences; the spaces around
+  it are not): a text of N lines is translated as N lines.
 - **Clauses**: a sentence longer than the model takes well (``DecodeConfig.sentence_tokens``) is cut further, at the
   clause boundary (``, ; :`` and their full-width forms, after a dash between spaces) nearest its middle, again until each
   part fits or has no boundary left. It is never truncated.
@@ -116,10 +116,10 @@ def _clauses(text: str, a: int, b: int, too_long: Callable[[str], bool]) -> list
 
 def join(pieces: Pieces, outputs: Sequence[str], target: str | None) -> tuple[str, list[int]]:
     """The translations of the sentences joined as the source was written (the module's docstring), and where each
-    starts in the joined text. Whitespace before the first sentence and after the last is kept where it holds a line
-    break (a blank input with one: itself), as between them."""
+    starts in the joined text. Line breaks are kept, before the first sentence and after the last as between them
+    (a blank input: its line breaks); the spaces around them are not."""
     def kept(gap: str) -> str | None:
-        return gap if "\n" in gap else None
+        return "\n" * gap.count("\n") or None
 
     if not pieces.spans:
         return kept(pieces.text) or "", []

@@ -3,7 +3,8 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
 
     POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text
                       or html: markup.py), alternatives (n-best; text only), api_key
-                      ->  {"translatedText": ..., "detectedLanguage", "alternatives"}
+                      ->  {"translatedText": ..., "detectedLanguage", "alternatives", "pivot" (aiayn's: a pair
+                      translated through a third language names it)}
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
     GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
     POST /translate_file, /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..guards import ServiceError, brief, header_key, json_body, over_limits, same_key
 from ..pipeline import Request
-from .pairs import Models, Served, canonical, language_name
+from .pairs import Models, Route, canonical, language_name
 
 
 def _is_json(request: Any) -> bool:
@@ -156,7 +157,7 @@ def _sentences(f: dict[str, Any]) -> bool:
     return value
 
 
-async def _translate_items(served: Served, items: list[str], alternatives: int, fmt: str,
+async def _translate_items(served: Route, items: list[str], alternatives: int, fmt: str,
                            sentences: bool) -> list[list[str]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
@@ -189,7 +190,7 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
-        among = [s for s in models.sources() if any(m.pair == (s, target) for m in models)] or models.sources()
+        among = [s for s in models.sources() if models.reaches(s, target)] or models.sources()
         overall = (await _detect(detector, " ".join(items), among))[0] if among else None
         detected = [(await _detect(detector, t, among))[0] if len(t) > 40 else overall for t in items]
     routes = [models.route(d["language"] if d else None, target) for d in detected] if detected else \
@@ -205,6 +206,9 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
         answer["detectedLanguage"] = detected if batch else detected[0]
     if alternatives:
         answer["alternatives"] = [r[1:] for r in results] if batch else results[0][1:]
+    vias = [list(r.via) for r in routes]
+    if any(vias):                                 # (aiayn's own field: the languages a pivot went through)
+        answer["pivot"] = vias if batch else vias[0]
     return answer
 
 

@@ -1,7 +1,9 @@
 """The models one server serves, told apart by their language pair (``aiayn serve --model RUN_A --model RUN_B``).
 
 A request names the pair it wants (``source`` and ``target``; either may be left out where only one model fits it) and
-is routed to that model; an unknown pair is a 400 naming the pairs that exist. Language codes are compared as
+is routed to that model. A pair no model translates, but two do through a third language (de→en and en→fr for
+de→fr), is routed through both (:class:`Chain`, a pivot: English first where several languages would do), and the
+answer says so; any other pair is a 400 naming the pairs that exist. Language codes are compared as
 LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``zh-Hans`` is ``zh``, ``zh-Hant`` is
 ``zt``, ``pt-BR`` is ``pb``).
 """
@@ -9,14 +11,14 @@ LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``z
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..engine import Engine, Unsupported
 from ..guards import ServiceError, cut
 from ..interop import ct2
-from ..pipeline import Prepared, Request, Translation, prepare, translate_async
+from ..pipeline import Prepared, Request, Translation, leg, prepare, translate_async
 from ..rundir import RunDir
 from ..runtime import resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
@@ -60,6 +62,7 @@ class Served:
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
+    via: tuple[str, ...] = ()                   # (a Chain's: the pivot languages; a model's own: none)
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", **decode: Any) -> Served:
@@ -122,6 +125,50 @@ class Served:
                 "memory_bytes": self.memory_bytes(), "precision": t.precision, "device": str(t.device), **self.info}
 
 
+class Route(Protocol):
+    """What a request is routed to: a served model, or a chain of two (what both APIs call)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def via(self) -> tuple[str, ...]:
+        """The pivot languages it goes through (a model's own: none)."""
+        ...
+
+    def prepare(self, status: int, request: Callable[[], Request]) -> Any: ...
+
+    async def translate(self, prepared: Any) -> list[list[Translation]]: ...
+
+
+@dataclass(eq=False)
+class Chain:
+    """Two served models translating as one through the language between them (a pivot): each request's texts go
+    through the first (pipeline.leg: its best translation), and its translations through the second, with everything
+    the request asked of the target (n-best, constraints). Answers as :class:`Served` does."""
+
+    legs: tuple[Served, Served]
+    pair: tuple[str, str]
+    via: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return "-".join([self.pair[0], *self.via, self.pair[1]])
+
+    def prepare(self, status: int, request: Callable[[], Request]) -> tuple[Request, Prepared]:
+        """The request prepared for the first model; what the last refuses is refused here too, before any work."""
+        asked = request()
+        first = self.legs[0].prepare(status, lambda: leg(asked))
+        self.legs[-1].prepare(status, lambda: replace(asked, texts=[], constraints=[] if asked.constraints else None))
+        return asked, first
+
+    async def translate(self, prepared: tuple[Request, Prepared]) -> list[list[Translation]]:
+        asked, first = prepared
+        texts = [ts[0].text for ts in await self.legs[0].translate(first)]
+        last = self.legs[-1]
+        return await last.translate(last.prepare(400, lambda: replace(asked, texts=texts)))
+
+
 def run_dirs(paths: list[str | Path]) -> list[Path]:
     """The run dirs (or checkpoints) given; a directory that is neither stands for the run dirs directly inside it."""
     found: list[Path] = []
@@ -152,6 +199,13 @@ class Models:
             raise ValueError(f"{unnamed} records no languages (its data dir's manifest has none): with several models "
                              "each must have its language pair")
         self.served = served
+        # every pair no model translates but two do through a third language, English first where several would do
+        self.chains: dict[tuple[str, str], Chain] = {}
+        direct = {s.pair: s for s in served if s.pair}
+        for (a, b), first in sorted(direct.items(), key=lambda kv: kv[0][1] != "en"):
+            for (b2, c), second in direct.items():
+                if b2 == b and c != a and (a, c) not in direct and (a, c) not in self.chains:
+                    self.chains[(a, c)] = Chain((first, second), (a, c), (b,))
 
     @classmethod
     def load(cls, paths: list[str | Path], engine: str = "torch", **decode: Any) -> Models:
@@ -166,15 +220,22 @@ class Models:
     def pairs(self) -> str:
         return ", ".join(s.name for s in self.served)
 
-    def route(self, source: str | None, target: str | None) -> Served:
-        """The model translating ``source`` into ``target`` (either may be None where one model fits the other);
-        ServiceError(400) naming the pairs that exist otherwise."""
+    def direct(self, source: str | None, target: str | None) -> Served:
+        """The model itself that translates ``source`` into ``target`` (what only one model can do: attention maps)."""
+        return cast("Served", self.route(source, target, pivot=False))
+
+    def route(self, source: str | None, target: str | None, pivot: bool = True) -> Route:
+        """The model translating ``source`` into ``target`` (either may be None where one model fits the other), or
+        the :class:`Chain` of two through a pivot language (``pivot``, where both are named); ServiceError(400)
+        naming the pairs that exist otherwise."""
         src, tgt = (canonical(c) if c else None for c in (source, target))
         if len(self.served) == 1 and self.served[0].pair is None:
             return self.served[0]
         fits = [s for s in self.served if s.pair and src in (None, s.pair[0]) and tgt in (None, s.pair[1])]
         if len(fits) == 1:
             return fits[0]
+        if not fits and pivot and src and tgt and (src, tgt) in self.chains:
+            return self.chains[(src, tgt)]
         if not fits:
             known = {lang for s in self.served if s.pair for lang in s.pair}
             for code in (src, tgt):
@@ -187,8 +248,13 @@ class Models:
     def languages(self) -> list[dict[str, Any]]:
         """Every language of the loaded pairs, LibreTranslate's /languages shape: ``{"code", "name", "targets"}``."""
         codes = sorted({lang for s in self.served if s.pair for lang in s.pair})
-        targets = {c: sorted(s.pair[1] for s in self.served if s.pair and s.pair[0] == c) for c in codes}
+        pairs = [s.pair for s in self.served if s.pair] + list(self.chains)          # (through a pivot too)
+        targets = {c: sorted(b for a, b in pairs if a == c) for c in codes}
         return [{"code": c, "name": language_name(c), "targets": targets[c]} for c in codes]
+
+    def reaches(self, source: str, target: str) -> bool:
+        """Whether a model, or a chain of two, translates ``source`` into ``target``."""
+        return any(s.pair == (source, target) for s in self.served) or (source, target) in self.chains
 
     def sources(self) -> list[str]:
         return sorted({s.pair[0] for s in self.served if s.pair})

@@ -274,11 +274,12 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             raise ServiceError(413, f"text[{over[2]}] has {over[1]} characters; at most {cfg.max_chars}")
         prepared = served.prepare(422, lambda: _asked(req))
         out = await served.translate(prepared)
+        pivot = {"pivot": list(served.via)} if served.via else {}        # the languages it went through, if any
         if req.format == "html":
-            return {"translations": [ts[0].text for ts in out]}
+            return {"translations": [ts[0].text for ts in out], **pivot}
         nbest = (req.nbest or 1) > 1
         answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4)} for t in ts]
-                                                   if nbest else ts[0].text for ts in out]}
+                                                   if nbest else ts[0].text for ts in out], **pivot}
         if req.alignments:
             answer["alignments"] = [[t.alignment for t in ts] if nbest else ts[0].alignment for ts in out]
         return answer
@@ -287,7 +288,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
     async def attention(request: Request) -> dict[str, Any]:
         limit.check(request)
         req = await _parse(request, AttentionRequest)
-        translator: Any = models.route(req.source, req.target).translator
+        translator: Any = models.direct(req.source, req.target).translator
         require(translator, "attention")
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
@@ -352,6 +353,8 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
         return {**{k: first[k] for k in ("model", "decode", "parameters", "precision", "device")},
                 "languages": [first["source"], first["target"]] if first["source"] else None,
                 "checkpoint": first.get("checkpoint"), **description, "models": listed,
+                "pivots": [{"source": c.pair[0], "target": c.pair[1], "via": list(c.via), "name": c.name}
+                           for c in models.chains.values()],
                 "limits": {k: v for k, v in asdict(cfg).items() if k != "api_key"}}
 
     @app.get("/metrics")

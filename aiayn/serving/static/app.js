@@ -51,7 +51,7 @@ async function translate() {
   status("translating…");
   const t0 = performance.now();
   try {
-    const { translations } = await call("/translate", { text: lines, beam, ...pair(), ...glossary() });
+    const { translations, pivot } = await call("/translate", { text: lines, beam, ...pair(), ...glossary() });
     const list = $("translations");
     list.replaceChildren();
     translations.forEach((text, i) => {
@@ -67,7 +67,8 @@ async function translate() {
       li.onclick = () => showAttention(li, beam, chosen);
       list.append(li);
     });
-    status(`${translations.length} lines in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+    const via = pivot ? ` (through ${pivot.join(", ")})` : "";
+    status(`${translations.length} lines in ${((performance.now() - t0) / 1000).toFixed(2)} s${via}`);
   } catch (e) {
     status(e.message, true);
   } finally {
@@ -163,14 +164,21 @@ async function describe() {
     const info = await r.json();
     const models = info.models || [info];
     const picker = $("pair");
+    const pivots = (info.pivots || []).map((c) => {     // pairs translated through a third language
+      const option = document.createElement("option");
+      option.value = `${c.source}|${c.target}`;
+      option.textContent = `${c.source} → ${c.target} (via ${c.via.join(", ")})`;
+      option.dataset.summary = `${c.source} → ${c.via.join(" → ")} → ${c.target}: two models, one after the other`;
+      return option;
+    });
     picker.replaceChildren(...models.map((m) => {
       const option = document.createElement("option");
       option.value = m.source ? `${m.source}|${m.target}` : "";
       option.textContent = m.source ? `${m.source} → ${m.target}` : (m.name || "model");
       option.dataset.summary = summary(m);
       return option;
-    }));
-    $("pair-label").hidden = models.length < 2;
+    }), ...pivots);
+    $("pair-label").hidden = models.length + pivots.length < 2;
     const show = () => { $("model-info").textContent = picker.selectedOptions[0]?.dataset.summary || ""; };
     picker.onchange = show;
     show();
