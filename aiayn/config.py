@@ -16,7 +16,7 @@ import json
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -303,6 +303,12 @@ class DecodeConfig:
                                "contains its phrases (each of its nbest) keeps it, and only the other constrained "
                                "lines are decoded again with constrained search (false: constrained search for every "
                                "line that has constraints)", per_request=True, per_sentence=True)
+    no_repeat_ngram: int = setting(0, "never repeat an n-gram of this many target tokens (0 = off; a repair of a "
+                                   "repetition loop uses 3)", ge=0, per_request=True)
+    repair: bool = setting(False, "decode again a sentence whose translation loops, copies its source or has a "
+                           "length out of line with the training data, with settings against that failure, and keep "
+                           "the better (repair.py; off: such sentences are only counted)", per_request=True,
+                           per_sentence=True)
     sentences: bool = setting(True, "split each input into sentences (sentences.py: sentencex) and translate each, "
                               "joined back as the input was written (false: each line is one sentence)",
                               per_request=True, per_sentence=True)
@@ -354,6 +360,35 @@ def from_dict(cls: type, values: dict[str, Any]) -> Any:
     if unknown:
         raise ValueError(f"unknown {cls.__name__} key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
     return cls(**values)
+
+
+@dataclass(frozen=True)
+class Norms:
+    """What a model's training data shows of its sentences, for what it is given and what it gives: the longest
+    source sentence (tokens; longer ones are cut at their clauses, sentences.py), the target/source length ratio of
+    pairs of at least MIN_TOKENS source tokens (its 0.1st and 99.9th percentiles; a translation outside them is
+    flagged, repair.py) and the share of pairs whose target is their source (a model trained to copy is not
+    flagged for copying). Counted by data.DataDir.norms; written in a run's data.json by training (rundir.RunDir.norms)."""
+
+    MIN_TOKENS: ClassVar[int] = 5
+    SAMPLE: ClassVar[int] = 100_000                    # pairs compared for copies, at most
+
+    longest_src: int | None = None
+    ratio: tuple[float, float] | None = None
+    copies: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: Any) -> Norms | None:
+        """From data.json's ``norms`` (None where it is missing or malformed)."""
+        try:
+            r = d.get("ratio")
+            return Norms(None if d.get("longest_src") is None else int(d["longest_src"]),
+                         None if r is None else (float(r[0]), float(r[1])), float(d.get("copies", 0.0)))
+        except (AttributeError, TypeError, ValueError, IndexError):
+            return None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from .atomic import atomic_dir
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Norms
 from .tokenizer import Tokenizer, Vocab, stored_name
 
 log = logging.getLogger(__name__)
@@ -512,9 +512,20 @@ class DataDir:
             sides.append(TokenArray(stems, dtype))
         return sides[0], sides[1]
 
-    def longest_source(self) -> int | None:
-        """The longest source sentence of the training split, in tokens (None without one)."""
-        return int(self.split("train")[0].lengths.max(initial=0)) if self.has_split("train") else None
+    def norms(self) -> Norms:
+        """What the training split shows of its sentences (:class:`Norms`; none without one)."""
+        if not self.has_split("train"):
+            return Norms()
+        src, tgt = self.split("train")
+        ls, lt = src.lengths, tgt.lengths
+        longer = ls >= Norms.MIN_TOKENS
+        ratio = (lt[longer] / ls[longer]) if longer.any() else None
+        n = min(len(src), Norms.SAMPLE)
+        copies = sum(np.array_equal(src[i], tgt[i]) for i in range(n)) / max(n, 1) if self.vocab().shared_ids else 0.0
+        return Norms(int(ls.max(initial=0)),
+                     None if ratio is None else (round(float(np.quantile(ratio, 0.001)), 3),
+                                                 round(float(np.quantile(ratio, 0.999)), 3)),
+                     round(float(copies), 4))
 
     def raw(self, split: str, side: str) -> Path:
         """The raw text file of an evaluation split (``side`` is 'src' or 'tgt')."""

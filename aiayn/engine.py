@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from .config import DecodeConfig, ModelConfig
+    from .config import DecodeConfig, ModelConfig, Norms
     from .constraints import Constraints
     from .search import Hypothesis
     from .tokenizer import Vocab
@@ -148,7 +148,7 @@ class Engine(Protocol):
     precision: str
     workers: int                  # batches it decodes side by side
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
-    longest_source: int | None    # the longest source sentence (tokens) it was trained on, where recorded
+    norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig: ...
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from sacrebleu.metrics import BLEU, CHRF, TER
+
+from . import repair
 
 
 class Translates(Protocol):
@@ -97,15 +100,18 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
              **overrides: Any) -> dict[str, Any]:
     """Translate ``src_lines`` (any decoding ``overrides``), write the translations to ``hypotheses`` if given,
     and score them against ``ref_lines`` (one list, or several) in target language ``lang``. Returns BLEU,
-    lowercased BLEU, chrF (and TER), the signature, the sentence count, the translation time and speed, and
-    where the hypotheses are."""
+    lowercased BLEU, chrF (and TER), the signature, the sentence count, the translation time and speed, the sentences
+    flagged and repaired by kind (repair.py), and where the hypotheses are."""
     multi = ref_lines and not isinstance(ref_lines[0], str)
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
+    before = Counter(repair.COUNTS)
     t0 = time.perf_counter()
     hyps = translator.translate(src_lines, **overrides)
     seconds = time.perf_counter() - t0
+    repaired = {kind: {outcome: repair.COUNTS[(kind, outcome)] - before[(kind, outcome)]
+                       for outcome in ("flagged", "repaired")} for kind in repair.KINDS}
     if hypotheses is not None:
         hypotheses.parent.mkdir(parents=True, exist_ok=True)
         hypotheses.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -113,5 +119,5 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     keep = ("bleu", "bleu_lc", "chrf", "ter", "signature", "tokenize", "references", "note")
     return {**{k: s[k] for k in keep if k in s},
             "sentences": len(hyps), "seconds": round(seconds, 2),
-            "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 1),
+            "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 1), "repair": repaired,
             "hypotheses": None if hypotheses is None else str(hypotheses)}

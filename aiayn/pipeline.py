@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from . import sentences
-from .config import DecodeConfig, beam_for_nbest
+from .config import DecodeConfig, Norms, beam_for_nbest
 from .engine import Engine, detokenize, encode, hypotheses, one_line, require
+from .repair import repaired
 from .sentences import Pieces
 
 if TYPE_CHECKING:
     from .constraints import Constraints, Glossary
     from .markup import Fragment
+    from .repair import Call
     from .search import Hypothesis
     from .tokenizer import Vocab
 
@@ -123,7 +125,7 @@ def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfi
     pieces = [sentences.split(t, lang) if decode.sentences and not (r.constraints and r.constraints[i])
               else sentences.whole(t) for i, t in enumerate(texts)]
     ids = engine.encode([x for p in pieces for x in p.sentences])
-    limit = decode.sentence_tokens or engine.longest_source or 0
+    limit = decode.sentence_tokens or engine.norms.longest_src or 0
     if not (decode.sentences and limit and any(len(x) > limit for x in ids)):
         return pieces, ids
     out: list[list[int]] = []
@@ -150,8 +152,23 @@ def _constraints(engine: Engine, r: Request, pieces: list[Pieces], lines: list[s
 
 
 def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-    """Each prepared line's hypotheses, from the engine itself (the server's batchers decode the same ids)."""
-    return engine.hypotheses(prepared.ids, prepared.decode, prepared.cons, stop)
+    """Each prepared sentence's hypotheses, from the engine itself (the server's batchers decode the same ids), those
+    that degenerate decoded again (:func:`repairs`)."""
+    p = prepared
+    plan = repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop))
+    try:
+        call = next(plan)
+        while True:
+            call = plan.send(engine.hypotheses(*call, stop))
+    except StopIteration as done:
+        return list(done.value)
+
+
+def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
+        Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
+    """repair.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
+    p = prepared
+    return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize)
 
 
 def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> list[list[Translation]]:
@@ -258,6 +275,13 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
     """A prepared request's translations, its lines decoded by ``decoder`` (a server's batcher: ``Batcher.translate``),
     the model's other work (word alignments) off the event loop."""
     hyps = await decoder(prepared.ids, prepared.decode, prepared.cons)
+    plan = repairs(engine, prepared, hyps)
+    try:
+        call = next(plan)
+        while True:
+            call = plan.send(await decoder(*call))
+    except StopIteration as done:
+        hyps = done.value
     if not prepared.aligns:
         return finish(engine, prepared, hyps)
     return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
@@ -269,7 +293,7 @@ class EngineBase:
 
     vocab: Vocab
     languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
-    longest_source: int | None = None                 # tokens, likewise
+    norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         raise NotImplementedError

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoint
-from .config import RunConfig
+from .config import Norms, RunConfig
 from .tokenizer import Vocab
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
@@ -160,9 +160,9 @@ class RunDir:
         info = self.data_info()
         return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
 
-    def longest_source(self) -> int | None:
-        """The longest source sentence the run was trained on, in tokens (:func:`longest_source`)."""
-        return longest_source(self.data_info())
+    def norms(self) -> Norms:
+        """What the run's training data shows of its sentences (data.Norms; :func:`norms`)."""
+        return norms(self.data_info())
 
     def target_language(self) -> str | None:
         """The target language code of the run's data (what BLEU's tokenizer is chosen by), when recorded."""
@@ -184,14 +184,15 @@ class RunDir:
         return self.path / "engines" / engine
 
 
-def longest_source(info: dict[str, Any]) -> int | None:
-    """From a run's data.json: the longest source sentence trained on, as recorded (runs from before it was: counted
-    in its data dir, when that is still there)."""
-    if isinstance(info.get("longest_src"), int):
-        return int(info["longest_src"])
+def norms(info: dict[str, Any]) -> Norms:
+    """From a run's data.json: its data's norms as recorded (runs from before they were: counted in its data dir, when
+    that is still there; else none)."""
     from .data import DataDir
 
+    recorded = Norms.from_dict(info["norms"]) if "norms" in info else None
+    if recorded is not None:
+        return recorded
     try:
-        return DataDir(info["data_dir"]).longest_source() if "data_dir" in info else None
+        return DataDir(info["data_dir"]).norms() if "data_dir" in info else Norms()
     except (OSError, ValueError):
-        return None
+        return Norms()

@@ -100,6 +100,33 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
     return logp
 
 
+def _no_repeat(logp: Tensor, histories: Callable[[], list[list[int]]], n: int, out: Output) -> None:
+    """``no_repeat_ngram`` n (0: off): in each row of ``logp`` (..., V or K; rows in the order of ``histories()``, each
+    row's tokens so far), forbid every token that would complete an n-gram the row has already produced."""
+    if not n:
+        return
+    flat = logp.view(-1, logp.shape[-1])
+    for r, hist in enumerate(histories()):
+        if len(hist) < n:
+            continue
+        tail = hist[len(hist) - n + 1:] if n > 1 else []
+        banned = {hist[i + n - 1] for i in range(len(hist) - n + 1) if hist[i:i + n - 1] == tail}
+        if not banned:
+            continue
+        cols = torch.tensor(sorted(banned), dtype=torch.long, device=logp.device)
+        if out.ids is not None:                                  # a shortlist: the columns of those it holds
+            at = torch.searchsorted(out.ids, cols).clamp(max=out.ids.numel() - 1)
+            cols = at[out.ids[at] == cols]
+        flat[r, cols] = float("-inf")
+
+
+def _histories(seqs: Tensor, decoded: Tensor) -> list[list[int]]:
+    """Each beam's tokens so far: seqs (n, w, t) holds sentence i's in its last ``decoded[i]`` columns."""
+    n, w, width = seqs.shape
+    return [row[width - d:] if d else [] for row, d in
+            zip(seqs.reshape(n * w, width).tolist(), decoded.repeat_interleave(w).tolist(), strict=True)]
+
+
 def _leave(gone: Tensor) -> Tensor:
     """The rows that stay when the rows ``gone`` (n,) bool leave, as an index (row i <- row keep[i]): the last
     staying rows move into the rows of those gone, every other row stays where it is, so that
@@ -115,7 +142,7 @@ def _leave(gone: Tensor) -> Tensor:
 
 def _one_best(
     model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
-    out_layer: Output | None = None, stop: Stop | None = None,
+    out_layer: Output | None = None, stop: Stop | None = None, no_repeat: int = 0,
 ) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
     the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true."""
@@ -134,6 +161,7 @@ def _one_best(
         _check(stop)
         logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
         logp = _allowed(logp, t, limit[rows], o, min_len)
+        _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)  # noqa: B023 - called here, now
         cols = pick(logp)                                         # (n,)
         tokens = o.tokens(cols)
         out[rows, t] = tokens
@@ -159,10 +187,11 @@ def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
 def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
            stop: Stop | None = None, **fields: Any) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded. Settings used:
-    the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch)."""
+    the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch),
+    no_repeat_ngram."""
     d = settings(decode, **fields)
     return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram)
 
 
 @torch.inference_mode()
@@ -188,7 +217,7 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
     return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram)
 
 
 def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
@@ -305,13 +334,12 @@ class BeamSearch:
     best), or at its length limit. What it gets does not depend on when it joined or on its neighbours, but for
     rounding in int8 (one activation scale per call) and a shortlist's candidates (the union of the batch's).
 
-    State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each
-    joined; ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the
-    first step of a batch that all started together, else k; a sentence that joins a running batch starts
-    with one live beam and k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last
-    ``step - start`` columns; ``finished`` its finished hypotheses, ``count`` (n,) how many; ``out`` the output
-    layer; ``lexical`` its constraints (constraints.py). A sentence done leaves at once: the batch's last sentence
-    moves into its rows (the others stay)."""
+    State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each joined;
+    ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the first step of a
+    batch that all started together, else k; a sentence that joins a running batch starts with one live beam and
+    k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last ``step - start`` columns; ``finished``
+    its finished hypotheses, ``count`` (n,) how many; ``out`` the output layer; ``lexical`` its constraints
+    (constraints.py). A sentence done leaves at once: the batch's last sentence moves into its rows."""
 
     def __init__(self, model: Transformer, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
                  **fields: Any) -> None:
@@ -386,6 +414,7 @@ class BeamSearch:
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
         logp, cache = self.model.decode_step(self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
         logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
+        _no_repeat(logp, lambda: _histories(self.seqs, decoded), self.decode.no_repeat_ngram, self.out)
         self.lexical.forbid_eos(logp, self.scores, decoded >= self.limit, self.out.eos)
         top, beam_of, col = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
         self.lexical.allocate(logp, self.scores, top, beam_of, col, self.out.eos)   # constrained sentences' 2k

@@ -359,8 +359,8 @@ def _write_run_dir(run: RunDir, data: DataDir, cfg: RunConfig, init_from: Path |
     if run.path.is_dir():
         remove_debris(run.path)
     info = {"data_dir": str(data.path.resolve()), "src": data.src, "tgt": data.tgt, "data_hash": data.hash,
-            # the longest source sentence trained on (tokens): longer ones are cut at their clauses (sentences.py)
-            "longest_src": data.longest_source(),
+            # what the training data shows of its sentences (data.Norms: sentences.py and repair.py use it)
+            "norms": data.norms().to_dict(),
             # and what a fine-tuning run started from (kept on resume)
             "init_from": str(init_from) if init_from else run.data_info().get("init_from")}
     run.create(cfg, data.vocab(), {k: v for k, v in info.items() if v is not None})

@@ -155,7 +155,7 @@ class Translator(pipeline.EngineBase):
         log.debug("loaded %s", t.checkpoint)
         decode = t.config.decode.replace(**settings)
         me = cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
-        me.languages, me.longest_source = t.run.languages(), t.run.longest_source()
+        me.languages, me.norms = t.run.languages(), t.run.norms()
         return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:

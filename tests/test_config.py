@@ -216,7 +216,8 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
     # keep_plain is applied before any search (which lines a constrained search decodes again), so sentences that
     # differ in it may share one
     assert {f.name for f in dataclasses.fields(DecodeConfig) if f.metadata["per_sentence"]} == \
-        {"max_len_a", "max_len_b", "nbest", "keep_plain", "sentences", "sentence_tokens"}
+        {"max_len_a", "max_len_b", "nbest", "keep_plain", "sentences", "sentence_tokens",
+                                                                    "repair"}
 
 
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(

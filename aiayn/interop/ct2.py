@@ -36,7 +36,7 @@ class AutoTranslator(EngineBase):
         self.fast, self.path, self.loaded_with = fast, path, settings
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
-        self.languages, self.longest_source = fast.languages, fast.longest_source
+        self.languages, self.norms = fast.languages, fast.norms
         self.lock = threading.Lock()
         self.loaded: Any = None                          # aiayn's own engine, once it is needed
 

@@ -33,7 +33,7 @@ import torch
 
 from .. import precision as precisions
 from ..checkpoint import MODEL
-from ..config import DecodeConfig, ModelConfig, Precision
+from ..config import DecodeConfig, ModelConfig, Norms, Precision
 from ..engine import Capabilities, one_line, require, with_fixed
 from ..evaluate import score
 from ..model import Transformer
@@ -78,7 +78,7 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     d, m = t.config.decode, t.config.model
     info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
             "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
-            "max_positions": m.max_positions, "languages": t.run.languages(), "longest_src": t.run.longest_source(),
+            "max_positions": m.max_positions, "languages": t.run.languages(), "norms": t.run.norms().to_dict(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
             "model": m.to_dict()}                                          # (CTranslate2Translator.from_export)
@@ -384,6 +384,7 @@ OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "leng
            "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
            "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
            "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
+           "no_repeat_ngram": "no_repeat_ngram_size", "repair": "(aiayn's pipeline)",
            "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
 COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -438,7 +439,7 @@ class CTranslate2Translator(EngineBase):
         out = converted(path, "int8" if precisions.resolve(decode.precision, device) == "int8" else None)
         me = cls(out, run.vocab(), cfg.model, decode)
         me.parameters = parameter_count(cfg.model)
-        me.languages, me.longest_source = run.languages(), run.longest_source()
+        me.languages, me.norms = run.languages(), run.norms()
         return me
 
     @classmethod
@@ -459,7 +460,7 @@ class CTranslate2Translator(EngineBase):
         me = cls(out, vocab, cfg, decode, threads)
         langs = info.get("languages")
         me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
-        me.longest_source = info.get("longest_src") if isinstance(info.get("longest_src"), int) else None
+        me.norms = Norms.from_dict(info.get("norms")) or Norms()
         return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -488,7 +489,7 @@ class CTranslate2Translator(EngineBase):
         piece, most = self.vocab.src.piece, self.cfg.max_positions
         options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
                        num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
-                       batch_type="tokens", use_vmap=d.shortlist,
+                       batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
                        suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)

@@ -77,7 +77,7 @@ class ProcessTranslator(EngineBase):
         self.workers, self.path, self.loaded_with = workers, str(path), settings
         self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
         self.device, self.precision = like.device, like.precision
-        self.languages, self.longest_source = like.languages, like.longest_source
+        self.languages, self.norms = like.languages, like.norms
         self.info = like.model_info()
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.busy, self.lock = 0, threading.Lock()

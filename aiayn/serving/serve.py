@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import repair
 from ..config import DecodeConfig, check, setting
 from ..constraints import Glossary
 from ..engine import Unsupported, require
@@ -70,6 +71,8 @@ class ServeConfig:
     max_body_bytes: int = setting(1 << 20, "largest request body", ge=1)
     max_lines: int = setting(256, "lines per request", ge=1)
     max_chars: int = setting(2000, "characters per line", ge=1)
+    max_file_texts: int = setting(20000, "texts (lines, paragraphs, cues, units) in a document sent to "
+                                  "/translate_file (its bytes: --max-body-bytes)", ge=1)
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     max_beam: int = setting(16, "largest beam (and nbest) a request may ask for", ge=1)
     max_len_a_cap: float = setting(3.0, "largest max_len_a a request may set (its output length limit is max_len_a "
@@ -95,6 +98,20 @@ class ServeConfig:
                       processes=self.processes)
 
 
+class _Repairs:
+    """repair.COUNTS (this process's) as the counter ``aiayn_repair_sentences_total{kind, outcome}``."""
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
+                                     "copy of the source, a length out of line), by kind: flagged, and repaired",
+                                     labels=["kind", "outcome"])
+        for (kind, outcome), n in sorted(repair.COUNTS.items()):
+            family.add_metric([kind, outcome], n)
+        yield family
+
+
 class Metrics:
     """Prometheus metrics of one app (its own registry, so several apps can live in one process): its requests here,
     its decoding in batcher.DecodeMetrics."""
@@ -112,6 +129,7 @@ class Metrics:
         self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
                             "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
+        self.registry.register(_Repairs())
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -369,7 +387,7 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
 
 
 KNOWN_PATHS = ("/translate", "/attention", "/health", "/info", "/metrics", "/", "/detect", "/languages",
-               "/frontend/settings")
+               "/frontend/settings", "/translate_file")
 OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings")
 # POST /translate is checked by its handler once it knows which API the request speaks; /detect by LibreTranslate's
 SELF_CHECKED = ("/translate", "/detect", "/translate_file", "/suggest")
@@ -380,7 +398,7 @@ CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Aut
 def _check_key(request: Any, cfg: ServeConfig) -> Any:
     """401 unless the request carries the API key (X-API-Key or Authorization: Bearer), when one is set."""
     path = request.url.path
-    if cfg.api_key is None or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith("/static/"):
+    if cfg.api_key is None or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith(("/static/", "/download_file/")):
         return None
     from fastapi.responses import JSONResponse
 
