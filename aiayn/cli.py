@@ -16,6 +16,7 @@ import select
 import stat
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -323,6 +324,9 @@ def cmd_translate(a: argparse.Namespace) -> int:
     for engine in engines[:-1]:
         prepare(engine, leg(asked))
     prepare(engines[-1], asked)
+    if a.input and a.input.suffix.lower() in DOCUMENTS and a.format == "text":   # a document (--format html: lines)
+        return _translate_document(a, nbest, lambda texts, fmt: [t[0].text for t in translate_through(
+            engines, replace(request(texts), format=fmt))])
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -348,6 +352,38 @@ def cmd_translate(a: argparse.Namespace) -> int:
             inp.close()
         if a.output:
             out.close()
+    return 0
+
+
+DOCUMENTS = (".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx")   # (documents.py; .txt: lines)
+
+
+def _translate_document(a: argparse.Namespace, nbest: int, translate: Callable[[list[str], str], list[str]]) -> int:
+    """--input FILE --output FILE of a document format (documents.py), with a progress bar over its texts."""
+    from tqdm import tqdm
+
+    from .documents import DocumentError, kind, translate_file
+
+    if a.output is None or kind(a.output) != kind(a.input):
+        raise DocumentError(f"{a.input.name}: a document is written to a file of its own format: give --output "
+                            f"NAME{a.input.suffix}")
+    if nbest > 1 or a.alignments or a.constraints:
+        raise DocumentError(f"{a.input.name}: a document takes none of --nbest, --alignments, --constraints")
+    bar = tqdm(total=0, unit=" texts", disable=a.quiet or not sys.stderr.isatty(), file=sys.stderr, dynamic_ncols=True)
+
+    def chunked(texts: list[str], fmt: str) -> list[str]:
+        bar.total += len(texts)
+        out: list[str] = []
+        for i in range(0, len(texts), 32):                  # the bar moves as the document goes
+            out += translate(texts[i:i + 32], fmt)
+            bar.update(len(texts[i:i + 32]))
+        return out
+
+    try:
+        n = translate_file(a.input, a.output, chunked)
+    finally:
+        bar.close()
+    log.info("%s: %d texts translated into %s", a.input.name, n, a.output)
     return 0
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from aiayn import Translator
 from aiayn.guards import ServiceError
+from aiayn.pipeline import Request, translate
 from aiayn.serving.pairs import Models, Served, canonical
 
 from .test_serve import LEGACY, Server, _copy_lines
@@ -98,8 +99,8 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
                                              "alternatives": 2})
     assert status == 200 and got["translatedText"] == want
     assert [d["language"] for d in got["detectedLanguage"]] == ["de", "de"]
-    best3 = oracles["de-en"].translate_hypotheses(GERMAN, beam=max(3, oracles["de-en"].decode.beam), nbest=3)
-    assert got["alternatives"] == [oracles["de-en"].detokenize([h.tokens for h in hs])[1:] for hs in best3]
+    best3 = translate(oracles["de-en"], Request(GERMAN, {"beam": max(3, oracles["de-en"].decode.beam), "nbest": 3}))
+    assert got["alternatives"] == [[t.text for t in ts[1:]] for ts in best3]      # (the pipeline's n-best)
     # aliases (zh-Hans is zh, pt-BR is pb) and the language names; /detect with q in the query string (Nextcloud)
     assert canonical("zh-Hans") == "zh" and canonical("pt-BR") == "pb" and canonical(" DE ") == "de"
     assert _send(two, "/detect", query={"q": ENGLISH, "api_key": ""})[2][0]["language"] == "en"
@@ -145,7 +146,8 @@ def test_errors_in_libretranslates_shapes(two: Server) -> None:
     assert "exceeds text limit" in error(400, "/translate", {"q": ["a"] * 33, "source": "de", "target": "en"})
     assert "Invalid request: malformed JSON" in error(400, "/translate", b"[1, 2]", ctype="application/json",
                                                       query={"q": "x"})
-    assert error(501, "/translate_file", {"q": "x"}) == "Not implemented"
+    assert error(400, "/translate_file", {"q": "x"}) == "Invalid request: missing file parameter"   # (test_documents)
+    assert error(501, "/suggest", {"q": "x"}) == "Not implemented"
     # aiayn's own API: several models and no pair named is a 400 naming the pairs
     assert "de-en, en-de" in error(400, "/translate", {"text": ["Hallo"]})
     status, headers, _ = _send(two, "/translate", method="OPTIONS")                 # a browser's CORS preflight

@@ -1,0 +1,204 @@
+"""Documents (documents.py): a real file of each format, made with that format's own library, translated and opened
+again with the same library: the same structure, every text translated, nothing else changed. A stand-in translation
+(upper case, HTML tags kept) shows what moved; the copy model, through `aiayn translate`, shows inline formatting
+landing on the words aligned with its own."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.documents import DocumentError, translate_file
+
+from .test_serve import Server, _copy_lines
+
+docx = pytest.importorskip("docx", reason="python-docx: pip install aiayn[documents]")
+pysrt = pytest.importorskip("pysrt", reason="pysrt: pip install aiayn[documents]")
+toolkit = pytest.importorskip("translate.storage.factory", reason="translate-toolkit: pip install aiayn[documents]")
+
+
+def upper(texts: list[str], fmt: str) -> list[str]:
+    """A stand-in translation: the text in upper case (HTML: outside its tags), so that every translated text shows."""
+    if fmt == "text":
+        return [t.upper() for t in texts]
+    return [re.sub(r"(^|>)([^<]*)", lambda m: m.group(1) + m.group(2).upper(), t) for t in texts]
+
+
+def test_txt_html_and_srt(tmp_path: Path) -> None:
+    src = tmp_path / "a.txt"
+    src.write_text("Ein Hund. Zwei Katzen.\n\nDrei Vögel\n")
+    translate_file(src, tmp_path / "b.txt", upper)
+    assert (tmp_path / "b.txt").read_text() == "EIN HUND. ZWEI KATZEN.\n\nDREI VÖGEL\n"
+    page = tmp_path / "a.html"
+    page.write_text('<!DOCTYPE html>\n<html><head><title>Titel</title><style>p {color: red}</style></head>'
+                    '<body><p>Ein <b>Hund</b>.</p><pre>code()</pre></body></html>')
+    translate_file(page, tmp_path / "b.html", upper)
+    out = (tmp_path / "b.html").read_text()
+    assert out.startswith("<!DOCTYPE html>\n<html><head><title>TITEL</title>") and "<p>EIN <b>HUND</b>.</p>" in out
+    subs = pysrt.SubRipFile([pysrt.SubRipItem(1, start="00:00:01,000", end="00:00:02,500", text="Ein Hund\nläuft."),
+                             pysrt.SubRipItem(2, start="00:00:03,000", end="00:00:04,000", text="Zwei Katzen.")])
+    subs.save(str(tmp_path / "a.srt"), encoding="utf-8")
+    translate_file(tmp_path / "a.srt", tmp_path / "b.srt", upper)
+    back = pysrt.open(str(tmp_path / "b.srt"), encoding="utf-8")
+    assert [(c.index, str(c.start), str(c.end), c.text) for c in back] == \
+        [(1, "00:00:01,000", "00:00:02,500", "EIN HUND LÄUFT."), (2, "00:00:03,000", "00:00:04,000", "ZWEI KATZEN.")]
+
+
+def test_po_and_xliff_keep_everything_but_the_missing_translations(tmp_path: Path) -> None:
+    po = tmp_path / "de.po"
+    po.write_text('''# A catalogue
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\\n"
+
+#: app.py:1
+msgctxt "menu"
+msgid "Open file"
+msgstr ""
+
+#, fuzzy
+msgid "Save"
+msgstr "Sichern"
+
+msgid "One dog"
+msgid_plural "%d dogs"
+msgstr[0] ""
+msgstr[1] ""
+''', encoding="utf-8")
+    translate_file(po, tmp_path / "fr.po", upper)
+    from translate.storage import factory
+
+    store = factory.getobject(str(tmp_path / "fr.po"))
+    units = {u.source: u for u in store.units if not u.isheader()}
+    assert units["Open file"].target == "OPEN FILE" and units["Open file"].getcontext() == "menu"
+    assert units["Open file"].getlocations() == ["app.py:1"]
+    assert units["Save"].target == "Sichern" and units["Save"].isfuzzy()               # translated already: kept
+    assert [str(s) for s in units["One dog"].target.strings] == ["ONE DOG", "%D DOGS"]
+    assert "Plural-Forms: nplurals=2" in (tmp_path / "fr.po").read_text()
+    xlf = tmp_path / "a.xlf"
+    xlf.write_text('''<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file original="app" source-language="en" target-language="fr" datatype="plaintext"><body>
+    <trans-unit id="greeting"><source>Good morning</source></trans-unit>
+    <trans-unit id="done"><source>Done</source><target>Fini</target></trans-unit>
+  </body></file></xliff>
+''', encoding="utf-8")
+    translate_file(xlf, tmp_path / "b.xlf", upper)
+    units = {u.getid().split("\x04")[-1]: u for u in factory.getobject(str(tmp_path / "b.xlf")).units}
+    assert units["greeting"].target == "GOOD MORNING" and units["done"].target == "Fini"
+
+
+def _word(tmp_path: Path) -> Path:
+    d = docx.Document()
+    d.add_heading("Ein Bericht", level=1)
+    p = d.add_paragraph("a b ")
+    p.add_run("c d").bold = True
+    p.add_run(" e f")
+    table = d.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "g h"
+    table.cell(0, 1).paragraphs[0].add_run("i j").italic = True
+    d.sections[0].header.paragraphs[0].text = "a j"
+    d.add_paragraph("")
+    path = tmp_path / "a.docx"
+    d.save(str(path))
+    return path
+
+
+def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
+    translate_file(_word(tmp_path), tmp_path / "b.docx", upper)
+    d = docx.Document(str(tmp_path / "b.docx"))
+    assert [p.text for p in d.paragraphs] == ["EIN BERICHT", "A B C D E F", ""]
+    assert d.paragraphs[0].style.name == "Heading 1"
+    assert [(r.text, bool(r.bold)) for r in d.paragraphs[1].runs] == [("A B ", False), ("C D", True), (" E F", False)]
+    assert [c.text for c in d.tables[0].rows[0].cells] == ["G H", "I J"]
+    assert d.tables[0].cell(0, 1).paragraphs[0].runs[0].italic
+    assert d.sections[0].header.paragraphs[0].text == "A J"
+
+
+def test_a_document_through_the_command_line_keeps_bold_on_its_words(tmp_path: Path, copy_model: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    src = _word(tmp_path)
+    out = tmp_path / "out.docx"
+    assert main(["translate", "--model", str(copy_model), "--engine", "torch", "--device", "cpu", "--input", str(src),
+                 "--output", str(out), "--quiet"]) == 0
+    p = docx.Document(str(out)).paragraphs[1]
+    assert p.text.split() == "a b c d e f".split()                     # the copy model: its translation is its input
+    assert [r.text.strip() for r in p.runs if r.bold] == ["c d"]       # bold on the words aligned with its own
+    assert main(["translate", "--model", str(copy_model), "--input", str(src), "--output", str(tmp_path / "x.txt")]) == 2
+    assert "a.docx: a document is written to a file of its own format: give --output NAME.docx" in \
+        capsys.readouterr().err
+
+
+def test_a_damaged_or_unknown_file_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.docx"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(DocumentError, match="broken.docx cannot be read as docx"):
+        translate_file(bad, tmp_path / "out.docx", upper)
+    with pytest.raises(DocumentError, match=r"\.odt is not a format"):
+        translate_file(tmp_path / "a.odt", tmp_path / "b.odt", upper)
+
+
+def _multipart(fields: dict[str, str], name: str, content: bytes) -> tuple[bytes, dict[str, str]]:
+    boundary = "aiayn-test-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                 "Content-Type: application/octet-stream\r\n\r\n".encode() + content + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+@pytest.fixture(scope="module")
+def server(copy_model: Path) -> Iterator[Server]:
+    s = Server("--no-processes", "--workers", "1", "--max-body-bytes", str(4 << 20), model=copy_model)
+    yield s
+    assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]
+
+
+def test_translate_file_answers_a_url_to_the_translated_document(server: Server, tmp_path: Path,
+                                                                 copy_model: Path) -> None:
+    src = _word(tmp_path)
+    assert main(["translate", "--model", str(copy_model), "--engine", "torch", "--device", "cpu", "--input", str(src),
+                 "--output", str(tmp_path / "cli.docx"), "--quiet"]) == 0
+    body, headers = _multipart({"source": "in", "target": "out"}, "Bericht (1).docx", src.read_bytes())
+    status, _, answer = server.request("POST", "/translate_file", body, headers)
+    assert status == 200 and re.fullmatch(r"http://127\.0\.0\.1:\d+/download_file/[0-9a-f]{32}\.Bericht__1_\.docx",
+                                          answer["translatedFileUrl"]), answer
+    status, got_headers, data = server.request("GET", answer["translatedFileUrl"].split(str(server.port), 1)[1])
+    assert status == 200 and 'filename="Bericht__1_.docx"' in got_headers["content-disposition"]
+    (tmp_path / "served.docx").write_bytes(data)
+    served, cli = (docx.Document(str(tmp_path / n)) for n in ("served.docx", "cli.docx"))
+    assert [[(r.text, r.bold) for r in p.runs] for p in served.paragraphs] == \
+        [[(r.text, r.bold) for r in p.runs] for p in cli.paragraphs]
+    for fields, name, words in (({"source": "in", "target": "out"}, "a.odt", ".odt is not a format"),
+                                ({"source": "in", "target": "out"}, "b.docx", "b.docx cannot be read as docx"),
+                                ({"source": "auto", "target": "out"}, "a.txt", "name the file's source language"),
+                                ({"target": "out"}, "a.txt", "missing source parameter")):
+        body, headers = _multipart(fields, name, b"not a document")
+        status, _, answer = server.request("POST", "/translate_file", body, headers)
+        assert status == 400 and words in answer["error"], answer
+    assert server.request("GET", "/download_file/" + "0" * 32 + ".a.docx")[0] == 404
+    assert server.request("GET", "/download_file/..%2Fsecret")[0] == 404
+
+
+def test_a_long_document_does_not_hold_up_translate(server: Server) -> None:
+    """A request sent while a 2,000-line file is being translated is answered before the file is."""
+    lines = "\n".join(_copy_lines(2000, seed=11)).encode()
+    body, headers = _multipart({"source": "in", "target": "out"}, "long.txt", lines)
+    done: dict[str, float] = {}
+    with ThreadPoolExecutor(1) as pool:
+        upload = pool.submit(lambda: (server.request("POST", "/translate_file", body, headers, timeout=600),
+                                      done.setdefault("file", time.monotonic())))
+        time.sleep(1.0)                                                   # the file is being translated
+        status, _, answer = server.post("/translate", {"text": ["a b c"]})
+        done["request"] = time.monotonic()
+        (status_file, _, answer_file), _ = upload.result()
+    assert status == 200 and status_file == 200, (answer, answer_file)
+    assert done["request"] < done["file"]
