@@ -48,6 +48,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                  "text, word alignments and HTML, and the time each takes"),
     "paragraphs": ("paragraphs", "consecutive test sentences joined into one input: BLEU and length with and without "
                                  "sentence splitting, against each sentence translated on its own"),
+    "pivot": ("pivot_bench", "a pair translated through a pivot language (two models in turn) against a direct model "
+                             "of the same size and budget: BLEU, chrF, speed"),
+    "repair": ("repair_bench", "degenerate output on a test set: sentences flagged (loop, copy, length) and BLEU with "
+                               "and without decoding them again"),
     "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "
                              "held-out text: boundary precision, recall, F1 and speed per language"),
 }
