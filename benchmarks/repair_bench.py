@@ -4,7 +4,7 @@ without decoding them again.
     python -m benchmarks repair --model runs/demo-1200/run-de-en --src test.de --ref test.en [--engine torch]
         [--beam 1 4]
 
-For each beam, the test set is translated twice (``repair: false``, then the default) and scored with sacreBLEU;
+For each beam, the test set is translated twice (``repair: false``, the default, then ``repair: true``) and scored;
 the flagged and repaired counts come from ``evaluate``'s ``repair`` field. Records ``results/repair-<date>.json``.
 """
 
@@ -40,9 +40,9 @@ def main(argv: list[str]) -> None:
     rows: dict[str, Any] = {"norms": engine.norms.to_dict()}
     for beam in a.beam:
         off = evaluate(engine, src, ref, lang=lang, beam=beam, repair=False)
-        on = evaluate(engine, src, ref, lang=lang, beam=beam)
+        on = evaluate(engine, src, ref, lang=lang, beam=beam, repair=True)
         changed = sum(x != y for x, y in zip(engine.translate(src, beam=beam, repair=False),
-                                            engine.translate(src, beam=beam), strict=True))
+                                            engine.translate(src, beam=beam, repair=True), strict=True))
         rows[f"beam{beam}"] = {"bleu_off": off["bleu"], "bleu_lc_off": off["bleu_lc"], "bleu_on": on["bleu"],
                                "bleu_lc_on": on["bleu_lc"], "repair": on["repair"], "lines_changed": changed,
                                "seconds_off": off["seconds"], "seconds_on": on["seconds"]}
