@@ -97,6 +97,7 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", a.model, "--port", str(port),
                              "--precision", a.precision, "--max-queue-lines", "100000", "--timeout", "600",
+                             "--cache", "0",                      # (decoding is measured, not the memory)
                              "--engine", a.engine,
                              *(["--workers", str(a.workers)] if a.workers else []),
                              *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else []),

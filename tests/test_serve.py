@@ -451,7 +451,7 @@ def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_m
     """--processes: batches decoded by 2 worker processes, each with its copy of the model; every answer (greedy and
     beam, 2-best with scores, constraints) is aiayn translate's; a worker killed fails only the batch it had, with a
     500 naming it, and is started again; SIGTERM stops them all."""
-    s = Server("--processes", "--workers", "2", model=copy_model)
+    s = Server("--processes", "--workers", "2", "--cache", "0", model=copy_model)   # (each batch decoded)
     try:
         workers = _decoding_processes(s.proc.pid)
         assert len(workers) == 2, workers

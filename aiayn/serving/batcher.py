@@ -51,7 +51,11 @@ class DecodeMetrics:
             steps=Counter("aiayn_decoding_steps", "decoding steps", by, registry=registry),
             step_seconds=Counter("aiayn_decoding_seconds", "seconds spent in decoding steps", by, registry=registry),
             joined=Counter("aiayn_joined_lines", "lines that joined a search already decoding", by, registry=registry),
-            queue_lines=Gauge("aiayn_queue_lines", "lines waiting to join a search", by, registry=registry))
+            queue_lines=Gauge("aiayn_queue_lines", "lines waiting to join a search", by, registry=registry),
+            cache_lookups=Counter("aiayn_cache_lookups", "sentences looked up in the translations remembered (memo.py)",
+                                  by, registry=registry),
+            cache_hits=Counter("aiayn_cache_hits", "sentences answered from the translations remembered", by,
+                               registry=registry))
 
     def model(self, name: str) -> ModelMetrics:
         return ModelMetrics(**{k: family.labels(name) for k, family in self.families.items()})
@@ -68,6 +72,8 @@ class ModelMetrics:
     step_seconds: Any
     joined: Any
     queue_lines: Any
+    cache_lookups: Any
+    cache_hits: Any
 
     def step(self, sentences: int, seconds: float) -> None:
         """One decoding step of ``sentences`` sentences."""
@@ -190,6 +196,7 @@ class Limits:
     timeout_s: float            # per request; beyond: 504
     join: bool = True           # waiting lines join a busy thread's running search (else only a free thread takes them)
     processes: bool = False     # aiayn's engine decodes in worker processes (processes.py, WholeBatcher)
+    cache: int = 0              # sentences whose translations are remembered, per model (memo.py; 0: none)
 
 
 class Batcher:

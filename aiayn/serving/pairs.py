@@ -22,6 +22,7 @@ from ..pipeline import Prepared, Request, Translation, leg, prepare, translate_a
 from ..rundir import RunDir
 from ..runtime import resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
+from .memo import Memo
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -63,6 +64,7 @@ class Served:
     batcher: Batcher | WholeBatcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
     via: tuple[str, ...] = ()                   # (a Chain's: the pivot languages; a model's own: none)
+    decoder: Any = None                         # the batcher's translate, behind the translations remembered (memo.py)
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", **decode: Any) -> Served:
@@ -90,6 +92,7 @@ class Served:
             self.batcher = WholeBatcher(t, limits, metrics)
         else:                                               # stepwise: aiayn's own engine, its model in this process
             self.batcher = Batcher(cast("Translator", t), limits, metrics)
+        self.decoder = Memo(limits.cache, metrics).wrap(self.batcher.translate)
 
     def prepare(self, status: int, request: Callable[[], Request]) -> Prepared:
         """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
@@ -108,8 +111,8 @@ class Served:
 
     async def translate(self, prepared: Prepared) -> list[list[Translation]]:
         """A prepared request's translations, its lines decoded by the batcher beside every other request's."""
-        assert self.batcher is not None, "the server has not started"
-        return await translate_async(self.translator, prepared, self.batcher.translate)
+        assert self.decoder is not None, "the server has not started"
+        return await translate_async(self.translator, prepared, self.decoder)
 
     def memory_bytes(self) -> int:
         """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on

@@ -74,6 +74,8 @@ class ServeConfig:
     max_file_texts: int = setting(20000, "texts (lines, paragraphs, cues, units) in a document sent to "
                                   "/translate_file (its bytes: --max-body-bytes)", ge=1)
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
+    cache: int = setting(10000, "sentences whose translations each model remembers, answered again without decoding "
+                         "(memo.py; least recently used forgotten first; 0: none)", ge=0)
     max_beam: int = setting(16, "largest beam (and nbest) a request may ask for", ge=1)
     max_len_a_cap: float = setting(3.0, "largest max_len_a a request may set (its output length limit is max_len_a "
                                    "x its source tokens + max_len_b)", ge=0)
@@ -95,7 +97,7 @@ class ServeConfig:
         """What the batcher is given."""
         return Limits(workers=self.workers, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
                       max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join,
-                      processes=self.processes)
+                      processes=self.processes, cache=self.cache)
 
 
 class _Repairs:
