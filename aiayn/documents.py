@@ -170,12 +170,8 @@ def _paragraphs(document: Any) -> Iterator[Any]:
                      section.even_page_header, section.even_page_footer):
             if not part.is_linked_to_previous:
                 parts.append(part._element)
-    seen: set[int] = set()
-    for part in parts:
-        for p in part.iter(qn("w:p")):
-            if id(p) not in seen:
-                seen.add(id(p))
-                yield p
+    for part in parts:                          # (separate trees: a paragraph is in one of them)
+        yield from list(part.iter(qn("w:p")))
 
 
 def _text_runs(p: Any) -> list[Any]:

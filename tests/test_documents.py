@@ -95,7 +95,7 @@ msgstr[1] ""
     assert units["greeting"].target == "GOOD MORNING" and units["done"].target == "Fini"
 
 
-def _word(tmp_path: Path) -> Path:
+def _word(tmp_path: Path, many: int = 0) -> Path:
     d = docx.Document()
     d.add_heading("Ein Bericht", level=1)
     p = d.add_paragraph("a b ")
@@ -106,15 +106,18 @@ def _word(tmp_path: Path) -> Path:
     table.cell(0, 1).paragraphs[0].add_run("i j").italic = True
     d.sections[0].header.paragraphs[0].text = "a j"
     d.add_paragraph("")
+    for k in range(many):
+        d.add_paragraph(f"{'abcdefghij'[k % 10]} b c")
     path = tmp_path / "a.docx"
     d.save(str(path))
     return path
 
 
 def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
-    translate_file(_word(tmp_path), tmp_path / "b.docx", upper)
+    translate_file(_word(tmp_path, many=600), tmp_path / "b.docx", upper)
     d = docx.Document(str(tmp_path / "b.docx"))
-    assert [p.text for p in d.paragraphs] == ["EIN BERICHT", "A B C D E F", ""]
+    assert [p.text for p in d.paragraphs[:3]] == ["EIN BERICHT", "A B C D E F", ""]
+    assert [p.text for p in d.paragraphs[3:]] == [f"{'ABCDEFGHIJ'[k % 10]} B C" for k in range(600)]   # every one
     assert d.paragraphs[0].style.name == "Heading 1"
     assert [(r.text, bool(r.bold)) for r in d.paragraphs[1].runs] == [("A B ", False), ("C D", True), (" E F", False)]
     assert [c.text for c in d.tables[0].rows[0].cells] == ["G H", "I J"]
