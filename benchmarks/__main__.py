@@ -46,6 +46,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                "kept, BLEU of the text, tags placed on eflomal's words"),
     "engines": ("engines_bench", "the same requests through aiayn's engine and CTranslate2 (one pipeline): identical "
                                  "text, word alignments and HTML, and the time each takes"),
+    "documents": ("documents_bench", "a long Word document through aiayn translate --input/--output: time, paragraphs and "
+                                     "bold runs in and out"),
     "paragraphs": ("paragraphs", "consecutive test sentences joined into one input: BLEU and length with and without "
                                  "sentence splitting, against each sentence translated on its own"),
     "pivot": ("pivot_bench", "a pair translated through a pivot language (two models in turn) against a direct model "
