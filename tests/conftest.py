@@ -5,6 +5,7 @@ session), helpers (child processes that cannot outlive the suite, waits with a d
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -106,6 +107,15 @@ def train_steps(run: Path) -> list[int]:
 
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return [r["step"] for r in records if "loss" in r]
+
+
+def relabeled(run: Path, out: Path, src: str, tgt: str) -> Path:
+    """A copy of the run dir ``run`` at ``out``, recorded as trained on ``src``->``tgt`` data (a run's languages are
+    its data.json's): the copy model standing for a language pair."""
+    shutil.copytree(run, out)
+    info = json.loads((out / "data.json").read_text())
+    (out / "data.json").write_text(json.dumps({**info, "src": src, "tgt": tgt}))
+    return out
 
 
 def free_port() -> int:

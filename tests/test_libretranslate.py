@@ -5,7 +5,6 @@ request's answer must be its own model's: the two translate the same line differ
 
 from __future__ import annotations
 
-import json
 import shutil
 import urllib.parse
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from aiayn.guards import ServiceError
 from aiayn.pipeline import Request, translate
 from aiayn.serving.pairs import Models, Served, canonical
 
+from .conftest import relabeled
 from .test_serve import LEGACY, Server, _copy_lines
 
 pytest.importorskip("fastapi")
@@ -31,12 +31,8 @@ KEY = "lt-key"
 
 @pytest.fixture(scope="module")
 def en_de(copy_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The copy model, recorded as trained on en->de data (a run's languages are its data.json's)."""
-    run = tmp_path_factory.mktemp("runs") / "copy-en-de"
-    shutil.copytree(copy_model, run)
-    info = json.loads((run / "data.json").read_text())
-    (run / "data.json").write_text(json.dumps({**info, "src": "en", "tgt": "de"}))
-    return run
+    """The copy model, recorded as trained on en->de data."""
+    return relabeled(copy_model, tmp_path_factory.mktemp("runs") / "copy-en-de", "en", "de")
 
 
 @pytest.fixture(scope="module")

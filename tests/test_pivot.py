@@ -6,7 +6,6 @@ de→en and conftest's copy model recorded as en→fr."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from aiayn.cli import main
 from aiayn.constraints import Glossary
 from aiayn.pipeline import Pivot, Request, translate_through
 
+from .conftest import relabeled
 from .test_serve import LEGACY, Server
 
 GERMAN = ["Ein Mann fährt mit dem Fahrrad. Zwei Hunde spielen im Schnee.", "", "Eine Frau liest."]
@@ -24,11 +24,7 @@ GERMAN = ["Ein Mann fährt mit dem Fahrrad. Zwei Hunde spielen im Schnee.", "", 
 
 @pytest.fixture(scope="module")
 def en_fr(copy_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("runs") / "copy-en-fr"
-    shutil.copytree(copy_model, run)
-    info = json.loads((run / "data.json").read_text())
-    (run / "data.json").write_text(json.dumps({**info, "src": "en", "tgt": "fr"}))
-    return run
+    return relabeled(copy_model, tmp_path_factory.mktemp("runs") / "copy-en-fr", "en", "fr")
 
 
 @pytest.fixture(scope="module")
