@@ -99,9 +99,10 @@ def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Cons
     return out
 
 
-def run(steps: Plan, decode: Callable[[list[list[int]], list[Constraints | None] | None], list[list[Hypothesis]]]
-        ) -> list[list[Hypothesis]]:
-    """The hypotheses a :func:`plan` returns, each of its calls made with ``decode(ids, cons)``."""
+def run(steps: Generator[tuple[Any, ...], list[list[Hypothesis]], list[list[Hypothesis]]],
+        decode: Callable[..., list[list[Hypothesis]]]) -> list[list[Hypothesis]]:
+    """The hypotheses a plan returns (:func:`plan`'s, or repair.repaired's), each call it yields made with
+    ``decode(*call)``."""
     try:
         call = next(steps)
         while True:
@@ -110,8 +111,8 @@ def run(steps: Plan, decode: Callable[[list[list[int]], list[Constraints | None]
         return done.value
 
 
-async def run_async(steps: Plan, decode: Callable[[list[list[int]], list[Constraints | None] | None],
-                                                  Awaitable[list[list[Hypothesis]]]]) -> list[list[Hypothesis]]:
+async def run_async(steps: Generator[tuple[Any, ...], list[list[Hypothesis]], list[list[Hypothesis]]],
+                    decode: Callable[..., Awaitable[list[list[Hypothesis]]]]) -> list[list[Hypothesis]]:
     """:func:`run` with a ``decode`` that is awaited (the server's batchers)."""
     try:
         call = next(steps)

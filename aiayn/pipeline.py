@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from . import sentences
 from .config import DecodeConfig, Norms, beam_for_nbest
-from .engine import Engine, detokenize, encode, hypotheses, one_line, require
+from .engine import Engine, detokenize, encode, hypotheses, one_line, require, run, run_async
 from .repair import repaired
 from .sentences import Pieces
 
@@ -155,13 +156,8 @@ def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None =
     """Each prepared sentence's hypotheses, from the engine itself (the server's batchers decode the same ids), those
     that degenerate decoded again (:func:`repairs`)."""
     p = prepared
-    plan = repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop))
-    try:
-        call = next(plan)
-        while True:
-            call = plan.send(engine.hypotheses(*call, stop))
-    except StopIteration as done:
-        return list(done.value)
+    return run(repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop)),
+               lambda ids, decode, cons: engine.hypotheses(ids, decode, cons, stop))
 
 
 def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
@@ -274,37 +270,34 @@ Decoder = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | N
 async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) -> list[list[Translation]]:
     """A prepared request's translations, its lines decoded by ``decoder`` (a server's batcher: ``Batcher.translate``),
     the model's other work (word alignments) off the event loop."""
-    hyps = await decoder(prepared.ids, prepared.decode, prepared.cons)
-    plan = repairs(engine, prepared, hyps)
-    try:
-        call = next(plan)
-        while True:
-            call = plan.send(await decoder(*call))
-    except StopIteration as done:
-        hyps = done.value
+    hyps = await run_async(repairs(engine, prepared, await decoder(prepared.ids, prepared.decode, prepared.cons)),
+                           decoder)
     if not prepared.aligns:
         return finish(engine, prepared, hyps)
     return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
 
 
-class EngineBase:
+class EngineBase(ABC):
     """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
-    ``decode_lines``), written once: an engine inherits these and writes only what decodes."""
+    ``decode_lines``, which each engine writes: engine.Engine says what they do), written once."""
 
     vocab: Vocab
     languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
     norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
 
+    @abstractmethod
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        raise NotImplementedError
+        """engine.Engine's."""
 
+    @abstractmethod
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
-        raise NotImplementedError
+        """engine.Engine's."""
 
+    @abstractmethod
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        raise NotImplementedError
+        """engine.Engine's."""
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
