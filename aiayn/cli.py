@@ -306,6 +306,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .constraints import Glossary
+    from .documents import FORMATS
     from .interop.ct2 import load
     from .pipeline import Request, leg, prepare, translate_through
     from .translate import stream
@@ -324,7 +325,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     for engine in engines[:-1]:
         prepare(engine, leg(asked))
     prepare(engines[-1], asked)
-    if a.input and a.input.suffix.lower() in DOCUMENTS and a.format == "text":   # a document (--format html: lines)
+    if a.input and a.input.suffix.lower() in FORMATS[1:] and a.format == "text":   # a document (.txt, --format html: lines)
         return _translate_document(a, nbest, lambda texts, fmt: [t[0].text for t in translate_through(
             engines, replace(request(texts), format=fmt))])
     inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
@@ -353,9 +354,6 @@ def cmd_translate(a: argparse.Namespace) -> int:
         if a.output:
             out.close()
     return 0
-
-
-DOCUMENTS = (".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx")   # (documents.py; .txt: lines)
 
 
 def _translate_document(a: argparse.Namespace, nbest: int, translate: Callable[[list[str], str], list[str]]) -> int:

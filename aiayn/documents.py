@@ -34,6 +34,7 @@ from typing import Any
 
 # texts (and their format: "text" or "html") -> their translations, in order
 Translate = Callable[[list[str], str], list[str]]
+# what is read (.txt first: `aiayn translate` reads it line by line, as any input, and the others as documents)
 FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx")
 
 
@@ -255,9 +256,12 @@ def _rebuild(p: Any, translation: str, marked: bool) -> None:
         pieces = [(text, main if i is None or i >= len(runs) else i) for text, i in parser.pieces if text]
     else:
         pieces = [(translation, main)]
-    merged: list[tuple[str, int]] = []
+    merged: list[tuple[str, int]] = []                      # neighbours of one run: one copy of it
     for text, i in pieces:
-        merged[-1:] = [(merged[-1][0] + text, i)] if merged and merged[-1][1] == i else [*merged[-1:], (text, i)]
+        if merged and merged[-1][1] == i:
+            merged[-1] = (merged[-1][0] + text, i)
+        else:
+            merged.append((text, i))
     carriers = list(dict.fromkeys(_carrier(r) for r in runs))
     anchor = carriers[0]
     for text, i in merged:

@@ -158,18 +158,18 @@ class Chain:
     def name(self) -> str:
         return "-".join([self.pair[0], *self.via, self.pair[1]])
 
-    def prepare(self, status: int, request: Callable[[], Request]) -> tuple[Request, Prepared]:
+    def prepare(self, status: int, request: Callable[[], Request]) -> tuple[Request, Prepared, int]:
         """The request prepared for the first model; what the last refuses is refused here too, before any work."""
         asked = request()
         first = self.legs[0].prepare(status, lambda: leg(asked))
         self.legs[-1].prepare(status, lambda: replace(asked, texts=[], constraints=[] if asked.constraints else None))
-        return asked, first
+        return asked, first, status
 
-    async def translate(self, prepared: tuple[Request, Prepared]) -> list[list[Translation]]:
-        asked, first = prepared
+    async def translate(self, prepared: tuple[Request, Prepared, int]) -> list[list[Translation]]:
+        asked, first, status = prepared
         texts = [ts[0].text for ts in await self.legs[0].translate(first)]
         last = self.legs[-1]
-        return await last.translate(last.prepare(400, lambda: replace(asked, texts=texts)))
+        return await last.translate(last.prepare(status, lambda: replace(asked, texts=texts)))
 
 
 def run_dirs(paths: list[str | Path]) -> list[Path]:
