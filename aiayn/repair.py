@@ -46,11 +46,13 @@ Call = tuple[list[list[int]], DecodeConfig, "list[Constraints | None] | None"]
 
 
 def _loops(tokens: Sequence[int]) -> bool:
-    """Whether some run of 1-4 tokens is repeated :data:`LOOP` times in a row."""
+    """Whether some run of 1-4 tokens is repeated :data:`LOOP` times in a row: for some n, (LOOP - 1) x n tokens in a
+    row each equal to the one n before it (one pass per n)."""
     for n in range(1, 5):
-        for start in range(len(tokens) - n * LOOP + 1):
-            run = tokens[start:start + n]
-            if all(tokens[start + k * n:start + (k + 1) * n] == run for k in range(1, LOOP)):
+        same = 0
+        for i in range(n, len(tokens)):
+            same = same + 1 if tokens[i] == tokens[i - n] else 0
+            if same >= (LOOP - 1) * n:
                 return True
     return False
 
