@@ -18,11 +18,14 @@ Agreement with a reference alignment (:func:`agreement`): precision, recall and 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .config import ModelConfig
-from .model import Transformer
+
+if TYPE_CHECKING:          # (imported where used: CTranslate2's alignments need no PyTorch)
+    import torch
+
+    from .model import Transformer
 
 Links = list[tuple[int, int]]
 # The layer (counted from 0; the last one where a model has fewer) and the shift that agree best with eflomal on the
@@ -34,7 +37,7 @@ def method(model: Transformer | ModelConfig) -> tuple[int, int, int | None]:
     """(layer, shift, heads) the links of ``model`` are read from: the heads trained to align (guided alignment,
     ``ModelConfig.alignment_heads``: heads 0 .. k-1 of ``alignment_layer``, each target piece at the row where it is
     the output), or else the measured :data:`LAYER` and :data:`SHIFT` over all heads (None)."""
-    cfg = model.cfg if isinstance(model, Transformer) else model
+    cfg = model if isinstance(model, ModelConfig) else model.cfg
     if cfg.alignment_heads:
         return cfg.aligning_layer, 0, cfg.alignment_heads
     return (LAYER if LAYER < cfg.decoder_layers else -1), SHIFT, None
@@ -50,14 +53,15 @@ def words(pieces: Sequence[str]) -> list[int]:
     return out
 
 
-def token_links(cross: torch.Tensor, n_src: int, n_tgt: int, shift: int, source: bool = False) -> Links:
+def token_links(cross: torch.Tensor | Any, n_src: int, n_tgt: int, shift: int, source: bool = False) -> Links:
     """cross (T, S) attention probabilities of a decoder input BOS y_1 .. y_n (T = n + 1 rows) over the source
     pieces and EOS (S >= n_src + 1) -> (source piece, target piece) links: target piece t linked with the source
     piece (EOS excluded) that row ``t + shift`` attends to most; with shift 1 the last piece reads the row of its EOS
-    prediction. ``source``: the other way, each source piece with the target piece whose row attends to it most."""
+    prediction. ``source``: the other way, each source piece with the target piece whose row attends to it most.
+    ``cross``: a torch tensor or a numpy array (CTranslate2's attention); ties go to the first piece in both."""
     if n_tgt == 0 or n_src == 0:
         return []
-    rows = torch.arange(n_tgt) + shift
+    rows = list(range(shift, n_tgt + shift))
     probs = cross[rows, :n_src]                                                # (n_tgt, n_src)
     if source:
         return [(s, t) for s, t in enumerate(probs.argmax(0).tolist())]
@@ -75,6 +79,8 @@ def align(model: Transformer, pieces: tuple[Callable[[int], str], Callable[[int]
     """Word links of each (source ids, output ids) pair (no BOS/EOS in either), from ``layer``'s encoder-decoder
     attention averaged over its heads (negative: counted from the last; ``heads``: over its first k heads only).
     ``pieces``: the source and target tokenizers' id -> piece."""
+    import torch
+
     cfg = model.cfg
     out: list[Links] = []
     for start in range(0, len(sources), 64):

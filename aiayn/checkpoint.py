@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, load_model, save_file, save_model
+from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_dir
+
+if TYPE_CHECKING:          # (imported where used: finding a run's checkpoints needs no PyTorch)
+    import torch
 
 MODEL, META, OPTIM = "model.safetensors", "checkpoint.json", "optimizer.safetensors"
 TRAINER, RNG = "trainer.json", "rng.safetensors"
@@ -35,6 +34,8 @@ def is_checkpoint(path: Path) -> bool:
 
 def rng_state() -> dict[str, torch.Tensor]:
     """This process's random-number-generator states: the CPU's and, with CUDA, the current device's."""
+    import torch
+
     state = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state()
@@ -47,6 +48,8 @@ def save(
 ) -> Path:
     """Write a checkpoint directory atomically. With ``optimizer``, also everything needed to resume; ``rng``:
     the generator states of every process (rank order), default this process's."""
+    from safetensors.torch import save_file, save_model
+
     with atomic_dir(path) as tmp:
         save_model(model, str(tmp / MODEL))
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
@@ -81,6 +84,8 @@ def _json(file: Path) -> dict[str, Any]:
 
 
 def _tensors(file: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
     try:
         return load_file(str(file))
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for bad headers and sizes
@@ -90,6 +95,9 @@ def _tensors(file: Path) -> dict[str, torch.Tensor]:
 def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
     """Load a checkpoint's weights into ``model`` (strict); returns its checkpoint.json. A damaged file, or
     weights of another shape than ``model``'s, raise :class:`CheckpointError` naming the file."""
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
     p = Path(path)
     if not is_checkpoint(p):
         raise FileNotFoundError(f"{p} is not a checkpoint (expected {MODEL} and {META})")
@@ -117,6 +125,8 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> dict[str, Any]:
 def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, rank: int = 0) -> dict[str, Any]:
     """Restore the optimizer and this process's (``rank``) RNG states of a training checkpoint; returns its trainer
     state."""
+    import torch
+
     p = Path(path)
     trainer = _json(p / TRAINER)
     tensors = _tensors(p / OPTIM)
@@ -147,6 +157,9 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, rank
 def average(paths: list[Path], out: str | Path, meta: dict[str, Any]) -> Path:
     """Write to ``out`` a checkpoint whose weights are the element-wise mean of ``paths`` (paper §6.1 averages
     the last 5 checkpoints of base models, the last 20 of big ones). Means are accumulated in float64."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
     if not paths:
         raise ValueError("no checkpoints to average")
     total: dict[str, torch.Tensor] = {}

@@ -30,14 +30,34 @@ log = logging.getLogger("aiayn")
 DEFAULT_CACHE = Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn"))
 
 
-def _command(sub: argparse._SubParsersAction, func: Callable[[argparse.Namespace], int], help: str,
+def _command(sub: argparse._SubParsersAction, func: Callable[[argparse.Namespace], int],
              description: str | None = None) -> argparse.ArgumentParser:
-    """The subcommand ``func`` runs (``cmd_NAME`` is ``aiayn NAME``): its one-line help, and as its description the
-    function's docstring (or ``description``)."""
+    """The subcommand ``func`` runs (``cmd_NAME`` is ``aiayn NAME``): its one-line help (:data:`COMMANDS`), and as
+    its description the function's docstring (or ``description``)."""
     name = func.__name__.removeprefix("cmd_")
+    help = COMMANDS[name]
     p = sub.add_parser(name, help=help, description=description or inspect.cleandoc(func.__doc__ or help))
     p.set_defaults(func=func)
     return p
+
+
+# each command and its one-line help, in the order `aiayn --help` lists them
+COMMANDS = {
+    "prepare": "tokenize and binarize a parallel corpus into a data dir",
+    "align": "word-align a data dir's training pairs (eflomal) for guided alignment",
+    "train": "train a model on a data dir (re-run to resume)",
+    "average": "average the last N checkpoints of a run (paper §6.1)",
+    "translate": "translate text (stdin -> stdout by default)",
+    "evaluate": "translate a test set and score it with sacreBLEU (BLEU, chrF, TER)",
+    "demo": "prepare + train + evaluate + translate on the bundled Multi30k",
+    "serve": "an HTTP translation service with a web page (needs aiayn[serve])",
+    "export": "export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
+    "import": "read a pretrained Marian / OPUS-MT model into a run dir",
+    "distill": "translate a corpus with a teacher into a data dir for a student (Kim & Rush 2016)",
+    "shortlist": "build a run's lexical shortlist (fewer output tokens per batch: faster decoding)",
+    "plot": "plots: positional encoding, learning rate, label smoothing, a run's training curves "
+             "and attention maps (needs matplotlib)",
+}
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -83,7 +103,7 @@ def _split_map(items: list[str] | None) -> dict[str, str]:
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     from .corpora import CORPORA
 
-    p = _command(sub, cmd_prepare, "tokenize and binarize a parallel corpus into a data dir")
+    p = _command(sub, cmd_prepare)
     p.add_argument("--train", help="PREFIX of the training files (PREFIX.de, PREFIX.en), or a .tsv file")
     p.add_argument("--valid", help="PREFIX of the validation files")
     p.add_argument("--test", help="PREFIX of the test files (optional)")
@@ -137,7 +157,7 @@ def cmd_align(a: argparse.Namespace) -> int:
 
 
 def _add_align(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_align, "word-align a data dir's training pairs (eflomal) for guided alignment")
+    p = _command(sub, cmd_align)
     p.add_argument("data", type=Path, help="a data dir written by `aiayn prepare`")
     p.add_argument("--split", default="train", help="the split to align (default %(default)s)")
 
@@ -175,7 +195,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     from .config import PRESETS
 
-    p = _command(sub, cmd_train, "train a model on a data dir (re-run to resume)")
+    p = _command(sub, cmd_train)
     p.add_argument("--data", required=True, type=Path, help="a data dir written by `aiayn prepare`")
     p.add_argument("--out", required=True, type=Path, help="the run dir (created, or resumed if it exists)")
     p.add_argument("--config", type=Path, help="a YAML recipe (see configs/)")
@@ -201,7 +221,7 @@ def cmd_average(a: argparse.Namespace) -> int:
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_average, "average the last N checkpoints of a run (paper §6.1)")
+    p = _command(sub, cmd_average)
     p.add_argument("--model", required=True, type=Path, help="the run dir")
     p.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints (default 5)")
     p.add_argument("--out", type=Path, help="where to write (default RUN_DIR/averaged, which translate prefers)")
@@ -305,17 +325,19 @@ def cmd_translate(a: argparse.Namespace) -> int:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
     from tqdm import tqdm
 
-    from .constraints import Glossary
     from .documents import FORMATS
-    from .interop.ct2 import load
-    from .pipeline import Request, leg, prepare, translate_through
-    from .translate import stream
+    from .interop.auto import load
+    from .pipeline import Request, leg, prepare, stream, translate_through
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", None) or 1           # per request: a beam not given grows to it (pipeline.prepare)
     names = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
              "format": "--format html", "unit": "line"}
-    glossary = Glossary.load(a.glossary) if a.glossary else None
+    glossary = None
+    if a.glossary:
+        from .constraints import Glossary
+
+        glossary = Glossary.load(a.glossary)
     engines = [load(m, a.engine, **settings) for m in a.model]        # more than one: a pivot, each in turn
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
@@ -386,7 +408,7 @@ def _translate_document(a: argparse.Namespace, nbest: int, translate: Callable[[
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_translate, "translate text (stdin -> stdout by default)")
+    p = _command(sub, cmd_translate)
     _add_decode_flags(p)
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
@@ -441,7 +463,7 @@ class _Constrained:
 def cmd_evaluate(a: argparse.Namespace) -> int:
     from .data import read_lines
     from .evaluate import evaluate
-    from .interop.ct2 import load
+    from .interop.auto import load
     from .pipeline import Pivot
     from .rundir import RunDir
 
@@ -468,7 +490,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_evaluate, "translate a test set and score it with sacreBLEU (BLEU, chrF, TER)")
+    p = _command(sub, cmd_evaluate)
     _add_decode_flags(p, exclude=("nbest",))          # the best translation of each line is scored
     p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
     p.add_argument("--ref", required=True, type=Path, action="append",
@@ -500,7 +522,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     langs = CORPORA["multi30k"].langs
     from .demo import UPDATES
 
-    p = _command(sub, cmd_demo, "prepare + train + evaluate + translate on the bundled Multi30k")
+    p = _command(sub, cmd_demo)
     p.add_argument("--updates", type=int, default=UPDATES,
                    help="train this many updates, in fp32, whatever the machine's speed (default %(default)s: about "
                         "15 minutes on a 2-core AVX2 CPU); 0: train for --minutes")
@@ -538,7 +560,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     from .serving.serve import ServeConfig
 
-    p = _command(sub, cmd_serve, "an HTTP translation service with a web page (needs aiayn[serve])")
+    p = _command(sub, cmd_serve)
     # the server's own --workers and --max-batch-tokens decide what decode.workers and decode.batch_tokens do elsewhere
     _add_decode_flags(p, exclude=("workers", "batch_tokens"), several="pairs")
     _add_setting_flags(p, ServeConfig, "serve",
@@ -582,7 +604,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     from .interop.export import CT2_QUANTIZATIONS, FORMATS, REQUIRED_IDENTICAL
 
-    p = _command(sub, cmd_export, "export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
+    p = _command(sub, cmd_export,
                  description=f"{cmd_export.__doc__} --check FILE translates FILE with aiayn and with the export (greedy "
                  f"and beam 4, fp32) and fails when fewer than {100 * REQUIRED_IDENTICAL:g}% of the greedy "
                  "translations are identical.")
@@ -618,7 +640,7 @@ def cmd_import(a: argparse.Namespace) -> int:
 def _add_import(sub: argparse._SubParsersAction) -> None:
     from .interop.pretrained import FORMATS
 
-    p = _command(sub, cmd_import, "read a pretrained Marian / OPUS-MT model into a run dir")
+    p = _command(sub, cmd_import)
     p.add_argument("source", help="a model directory or a Hugging Face hub name")
     p.add_argument("--from", dest="format", default="huggingface", choices=FORMATS, help="its format")
     p.add_argument("--out", required=True, type=Path, help="the run directory to write")
@@ -652,7 +674,7 @@ def _add_distill(sub: argparse._SubParsersAction) -> None:
     from .config import DecodeConfig
     from .distill import DistillOptions
 
-    p = _command(sub, cmd_distill, "translate a corpus with a teacher into a data dir for a student (Kim & Rush 2016)")
+    p = _command(sub, cmd_distill)
     p.add_argument("--teacher", required=True, type=Path, help="the teacher's run dir (or a checkpoint dir in one)")
     p.add_argument("--data", required=True, type=Path, help="the data dir whose training sources are translated")
     p.add_argument("--out", required=True, type=Path, help="the distilled data dir to write")
@@ -691,7 +713,7 @@ def cmd_shortlist(a: argparse.Namespace) -> int:
 
 
 def _add_shortlist(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_shortlist, "build a run's lexical shortlist (fewer output tokens per batch: faster decoding)")
+    p = _command(sub, cmd_shortlist)
     p.add_argument("--model", required=True, type=Path, help="the run dir to build it for (it is saved there)")
     p.add_argument("--data", required=True, type=Path, help="a data dir made with the run's tokenizer (its training "
                    "pairs are aligned)")
@@ -717,8 +739,7 @@ def cmd_plot(a: argparse.Namespace) -> int:
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, cmd_plot, "plots: positional encoding, learning rate, label smoothing, a run's training curves "
-                 "and attention maps (needs matplotlib)")
+    p = _command(sub, cmd_plot)
     p.add_argument("--model", type=Path, help="a run dir (for training curves and attention maps)")
     p.add_argument("--out", type=Path, default=Path("plots"), help="output directory (default %(default)s)")
     p.add_argument("--sentence", default="Ein Mann fährt mit dem Fahrrad über eine Brücke.",
@@ -728,29 +749,39 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 # --- main -------------------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = "") -> argparse.ArgumentParser:
+    """The command line's parser: every command's arguments (the default), or only command ``only``'s (None: none),
+    the others by their names and help. A command's arguments can need the module that runs it (its formats, its
+    defaults), and importing those costs seconds (PyTorch): ``aiayn translate --engine ctranslate2`` pays for none."""
     parser = argparse.ArgumentParser(prog="aiayn", description="The Transformer of 'Attention Is All You Need'.")
     parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in ADDERS:
-        add(sub)
+    for name, help in COMMANDS.items():
+        if only == "" or only == name:
+            ADDERS[name](sub)
+        else:
+            sub.add_parser(name, help=help, add_help=False)
     return parser
 
 
-ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_prepare, _add_align, _add_train, _add_average, _add_translate, _add_evaluate, _add_demo, _add_plot,
-    _add_export, _add_import, _add_serve, _add_distill, _add_shortlist,
-]
+ADDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "prepare": _add_prepare, "align": _add_align, "train": _add_train, "average": _add_average,
+    "translate": _add_translate, "evaluate": _add_evaluate, "demo": _add_demo, "serve": _add_serve,
+    "export": _add_export, "import": _add_import, "distill": _add_distill, "shortlist": _add_shortlist,
+    "plot": _add_plot,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((x for x in argv if not x.startswith("-")), None)      # (the options before it take no value)
+    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
     _setup_logging(args.verbose)
     if args.command not in ("train", "demo"):   # those tune the process with their own `threads` setting
-        from .runtime import configure
+        from .runtime import keep_freed_memory
 
-        configure()
+        keep_freed_memory()
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

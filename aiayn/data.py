@@ -30,10 +30,12 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:          # (imported where batches are made: reading a data dir's records needs no PyTorch)
+    import torch
 
 from .atomic import atomic_dir
 from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Norms
@@ -173,6 +175,7 @@ def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:
 
 def _versions() -> dict[str, str]:
     import sentencepiece
+    import torch
 
     from . import __version__
 
@@ -382,6 +385,24 @@ class TokenArray:
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def equal_rows(self, other: TokenArray, n: int) -> int:
+        """How many of the first ``n`` sentences are the same in ``other`` (the other side of the same split, in the
+        same shards): compared all at once, not sentence by sentence."""
+        equal = 0
+        for k, (o, p) in enumerate(zip(self.offsets, other.offsets, strict=True)):
+            m = max(0, min(n - int(self.starts[k]), len(o) - 1))
+            if m == 0:
+                continue
+            a, b = np.asarray(o[: m + 1], np.int64), np.asarray(p[: m + 1], np.int64)
+            same = np.flatnonzero(np.diff(a) == np.diff(b))         # only sentences of one length can be equal
+            lens = (a[same + 1] - a[same])
+            rel = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+            eq = self.ids[k][np.repeat(a[same], lens) + rel] == other.ids[k][np.repeat(b[same], lens) + rel]
+            differ = np.zeros(len(same), bool)
+            np.logical_or.at(differ, np.repeat(np.arange(len(same)), lens), ~eq)
+            equal += int((~differ).sum())
+        return equal
+
     def __getitem__(self, i: int) -> np.ndarray:
         k = int(np.searchsorted(self.starts, i, side="right")) - 1 if len(self.ids) > 1 else 0
         j = int(i) - int(self.starts[k])
@@ -521,7 +542,7 @@ class DataDir:
         longer = ls >= Norms.MIN_TOKENS
         ratio = (lt[longer] / ls[longer]) if longer.any() else None
         n = min(len(src), Norms.SAMPLE)
-        copies = sum(np.array_equal(src[i], tgt[i]) for i in range(n)) / max(n, 1) if self.vocab().shared_ids else 0.0
+        copies = src.equal_rows(tgt, n) / max(n, 1) if self.vocab().shared_ids else 0.0
         return Norms(int(ls.max(initial=0)),
                      None if ratio is None else (round(float(np.quantile(ratio, 0.001)), 3),
                                                  round(float(np.quantile(ratio, 0.999)), 3)),
@@ -552,6 +573,8 @@ class Batch:
     align: torch.Tensor | None = None   # (B, T, S) what the aligning heads should attend to (lexicon.GuidedTargets)
 
     def to(self, device: torch.device | str) -> Batch:
+        import torch
+
         nb = torch.device(device).type == "cuda"
         return dataclasses.replace(self, src=self.src.to(device, non_blocking=nb),
                                    tgt_in=self.tgt_in.to(device, non_blocking=nb),
@@ -562,6 +585,8 @@ class Batch:
 def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
             guide: Callable[..., torch.Tensor] | None = None) -> Batch:
     """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, lexicon.GuidedTargets)."""
+    import torch
+
     B = len(indices)
     ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
     s = np.full((B, int(ls.max())), PAD_ID, dtype=np.int64)

@@ -7,17 +7,40 @@ never which class it is, and a request an engine cannot serve is refused by name
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    import torch
 
     from .config import DecodeConfig, ModelConfig, Norms
     from .constraints import Constraints
-    from .search import Hypothesis
     from .tokenizer import Vocab
+
+
+class Device(Protocol):
+    """Where an engine decodes: a torch.device, or for CTranslate2 (which needs no PyTorch) ct2.Device; ``str()`` of
+    either names it as ``--device`` does."""
+
+    @property
+    def type(self) -> str: ...            # "cpu", "cuda" or "mps"
+
+
+@dataclass
+class Hypothesis:
+    """One translation of a line, as every engine gives it."""
+
+    tokens: list[int]      # without BOS and EOS
+    score: float           # log-probability / length penalty (what beam search ranks by)
+    logprob: float         # sum of token log-probabilities, EOS included
+
+
+def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
+    """The longest output (tokens before EOS) allowed for a source sentence of ``n_src_tokens`` tokens (EOS not
+    counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
+    aiayn drives (search.py, CTranslate2 through ct2.py, transformers through export.py)."""
+    return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,6 @@ def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Cons
     - With constraints and ``decode.keep_plain``, every line is decoded plainly first, and only the lines whose
       translations lack one of their phrases (constraints.unmet) are decoded again with them.
     """
-    from .search import Hypothesis
 
     out: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] * max(1, decode.nbest) for _ in ids]
     todo = [i for i, x in enumerate(ids) if len(x)]
@@ -145,11 +167,15 @@ class Engine(Protocol):
     vocab: Vocab
     cfg: ModelConfig              # its model's
     decode: DecodeConfig          # the settings it was loaded with
-    device: torch.device
     precision: str
     workers: int                  # batches it decodes side by side
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
+
+    @property
+    def device(self) -> Device:
+        """Where it decodes."""
+        ...
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig: ...
 

@@ -23,12 +23,13 @@ end maps its own field onto it.
 
 from __future__ import annotations
 
-import asyncio
+import queue
 import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import sentences
 from .config import DecodeConfig, Norms, beam_for_nbest
@@ -38,9 +39,9 @@ from .sentences import Pieces
 
 if TYPE_CHECKING:
     from .constraints import Constraints, Glossary
+    from .engine import Hypothesis
     from .markup import Fragment
     from .repair import Call
-    from .search import Hypothesis
     from .tokenizer import Vocab
 
 FORMATS = ("text", "html")
@@ -274,6 +275,8 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
                            decoder)
     if not prepared.aligns:
         return finish(engine, prepared, hyps)
+    import asyncio  # (here: the command line has no event loop, nor imports one)
+
     return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
 
 
@@ -327,3 +330,59 @@ class EngineBase(ABC):
         ``constraints``."""
         cons = overrides.pop("constraints", None)
         return one_line_each(translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1}, constraints=cons)))
+
+
+# --- a stream of lines, in chunks --------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def stream(lines: Iterable[str], translate: Callable[[list[str]], list[T]], max_lines: int = 2000,
+           read_ahead: int = 8000) -> Iterator[T]:
+    """``translate`` applied to ``lines`` chunk by chunk, yielding one result per line, in order, as soon as its
+    chunk is done: a chunk is every line that has arrived by the time the previous one finished (at most
+    ``max_lines``), so a line typed into a pipe is translated at once and a file goes in full chunks. A
+    thread reads at most ``read_ahead`` lines ahead: memory stays bounded on inputs of any length."""
+    pending: queue.Queue[tuple[str, ...] | BaseException | None] = queue.Queue(maxsize=max(1, read_ahead // 64))
+
+    def read() -> None:
+        try:
+            block: list[str] = []
+            for line in lines:
+                block.append(line)
+                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations)
+                if len(block) >= 64 or not _more_ready(lines):
+                    pending.put(tuple(block))
+                    block = []
+            if block:
+                pending.put(tuple(block))
+            pending.put(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            pending.put(e)
+
+    threading.Thread(target=read, name="aiayn-read", daemon=True).start()
+    done = False
+    while not done:
+        item = pending.get()                                  # wait for at least one line
+        chunk: list[str] = []
+        while True:
+            if item is None:
+                done = True
+                break
+            if isinstance(item, BaseException):
+                raise item
+            chunk.extend(item)
+            if len(chunk) >= max_lines:
+                break
+            try:
+                item = pending.get_nowait()                   # and take whatever else has arrived meanwhile
+            except queue.Empty:
+                break
+        if chunk:
+            yield from translate(chunk)
+
+
+def _more_ready(lines: Iterable[str]) -> bool:
+    """Whether more input can be read without waiting (files: always; a pipe or terminal: only if data waits)."""
+    more = getattr(lines, "more_ready", None)
+    return bool(more()) if callable(more) else True

@@ -19,15 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import PRECISIONS
 
-M = TypeVar("M", bound=torch.nn.Module)
+if TYPE_CHECKING:          # (imported where used: choosing a precision for CTranslate2 needs no PyTorch)
+    import torch
+
+M = TypeVar("M", bound="torch.nn.Module")
 TRAINING = ("fp32", "bf16", "fp16")                 # what autocast accepts
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+HALF = ("bf16", "fp16")                             # the precisions of a torch dtype of their own (dtype)
+
+
+def dtype(precision: str) -> torch.dtype:
+    """The torch dtype of a half precision (bf16, fp16)."""
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
 def check(precision: str) -> str:
@@ -47,7 +55,7 @@ def cpu_has_fast_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def resolve(precision: str, device: torch.device) -> str:
+def resolve(precision: str, device: torch.device | Any) -> str:
     """The concrete precision for ``device``: ``auto`` becomes bf16 where the hardware runs it fast (CUDA with
     bf16, CPUs with AVX512-BF16/AMX), fp16 on older CUDA GPUs, else fp32. Impossible choices are errors."""
     check(precision)
@@ -62,6 +70,8 @@ def resolve(precision: str, device: torch.device) -> str:
     if precision != "auto":
         return precision
     if device.type == "cuda":
+        import torch
+
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if device.type == "cpu" and cpu_has_fast_bf16():
         return "bf16"
@@ -75,7 +85,9 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
                          "(resolve 'auto' first; int8 is applied to the weights, see for_inference)")
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
+    import torch
+
+    return torch.autocast(device_type=device.type, dtype=dtype(precision))
 
 
 def for_inference(model: M, precision: str) -> M:
@@ -84,8 +96,8 @@ def for_inference(model: M, precision: str) -> M:
     check(precision)
     if precision == "auto":
         raise ValueError("for_inference(precision='auto'): resolve it for the device first (precision.resolve)")
-    if precision in DTYPES:
-        return model.to(DTYPES[precision])
+    if precision in HALF:
+        return model.to(dtype(precision))
     if precision == "int8":
         from .quantize import int8
 

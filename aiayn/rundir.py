@@ -12,7 +12,7 @@
     averaged/            the mean of the newest step checkpoints (``average_last``, ``aiayn average``)
     hyps/NAME.hyp        translations written by ``aiayn evaluate`` and the demo
     valid/step_N.hyp     the validation translations scored at step N
-    engines/ENGINE/      another engine's cached conversions (ct2.py: CTranslate2, keyed by the weights' hash)
+    engines/ENGINE/      another engine's cached conversions (auto.py: CTranslate2, keyed by the weights' hash)
     demo.json            the demo's scores
 
 A checkpoint directory's own contents (weights, optimizer state, ...) are checkpoint.py's.
@@ -180,7 +180,7 @@ class RunDir:
         return self.path / "hyps" / f"{name}.hyp"
 
     def engine_cache(self, engine: str) -> Path:
-        """Where another engine's conversions of this run are cached (ct2.py): engines/ENGINE/."""
+        """Where another engine's conversions of this run are cached (auto.py): engines/ENGINE/."""
         return self.path / "engines" / engine
 
 

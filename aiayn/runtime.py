@@ -17,13 +17,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import torch
+if TYPE_CHECKING:          # (imported where used: the command line on CTranslate2 runs without PyTorch)
+    import torch
+
+    from .engine import Device
 
 
 def resolve_device(name: str = "auto") -> torch.device:
     """``auto``: CUDA if present, else Apple MPS, else CPU. Anything else is passed to ``torch.device``."""
+    import torch
+
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -43,12 +48,16 @@ def configure(threads: int | None = None) -> int:
     """Tune this process for aiayn, once, at start-up: freed memory kept for reuse (:func:`keep_freed_memory`)
     and ``threads`` intra-op threads (0: every core this process may use; None: PyTorch's default).
     Returns the number of threads."""
+    import torch
+
     keep_freed_memory()
     return set_threads(threads) if threads is not None else torch.get_num_threads()
 
 
 def set_threads(n: int = 0) -> int:
     """Use ``n`` intra-op threads (0: all cores this process may use). Returns the number set."""
+    import torch
+
     if n <= 0:
         n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     torch.set_num_threads(n)
@@ -59,9 +68,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def resolve_workers(workers: int, device: torch.device) -> int:
+def resolve_workers(workers: int, device: Device) -> int:
     """How many batches to decode at once (see :func:`map_in_threads`): ``workers`` if set; 0 (auto) is one per
     intra-op thread on a CPU, at most 4, and 1 on GPUs (one stream of kernels keeps a GPU busy)."""
+    import torch
+
     if workers > 0:
         return workers
     return min(4, torch.get_num_threads()) if device.type == "cpu" else 1
@@ -75,6 +86,8 @@ class ThreadShare:
     core busy (PyTorch releases the GIL inside its operations)."""
 
     def __init__(self, total: int | None = None) -> None:
+        import torch
+
         self.total = total or torch.get_num_threads()
         self._mine = threading.local()
 
@@ -84,6 +97,8 @@ class ThreadShare:
 
     def take(self, busy: int) -> None:
         """The calling thread uses its share while ``busy`` threads decode (set only when it changes)."""
+        import torch
+
         n = self.of(busy)
         if getattr(self._mine, "threads", None) != n:
             torch.set_num_threads(n)
@@ -93,6 +108,8 @@ class ThreadShare:
 def map_in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
     """``[fn(x) for x in items]``, computed by ``workers`` threads at once, in order, each with its
     :class:`ThreadShare`. ``fn`` must not depend on the order in which items run."""
+    import torch
+
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
     share, workers = ThreadShare(), min(workers, len(items))

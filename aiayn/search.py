@@ -24,9 +24,7 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,6 +33,7 @@ from torch import Tensor
 from .cache import DecoderCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
+from .engine import Hypothesis, max_length
 from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
 
@@ -52,24 +51,10 @@ def _check(stop: Stop | None) -> None:
         raise Stopped
 
 
-@dataclass
-class Hypothesis:
-    tokens: list[int]      # without BOS and EOS
-    score: float           # log-probability / length penalty (what beam search ranks by)
-    logprob: float         # sum of token log-probabilities, EOS included
-
-
 def length_penalty(length: Tensor | int, alpha: float, norm: LengthNorm = "length") -> Tensor | float:
     """lp(Y) for a hypothesis of ``length`` tokens, EOS included; 1 when alpha is 0. ``gnmt`` (Wu et al., 2016,
     the paper's §6.1): ((5 + |Y|) / 6) ** alpha; ``length``: |Y| ** alpha."""
     return ((5.0 + length) / 6.0) ** alpha if norm == "gnmt" else length ** alpha
-
-
-def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
-    """The longest output (tokens before EOS) allowed for a source sentence of ``n_src_tokens`` tokens (EOS not
-    counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
-    aiayn drives (export.py applies it to CTranslate2 and transformers too)."""
-    return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
 
 
 def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:

@@ -9,12 +9,10 @@ lines longer than the model accepts are truncated with one warning on stderr.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -22,14 +20,14 @@ from . import pipeline, precision
 from .checkpoint import load_weights
 from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
-from .engine import Capabilities, hypotheses, with_fixed
+from .engine import Capabilities, Hypothesis, hypotheses, max_length, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
 from .quantize import weight_bytes
 from .rundir import RunDir
 from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from .search import Hypothesis, Stop, decode_batch, max_length
+from .search import Stop, decode_batch
 from .shortlist import Shortlist
 from .tokenizer import Vocab
 
@@ -267,57 +265,3 @@ def attention_maps(t: Translator, line: str, hyp: Hypothesis) -> dict[str, Any]:
             "target_in": [tgt_piece(i) for i in tgt_in],
             "target_out": [tgt_piece(i) for i in hyp.tokens + [cfg.eos_id]], "encoder": as_lists(maps.encoder),
             "decoder_self": as_lists(maps.decoder_self), "cross": as_lists(maps.cross)}
-
-
-T = TypeVar("T")
-
-
-def stream(lines: Iterable[str], translate: Callable[[list[str]], list[T]], max_lines: int = 2000,
-           read_ahead: int = 8000) -> Iterator[T]:
-    """``translate`` applied to ``lines`` chunk by chunk, yielding one result per line, in order, as soon as its
-    chunk is done: a chunk is every line that has arrived by the time the previous one finished (at most
-    ``max_lines``), so a line typed into a pipe is translated at once and a file goes in full chunks. A
-    thread reads at most ``read_ahead`` lines ahead: memory stays bounded on inputs of any length."""
-    pending: queue.Queue[tuple[str, ...] | BaseException | None] = queue.Queue(maxsize=max(1, read_ahead // 64))
-
-    def read() -> None:
-        try:
-            block: list[str] = []
-            for line in lines:
-                block.append(line)
-                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations)
-                if len(block) >= 64 or not _more_ready(lines):
-                    pending.put(tuple(block))
-                    block = []
-            if block:
-                pending.put(tuple(block))
-            pending.put(None)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
-            pending.put(e)
-
-    threading.Thread(target=read, name="aiayn-read", daemon=True).start()
-    done = False
-    while not done:
-        item = pending.get()                                  # wait for at least one line
-        chunk: list[str] = []
-        while True:
-            if item is None:
-                done = True
-                break
-            if isinstance(item, BaseException):
-                raise item
-            chunk.extend(item)
-            if len(chunk) >= max_lines:
-                break
-            try:
-                item = pending.get_nowait()                   # and take whatever else has arrived meanwhile
-            except queue.Empty:
-                break
-        if chunk:
-            yield from translate(chunk)
-
-
-def _more_ready(lines: Iterable[str]) -> bool:
-    """Whether more input can be read without waiting (files: always; a pipe or terminal: only if data waits)."""
-    more = getattr(lines, "more_ready", None)
-    return bool(more()) if callable(more) else True

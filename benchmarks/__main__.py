@@ -54,6 +54,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                              "of the same size and budget: BLEU, chrF, speed"),
     "repair": ("repair_bench", "degenerate output on a test set: sentences flagged (loop, copy, length) and BLEU with "
                                "and without decoding them again"),
+    "startup": ("startup_bench", "a first translation: one sentence through `aiayn translate` in a new process, per "
+                                 "engine, against `import torch` alone"),
     "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "
                              "held-out text: boundary precision, recall, F1 and speed per language"),
 }

@@ -32,7 +32,7 @@ def _timed(run: Any) -> tuple[Any, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from aiayn.interop.ct2 import load
+    from aiayn.interop.auto import load
     from aiayn.pipeline import Request, translate
 
     p = argparse.ArgumentParser(prog="python -m benchmarks engines", description=__doc__.split("\n\n")[0])

@@ -6,7 +6,7 @@
 Exports the run (``aiayn export --format ctranslate2 --quantization Q``), then translates --src with
 aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 (compute type Q), greedy and
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
-passes after a warm-up. Both decode with aiayn's length rule (source length + 50, export.CTranslate2Translator.from_export).
+passes after a warm-up. Both decode with aiayn's length rule (source length + 50, ct2.CTranslate2Translator.from_export).
 Prints sentences/s, BLEU of each, and the share of identical lines as a Markdown table, and records the
 same rows as ``results/export-<date>.json`` (record.py).
 """
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from aiayn import Translator, configure
     from aiayn.evaluate import score
-    from aiayn.interop.export import CTranslate2Translator, export
+    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.interop.export import export
 
     configure()
     sys.path.insert(0, str(HERE))

@@ -29,7 +29,7 @@ import record  # noqa: E402
 
 
 def _translate(decoder: Any, lines: list[str], beam: int, shortlist: bool) -> list[str]:
-    """Translate with aiayn's Translator or CTranslate2 (export.CTranslate2Translator): the same call."""
+    """Translate with aiayn's Translator or CTranslate2 (ct2.CTranslate2Translator): the same call."""
     return list(decoder.translate(lines, beam=beam, shortlist=shortlist))
 
 
@@ -38,7 +38,8 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
     import torch
 
     from aiayn.evaluate import score
-    from aiayn.interop.export import CTranslate2Translator, export
+    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.interop.export import export
     from aiayn.shortlist import Shortlist
     from aiayn.translate import Translator
 

@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     ap.add_argument("--libretranslate", action="store_true", help="also through LibreTranslate's API (k > 1)")
     a = ap.parse_args(argv)
-    from aiayn.interop.ct2 import load
+    from aiayn.interop.auto import load
     from aiayn.pipeline import Request, translate
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()

@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
     a = ap.parse_args(argv)
     from aiayn.data import read_lines
     from aiayn.evaluate import evaluate
-    from aiayn.interop.ct2 import load
+    from aiayn.interop.auto import load
     from aiayn.rundir import RunDir
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))

@@ -204,7 +204,7 @@ def latency(a: argparse.Namespace, port: int, lines: list[str]) -> dict[str, flo
     same line in this process (the library call the CLI makes, without its start-up), alternating line by line so
     that both see the same moment of a shared VM."""
     sys.path.insert(0, str(ROOT))
-    from aiayn.interop.ct2 import load as load_engine
+    from aiayn.interop.auto import load as load_engine
 
     translator = load_engine(a.model, a.engine, precision=a.precision)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)

@@ -110,6 +110,26 @@ def _subparser(name: str):  # type: ignore[no-untyped-def]
     return sub.choices[name]
 
 
+def test_a_command_parsed_alone_has_the_arguments_it_has_among_all() -> None:
+    """main builds only the invoked command's arguments (the others' can import PyTorch): each command built alone has
+    the same help, hence the same options and defaults, as in the full parser, and `aiayn --help` lists them all."""
+    import argparse
+
+    from aiayn.cli import COMMANDS, build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    full = commands(build_parser())
+    assert list(full) == list(COMMANDS)
+    for name in COMMANDS:
+        alone = commands(build_parser(name))
+        assert alone[name].format_help() == full[name].format_help(), name
+    listing = build_parser(None).format_help()
+    assert all(name in listing and " ".join(help.split()[:3]) in " ".join(listing.split()) for name, help in
+               COMMANDS.items())
+
+
 def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() -> None:
     """DecodeConfig is the one description: each field is a flag of translate, evaluate (not nbest) and serve,
     and each per_request field is a field of the server's request model that enforces the same bounds."""

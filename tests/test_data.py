@@ -381,3 +381,28 @@ def test_wmt14_recipe_on_fixture_archives(tmp_path: Path) -> None:
 def test_sgm_segments_unescape_and_collapse(write) -> None:  # type: ignore[no-untyped-def]
     p = write("x.sgm", '<seg id="1"> A &lt;b&gt;  c &quot;d&quot; </seg>\nnoise\n<seg id="2">e</seg>\n')
     assert sgm_segments(p) == ['A <b> c "d"', "e"]
+
+
+def test_equal_rows_counts_what_comparing_each_sentence_counts(tmp_path: Path) -> None:
+    """TokenArray.equal_rows (a data dir's share of copies, Norms.copies) compares all sentences at once: on random
+    sides in two shards, with equal, empty and same-length-different sentences, every prefix n counts as a loop over
+    the sentences does."""
+    from aiayn.data import TokenArray
+
+    rng = np.random.default_rng(0)
+
+    def write(stem: Path, rows: list[list[int]]) -> None:
+        np.save(f"{stem}.idx.npy", np.cumsum([0] + [len(r) for r in rows]).astype(np.int64))
+        np.asarray([t for r in rows for t in r], np.uint16).tofile(f"{stem}.bin")
+
+    stems: dict[str, list[Path]] = {"a": [], "b": []}
+    for k in range(2):
+        a = [list(rng.integers(0, 5, rng.integers(0, 6))) for _ in range(300)]
+        b = [list(x) if rng.random() < 0.4 else list(rng.integers(0, 5, len(x) if rng.random() < 0.5 else
+                                                                     rng.integers(0, 6))) for x in a]
+        for side, rows in (("a", a), ("b", b)):
+            stems[side].append(tmp_path / f"{side}{k}")
+            write(stems[side][-1], rows)
+    src, tgt = TokenArray(stems["a"], "uint16"), TokenArray(stems["b"], "uint16")
+    for n in (0, 1, 17, 299, 300, 301, 450, 600, 10_000):
+        assert src.equal_rows(tgt, n) == sum(np.array_equal(src[i], tgt[i]) for i in range(min(n, len(src))))

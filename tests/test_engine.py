@@ -24,7 +24,8 @@ from .conftest import cli_error
 from .test_serve import Server, _copy_lines
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
-from aiayn.interop.ct2 import OPTIONS, CTranslate2Translator  # noqa: E402
+from aiayn.interop.auto import ctranslate2, load  # noqa: E402
+from aiayn.interop.ct2 import OPTIONS  # noqa: E402
 
 
 @pytest.fixture()
@@ -37,8 +38,8 @@ def run(copy_model: Path, tmp_path: Path) -> Path:
 def test_every_decoding_setting_maps_to_ctranslate2_or_is_refused_by_name(run: Path) -> None:
     assert set(OPTIONS) == {f.name for f in dataclasses.fields(DecodeConfig)}
     with pytest.raises(ValueError, match="length_norm='gnmt'"):
-        CTranslate2Translator.load(run, length_norm="gnmt")
-    c = CTranslate2Translator.load(run, device="cpu")
+        ctranslate2(run, length_norm="gnmt")
+    c = ctranslate2(run, device="cpu")
     with pytest.raises(ValueError, match="sampling with beam=4"):
         c.translate(["a b c"], sampling=True, beam=4)
     with pytest.raises(ValueError, match="precision="):
@@ -49,7 +50,7 @@ def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     lines = _copy_lines(40) + ["", "   "]
     torch_ = Translator.load(run, device="cpu", workers=1)
-    c = CTranslate2Translator.load(run, device="cpu")
+    c = ctranslate2(run, device="cpu")
     cache = RunDir(run).engine_cache("ctranslate2")
     made = sorted(d.name for d in cache.iterdir())
     assert len(made) == 1 and (cache / made[0] / "check.json").is_file()      # checked on the validation lines
@@ -76,7 +77,7 @@ def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp
 
 def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> None:
     lines = _copy_lines(20)
-    before = CTranslate2Translator.load(run, device="cpu").translate(lines)
+    before = ctranslate2(run, device="cpu").translate(lines)
     cache = RunDir(run).engine_cache("ctranslate2")
     old = sorted(d.name for d in cache.iterdir())
     ckpt = RunDir.locate(run)[1]
@@ -84,14 +85,14 @@ def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> Non
     name = next(k for k in weights if k.endswith("out_proj.weight") and k.startswith("decoder"))
     weights[name] = torch.zeros_like(weights[name])                       # a different model
     save_file(weights, str(ckpt / MODEL))
-    after = CTranslate2Translator.load(run, device="cpu")
+    after = ctranslate2(run, device="cpu")
     new = sorted(d.name for d in cache.iterdir())
     assert len(new) == 1 and new != old                                   # converted again, the stale one removed
     assert after.translate(lines) == Translator.load(run, device="cpu", workers=1).translate(lines) != before
 
 
 def test_the_server_on_ctranslate2_answers_as_the_cli(run: Path) -> None:
-    CTranslate2Translator.load(run, device="cpu")                         # converted before the server starts
+    ctranslate2(run, device="cpu")                         # converted before the server starts
     lines = _copy_lines(48, seed=3)
     want = Translator.load(run, device="cpu", workers=1).translate(lines, beam=4)
     s = Server("--engine", "ctranslate2", "--workers", "2", "--beam", "4", model=run)
@@ -114,8 +115,8 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
     """ctranslate2_limited groups lines by a limit rounded up (few large calls); a line whose search ran on to
     within a token of its own limit is decoded again under it. With limits tight enough to cut many lines short, on
     a model made worse (searches that wander, beams that end unevenly), every line equals its own-limit call's."""
-    from aiayn.interop.export import ctranslate2_limited
-    from aiayn.search import max_length
+    from aiayn.engine import max_length
+    from aiayn.interop.ct2 import ctranslate2_limited
 
     ckpt = RunDir.locate(run)[1]
     weights = load_file(str(ckpt / MODEL))
@@ -124,7 +125,7 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
         if name.startswith("decoder") and w.is_floating_point():
             w += w.std() * torch.randn(w.shape, generator=g)
     save_file(weights, str(ckpt / MODEL))
-    c = CTranslate2Translator.load(run, device="cpu")
+    c = ctranslate2(run, device="cpu")
     lines = _copy_lines(60, seed=5)
     pieces = [[c.vocab.src.piece(t) for t in ids] for ids in c.vocab.src.encode(lines)]
     cut = 0
@@ -148,8 +149,6 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     import importlib.util
     import logging
 
-    from aiayn.interop import ct2
-
     caplog.set_level(logging.INFO)
     lines = _copy_lines(24, seed=11)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
@@ -157,7 +156,7 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     own = Translator.load(run, device="cpu", workers=1)
     base = ["translate", "--model", str(run), "--device", "cpu", "--input", str(src), "--output", str(out), "--quiet"]
     assert main(base) == 0
-    assert out.read_text().splitlines() == CTranslate2Translator.load(run, device="cpu").translate(lines)
+    assert out.read_text().splitlines() == ctranslate2(run, device="cpu").translate(lines)
     assert "--engine auto: CTranslate2" in caplog.text and "aiayn's own engine decodes it" not in caplog.text
     assert main([*base, "--alignments"]) == 0
     assert [tuple(r.split(" ||| ")) for r in out.read_text().splitlines()] == own.translate_aligned(lines)
@@ -170,12 +169,12 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     assert main(["evaluate", "--model", str(run), "--device", "cpu", "--src", str(src), "--ref", str(src)]) == 0
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ctranslate2" else real(name, *a))
-    assert isinstance(ct2.load(run, "auto", device="cpu"), Translator)
+    assert isinstance(load(run, "auto", device="cpu"), Translator)
     assert "CTranslate2 is not installed" in caplog.text
 
 
 def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attention(run: Path) -> None:
-    CTranslate2Translator.load(run, device="cpu")                         # converted before the server starts
+    ctranslate2(run, device="cpu")                         # converted before the server starts
     lines = _copy_lines(12, seed=13)
     own = Translator.load(run, device="cpu", workers=1)
     s = Server("--engine", "auto", "--beam", "4", model=run)
@@ -199,3 +198,32 @@ def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attentio
 def _absent(line: str) -> str:
     """Three times a letter, where the copy-task line lacks it so: the copy model would not write it unconstrained."""
     return next(p for p in (f"{c} {c} {c}" for c in "abcdefghij") if f" {p} " not in f" {line} ")
+
+
+def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, tmp_path: Path) -> None:
+    """`aiayn translate --engine ctranslate2` (and auto, which picks it) imports no PyTorch (issue 54: `import torch`
+    alone is most of a first translation's time): with torch made unimportable in a new process, it translates as
+    aiayn's engine does, word alignments included (read from CTranslate2's attention)."""
+    import subprocess
+    import sys
+
+    lines = _copy_lines(12)
+    torch_ = Translator.load(run, device="cpu", workers=1)
+    ctranslate2(run, device="cpu")                         # the conversion (that needs PyTorch), once
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    no_torch = "import sys; sys.modules['torch'] = None; from aiayn.cli import main; sys.exit(main(sys.argv[1:]))"
+
+    def translate(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", no_torch, "translate", "--model", str(run), "--input", str(src),
+                               "--quiet", *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return done.stdout.splitlines()
+
+    assert translate("--engine", "ctranslate2", "--beam", "4") == torch_.translate(lines, beam=4)
+    want = [f"{h} ||| {a}" for h, a in zip(torch_.translate(lines), torch_.alignments(lines, [
+        h[0].tokens for h in torch_.translate_hypotheses(lines)]), strict=True)]
+    assert translate("--alignments", "--beam", "1") == want                 # --engine auto: CTranslate2
+    help_ = subprocess.run([sys.executable, "-c", no_torch, "translate", "--help"], capture_output=True, text=True,
+                           timeout=60)
+    assert help_.returncode == 0 and "--engine" in help_.stdout

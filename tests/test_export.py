@@ -199,7 +199,7 @@ def test_the_ctranslate2_engine_decodes_with_the_runs_minimum_length(tmp_path: P
     """CTranslate2's own default forbids EOS at the first step, aiayn's min_len 0 allows it: the engine passes the
     run's min_len, so beam search ends the same way in both (a distilled student once differed on 41 of 300 lines)."""
     pytest.importorskip("ctranslate2")
-    from aiayn.interop.export import CTranslate2Translator
+    from aiayn.interop.ct2 import CTranslate2Translator
 
     # eos 5: a line whose best first token is EOS (an empty output); greedy only (beam 4 on this random model is an
     # open difference between the engines when EOS leads at the first step, issue 40's note)

@@ -322,7 +322,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
             return [[ord(c) for c in line] for line in lines]          # decodable back into the line
 
         def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
-            from aiayn.search import Hypothesis
+            from aiayn.engine import Hypothesis
 
             calls.append((["".join(map(chr, x)) for x in ids], decode))
             time.sleep(seconds)
@@ -376,7 +376,7 @@ def test_the_queue_limit_counts_the_requests_own_lines() -> None:
 
 
 def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_ended() -> None:
-    from aiayn.interop.export import ctranslate2_limited
+    from aiayn.interop.ct2 import ctranslate2_limited
 
     asked: list[dict[str, Any]] = []
 

@@ -83,8 +83,7 @@ def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their
     """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
     keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
     from aiayn.constraints import Constraints
-    from aiayn.engine import plan, run
-    from aiayn.search import Hypothesis
+    from aiayn.engine import Hypothesis, plan, run
 
     calls: list[tuple[list[list[int]], Any]] = []
 

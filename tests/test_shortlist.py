@@ -135,7 +135,8 @@ def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Pat
 def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy_dir: DataDir,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")
-    from aiayn.interop.export import VMAP, CTranslate2Translator, export
+    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.interop.export import VMAP, export
 
     t = Translator.load(run, precision="fp32", device="cpu")
     lines = _lines(copy_dir, 40)

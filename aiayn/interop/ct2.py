@@ -1,121 +1,259 @@
-"""Which engine decodes: ``--engine torch`` (aiayn's own, translate.Translator), ``ctranslate2`` (the run's model on
-CTranslate2: export.CTranslate2Translator, the one CTranslate2 class, converted on first use and cached in the run
-dir) or ``auto``, the command line's default (:class:`AutoTranslator`: CTranslate2 where it is installed, aiayn's own
-engine for what CTranslate2 cannot do). :func:`load` makes any of them from a run dir.
+"""CTranslate2, the C++ engine, as one of aiayn's engines: :class:`CTranslate2Translator`, the one CTranslate2 class,
+on a run's conversion (auto.ctranslate2: made by export.py on first use and cached in the run dir) or on an export of
+its own (``aiayn export``, :meth:`CTranslate2Translator.from_export`), decoding with aiayn's tokenizer, length rule
+and pipeline.
+
+This module needs no PyTorch: with CTranslate2 installed and the conversion made, ``aiayn translate`` starts and
+translates without importing it (docs/performance.md: a first translation).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DecodeConfig
-from ..engine import Capabilities, with_fixed
+from .. import precision as precisions
+from ..config import DecodeConfig, ModelConfig, Norms, Precision
+from ..engine import Capabilities, Hypothesis, max_length, require, with_fixed
 from ..pipeline import EngineBase
-from ..search import Hypothesis
-from .export import OPTIONS, CTranslate2Translator, ctranslate2_refuses
+from ..tokenizer import Vocab
 
-__all__ = ["OPTIONS", "AutoTranslator", "CTranslate2Translator", "load"]
+__all__ = ["OPTIONS", "CTranslate2Translator", "ctranslate2_limited"]
 log = logging.getLogger(__name__)
 
-class AutoTranslator(EngineBase):
-    """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
-    own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
-    maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
-    attention is not the one CTranslate2 returns. Its batches are whole (the server's WholeBatcher), each decoded by
-    one engine: the server keeps constrained and plain requests in different batches."""
+INFO = "aiayn-export.json"          # in every export (export.py): where it came from, its length rule and length penalty
+EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's (source) SentencePiece model
+EXPORT_TGT_SPM = "spm.target.model"  # ... and the target's, when the sides have one each (imported Marian models)
+
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where CTranslate2 decodes (engine.Device): ``type`` cpu or cuda, and a GPU's ``index`` if one was named."""
+
+    type: str
+    index: int | None = None
+
+    def __str__(self) -> str:                      # as torch.device's: "cpu", "cuda", "cuda:1"
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+def device_of(name: str) -> Device:
+    """``decode.device`` for CTranslate2, as runtime.resolve_device reads it for PyTorch (auto: CUDA if CTranslate2
+    sees a GPU, else the CPU), asking CTranslate2 rather than PyTorch."""
+    import ctranslate2
+
+    kind, _, index = name.partition(":")
+    if name == "auto":
+        return Device("cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise ValueError(f"device={name!r}: CTranslate2 decodes on cpu, cuda or cuda:N")
+    if kind == "cuda" and ctranslate2.get_cuda_device_count() <= int(index or 0):
+        raise ValueError(f"device={name!r} but CTranslate2 sees no such CUDA device here; use device=cpu or auto")
+    return Device(kind, int(index) if index else None)
+
+
+def precision_of(name: str, device: Device) -> str:
+    """``decode.precision`` resolved as precision.resolve does, CUDA's auto by the compute types CTranslate2 has."""
+    if name == "auto" and device.type == "cuda":
+        import ctranslate2
+
+        return "bf16" if "bfloat16" in ctranslate2.get_supported_compute_types("cuda", device.index or 0) else "fp16"
+    return precisions.resolve(name, device)
+
+
+def cores() -> int:
+    """The cores this process may use (PyTorch's default number of intra-op threads)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# each DecodeConfig field: the CTranslate2 option it becomes (a test holds that every field is listed)
+OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "length_penalty (length only)",
+           "max_len_a": "max_decoding_length", "max_len_b": "max_decoding_length", "min_len": "min_decoding_length",
+           "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
+           "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
+           "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
+           "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
+           "no_repeat_ngram": "no_repeat_ngram_size", "repair": "(aiayn's pipeline)",
+           "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
+COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def ctranslate2_refuses(decode: DecodeConfig) -> None:
+    """ValueError naming a setting CTranslate2 cannot decode with."""
+    if decode.length_norm != "length":
+        raise ValueError(f"length_norm={decode.length_norm!r}: CTranslate2 divides a hypothesis' log-probability by "
+                         "|Y| ** lenpen only (length_norm: length); use --engine torch for gnmt")
+    if decode.sampling and decode.beam != 1:
+        raise ValueError(f"sampling with beam={decode.beam}: CTranslate2 samples with beam 1 only")
+
+
+class CTranslate2Translator(EngineBase):
+    """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
+    tokenizer is aiayn's, so its text is produced as aiayn's is."""
 
     engine = "ctranslate2"
-    capabilities = Capabilities(constraints=True, alignments=True, attention=True)
+    capabilities = Capabilities()          # (each one's own, from its model: __init__)
 
-    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any]) -> None:
-        import threading
+    def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig, threads: int = 0) -> None:
+        """``out``: a CTranslate2 model directory of this model; ``threads``: CTranslate2's intra-op threads per
+        translator (0: the process's, shared out among the ``decode.workers``)."""
+        import ctranslate2
 
-        self.fast, self.path, self.loaded_with = fast, path, settings
-        self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
-        self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
-        self.languages, self.norms = fast.languages, fast.norms
-        self.lock = threading.Lock()
-        self.loaded: Any = None                          # aiayn's own engine, once it is needed
+        from ..align import method
 
-    def own(self, why: str) -> Any:
-        """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
-        with self.lock:
-            if self.loaded is None:
-                from ..translate import Translator
+        self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
+        # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
+        self.capabilities = Capabilities(alignments=method(cfg)[1] == 0)
+        self.device = device_of(decode.device)
+        self.precision = precision_of(decode.precision, self.device)
+        # batches decoded side by side, as aiayn's (runtime.resolve_workers)
+        self.workers = decode.workers or (min(4, cores()) if self.device.type == "cpu" else 1)
+        self.translator = ctranslate2.Translator(
+            str(out), device=self.device.type, device_index=self.device.index or 0,
+            compute_type=COMPUTE[self.precision], inter_threads=self.workers,
+            intra_threads=threads or max(1, cores() // self.workers))
+        self.ids = {vocab.tgt.piece(i): i for i in range(vocab.tgt.vocab_size)}
+        info = json.loads((out / INFO).read_text()) if (out / INFO).is_file() else {}
+        self.parameters: int = int(info.get("parameters", 0))    # the model's (0: not recorded, auto.ctranslate2)
+        self.languages: tuple[str, str] | None = None
+        self.norms = Norms()
 
-                log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
-                self.loaded = Translator.load(self.path, **self.loaded_with)
-            return self.loaded
+    @classmethod
+    def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
+                    **settings: Any) -> CTranslate2Translator:
+        """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
+        length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
+        type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
+        out = Path(out)
+        info = json.loads((out / INFO).read_text())
+        tgt = out / EXPORT_TGT_SPM
+        vocab = Vocab.from_files(out / EXPORT_SPM, tgt if tgt.is_file() else None)
+        cfg = ModelConfig(**info["model"]) if "model" in info else ModelConfig(max_positions=info["max_positions"])
+        decode = DecodeConfig(lenpen=info["lenpen"], length_norm="length",    # (CTranslate2's: log p / |Y| ** lenpen)
+                              max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
+                              device="cpu", precision=precision, workers=workers).replace(**settings)
+        ctranslate2_refuses(decode)
+        me = cls(out, vocab, cfg, decode, threads)
+        langs = info.get("languages")
+        me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
+        me.norms = Norms.from_dict(info.get("norms")) or Norms()
+        return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        return with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
-
-    def _needs_own(self, decode: DecodeConfig, cons: Sequence[Any] | None) -> str | None:
-        if cons is not None and any(c is not None for c in cons):
-            return "constraints (a glossary)"
-        try:
-            ctranslate2_refuses(decode)
-        except ValueError as e:
-            return str(e).split(":")[0]
-        return None
-
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        why = self._needs_own(decode, cons)
-        return self.own(why).decode_lines(ids, decode, cons, stop) if why else \
-            self.fast.decode_lines(ids, decode, None, stop)
-
-    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
-        from ..translate import line_constraints
-
-        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
-
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        engine = self.fast if self.fast.capabilities.alignments else self.own("alignments")
-        return list(engine.alignments(lines, outputs, source, ids))
-
-    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        return dict(self.own("attention maps").attention(line, **overrides))
+        decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
+        ctranslate2_refuses(decode)
+        return decode
 
     def memory_bytes(self) -> int:
-        return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)
+        return (self.path / "model.bin").stat().st_size
 
     def model_info(self) -> tuple[dict[str, Any], int]:
-        return self.fast.model_info()
+        return self.cfg.to_dict(), self.parameters
+
+    @property
+    def min_len(self) -> int:
+        return self.decode.min_len
 
     def close(self) -> None:
         """Nothing to release before the process ends."""
 
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
+        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
+        d = decode
+        piece, most = self.vocab.src.piece, self.cfg.max_positions
+        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
+                       num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
+                       batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
+                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
+        if d.sampling:
+            options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
+        results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
+                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
+        return [[Hypothesis([self.ids[p] for p in tokens], score, score) for tokens, score in zip(hyps, scores, strict=True)]
+                for hyps, scores in results]
 
-ENGINES = ("auto", "torch", "ctranslate2")
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
+        """None without phrases; engine.Unsupported with any (CTranslate2 cannot keep them)."""
+        if phrases is not None:
+            require(self, "constraints")
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """As Translator.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
+        align.method reads, written into the conversion) while it decodes each line forced to its translation's
+        tokens: the same probabilities as aiayn's, so the same links."""
+        import numpy as np
+
+        from ..align import format_links, token_links, word_links
+
+        ids = self.encode(lines) if ids is None else ids
+        most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
+        todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
+        sources = [[src(t) for t in ids[i][:most]] for i in todo]
+        prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
+        out = [""] * len(ids)
+        for start in range(0, len(todo), 64):
+            part = slice(start, start + 64)
+            results = self.translator.translate_batch(
+                sources[part], target_prefix=prefixes[part], return_attention=True, beam_size=1, min_decoding_length=0,
+                max_decoding_length=max(map(len, prefixes[part])) + 1)
+            for i, s, p, r in zip(todo[part], sources[part], prefixes[part], results, strict=True):
+                cross = np.asarray(r.attention[0][: len(p)])                    # (target pieces, source pieces)
+                out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+        return out
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        require(self, "attention")
+        return {}
 
 
-def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
-    """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
-    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged)."""
-    if engine not in ENGINES:
-        raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if engine == "auto":
-        import importlib.util
+BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslate2 calls' length limits (ctranslate2_limited)
 
-        if importlib.util.find_spec("ctranslate2") is None:
-            log.info("--engine auto: aiayn's own engine (CTranslate2 is not installed: pip install 'aiayn[export]')")
-            engine = "torch"
-        else:
-            try:
-                fast = CTranslate2Translator.load(path, **settings)
-            except ValueError as e:                   # settings it cannot decode with
-                log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
-                engine = "torch"
-            else:
-                log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
-                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
-    if engine == "ctranslate2":
-        return CTranslate2Translator.load(path, **settings)
-    from ..translate import Translator
 
-    return Translator.load(path, **settings)
+def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: Callable[[int], int],
+                        **options: Any) -> list[tuple[list[list[str]], list[float]]]:
+    """(hypotheses, scores) of each line of ``batch`` (source pieces) from CTranslate2's ``translate_batch``, under
+    aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call.
+
+    One call per exact limit made batches of a line or two under a server's load (0.62x the throughput with two
+    callers, docs/deploy.md). So lines are grouped by the limit of their length rounded up to a multiple of BUCKET
+    (a few calls of many lines, submitted at once so that ``inter_threads`` decode them side by side), and a line is
+    decoded again under its own limit if its search went on to within a token of it. A longer limit changes nothing
+    for a search that ended before its own limit, and the hypotheses show when it ended: CTranslate2's beam search
+    stops a line at the step its ``beam_size``-th hypothesis ends, and asked for ``beam_size`` hypotheses it returns
+    one of those that ended then (greedy search: its one). With no length penalty CTranslate2 stops as soon as the
+    best beam ends, which its hypotheses do not show: then each exact limit gets its own call."""
+    beam, n = options.get("beam_size", 1), options.pop("num_hypotheses", 1)
+    exact = beam > 1 and not options.get("length_penalty")
+    results: list[Any] = [None] * len(batch)
+    options["num_hypotheses"] = n if exact else max(n, beam)       # (n > beam: samples, each shows its own end)
+
+    def run(groups: dict[int, list[int]]) -> None:
+        pending = {cap: translator.translate_batch([list(batch[i]) for i in idx], max_decoding_length=cap,
+                                                   asynchronous=True, **options) for cap, idx in groups.items()}
+        for cap, idx in groups.items():
+            for i, future in zip(idx, pending[cap], strict=True):
+                results[i] = future.result()
+
+    own = [limit(len(p)) for p in batch]
+    first: dict[int, list[int]] = {}
+    for i, p in enumerate(batch):
+        first.setdefault(own[i] if exact else limit(-(-max(len(p), 1) // BUCKET) * BUCKET), []).append(i)
+    run(first)
+    again: dict[int, list[int]] = {}
+    for cap, idx in first.items():
+        for i in idx:
+            if cap != own[i] and max(len(h) for h in results[i].hypotheses) >= own[i] - 1:
+                again.setdefault(own[i], []).append(i)
+    run(again)
+    return [(r.hypotheses[:n], list(r.scores)[:n]) for r in results]
+
+

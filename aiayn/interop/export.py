@@ -19,7 +19,6 @@ Both extras are optional: ``pip install 'aiayn[export]'``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -31,27 +30,20 @@ from typing import Any, cast
 
 import torch
 
-from .. import precision as precisions
-from ..checkpoint import MODEL
-from ..config import DecodeConfig, ModelConfig, Norms, Precision
-from ..engine import Capabilities, one_line, require, with_fixed
+from ..config import ModelConfig, Precision
+from ..engine import max_length, one_line
 from ..evaluate import score
 from ..model import Transformer
-from ..pipeline import EngineBase
 from ..rundir import RunDir
-from ..runtime import resolve_device, resolve_workers
-from ..search import Hypothesis, max_length
 from ..shortlist import Shortlist, write_vmap
-from ..tokenizer import Vocab, table_of
+from ..tokenizer import table_of
 from ..translate import Trained, Translator, load_trained
+from .ct2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Translator
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("ctranslate2", "huggingface")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
-INFO = "aiayn-export.json"          # in every export: where it came from, its length rule and length penalty
-EXPORT_SPM = "spm.model"            # in a CTranslate2 export: the run's (source) SentencePiece model
-EXPORT_TGT_SPM = "spm.target.model"  # ... and the target's, when the sides have one each (imported Marian models)
 VMAP = "vmap.txt"                   # in a CTranslate2 export of a run with a shortlist: its vocabulary map
 
 
@@ -81,7 +73,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
             "max_positions": m.max_positions, "languages": t.run.languages(), "norms": t.run.norms().to_dict(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
-            "model": m.to_dict()}                                          # (CTranslate2Translator.from_export)
+            "model": m.to_dict(),                                          # (CTranslate2Translator.from_export)
+            "parameters": sum(p.numel() for p in t.model.parameters())}
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
     else:
@@ -326,27 +319,11 @@ def parameter_count(cfg: ModelConfig) -> int:
         return sum(p.numel() for p in Transformer(cfg).parameters())
 
 
-def weights_hash(ckpt: Path) -> str:
-    """sha256 of a checkpoint's weights file (what the conversion cache is keyed by)."""
-    h = hashlib.sha256()
-    with open(ckpt / MODEL, "rb") as inp:
-        while block := inp.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-CONVERSION = 2    # what a conversion holds (2: the attention its word alignments read); a new one converts again
-
-
-def converted(path: str | Path, quantization: str | None) -> Path:
-    """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now if missing or stale."""
-    run, ckpt = RunDir.locate(path)
-    key = f"{ckpt.name}-{quantization or 'float32'}"
-    cache = run.engine_cache("ctranslate2")
-    out = cache / f"{key}-{hashlib.sha256(f'{weights_hash(ckpt)}-{CONVERSION}'.encode()).hexdigest()[:16]}"
-    if (out / "model.bin").is_file():
-        return out
-    for stale in cache.glob(f"{key}-*") if cache.is_dir() else ():
+def convert(run: RunDir, ckpt: Path, out: Path, quantization: str | None) -> None:
+    """Convert checkpoint ``ckpt`` of ``run`` for CTranslate2 into ``out`` (ct2.converted's cache: older conversions
+    of the same checkpoint removed, the new one checked on the run's validation lines)."""
+    key = out.name.rsplit("-", 1)[0]
+    for stale in out.parent.glob(f"{key}-*") if out.parent.is_dir() else ():
         log.info("the weights of %s changed since %s was converted: converting again", ckpt, stale.name)
         shutil.rmtree(stale)
     tmp = out.with_name(out.name + ".tmp")
@@ -355,7 +332,6 @@ def converted(path: str | Path, quantization: str | None) -> Path:
     export(ckpt, "ctranslate2", tmp, quantization=quantization, force=True)
     _check(ckpt, run, tmp)
     tmp.rename(out)
-    return out
 
 
 def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
@@ -377,209 +353,12 @@ def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
-# each DecodeConfig field: the CTranslate2 option it becomes (a test holds that every field is listed)
-OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "length_penalty (length only)",
-           "max_len_a": "max_decoding_length", "max_len_b": "max_decoding_length", "min_len": "min_decoding_length",
-           "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
-           "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
-           "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
-           "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
-           "no_repeat_ngram": "no_repeat_ngram_size", "repair": "(aiayn's pipeline)",
-           "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
-COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def ctranslate2_refuses(decode: DecodeConfig) -> None:
-    """ValueError naming a setting CTranslate2 cannot decode with."""
-    if decode.length_norm != "length":
-        raise ValueError(f"length_norm={decode.length_norm!r}: CTranslate2 divides a hypothesis' log-probability by "
-                         "|Y| ** lenpen only (length_norm: length); use --engine torch for gnmt")
-    if decode.sampling and decode.beam != 1:
-        raise ValueError(f"sampling with beam={decode.beam}: CTranslate2 samples with beam 1 only")
-
-
-class CTranslate2Translator(EngineBase):
-    """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
-    tokenizer is aiayn's, so its text is produced as aiayn's is."""
-
-    engine = "ctranslate2"
-    capabilities = Capabilities()          # (each one's own, from its model: __init__)
-
-    def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig, threads: int = 0) -> None:
-        """``out``: a CTranslate2 model directory of this model; ``threads``: CTranslate2's intra-op threads per
-        translator (0: the process's, shared out among the ``decode.workers``)."""
-        import ctranslate2
-        import torch
-
-        from ..align import method
-
-        self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
-        # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
-        self.capabilities = Capabilities(alignments=method(cfg)[1] == 0)
-        self.device = resolve_device(decode.device)
-        self.precision = precisions.resolve(decode.precision, self.device)
-        self.workers = resolve_workers(decode.workers, self.device)      # batches decoded side by side, as aiayn's
-        self.translator = ctranslate2.Translator(
-            str(out), device=self.device.type, device_index=self.device.index or 0,
-            compute_type=COMPUTE[self.precision], inter_threads=self.workers,
-            intra_threads=threads or max(1, torch.get_num_threads() // self.workers))
-        self.ids = {vocab.tgt.piece(i): i for i in range(vocab.tgt.vocab_size)}
-        self.parameters = 0                                # the torch model's, set by load
-
-    @classmethod
-    def load(cls, path: str | Path, **settings: Any) -> CTranslate2Translator:
-        """From a run dir (or a checkpoint), with the run's decoding settings and any overrides (as Translator): its
-        conversion, made on first use and cached (:func:`converted`)."""
-        run, ckpt = RunDir.locate(path)
-        cfg = run.config()
-        decode = cfg.decode.replace(**settings)
-        ctranslate2_refuses(decode)
-        Shortlist.for_run(run.path, decode.shortlist)           # (its vocabulary map is in the conversion)
-        device = resolve_device(decode.device)
-        out = converted(path, "int8" if precisions.resolve(decode.precision, device) == "int8" else None)
-        me = cls(out, run.vocab(), cfg.model, decode)
-        me.parameters = parameter_count(cfg.model)
-        me.languages, me.norms = run.languages(), run.norms()
-        return me
-
-    @classmethod
-    def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
-                    **settings: Any) -> CTranslate2Translator:
-        """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
-        length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
-        type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
-        out = Path(out)
-        info = json.loads((out / INFO).read_text())
-        tgt = out / EXPORT_TGT_SPM
-        vocab = Vocab.from_files(out / EXPORT_SPM, tgt if tgt.is_file() else None)
-        cfg = ModelConfig(**info["model"]) if "model" in info else ModelConfig(max_positions=info["max_positions"])
-        decode = DecodeConfig(lenpen=info["lenpen"], length_norm="length",    # (CTranslate2's: log p / |Y| ** lenpen)
-                              max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
-                              device="cpu", precision=precision, workers=workers).replace(**settings)
-        ctranslate2_refuses(decode)
-        me = cls(out, vocab, cfg, decode, threads)
-        langs = info.get("languages")
-        me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
-        me.norms = Norms.from_dict(info.get("norms")) or Norms()
-        return me
-
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
-        ctranslate2_refuses(decode)
-        return decode
-
-    def memory_bytes(self) -> int:
-        return (self.path / "model.bin").stat().st_size
-
-    def model_info(self) -> tuple[dict[str, Any], int]:
-        return self.cfg.to_dict(), self.parameters
-
-    @property
-    def min_len(self) -> int:
-        return self.decode.min_len
-
-    def close(self) -> None:
-        """Nothing to release before the process ends."""
-
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
-        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
-        d = decode
-        piece, most = self.vocab.src.piece, self.cfg.max_positions
-        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
-                       num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
-                       batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
-                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
-        if d.sampling:
-            options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
-        results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
-                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
-        return [[Hypothesis([self.ids[p] for p in tokens], score, score) for tokens, score in zip(hyps, scores, strict=True)]
-                for hyps, scores in results]
-
-    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
-        """None without phrases; engine.Unsupported with any (CTranslate2 cannot keep them)."""
-        if phrases is not None:
-            require(self, "constraints")
-
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        """As Translator.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
-        align.method reads, written into the conversion) while it decodes each line forced to its translation's
-        tokens: the same probabilities as aiayn's, so the same links."""
-        import torch
-
-        from ..align import format_links, token_links, word_links
-
-        ids = self.encode(lines) if ids is None else ids
-        most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
-        todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
-        sources = [[src(t) for t in ids[i][:most]] for i in todo]
-        prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
-        out = [""] * len(ids)
-        for start in range(0, len(todo), 64):
-            part = slice(start, start + 64)
-            results = self.translator.translate_batch(
-                sources[part], target_prefix=prefixes[part], return_attention=True, beam_size=1, min_decoding_length=0,
-                max_decoding_length=max(map(len, prefixes[part])) + 1)
-            for i, s, p, r in zip(todo[part], sources[part], prefixes[part], results, strict=True):
-                cross = torch.tensor(r.attention[0][: len(p)])                  # (target pieces, source pieces)
-                out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
-        return out
-
-    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        require(self, "attention")
-        return {}
-
 # --- the check -----------------------------------------------------------------------------------------------------
 
 
 def _limit_of(info: dict[str, Any]) -> Callable[[int], int]:
     """aiayn's length rule (search.max_length) with the export's recorded settings, for the other engines."""
     return lambda n: max_length(n, info["max_len_a"], info["max_len_b"], info["max_positions"])
-
-
-BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslate2 calls' length limits (ctranslate2_limited)
-
-
-def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: Callable[[int], int],
-                        **options: Any) -> list[tuple[list[list[str]], list[float]]]:
-    """(hypotheses, scores) of each line of ``batch`` (source pieces) from CTranslate2's ``translate_batch``, under
-    aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call.
-
-    One call per exact limit made batches of a line or two under a server's load (0.62x the throughput with two
-    callers, docs/deploy.md). So lines are grouped by the limit of their length rounded up to a multiple of BUCKET
-    (a few calls of many lines, submitted at once so that ``inter_threads`` decode them side by side), and a line is
-    decoded again under its own limit if its search went on to within a token of it. A longer limit changes nothing
-    for a search that ended before its own limit, and the hypotheses show when it ended: CTranslate2's beam search
-    stops a line at the step its ``beam_size``-th hypothesis ends, and asked for ``beam_size`` hypotheses it returns
-    one of those that ended then (greedy search: its one). With no length penalty CTranslate2 stops as soon as the
-    best beam ends, which its hypotheses do not show: then each exact limit gets its own call."""
-    beam, n = options.get("beam_size", 1), options.pop("num_hypotheses", 1)
-    exact = beam > 1 and not options.get("length_penalty")
-    results: list[Any] = [None] * len(batch)
-    options["num_hypotheses"] = n if exact else max(n, beam)       # (n > beam: samples, each shows its own end)
-
-    def run(groups: dict[int, list[int]]) -> None:
-        pending = {cap: translator.translate_batch([list(batch[i]) for i in idx], max_decoding_length=cap,
-                                                   asynchronous=True, **options) for cap, idx in groups.items()}
-        for cap, idx in groups.items():
-            for i, future in zip(idx, pending[cap], strict=True):
-                results[i] = future.result()
-
-    own = [limit(len(p)) for p in batch]
-    first: dict[int, list[int]] = {}
-    for i, p in enumerate(batch):
-        first.setdefault(own[i] if exact else limit(-(-max(len(p), 1) // BUCKET) * BUCKET), []).append(i)
-    run(first)
-    again: dict[int, list[int]] = {}
-    for cap, idx in first.items():
-        for i in idx:
-            if cap != own[i] and max(len(h) for h in results[i].hypotheses) >= own[i] - 1:
-                again.setdefault(own[i], []).append(i)
-    run(again)
-    return [(r.hypotheses[:n], list(r.scores)[:n]) for r in results]
 
 
 def _groups(lines: Sequence[str], lengths: Sequence[int], limit: Callable[[int], int]) -> dict[int, list[int]]:

@@ -26,10 +26,10 @@ import torch
 
 from ..config import DecodeConfig
 from ..constraints import Constraints
-from ..engine import plan, run_async
+from ..engine import Hypothesis, plan, run_async
 from ..guards import ServiceError
 from ..runtime import ThreadShare, resolve_workers
-from ..search import BeamSearch, Hypothesis, Stopped
+from ..search import BeamSearch, Stopped
 from ..translate import Translator, source_batch, source_ids
 
 log = logging.getLogger(__name__)

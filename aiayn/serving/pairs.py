@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..engine import Engine, Unsupported
 from ..guards import ServiceError, cut
-from ..interop import ct2
+from ..interop import auto
 from ..pipeline import Prepared, Request, Translation, leg, prepare, translate_async
 from ..rundir import RunDir
 from ..runtime import resolve_workers
@@ -71,7 +71,7 @@ class Served:
         run, ckpt = RunDir.locate(path)
         langs = run.languages()
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
-        t = ct2.load(path, engine, **decode)
+        t = auto.load(path, engine, **decode)
         return cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, t, pair,
                    {"run": str(run.path), "checkpoint": str(ckpt), "engine": t.engine},
                    settings=dict(decode))

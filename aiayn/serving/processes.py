@@ -22,9 +22,9 @@ from typing import Any
 
 from ..config import DecodeConfig
 from ..constraints import Constraints
-from ..engine import Capabilities, Engine, with_fixed
+from ..engine import Capabilities, Engine, Hypothesis, with_fixed
 from ..pipeline import EngineBase
-from ..search import Hypothesis, Stop, Stopped
+from ..search import Stop, Stopped
 from ..translate import Translator, line_constraints
 
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods

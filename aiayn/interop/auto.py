@@ -1,0 +1,178 @@
+"""Which engine decodes: ``--engine torch`` (aiayn's own, translate.Translator), ``ctranslate2`` (the run's model on
+CTranslate2, ct2.CTranslate2Translator: converted on first use by export.py and cached in the run dir) or ``auto``, the
+command line's default (:class:`AutoTranslator`: CTranslate2 where it is installed, aiayn's own engine for what
+CTranslate2 cannot do). :func:`load` makes any of them from a run dir. Like ct2.py this module needs no PyTorch until
+aiayn's own engine is asked for, or a conversion is to be made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import MODEL
+from ..config import DecodeConfig
+from ..engine import Capabilities, Hypothesis, with_fixed
+from ..pipeline import EngineBase
+from ..rundir import RunDir
+from .ct2 import CTranslate2Translator, ctranslate2_refuses, device_of, precision_of
+
+__all__ = ["ENGINES", "AutoTranslator", "ctranslate2", "load"]
+log = logging.getLogger(__name__)
+
+
+def weights_hash(ckpt: Path) -> str:
+    """sha256 of a checkpoint's weights file (what the conversion cache is keyed by)."""
+    h = hashlib.sha256()
+    with open(ckpt / MODEL, "rb") as inp:
+        while block := inp.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+CONVERSION = 2    # what a conversion holds (2: the attention its word alignments read); a new one converts again
+
+
+def conversion_of(path: str | Path, quantization: str | None) -> tuple[RunDir, Path, Path]:
+    """(the run, its checkpoint, where the CTranslate2 conversion of its weights in ``quantization`` is cached): a
+    directory named by the weights' hash, so that new weights are converted again."""
+    run, ckpt = RunDir.locate(path)
+    key = f"{ckpt.name}-{quantization or 'float32'}"
+    digest = hashlib.sha256(f"{weights_hash(ckpt)}-{CONVERSION}".encode()).hexdigest()[:16]
+    return run, ckpt, run.engine_cache("ctranslate2") / f"{key}-{digest}"
+
+
+def converted(path: str | Path, quantization: str | None) -> Path:
+    """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now (export.convert) if missing or
+    stale."""
+    run, ckpt, out = conversion_of(path, quantization)
+    if not (out / "model.bin").is_file():
+        from .export import convert
+
+        convert(run, ckpt, out, quantization)
+    return out
+
+
+def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
+    """CTranslate2 on run dir (or checkpoint) ``path``, with the run's decoding settings and any overrides (as
+    Translator.load): its conversion, made on first use and cached (:func:`converted`)."""
+    run, _ = RunDir.locate(path)
+    cfg = run.config()
+    decode = cfg.decode.replace(**settings)
+    ctranslate2_refuses(decode)
+    if decode.shortlist:                                    # (its vocabulary map is in the conversion)
+        from ..shortlist import Shortlist
+
+        Shortlist.for_run(run.path, decode.shortlist)
+    out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
+    me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
+    me.languages, me.norms = run.languages(), run.norms()
+    if not me.parameters:                                   # a conversion made before they were recorded
+        from .export import parameter_count
+
+        me.parameters = parameter_count(cfg.model)
+    return me
+
+
+class AutoTranslator(EngineBase):
+    """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
+    own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
+    maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
+    attention is not the one CTranslate2 returns. Its batches are whole (the server's WholeBatcher), each decoded by
+    one engine: the server keeps constrained and plain requests in different batches."""
+
+    engine = "ctranslate2"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True)
+
+    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any]) -> None:
+        import threading
+
+        self.fast, self.path, self.loaded_with = fast, path, settings
+        self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
+        self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
+        self.languages, self.norms = fast.languages, fast.norms
+        self.lock = threading.Lock()
+        self.loaded: Any = None                          # aiayn's own engine, once it is needed
+
+    def own(self, why: str) -> Any:
+        """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
+        with self.lock:
+            if self.loaded is None:
+                from ..translate import Translator
+
+                log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
+                self.loaded = Translator.load(self.path, **self.loaded_with)
+            return self.loaded
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        return with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
+
+    def _needs_own(self, decode: DecodeConfig, cons: Sequence[Any] | None) -> str | None:
+        if cons is not None and any(c is not None for c in cons):
+            return "constraints (a glossary)"
+        try:
+            ctranslate2_refuses(decode)
+        except ValueError as e:
+            return str(e).split(":")[0]
+        return None
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        why = self._needs_own(decode, cons)
+        return self.own(why).decode_lines(ids, decode, cons, stop) if why else \
+            self.fast.decode_lines(ids, decode, None, stop)
+
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
+        from ..translate import line_constraints
+
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        engine = self.fast if self.fast.capabilities.alignments else self.own("alignments")
+        return list(engine.alignments(lines, outputs, source, ids))
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        return dict(self.own("attention maps").attention(line, **overrides))
+
+    def memory_bytes(self) -> int:
+        return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.fast.model_info()
+
+    def close(self) -> None:
+        """Nothing to release before the process ends."""
+
+
+ENGINES = ("auto", "torch", "ctranslate2")
+
+
+def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
+    """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
+    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged)."""
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine == "auto":
+        import importlib.util
+
+        if importlib.util.find_spec("ctranslate2") is None:
+            log.info("--engine auto: aiayn's own engine (CTranslate2 is not installed: pip install 'aiayn[export]')")
+            engine = "torch"
+        else:
+            try:
+                fast = ctranslate2(path, **settings)
+            except ValueError as e:                   # settings it cannot decode with
+                log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
+                engine = "torch"
+            else:
+                log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
+                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
+    if engine == "ctranslate2":
+        return ctranslate2(path, **settings)
+    from ..translate import Translator
+
+    return Translator.load(path, **settings)
