@@ -35,15 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
 
 from .config import ModelConfig
 from .data import DataError
-from .quantize import Int8Linear
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:          # (imported where used: a run's shortlist is read and checked without PyTorch, ct2.py)
+    import torch
+    from torch import Tensor, nn
+
     from .model import Transformer
 
 log = logging.getLogger(__name__)
@@ -81,6 +80,12 @@ def restricted(layer: nn.Module, ids: Tensor) -> Callable[[Tensor], Tensor]:
     """``layer`` (the model's output projection: an ``nn.Linear``, or its int8 form) computing the rows ``ids`` (K,)
     only: (..., D) -> (..., K), each column equal to the full layer's column of that id (int8: the same int8 weights
     and the same per-call activation scale, so the same values)."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from .quantize import Int8Linear
+
     if isinstance(layer, Int8Linear):
         weight, bias = torch.ops.quantized.linear_unpack(layer.packed)
         rows = torch.quantize_per_tensor(weight.dequantize().index_select(0, ids), weight.q_scale(),
@@ -141,6 +146,8 @@ class Shortlist:
     def candidates(self, src: Tensor, cfg: ModelConfig) -> Tensor:
         """The sorted target ids a batch of sources src (B, S) may produce: the union of its tokens' candidates and
         the always-allowed ones, EOS and UNK, without BOS and PAD (on src's device)."""
+        import torch
+
         if src.device not in self._on:
             self._on[src.device] = (torch.from_numpy(self.table).long().to(src.device),
                                     torch.from_numpy(self.always).long().to(src.device))
@@ -156,6 +163,8 @@ class Shortlist:
     def output(self, model: Transformer, src: Tensor, before: Output | None = None) -> Output:
         """The output layer over the candidates of the batch src (B, S) (and ``before``'s, for sentences joining a
         running search)."""
+        import torch
+
         cfg = model.cfg
         ids = self.candidates(src, cfg)
         if before is not None and before.ids is not None:

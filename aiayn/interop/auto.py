@@ -18,6 +18,7 @@ from ..config import DecodeConfig
 from ..engine import Capabilities, Hypothesis, with_fixed
 from ..pipeline import EngineBase
 from ..rundir import RunDir
+from ..shortlist import Shortlist
 from .ct2 import CTranslate2Translator, ctranslate2_refuses, device_of, precision_of
 
 __all__ = ["ENGINES", "AutoTranslator", "ctranslate2", "load"]
@@ -63,10 +64,7 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
     cfg = run.config()
     decode = cfg.decode.replace(**settings)
     ctranslate2_refuses(decode)
-    if decode.shortlist:                                    # (its vocabulary map is in the conversion)
-        from ..shortlist import Shortlist
-
-        Shortlist.for_run(run.path, decode.shortlist)
+    Shortlist.for_run(run.path, decode.shortlist)           # checked (its vocabulary map is in the conversion)
     out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
     me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
     me.languages, me.norms = run.languages(), run.norms()
