@@ -32,6 +32,17 @@ def is_checkpoint(path: Path) -> bool:
     return (path / MODEL).is_file() and (path / META).is_file()
 
 
+def parameter_count(path: Path) -> int:
+    """The model's parameters, counted from the shapes in checkpoint ``path``'s weights file (tied weights are stored
+    once, as the model holds them once), without loading them or PyTorch."""
+    import math
+
+    from safetensors import safe_open
+
+    with safe_open(str(path / MODEL), "np") as f:
+        return sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())
+
+
 def rng_state() -> dict[str, torch.Tensor]:
     """This process's random-number-generator states: the CPU's and, with CUDA, the current device's."""
     import torch

@@ -209,7 +209,11 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
 
     lines = _copy_lines(12)
     torch_ = Translator.load(run, device="cpu", workers=1)
-    ctranslate2(run, device="cpu")                         # the conversion (that needs PyTorch), once
+    parameters = sum(p.numel() for p in torch_.model.parameters())
+    assert ctranslate2(run, device="cpu").parameters == parameters      # the conversion (that needs PyTorch), once
+    info = next(RunDir(run).engine_cache("ctranslate2").glob("*/aiayn-export.json"))
+    info.write_text(json.dumps({k: v for k, v in json.loads(info.read_text()).items() if k != "parameters"}))
+    assert ctranslate2(run, device="cpu").parameters == parameters      # a conversion from before they were recorded
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n")
     no_torch = "import sys; sys.modules['torch'] = None; from aiayn.cli import main; sys.exit(main(sys.argv[1:]))"

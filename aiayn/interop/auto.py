@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import MODEL
+from ..checkpoint import MODEL, parameter_count
 from ..config import DecodeConfig
 from ..engine import Capabilities, Hypothesis, with_fixed
 from ..pipeline import EngineBase
@@ -60,7 +60,7 @@ def converted(path: str | Path, quantization: str | None) -> Path:
 def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
     """CTranslate2 on run dir (or checkpoint) ``path``, with the run's decoding settings and any overrides (as
     Translator.load): its conversion, made on first use and cached (:func:`converted`)."""
-    run, _ = RunDir.locate(path)
+    run, ckpt = RunDir.locate(path)
     cfg = run.config()
     decode = cfg.decode.replace(**settings)
     ctranslate2_refuses(decode)
@@ -69,9 +69,7 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
     me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
     me.languages, me.norms = run.languages(), run.norms()
     if not me.parameters:                                   # a conversion made before they were recorded
-        from .export import parameter_count
-
-        me.parameters = parameter_count(cfg.model)
+        me.parameters = parameter_count(ckpt)
     return me
 
 

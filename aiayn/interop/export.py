@@ -313,12 +313,6 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
 # --- CTranslate2 as an engine: aiayn's conversion of a run, cached in it, and the engine on a conversion ------------
 
 
-def parameter_count(cfg: ModelConfig) -> int:
-    """The parameters of a model of ``cfg`` (counted on PyTorch's meta device: nothing is allocated or read)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in Transformer(cfg).parameters())
-
-
 def convert(run: RunDir, ckpt: Path, out: Path, quantization: str | None) -> None:
     """Convert checkpoint ``ckpt`` of ``run`` for CTranslate2 into ``out`` (ct2.converted's cache: older conversions
     of the same checkpoint removed, the new one checked on the run's validation lines)."""
