@@ -1,17 +1,19 @@
 """A first translation: one sentence through ``aiayn translate`` in a new process, start-up included, per engine.
 
-    python -m benchmarks startup --model runs/demo/run-de-en [--runs 7]
+    python -m benchmarks startup --model runs/demo/run-de-en [--runs 7] [--before DIR]
 
 Each row runs ``python -m aiayn translate --model MODEL --engine ENGINE`` on one line from stdin, ``--runs`` times in
 turn with the other rows (the conversion for CTranslate2 made once beforehand), and reports the median and the
 fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass`` measured the same way beside them.
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
-needs none. Records ``results/startup-<date>.json``.
+needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
+ctranslate2`` and ``torch`` rows run beside (its package first on PYTHONPATH). Records ``results/startup-<date>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -27,9 +29,10 @@ LINE = "Ein Mann fährt mit dem Fahrrad über eine Brücke.\n"
 NO_TORCH = "import sys; sys.modules['torch'] = None; from aiayn.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def timed(cmd: list[str], stdin: str) -> tuple[float, str]:
+def timed(cmd: list[str], stdin: str, tree: str | None = None) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": tree} if tree else None
     start = time.perf_counter()
-    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True, env=env).stdout
     return time.perf_counter() - start, out.strip()
 
 
@@ -37,6 +40,7 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks startup", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--before", help="a checkout of another commit, measured beside")
     a = ap.parse_args(argv)
     translate = ["translate", "--model", a.model, "--quiet"]
     rows = {"python -c pass": [sys.executable, "-c", "pass"],
@@ -45,15 +49,21 @@ def main(argv: list[str]) -> None:
             "ctranslate2": [sys.executable, "-m", "aiayn", *translate, "--engine", "ctranslate2"],
             "auto": [sys.executable, "-m", "aiayn", *translate, "--engine", "auto"],
             "torch": [sys.executable, "-m", "aiayn", *translate, "--engine", "torch"]}
+    trees = {name: None for name in rows}
+    if a.before:
+        before = subprocess.run(["git", "-C", a.before, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        for engine in ("ctranslate2", "torch"):
+            rows[f"{engine} at {before}"], trees[f"{engine} at {before}"] = rows[engine], a.before
     timed(rows["ctranslate2"], LINE)                                  # the conversion, once, and warm file caches
     seconds: dict[str, list[float]] = {name: [] for name in rows}
     outputs: dict[str, str] = {}
     for _ in range(a.runs):
         for name, cmd in rows.items():
-            t, out = timed(cmd, LINE)
+            t, out = timed(cmd, LINE, trees[name])
             seconds[name].append(t)
             outputs[name] = out
-    figures = {"model": a.model, "line": LINE.strip(), "runs": a.runs,
+    figures = {"model": a.model, "line": LINE.strip(), "runs": a.runs, "before": a.before and before,
                "rows": {name: {"median_s": round(statistics.median(s), 3), "best_s": round(min(s), 3),
                                "output": outputs[name]} for name, s in seconds.items()}}
     for name, row in figures["rows"].items():
