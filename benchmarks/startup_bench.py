@@ -7,7 +7,7 @@ turn with the other rows (the conversion for CTranslate2 made once beforehand), 
 fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass`` measured the same way beside them.
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
 needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
-ctranslate2`` and ``torch`` rows run beside (its package first on PYTHONPATH). Records ``results/startup-<date>.json``.
+ctranslate2`` and ``torch`` rows run beside (in DIR, its package first on PYTHONPATH). Records ``results/startup-<date>.json``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ NO_TORCH = "import sys; sys.modules['torch'] = None; from aiayn.cli import main;
 def timed(cmd: list[str], stdin: str, tree: str | None = None) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": tree} if tree else None
     start = time.perf_counter()
-    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True, env=env).stdout
+    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True, env=env, cwd=tree).stdout
     return time.perf_counter() - start, out.strip()
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--before", help="a checkout of another commit, measured beside")
     a = ap.parse_args(argv)
-    translate = ["translate", "--model", a.model, "--quiet"]
+    translate = ["translate", "--model", str(Path(a.model).resolve()), "--quiet"]
     rows = {"python -c pass": [sys.executable, "-c", "pass"],
             "python -c 'import torch'": [sys.executable, "-c", "import torch"],
             "ctranslate2, torch unimportable": [sys.executable, "-c", NO_TORCH, *translate, "--engine", "ctranslate2"],
