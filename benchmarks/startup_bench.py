@@ -7,7 +7,8 @@ turn with the other rows (the conversion for CTranslate2 made once beforehand), 
 fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass`` measured the same way beside them.
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
 needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
-ctranslate2`` and ``torch`` rows run beside (in DIR, its package first on PYTHONPATH). Records ``results/startup-<date>.json``.
+ctranslate2`` and ``torch`` rows run beside (in DIR, its package first on PYTHONPATH). Records
+``results/startup-<date>.json``.
 """
 
 from __future__ import annotations
