@@ -54,6 +54,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                              "of the same size and budget: BLEU, chrF, speed"),
     "repair": ("repair_bench", "degenerate output on a test set: sentences flagged (loop, copy, length) and BLEU with "
                                "and without decoding them again"),
+    "static-step": ("static_step", "a decoder step of static shape (a cache allocated at its limit, written by position) "
+                                   "against today's, eager and compiled with torch.compile"),
     "startup": ("startup_bench", "a first translation: one sentence through `aiayn translate` in a new process, per "
                                  "engine, against `import torch` alone"),
     "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "

@@ -328,7 +328,7 @@ def convert(run: RunDir, ckpt: Path, out: Path, quantization: str | None) -> Non
     tmp.rename(out)
 
 
-def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 200) -> None:
+def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 64) -> None:
     """export.check on the first ``lines`` validation lines of the run's data dir, logged and kept as check.json."""
     from ..data import DataDir
 

@@ -1,0 +1,145 @@
+"""A decoder step of static shape against today's, eager and compiled (issue 54's first measurement).
+
+    python -m benchmarks static-step --model runs/demo/run-de-en [--rows 4 32] [--src-len 20] [--steps 46]
+
+Today's step (``Transformer.decode_step``) attends over a cache that grows by one position a step, so its shapes
+change every step. The static step here takes the self-attention cache allocated at its length limit (``steps`` + 2
+positions) and a position: earlier positions are read under a mask, the new position's keys and values attend as one
+more column and are returned for the caller to write in place. Its shapes are the same at every step, so
+``torch.compile`` (Inductor) can compile it once: without and with Inductor's weight freezing. Random source and
+target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the milliseconds per step
+are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference from today's
+log-probabilities, and whether every step's best token is the same. Records ``results/static-step-<date>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import record  # noqa: E402
+
+
+def static_step(m: Any) -> Any:
+    """The static-shape step of model ``m`` (the module docstring): (tokens (N,), pos () long, k and v caches
+    (L, N, H, T, K), memory keys and values (L, N, H, S, K), source mask (N, 1, 1, S) additive) -> log-probabilities
+    (N, V), new keys and values (L, N, H, 1, K)."""
+    import torch
+
+    H, D = m.cfg.n_heads, m.cfg.d_model
+    scale = (D // H) ** -0.5
+
+    def heads(x: Any, n: int) -> Any:
+        B, T, _ = x.shape
+        return x.view(B, T, n, H, -1).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def step(tokens: Any, pos: Any, kc: Any, vc: Any, mem_k: Any, mem_v: Any, src_add: Any) -> Any:
+        x = m.tgt_embed(tokens[:, None]) + m.tgt_pos.table().index_select(0, pos.view(1))[None]
+        earlier = torch.where(torch.arange(kc.shape[3], device=tokens.device) < pos, 0.0, float("-inf"))
+        new_k, new_v = [], []
+        for i, layer in enumerate(m.decoder):
+            q, k, v = heads(layer.self_attn.qkv_proj(layer.res_self.before(x)), 3)          # (N, H, 1, K)
+            new_k.append(k)
+            new_v.append(v)
+            scores = torch.cat([torch.matmul(q, kc[i].transpose(-2, -1)) * scale + earlier,
+                                (q * k).sum(-1, keepdim=True) * scale], -1)                 # (N, H, 1, T + 1)
+            p = torch.softmax(scores, -1)
+            o = torch.matmul(p[..., :-1], vc[i]) + p[..., -1:] * v
+            x = layer.res_self.after(x, layer.self_attn.out_proj(o.transpose(1, 2).reshape(-1, 1, D)))
+            (q,) = heads(layer.cross_attn.q_proj(layer.res_cross.before(x)), 1)
+            p = torch.softmax(torch.matmul(q, mem_k[i].transpose(-2, -1)) * scale + src_add, -1)
+            o = torch.matmul(p, mem_v[i])
+            x = layer.res_cross.after(x, layer.cross_attn.out_proj(o.transpose(1, 2).reshape(-1, 1, D)))
+            x = layer.res_ffn.after(x, layer.ffn(layer.res_ffn.before(x)))
+        return m.generator(m.dec_norm(x))[:, 0], torch.stack(new_k), torch.stack(new_v)
+
+    return step
+
+
+def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) -> dict[str, Any]:
+    import torch
+    import torch._inductor.config as inductor
+
+    from aiayn.translate import Translator
+
+    torch.manual_seed(0)
+    m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
+    q8 = Translator.load(model_path, device="cpu", precision="int8", workers=1).model.eval()
+    cfg, L, T = m.cfg, len(m.decoder), steps + 2
+    src = torch.randint(4, cfg.src_vocab_size, (rows, src_len))
+    src[:, -1] = cfg.eos_id
+    toks = torch.randint(4, cfg.tgt_vocab_size, (steps, rows))
+    out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
+    with torch.inference_mode():
+        memory = m.encode(src)
+        start = m.init_cache(memory, src, T)
+        mem_k = torch.stack([k for k, _ in start.memory_kv])
+        mem_v = torch.stack([v for _, v in start.memory_kv])
+        H, K = mem_k.shape[2], mem_k.shape[-1]
+
+        def today(model: Any) -> Any:
+            def run() -> list[Any]:
+                cache, logps = model.init_cache(model.encode(src), src, T), []
+                for i in range(steps):
+                    lp, cache = model.decode_step(toks[i], cache)
+                    logps.append(lp)
+                return logps
+            return run
+
+        def static(fn: Any) -> Any:
+            def run() -> list[Any]:
+                kc, vc, logps = torch.zeros(L, rows, H, T, K), torch.zeros(L, rows, H, T, K), []
+                for i in range(steps):
+                    pos = torch.tensor(i)
+                    lp, k, v = fn(toks[i], pos, kc, vc, mem_k, mem_v, start.src_mask)
+                    kc.index_copy_(3, pos.view(1), k)
+                    vc.index_copy_(3, pos.view(1), v)
+                    logps.append(lp)
+                return logps
+            return run
+
+        reference = today(m)()
+        variants = {"today": today(m), "today int8": today(q8), "static, eager": static(static_step(m))}
+        for name, freeze in (("static, compiled", False), ("static, compiled + frozen weights", True)):
+            inductor.freezing = freeze
+            torch._dynamo.reset()
+            compiled = torch.compile(static_step(m), dynamic=False, fullgraph=True)
+            t0 = time.perf_counter()
+            variants[name] = static(compiled)
+            first = variants[name]()
+            out[f"{name}: compile s"] = round(time.perf_counter() - t0, 1)
+            out[f"{name}: max |diff|"] = max(float((a - b).abs().max()) for a, b in zip(reference, first, strict=True))
+            out[f"{name}: same best tokens"] = all(bool((a.argmax(-1) == b.argmax(-1)).all())
+                                                   for a, b in zip(reference, first, strict=True))
+        for name, run in variants.items():
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                run()
+                best = min(best, time.perf_counter() - t0)
+            out[f"{name}: ms/step"] = round(1000 * best / steps, 3)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks static-step", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--rows", type=int, nargs="+", default=[4, 32])
+    ap.add_argument("--src-len", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=46)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+    results = [measure(a.model, n, a.src_len, a.steps, a.repeats) for n in a.rows]
+    for r in results:
+        print(r)
+    print(f"recorded {record.write('static-step', {'model': a.model, 'results': results})}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
