@@ -403,7 +403,7 @@ def _translate_document(a: argparse.Namespace, nbest: int, translate: Callable[[
         n = translate_file(a.input, a.output, chunked)
     finally:
         bar.close()
-    log.info("%s: %d texts translated into %s", a.input.name, n, a.output)
+    log.info("%s: %d text%s translated into %s", a.input.name, n, "" if n == 1 else "s", a.output)
     return 0
 
 

@@ -18,8 +18,15 @@ request is:
   rebuilt in the translation's order, each a copy of the run it came from (its properties, its link). Images,
   fields, styles, numbering and section properties are not touched; runs holding a tab or a break keep their place
   after the paragraph's text.
+- **.pptx** (python-pptx): every paragraph of every slide (text boxes, placeholders, tables, groups) and of its
+  speaker notes, its runs as in docx (DrawingML's runs: a link is part of a run's properties). Layouts, masters,
+  pictures, charts and animations are not touched.
 
-Not yet: odt / odp / pptx / epub / markdown. :data:`FORMATS` is what is read.
+- **.epub** (EbookLib): the body of every content document as one HTML fragment, as .html is translated (EbookLib
+  writes it back as XHTML, every element closed); the package's metadata, navigation, styles and images are not
+  touched.
+
+Not yet: odt / odp / markdown. :data:`FORMATS` is what is read.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import copy
 import html
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -35,7 +43,7 @@ from typing import Any
 # texts (and their format: "text" or "html") -> their translations, in order
 Translate = Callable[[list[str], str], list[str]]
 # what is read (.txt first: `aiayn translate` reads it line by line, as any input, and the others as documents)
-FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx")
+FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx", ".pptx", ".epub")
 
 
 class DocumentError(ValueError):
@@ -79,6 +87,10 @@ def translate_file(src: Path, dst: Path, translate: Translate) -> int:
             return _srt(src, dst, translating)
         if ext == ".docx":
             return _docx(src, dst, translating)
+        if ext == ".pptx":
+            return _pptx(src, dst, translating)
+        if ext == ".epub":
+            return _epub(src, dst, translating)
         return _catalog(src, dst, translating)
     except _Raised as e:
         raise e.error from None
@@ -142,29 +154,90 @@ def _plural_forms(store: Any) -> int:
     return max(1, int(found.group(1))) if found else 2
 
 
-# --- docx ---------------------------------------------------------------------------------------------------------
+def _epub(src: Path, dst: Path, translate: Translate) -> int:
+    import warnings
+
+    import ebooklib
+    from ebooklib import epub
+
+    with warnings.catch_warnings():                          # (EbookLib's notices of its own future defaults)
+        warnings.simplefilter("ignore")
+        book = epub.read_epub(str(src), {"ignore_ncx": True})
+    chapters = [item for item in book.get_items_of_type(ebooklib.ITEM_DOCUMENT)
+                if not isinstance(item, epub.EpubNav)]
+    parts = []
+    for item in chapters:
+        text = item.get_content().decode("utf-8")
+        body = re.search(r"(<body\b[^>]*>)(.*)(</body\s*>)", text, re.S | re.I)
+        if body is None:
+            raise DocumentError(f"{src.name}: {item.get_name()} has no <body>")
+        parts.append((text[: body.end(1)], body.group(2), text[body.start(3):]))
+    for item, (head, _, tail), out in zip(chapters, parts, translate([p[1] for p in parts], "html"), strict=True):
+        item.set_content((head + out + tail).encode("utf-8"))     # (EbookLib writes it as XHTML: <br/>)
+    _name_toc(book.toc)
+    epub.write_epub(str(dst), book)
+    return len(chapters)
+
+
+def _name_toc(toc: Any, n: int = 0) -> int:
+    """Give every entry of a table of contents read from an EPUB 3 navigation document an id (EbookLib reads them
+    without one, and then cannot write the NCX it adds: ebooklib issue #325); returns the next number."""
+    for entry in toc:
+        if isinstance(entry, (tuple, list)):
+            n = _name_toc(entry, n)
+        elif hasattr(entry, "uid") and entry.uid is None:
+            entry.uid, n = f"navpoint-{n}", n + 1
+    return n
+
+
+# --- Office Open XML: docx and pptx -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dialect:
+    """The elements of one Office Open XML vocabulary that hold a paragraph's text: Word's (docx) or DrawingML's
+    (pptx), as Clark names."""
+
+    p: str                   # a paragraph
+    r: str                   # a run of text with one formatting
+    t: str                   # its text
+    rpr: str                 # its formatting
+    link: str | None         # the element a linked run sits in (Word's w:hyperlink; DrawingML links inside a:rPr)
+    space: bool              # whether a w:t needs xml:space="preserve" to keep its edge spaces
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+WORD = _Dialect(_W + "p", _W + "r", _W + "t", _W + "rPr", _W + "hyperlink", True)
+DRAWING = _Dialect(_A + "p", _A + "r", _A + "t", _A + "rPr", None, False)
+
+
+def _translate_paragraphs(paragraphs: list[Any], d: _Dialect, translate: Translate) -> int:
+    """Each paragraph with text runs translated in place (as text, or as HTML where its runs differ: the module's
+    docstring); returns how many."""
+    paragraphs = [p for p in paragraphs if _text_runs(p, d)]
+    asks = [_as_asked(p, d) for p in paragraphs]
+    plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
+    marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
+    out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
+    out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
+    for i, p in enumerate(paragraphs):
+        _rebuild(p, out[i], asks[i][0] == "html", d)
+    return len(paragraphs)
 
 
 def _docx(src: Path, dst: Path, translate: Translate) -> int:
     import docx
 
     document = docx.Document(str(src))
-    paragraphs = [p for p in _paragraphs(document) if _text_runs(p)]
-    asks = [_as_asked(p) for p in paragraphs]
-    plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
-    marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
-    out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
-    out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
-    for i, p in enumerate(paragraphs):
-        _rebuild(p, out[i], asks[i][0] == "html")
+    n = _translate_paragraphs(list(_paragraphs(document)), WORD, translate)
     document.save(str(dst))
-    return len(paragraphs)
+    return n
 
 
 def _paragraphs(document: Any) -> Iterator[Any]:
-    """Every paragraph element (w:p) of the body (its tables too), the headers and the footers."""
-    from docx.oxml.ns import qn
-
+    """Every paragraph element (w:p) of a Word document's body (its tables too), headers and footers."""
     parts = [document.element.body]
     for section in document.sections:
         for part in (section.header, section.footer, section.first_page_header, section.first_page_footer,
@@ -172,44 +245,55 @@ def _paragraphs(document: Any) -> Iterator[Any]:
             if not part.is_linked_to_previous:
                 parts.append(part._element)
     for part in parts:                          # (separate trees: a paragraph is in one of them)
-        yield from list(part.iter(qn("w:p")))
+        yield from list(part.iter(WORD.p))
 
 
-def _text_runs(p: Any) -> list[Any]:
-    """A paragraph's runs that hold text and nothing else (w:t beside their properties)."""
-    from docx.oxml.ns import qn
+def _pptx(src: Path, dst: Path, translate: Translate) -> int:
+    """Every paragraph (a:p) of every slide (text boxes, placeholders, tables, groups) and of its speaker notes;
+    layouts and masters (the template's own placeholder text) are not touched."""
+    import pptx
 
+    deck = pptx.Presentation(str(src))
+    paragraphs: list[Any] = []
+    for slide in deck.slides:
+        paragraphs += list(slide._element.iter(DRAWING.p))
+        if slide.has_notes_slide:
+            paragraphs += list(slide.notes_slide._element.iter(DRAWING.p))
+    n = _translate_paragraphs(paragraphs, DRAWING, translate)
+    deck.save(str(dst))
+    return n
+
+
+def _text_runs(p: Any, d: _Dialect) -> list[Any]:
+    """A paragraph's runs that hold text and nothing else (their text beside their properties)."""
     runs = []
-    for r in p.iter(qn("w:r")):
-        kids = [c for c in r if c.tag != qn("w:rPr")]
-        if kids and all(c.tag == qn("w:t") for c in kids):
+    for r in p.iter(d.r):
+        kids = [c for c in r if c.tag != d.rpr]
+        if kids and all(c.tag == d.t for c in kids):
             runs.append(r)
     return runs
 
 
-def _carrier(r: Any) -> Any:
+def _carrier(r: Any, d: _Dialect) -> Any:
     """What a run is copied as: the run, or the hyperlink around it."""
-    from docx.oxml.ns import qn
-
     parent = r.getparent()
-    return parent if parent is not None and parent.tag == qn("w:hyperlink") else r
+    return parent if d.link and parent is not None and parent.tag == d.link else r
 
 
-def _look(r: Any) -> bytes:
+def _look(r: Any, d: _Dialect) -> bytes:
     """A run's formatting, to compare: its properties and the hyperlink it is in."""
-    from docx.oxml.ns import qn
     from lxml import etree
 
-    props = r.find(qn("w:rPr"))
-    link = _carrier(r).get(qn("r:id")) if _carrier(r) is not r else None
+    props = r.find(d.rpr)
+    link = _carrier(r, d).get(_R_ID) if _carrier(r, d) is not r else None
     return (etree.tostring(props) if props is not None else b"") + (link or "").encode()
 
 
-def _as_asked(p: Any) -> tuple[str, str]:
+def _as_asked(p: Any, d: _Dialect) -> tuple[str, str]:
     """("text", the paragraph's text) when its runs look alike, else ("html", each run that differs from the main
     look in a span naming it)."""
-    runs = _text_runs(p)
-    looks = [_look(r) for r in runs]
+    runs = _text_runs(p, d)
+    looks = [_look(r, d) for r in runs]
     texts = ["".join(t.text or "" for t in r) for r in runs]
     weight: dict[bytes, int] = {}
     for look, text in zip(looks, texts, strict=True):
@@ -242,12 +326,10 @@ class _Spans(HTMLParser):
         self.pieces.append((data, self.stack[-1] if self.stack else None))
 
 
-def _rebuild(p: Any, translation: str, marked: bool) -> None:
+def _rebuild(p: Any, translation: str, marked: bool, d: _Dialect) -> None:
     """The paragraph's text runs replaced by the translation: one run (a copy of the first) for a plain paragraph;
     for a marked one, a copy of each piece's own run, in the translation's order."""
-    from docx.oxml.ns import qn
-
-    runs = _text_runs(p)
+    runs = _text_runs(p, d)
     main = max(range(len(runs)), key=lambda i: len("".join(t.text or "" for t in runs[i])))
     if marked:
         parser = _Spans()
@@ -262,19 +344,20 @@ def _rebuild(p: Any, translation: str, marked: bool) -> None:
             merged[-1] = (merged[-1][0] + text, i)
         else:
             merged.append((text, i))
-    carriers = list(dict.fromkeys(_carrier(r) for r in runs))
+    carriers = list(dict.fromkeys(_carrier(r, d) for r in runs))
     anchor = carriers[0]
     for text, i in merged:
-        clone = copy.deepcopy(_carrier(runs[i]))
-        inner = [r for r in clone.iter(qn("w:r")) if r.find(qn("w:t")) is not None]
+        clone = copy.deepcopy(_carrier(runs[i], d))
+        inner = [r for r in clone.iter(d.r) if r.find(d.t) is not None]
         for extra in inner[1:]:
             extra.getparent().remove(extra)
-        ts = inner[0].findall(qn("w:t")) if inner else []
+        ts = inner[0].findall(d.t) if inner else []
         for extra in ts[1:]:
             inner[0].remove(extra)
         if ts:
             ts[0].text = text
-            ts[0].set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+            if d.space:
+                ts[0].set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
         anchor.addprevious(clone)
     for c in carriers:
         c.getparent().remove(c)

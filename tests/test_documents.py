@@ -125,6 +125,92 @@ def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
     assert d.sections[0].header.paragraphs[0].text == "A J"
 
 
+def test_pptx_keeps_its_slides_shapes_and_runs(tmp_path: Path, copy_model: Path) -> None:
+    """Every slide's text boxes, tables and speaker notes translated, each run keeping its formatting and a link its
+    address; the layout's placeholders, the shapes' sizes and the slide count unchanged. Through the command line on
+    the copy model, bold lands on its own words."""
+    pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])                       # title and content
+    slide.shapes.title.text = "a b"
+    body = slide.placeholders[1].text_frame.paragraphs[0]
+    body.add_run().text = "c d "
+    bold = body.add_run()
+    bold.text, bold.font.bold = "e f", True
+    link = body.add_run()
+    link.text = " g h"
+    link.hyperlink.address = "https://example.org/"
+    box = slide.shapes.add_textbox(Inches(1), Inches(5), Inches(3), Inches(1))
+    box.text_frame.text = "i j"
+    table = slide.shapes.add_table(1, 2, Inches(1), Inches(6), Inches(4), Inches(1)).table
+    table.cell(0, 0).text, table.cell(0, 1).text = "a c", ""
+    slide.notes_slide.notes_text_frame.text = "b d"
+    deck.slides.add_slide(deck.slide_layouts[6])                               # blank
+    src = tmp_path / "a.pptx"
+    deck.save(str(src))
+
+    assert translate_file(src, tmp_path / "b.pptx", upper) == 5           # paragraphs with text
+    out = pptx.Presentation(str(tmp_path / "b.pptx"))
+    s = out.slides[0]
+    assert len(out.slides) == 2 and s.shapes.title.text == "A B"
+    runs = s.placeholders[1].text_frame.paragraphs[0].runs
+    assert [(r.text, bool(r.font.bold), r.hyperlink.address) for r in runs] == [
+        ("C D ", False, None), ("E F", True, None), (" G H", False, "https://example.org/")]
+    assert s.shapes[2].text_frame.text == "I J" and s.shapes[2].width == Inches(3)
+    cells = s.shapes[3].table.rows[0].cells
+    assert [c.text for c in cells] == ["A C", ""] and s.notes_slide.notes_text_frame.text == "B D"
+    assert out.slide_layouts[1].placeholders[0].text_frame.text == deck.slide_layouts[1].placeholders[0].text_frame.text
+
+    assert main(["translate", "--model", str(copy_model), "--engine", "torch", "--device", "cpu", "--input", str(src),
+                 "--output", str(tmp_path / "c.pptx"), "--quiet"]) == 0
+    p = pptx.Presentation(str(tmp_path / "c.pptx")).slides[0].placeholders[1].text_frame.paragraphs[0]
+    assert p.text.split() == "c d e f g h".split()                      # the copy model: its translation is its input
+    assert [r.text.strip() for r in p.runs if r.font.bold] == ["e f"]
+
+
+def test_epub_chapters_are_translated_as_xhtml(tmp_path: Path) -> None:
+    """Each chapter's body translated as HTML and written back as XHTML (an XML parser reads it: <br/> closed), its
+    inline tags kept; the book's metadata, navigation and styles unchanged."""
+    epub = pytest.importorskip("ebooklib.epub", reason="EbookLib: pip install aiayn[documents]")
+    from lxml import etree
+
+    book = epub.EpubBook()
+    book.set_identifier("id-1")
+    book.set_title("Ein Buch")
+    book.set_language("de")
+    css = epub.EpubItem(uid="style", file_name="style.css", media_type="text/css", content=b"p { margin: 0 }")
+    chapters = []
+    for k, body in enumerate(["<h1>a b</h1><p>c d <b>e f</b> g<br/>h i</p>", "<p>j a &amp; b</p>"]):
+        c = epub.EpubHtml(title=f"Kapitel {k}", file_name=f"c{k}.xhtml", lang="de")
+        c.content = body
+        c.add_item(css)
+        book.add_item(c)
+        chapters.append(c)
+    book.add_item(css)
+    book.toc = chapters
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *chapters]
+    src = tmp_path / "a.epub"
+    epub.write_epub(str(src), book)
+
+    assert translate_file(src, tmp_path / "b.epub", upper) == 2
+    out = epub.read_epub(str(tmp_path / "b.epub"), {"ignore_ncx": True})
+    assert out.get_metadata("DC", "title")[0][0] == "Ein Buch"
+    docs = {i.get_name(): etree.fromstring(i.get_content()) for i in out.get_items() if i.get_name() in ("c0.xhtml",
+                                                                                                       "c1.xhtml")}
+    ns = {"x": "http://www.w3.org/1999/xhtml"}
+    body = docs["c0.xhtml"].find("x:body", ns)
+    assert body.find("x:h1", ns).text == "A B"
+    p = body.find("x:p", ns)
+    assert " ".join(p.itertext()).split() == "C D E F G H I".split() and p.find("x:b", ns).text == "E F"
+    assert p.find("x:br", ns) is not None
+    assert "".join(docs["c1.xhtml"].find("x:body", ns).itertext()).strip() == "J A & B"
+    assert out.get_item_with_id("style").get_content() == b"p { margin: 0 }"
+
+
 def test_a_document_through_the_command_line_keeps_bold_on_its_words(tmp_path: Path, copy_model: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     src = _word(tmp_path)
