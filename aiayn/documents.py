@@ -26,7 +26,13 @@ request is:
   writes it back as XHTML, every element closed); the package's metadata, navigation, styles and images are not
   touched.
 
-Not yet: odt / odp / markdown. :data:`FORMATS` is what is read.
+- **.odt / .odp** (odfpy): every paragraph and heading of the body (tables, frames and text boxes, slides, notes)
+  and of the master pages (headers, footers). A paragraph's spans and links are its runs, as in docx: one that
+  differs from the paragraph's main look lands on the words aligned with its own; spaces are written as ODF keeps
+  them (``text:s``). Anything else in a paragraph (a frame, a note, a tab, a line break, a bookmark) keeps its place
+  after the paragraph's text.
+
+Not yet: markdown. :data:`FORMATS` is what is read.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ from typing import Any
 # texts (and their format: "text" or "html") -> their translations, in order
 Translate = Callable[[list[str], str], list[str]]
 # what is read (.txt first: `aiayn translate` reads it line by line, as any input, and the others as documents)
-FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx", ".pptx", ".epub")
+FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx", ".pptx", ".epub", ".odt",
+           ".odp")
 
 
 class DocumentError(ValueError):
@@ -91,6 +98,8 @@ def translate_file(src: Path, dst: Path, translate: Translate) -> int:
             return _pptx(src, dst, translating)
         if ext == ".epub":
             return _epub(src, dst, translating)
+        if ext in (".odt", ".odp"):
+            return _odf(src, dst, translating)
         return _catalog(src, dst, translating)
     except _Raised as e:
         raise e.error from None
@@ -188,6 +197,115 @@ def _name_toc(toc: Any, n: int = 0) -> int:
         elif hasattr(entry, "uid") and entry.uid is None:
             entry.uid, n = f"navpoint-{n}", n + 1
     return n
+
+
+# --- OpenDocument: odt and odp ---------------------------------------------------------------------------------------
+
+
+def _odf(src: Path, dst: Path, translate: Translate) -> int:
+    from odf import opendocument, text
+
+    document = opendocument.load(str(src))
+    paragraphs = [p for part in (document.body, document.masterstyles) for kind in (text.P, text.H)
+                  for p in part.getElementsByType(kind)]
+    runs = {id(p): _odf_runs(p) for p in paragraphs}
+    paragraphs = [p for p in paragraphs if any(t.strip() for t, _ in runs[id(p)])]
+    asks = [_odf_asked(runs[id(p)]) for p in paragraphs]
+    plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
+    marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
+    out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
+    out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
+    for i, p in enumerate(paragraphs):
+        _odf_rebuild(p, runs[id(p)], out[i], asks[i][0] == "html")
+    document.save(str(dst))
+    return len(paragraphs)
+
+
+_ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+
+
+def _odf_runs(p: Any) -> list[tuple[str, Any]]:
+    """A paragraph's runs: (text, None) for its own text, (text, element) for a span or link holding text only; the
+    other children are not runs (they stay)."""
+    from odf.element import Node
+
+    def spaces(e: Any) -> str:
+        return " " * int(e.getAttrNS(_ODF_TEXT, "c") or 1)
+
+    out: list[tuple[str, Any]] = []
+    for child in p.childNodes:
+        if child.nodeType == Node.TEXT_NODE:
+            out.append((child.data, None))
+        elif child.qname == (_ODF_TEXT, "s"):
+            out.append((spaces(child), None))
+        elif child.qname in ((_ODF_TEXT, "span"), (_ODF_TEXT, "a")) and all(
+                c.nodeType == Node.TEXT_NODE or c.qname == (_ODF_TEXT, "s") for c in child.childNodes):
+            out.append(("".join(c.data if c.nodeType == Node.TEXT_NODE else spaces(c) for c in child.childNodes),
+                        child))
+    return out
+
+
+def _odf_look(e: Any) -> Any:
+    return None if e is None else (e.qname, tuple(sorted(e.attributes.items())))
+
+
+def _odf_asked(runs: list[tuple[str, Any]]) -> tuple[str, str]:
+    """As :func:`_as_asked`: plain text when the runs look alike, else HTML with a span per run that differs."""
+    weight: dict[Any, int] = {}
+    for t, e in runs:
+        weight[_odf_look(e)] = weight.get(_odf_look(e), 0) + len(t)
+    if len(weight) == 1:
+        return "text", "".join(t for t, _ in runs)
+    main = max(weight, key=weight.__getitem__)
+    return "html", "".join(html.escape(t, quote=False) if _odf_look(e) == main else
+                           f'<span class="r{i}">{html.escape(t)}</span>' for i, (t, e) in enumerate(runs))
+
+
+def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: bool) -> None:
+    """The paragraph's runs replaced by the translation, where its first run stood: plain pieces as the paragraph's
+    own text, the others each in a copy of its span or link; the paragraph's other children after them."""
+    from odf import teletype
+    from odf.element import Element, Node
+
+    weight: dict[Any, int] = {}
+    for t, e in runs:
+        weight[_odf_look(e)] = weight.get(_odf_look(e), 0) + len(t)
+    main = max(range(len(runs)), key=lambda i: weight[_odf_look(runs[i][1])] * 10**6 + len(runs[i][0]))
+    if marked:
+        parser = _Spans()
+        parser.feed(translation)
+        parser.close()
+        pieces = [(t, main if i is None or i >= len(runs) else i) for t, i in parser.pieces if t]
+    else:
+        pieces = [(translation, main)]
+    members = {id(e) for _, e in runs if e is not None}
+    children = list(p.childNodes)
+    first = next(k for k, c in enumerate(children) if c.nodeType == Node.TEXT_NODE or id(c) in members
+                 or c.qname == (_ODF_TEXT, "s"))
+    kept = [c for c in children if not (c.nodeType == Node.TEXT_NODE or id(c) in members
+                                        or c.qname == (_ODF_TEXT, "s"))]
+    p.childNodes = []                      # (odfpy's removeChild refuses text nodes: the children are let go at once)
+    for c in children:
+        c.parentNode = c.nextSibling = c.previousSibling = None
+    before = [c for c in kept if children.index(c) < first]
+    for c in before:
+        p.appendChild(c)
+    merged: list[tuple[str, int]] = []
+    for t, i in pieces:
+        if merged and merged[-1][1] == i:
+            merged[-1] = (merged[-1][0] + t, i)
+        else:
+            merged.append((t, i))
+    for t, i in merged:
+        carrier = runs[i][1]
+        if carrier is None:
+            teletype.addTextToElement(p, t)
+        else:
+            clone = Element(qname=carrier.qname, qattributes=dict(carrier.attributes), check_grammar=False)
+            teletype.addTextToElement(clone, t)
+            p.appendChild(clone)
+    for c in kept[len(before):]:
+        p.appendChild(c)
 
 
 # --- Office Open XML: docx and pptx -------------------------------------------------------------------------------
