@@ -32,7 +32,12 @@ request is:
   them (``text:s``). Anything else in a paragraph (a frame, a note, a tab, a line break, a bookmark) keeps its place
   after the paragraph's text.
 
-Not yet: markdown. :data:`FORMATS` is what is read.
+- **.md / .markdown** (markdown-it-py, CommonMark with tables): each paragraph, heading, list item, quote and table
+  cell, its inline markdown (emphasis, links, images, code spans) translated as HTML and written back as markdown on
+  one line in its container (``- ``, ``> ``, ``## ``); code blocks, HTML blocks, a front matter and blank lines
+  unchanged.
+
+:data:`FORMATS` is what is read.
 """
 
 from __future__ import annotations
@@ -49,8 +54,8 @@ from typing import Any
 # texts (and their format: "text" or "html") -> their translations, in order
 Translate = Callable[[list[str], str], list[str]]
 # what is read (.txt first: `aiayn translate` reads it line by line, as any input, and the others as documents)
-FORMATS = (".txt", ".html", ".htm", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx", ".pptx", ".epub", ".odt",
-           ".odp")
+FORMATS = (".txt", ".html", ".htm", ".md", ".markdown", ".srt", ".po", ".pot", ".xlf", ".xliff", ".docx", ".pptx",
+           ".epub", ".odt", ".odp")
 
 
 class DocumentError(ValueError):
@@ -100,6 +105,8 @@ def translate_file(src: Path, dst: Path, translate: Translate) -> int:
             return _epub(src, dst, translating)
         if ext in (".odt", ".odp"):
             return _odf(src, dst, translating)
+        if ext in (".md", ".markdown"):
+            return _markdown(src, dst, translating)
         return _catalog(src, dst, translating)
     except _Raised as e:
         raise e.error from None
@@ -197,6 +204,100 @@ def _name_toc(toc: Any, n: int = 0) -> int:
         elif hasattr(entry, "uid") and entry.uid is None:
             entry.uid, n = f"navpoint-{n}", n + 1
     return n
+
+
+# --- Markdown ------------------------------------------------------------------------------------------------------
+
+
+def _markdown(src: Path, dst: Path, translate: Translate) -> int:
+    from markdown_it import MarkdownIt
+
+    lines = src.read_text(encoding="utf-8").split("\n")
+    front = 0                                             # a YAML front matter: kept as it is
+    if lines and lines[0].strip() == "---":
+        front = next((k + 1 for k in range(1, len(lines)) if lines[k].strip() in ("---", "...")), 0)
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse("\n".join(lines[front:]))
+    blocks: list[tuple[int, int, str]] = []               # (first line, end line, inline markdown)
+    rows: dict[int, list[str]] = {}                       # a table row's line -> its cells' inline markdown
+    for k, t in enumerate(tokens):
+        if t.type != "inline" or t.map is None:
+            continue
+        start, end = t.map[0] + front, t.map[1] + front
+        if tokens[k - 1].type in ("th_open", "td_open"):
+            rows.setdefault(start, []).append(t.content)
+        elif t.content.strip():
+            blocks.append((start, end, t.content))
+    cells = [c for row in rows.values() for c in row]
+    texts = [md.renderInline(b[2]) for b in blocks] + [md.renderInline(c) for c in cells]
+    out = iter(_as_markdown(h) for h in translate(texts, "html")) if texts else iter(())
+    joined: set[int] = set()                              # a paragraph's later lines: it is written on its first
+    for start, end, content in blocks:
+        first, last = content.split("\n")[0], content.split("\n")[-1]
+        at, to = lines[start].find(first), lines[end - 1].rfind(last)
+        new = next(out)
+        if at >= 0 and to >= 0:
+            lines[start] = lines[start][:at] + new + lines[end - 1][to + len(last):]
+            joined.update(range(start + 1, end))
+    for line, row in rows.items():
+        lines[line] = "| " + " | ".join(next(out).replace("|", "\\|") for _ in row) + " |"
+    dst.write_text("\n".join(x for k, x in enumerate(lines) if k not in joined), encoding="utf-8")
+    return len(texts)
+
+
+class _Markdown(HTMLParser):
+    """Inline HTML (markdown-it's rendering of inline markdown, translated) written back as inline markdown."""
+
+    MARKS = {"em": "*", "strong": "**"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.links: list[str] = []
+        self.code = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        title = f' "{a["title"]}"' if a.get("title") else ""
+        if tag in self.MARKS:
+            self.out.append(self.MARKS[tag])
+        elif tag == "code":
+            self.out.append("`")
+            self.code = True
+        elif tag == "a":
+            self.out.append("[")
+            self.links.append(f"]({a.get('href') or ''}{title})")
+        elif tag == "img":
+            self.out.append(f"![{_md_escape(a.get('alt') or '')}]({a.get('src') or ''}{title})")
+        else:
+            self.out.append(self.get_starttag_text() or "")           # inline HTML of the source, as it was
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.MARKS:
+            self.out.append(self.MARKS[tag])
+        elif tag == "code":
+            self.out.append("`")
+            self.code = False
+        elif tag == "a":
+            self.out.append(self.links.pop() if self.links else "")
+        elif tag != "img":
+            self.out.append(f"</{tag}>")
+
+    def handle_data(self, data: str) -> None:
+        data = " ".join(data.split("\n"))
+        self.out.append(data if self.code else _md_escape(data))
+
+
+def _md_escape(text: str) -> str:
+    """Text that markdown reads back as the same text (its punctuation that would start markup escaped)."""
+    return re.sub(r"([\\`*_\[\]<])", r"\\\1", text)
+
+
+def _as_markdown(fragment: str) -> str:
+    parser = _Markdown()
+    parser.feed(fragment)
+    parser.close()
+    return "".join(parser.out).strip()
 
 
 # --- OpenDocument: odt and odp ---------------------------------------------------------------------------------------

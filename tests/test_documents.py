@@ -211,6 +211,59 @@ def test_epub_chapters_are_translated_as_xhtml(tmp_path: Path) -> None:
     assert out.get_item_with_id("style").get_content() == b"p { margin: 0 }"
 
 
+MARKDOWN = """---
+title: Ein Bericht
+---
+# Ein *Titel* #
+
+Ein Mann fährt
+über eine [Brücke](https://x.org "t") mit \\*Sternen\\*.
+
+- Zwei **Kinder** spielen
+- im `Sand` ![Bild](b.png)
+
+> Ein Zitat
+
+| Tier | Farbe |
+|---|---|
+| Hund | braun |
+
+Unterstrichen
+=============
+
+```
+code bleibt
+```
+
+<div>HTML bleibt</div>
+"""
+
+
+def test_markdown_keeps_its_blocks_front_matter_code_and_inline_marks(tmp_path: Path) -> None:
+    """Each paragraph, heading, list item, quote and table cell translated on its line in its container, emphasis,
+    links, images and code spans kept (markdown-it renders the output as it rendered the input, upper-cased), an
+    escaped star still escaped; the front matter, the code block and the HTML block unchanged."""
+    from markdown_it import MarkdownIt
+
+    src = tmp_path / "a.md"
+    src.write_text(MARKDOWN)
+    assert translate_file(src, tmp_path / "b.md", upper) == 10
+    out = (tmp_path / "b.md").read_text()
+    assert out.splitlines()[:3] == MARKDOWN.splitlines()[:3] and out.endswith("<div>HTML bleibt</div>\n")
+    assert "# EIN *TITEL* #" in out and "- ZWEI **KINDER** SPIELEN" in out and "> EIN ZITAT" in out
+    assert "EIN MANN FÄHRT ÜBER EINE [BRÜCKE](https://x.org \"t\") MIT \\*STERNEN\\*." in out
+    assert "| HUND | BRAUN |" in out and "```\ncode bleibt\n```" in out and "UNTERSTRICHEN\n=====" in out
+    md = MarkdownIt("commonmark").enable("table")
+
+    def upper_text(h: str) -> str:                     # the input's HTML with its text upper-cased, as upper() does
+        return re.sub(r"(^|>)([^<]*)", lambda m: m.group(1) + m.group(2).upper(), h)
+
+    body = MARKDOWN.split("---\n", 2)[2]
+    want = upper_text(md.render(body)).replace("CODE BLEIBT", "code bleibt").replace("HTML BLEIBT", "HTML bleibt")
+    got = md.render(out.split("---\n", 2)[2]).replace("\n", " ")
+    assert " ".join(got.split()) == " ".join(want.replace("\n", " ").split())
+
+
 def _odt(tmp_path: Path) -> Path:
     from odf import opendocument, style, table, text
 

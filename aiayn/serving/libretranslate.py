@@ -8,7 +8,8 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
     GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
     POST /translate_file  file (multipart), source, target, api_key  ->  {"translatedFileUrl"}: the document
-                      translated in its own format (documents.py: txt, html, srt, po, xliff, docx, pptx, odt, odp, epub)
+                      translated in its own format (documents.py: txt, html, md, srt, po, xliff, docx, pptx, odt,
+                      odp, epub)
     GET  /download_file/NAME  ->  the translated file
     POST /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
 
