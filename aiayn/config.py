@@ -296,6 +296,8 @@ class DecodeConfig:
     device: str = setting("auto", "auto, cpu, cuda, cuda:N or mps")
     precision: Precision = setting("fp32", "of the weights at inference: fp32, bf16/fp16, int8 (quantized linear "
                                    "layers, CPU) or auto (bf16 where the hardware is fast at it)")
+    compile: bool = setting(False, "aiayn's engine, greedy search: decode with the static-shape step compiled by "
+                            "torch.compile (search.compiled_step; a first batch of each shape waits seconds for it)")
     shortlist: bool = setting(False, "decode over the candidate target tokens of the run's lexical shortlist for "
                               "the batch's source tokens (built by `aiayn shortlist`) instead of the whole vocabulary",
                               per_request=True)

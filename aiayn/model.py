@@ -95,6 +95,20 @@ class MultiHeadAttention(nn.Module):
         B, H, T, K = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * K)), probs, past_kv   # Concat(heads) W^O
 
+    def static_self(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention of the newest position over a cache of fixed length (static-shape decoding, static.py):
+        x (N, 1, D), k_cache and v_cache (N, H, T, K), ``earlier`` (T,) additive: 0 at the positions decoded before,
+        -inf elsewhere. The new position's own key and value attend as one more column, so nothing is written here.
+        -> the output (N, 1, D), and the new key and value (N, H, 1, K) for the caller to write at their position."""
+        q, k, v = self._heads(self.qkv_proj(x), 3)
+        scale = q.shape[-1] ** -0.5
+        scores = torch.cat([torch.matmul(q, k_cache.transpose(-2, -1)) * scale + earlier,
+                            (q * k).sum(-1, keepdim=True) * scale], -1)                 # (N, H, 1, T + 1)
+        p = torch.softmax(scores, dim=-1)
+        out = torch.matmul(p[..., :-1], v_cache) + p[..., -1:] * v                    # (N, H, 1, K)
+        N, H, T, K = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(N, T, H * K)), k, v
+
 
 # --- §3.3 Position-wise feed-forward networks --------------------------------------------------------------
 
@@ -252,6 +266,16 @@ class DecoderLayer(nn.Module):
         x = self.res_cross.after(x, y)
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
         return x, kv, (p_self, p_cross)
+
+    def static_step(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor,
+                    memory_kv: tuple[Tensor, Tensor], src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`forward` of the newest position x (N, 1, D) with a self-attention cache of fixed length
+        (:meth:`MultiHeadAttention.static_self`) -> (N, 1, D) and the position's key and value (N, H, 1, K)."""
+        y, k, v = self.self_attn.static_self(self.res_self.before(x), k_cache, v_cache, earlier)
+        x = self.res_self.after(x, y)
+        y, _, _ = self.cross_attn(self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv)
+        x = self.res_cross.after(x, y)
+        return self.res_ffn.after(x, self.ffn(self.res_ffn.before(x))), k, v
 
 
 # --- The model (Figure 1) -------------------------------------------------------------------------------------
@@ -411,6 +435,24 @@ class Transformer(nn.Module):
             assert kv is not None
             self_kv.append(kv)
         return self.generator(self.dec_norm(x), project)[:, 0], cache.advance(self_kv)   # (N, V)
+
+    def static_step(self, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor, memory_k: Tensor,
+                    memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`decode_step` with shapes that do not change from step to step (static.py compiles it): tokens (N,)
+        at position ``pos`` (a 0-d tensor, the same for every row), the self-attention caches of every layer
+        allocated at their length limit, k_cache and v_cache (L, N, H, T, K), of which positions before ``pos`` are
+        read; the encoder-decoder keys and values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S)
+        additive. -> log-probabilities (N, V) and the new keys and values (L, N, H, 1, K), written by the caller."""
+        x = self.tgt_embed(tokens[:, None])
+        x = x + self.tgt_pos.table().index_select(0, pos.view(1)).to(x.dtype)[None]             # (N, 1, D)
+        earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos, 0.0,
+                              float("-inf")).to(x.dtype)                                          # (T,)
+        keys, values = [], []
+        for i, layer in enumerate(self.decoder):
+            x, k, v = layer.static_step(x, k_cache[i], v_cache[i], earlier, (memory_k[i], memory_v[i]), src_mask)
+            keys.append(k)
+            values.append(v)
+        return self.generator(self.dec_norm(x))[:, 0], torch.stack(keys), torch.stack(values)
 
 
 def make_model(

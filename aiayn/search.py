@@ -24,6 +24,7 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -161,6 +162,90 @@ def _one_best(
     return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
 
 
+# --- the static-shape step, compiled (decode.compile) ----------------------------------------------------------
+
+_COMPILED: weakref.WeakKeyDictionary[Transformer, Callable[..., Any]] = weakref.WeakKeyDictionary()
+ROWS_MIN, LENGTH_STEP = 1, 16       # batch rows are rounded up to a power of two; source and output lengths to 16s
+
+
+def _bucket(n: int, step: int = LENGTH_STEP) -> int:
+    return -(-max(n, 1) // step) * step
+
+
+def _rows(n: int) -> int:
+    return max(ROWS_MIN, 1 << (max(n, 1) - 1).bit_length())
+
+
+def compiled_step(model: Transformer) -> Callable[..., Any]:
+    """``model.static_step`` compiled with torch.compile (Inductor), once per model and shape: a batch's shapes are
+    rounded up (:func:`_bucket`, :func:`_rows`) so that few are compiled; Inductor keeps what it compiled on disk, so
+    another process compiles again only shapes it has not seen."""
+    step = _COMPILED.get(model)
+    if step is None:
+        import torch._dynamo
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        step = _COMPILED[model] = torch.compile(model.static_step, dynamic=False, fullgraph=True)
+    return step
+
+
+def _one_best_static(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int,
+                     min_len: int = 0, stop: Stop | None = None, no_repeat: int = 0) -> list[Hypothesis]:
+    """:func:`_one_best` (the whole vocabulary) on the static-shape step (``decode.compile``): the batch padded to
+    its bucket (rows filled with copies of the first sentence, their outputs unused), every step of one shape, a
+    finished sentence's row decoded on until half the rows are finished, then the rest moved into a smaller bucket.
+    The same tokens as :func:`_one_best` (tests/test_search.py)."""
+    cfg, o = model.cfg, Output.full(model.cfg)
+    B, S = src.shape
+    limit = max_lengths(model, src, a, b)
+    L = int(limit.max()) + 1
+    n_rows = _rows(B)
+    padded = src.new_full((n_rows, _bucket(S)), cfg.pad_id)
+    fill = torch.arange(n_rows, device=src.device)
+    fill[B:] = 0
+    padded[:, :S] = src[fill]
+    start = model.init_cache(model.encode(padded), padded, 1)
+    mem_k = torch.stack([k for k, _ in start.memory_kv])
+    mem_v = torch.stack([v for _, v in start.memory_kv])
+    src_mask = start.src_mask
+    H, K = mem_k.shape[2], mem_k.shape[-1]
+    k_cache = mem_k.new_zeros((len(model.decoder), n_rows, H, _bucket(L), K))
+    v_cache = torch.zeros_like(k_cache)
+    step = compiled_step(model)
+    rows = torch.arange(B, device=src.device)                     # original sentence of each active row
+    slots = torch.arange(B, device=src.device)                    # ... and the row of the buffers it is in
+    slot_tokens = torch.full((n_rows,), cfg.bos_id, dtype=torch.long, device=src.device)
+    out = torch.full((B, L), cfg.pad_id, dtype=torch.long, device=src.device)
+    logprob = torch.zeros(B, device=src.device)
+    length = torch.zeros(B, dtype=torch.long, device=src.device)
+    for t in range(L):
+        _check(stop)
+        pos = torch.tensor(t, device=src.device)
+        logp_all, k, v = step(slot_tokens, pos, k_cache, v_cache, mem_k, mem_v, src_mask)
+        k_cache.index_copy_(3, pos.view(1), k)
+        v_cache.index_copy_(3, pos.view(1), v)
+        logp = _allowed(logp_all[slots], t, limit[rows], o, min_len)
+        _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)  # noqa: B023 - called here, now
+        cols = pick(logp)
+        tokens = o.tokens(cols)
+        out[rows, t] = tokens
+        logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
+        done = tokens == cfg.eos_id
+        length[rows[done]] = t
+        if done.all():
+            break
+        slot_tokens[slots] = tokens
+        if done.any():
+            rows, slots = rows[~done], slots[~done]
+            if rows.numel() <= n_rows // 2:                       # into a smaller bucket: fewer rows decoded
+                n_rows = _rows(rows.numel())
+                keep = torch.cat([slots, slots[:1].expand(n_rows - slots.numel())])
+                k_cache, v_cache, mem_k, mem_v = k_cache[:, keep], v_cache[:, keep], mem_k[:, keep], mem_v[:, keep]
+                src_mask, slot_tokens = src_mask[keep], slot_tokens[keep]
+                slots = torch.arange(rows.numel(), device=src.device)
+    return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
+
+
 def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
     """``decode`` (default: DecodeConfig()) with ``fields`` replaced, validated (None values ignored)."""
     if decode is not None and not fields:
@@ -175,6 +260,8 @@ def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, 
     the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch),
     no_repeat_ngram."""
     d = settings(decode, **fields)
+    if d.compile and not d.shortlist:
+        return _one_best_static(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len, stop, d.no_repeat_ngram)
     return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
                      output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram)
 

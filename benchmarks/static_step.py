@@ -1,6 +1,7 @@
 """A decoder step of static shape against today's, eager and compiled (issue 54's first measurement).
 
     python -m benchmarks static-step --model runs/demo/run-de-en [--rows 4 32] [--src-len 20] [--steps 46]
+    python -m benchmarks static-step --model runs/demo/run-de-en --src test_2016_flickr.de --lines 300
 
 Today's step (``Transformer.decode_step``) attends over a cache that grows by one position a step, so its shapes
 change every step. The static step here takes the self-attention cache allocated at its length limit (``steps`` + 2
@@ -9,7 +10,10 @@ more column and are returned for the caller to write in place. Its shapes are th
 ``torch.compile`` (Inductor) can compile it once: without and with Inductor's weight freezing. Random source and
 target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the milliseconds per step
 are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference from today's
-log-probabilities, and whether every step's best token is the same. Records ``results/static-step-<date>.json``.
+log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
+(``decode.compile``: search._one_best_static, greedy): ``Translator.translate`` of the first ``--lines`` lines with
+compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the seconds
+and the lines identical to compile off. Records ``results/static-step-<date>.json``.
 """
 
 from __future__ import annotations
@@ -127,6 +131,32 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) 
     return out
 
 
+def end_to_end(model_path: str, src: str, n: int) -> dict[str, Any]:
+    import gzip
+
+    from aiayn.translate import Translator
+
+    opener = gzip.open if src.endswith(".gz") else open
+    with opener(src, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()[:n]
+    t = Translator.load(model_path, device="cpu", precision="fp32", workers=1)
+    out: dict[str, Any] = {"lines": len(lines)}
+    for name, size in (("CLI batches", len(lines)), ("4 lines a call", 4)):
+        want: list[str] = []
+        for attempt in ("first", "second"):
+            for compile_ in (False, True):
+                t0 = time.perf_counter()
+                got = [x for i in range(0, len(lines), size) for x in t.translate(lines[i : i + size], beam=1,
+                                                                                   compile=compile_)]
+                key = f"{name}, compile {'on' if compile_ else 'off'}, {attempt} pass: s"
+                out[key] = round(time.perf_counter() - t0, 2)
+                if not compile_:
+                    want = got
+                else:
+                    out[f"{name}, {attempt} pass: identical lines"] = sum(a == b for a, b in zip(want, got, strict=True))
+    return out
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks static-step", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
@@ -134,7 +164,14 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--src-len", type=int, default=20)
     ap.add_argument("--steps", type=int, default=46)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--src", help="source lines: the search end to end instead of the step")
+    ap.add_argument("--lines", type=int, default=300)
     a = ap.parse_args(argv)
+    if a.src:
+        figures = end_to_end(a.model, a.src, a.lines)
+        print(figures)
+        print(f"recorded {record.write('static-step', {'model': a.model, 'src': a.src, 'search': figures})}")
+        return
     results = [measure(a.model, n, a.src_len, a.steps, a.repeats) for n in a.rows]
     for r in results:
         print(r)

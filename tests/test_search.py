@@ -210,6 +210,33 @@ def test_cached_greedy_equals_recomputing_the_prefix(model: Transformer) -> None
         assert cached[b].tokens == prefix[1:]
 
 
+@pytest.mark.parametrize("seed,rows", [(0, 6), (1, 3), (2, 1), (3, 13)])
+def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed: int, rows: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode.compile's search (search._one_best_static: the batch padded to a power of two of rows and lengths in
+    16s, finished rows decoded on until half are done, then moved into a smaller bucket) on the static-shape step
+    (Transformer.static_step, here not compiled): the same tokens and log-probabilities as today's greedy search,
+    with min_len and no_repeat_ngram too."""
+    from aiayn import search
+
+    monkeypatch.setattr(search, "compiled_step", lambda m: m.static_step)
+    src = _src(seed, rows)
+    for settings in ({}, {"min_len": 3}, {"no_repeat_ngram": 2}):
+        want = greedy(model, src, max_len_b=12, **settings)
+        got = greedy(model, src, max_len_b=12, compile=True, **settings)
+        assert [h.tokens for h in got] == [h.tokens for h in want], settings
+        assert [h.logprob for h in got] == pytest.approx([h.logprob for h in want], abs=1e-4)
+
+
+@pytest.mark.ci
+def test_the_compiled_step_decodes_the_same_tokens(model: Transformer) -> None:
+    """The same through torch.compile (Inductor: seconds per shape, so CI's): greedy with compile=True equals
+    greedy."""
+    src = _src(4, 5)
+    assert [h.tokens for h in greedy(model, src, max_len_b=12, compile=True)] == \
+        [h.tokens for h in greedy(model, src, max_len_b=12)]
+
+
 def test_translation_does_not_depend_on_the_batch(model: Transformer) -> None:
     src = _src(2)
     together = beam_search(model, src, beam=4, max_len_b=10)

@@ -77,6 +77,7 @@ OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "leng
            "max_len_a": "max_decoding_length", "max_len_b": "max_decoding_length", "min_len": "min_decoding_length",
            "nbest": "num_hypotheses", "batch_tokens": "max_batch_size (tokens)", "workers": "inter_threads",
            "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
+           "compile": "(aiayn's engine: CTranslate2's own step is compiled C++)",
            "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
            "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
            "no_repeat_ngram": "no_repeat_ngram_size", "repair": "(aiayn's pipeline)",
