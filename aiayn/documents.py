@@ -372,13 +372,7 @@ def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: 
     for t, e in runs:
         weight[_odf_look(e)] = weight.get(_odf_look(e), 0) + len(t)
     main = max(range(len(runs)), key=lambda i: weight[_odf_look(runs[i][1])] * 10**6 + len(runs[i][0]))
-    if marked:
-        parser = _Spans()
-        parser.feed(translation)
-        parser.close()
-        pieces = [(t, main if i is None or i >= len(runs) else i) for t, i in parser.pieces if t]
-    else:
-        pieces = [(translation, main)]
+    merged = _pieces(translation, marked, main, len(runs))
     members = {id(e) for _, e in runs if e is not None}
     children = list(p.childNodes)
     first = next(k for k, c in enumerate(children) if c.nodeType == Node.TEXT_NODE or id(c) in members
@@ -391,12 +385,6 @@ def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: 
     before = [c for c in kept if children.index(c) < first]
     for c in before:
         p.appendChild(c)
-    merged: list[tuple[str, int]] = []
-    for t, i in pieces:
-        if merged and merged[-1][1] == i:
-            merged[-1] = (merged[-1][0] + t, i)
-        else:
-            merged.append((t, i))
     for t, i in merged:
         carrier = runs[i][1]
         if carrier is None:
@@ -524,6 +512,26 @@ def _as_asked(p: Any, d: _Dialect) -> tuple[str, str]:
                            for i, (look, t) in enumerate(zip(looks, texts, strict=True)))
 
 
+def _pieces(translation: str, marked: bool, main: int, n: int) -> list[tuple[str, int]]:
+    """A paragraph's translation as (text, run) pieces, in order: the whole of it in run ``main`` when it was plain;
+    else each piece of the HTML in the run its span names (:class:`_Spans`; outside a span, or a run that is not one
+    of the ``n``: ``main``), neighbours of one run joined (one copy of it each)."""
+    if marked:
+        parser = _Spans()
+        parser.feed(translation)
+        parser.close()
+        pieces = [(text, main if i is None or i >= n else i) for text, i in parser.pieces if text]
+    else:
+        pieces = [(translation, main)]
+    merged: list[tuple[str, int]] = []
+    for text, i in pieces:
+        if merged and merged[-1][1] == i:
+            merged[-1] = (merged[-1][0] + text, i)
+        else:
+            merged.append((text, i))
+    return merged
+
+
 class _Spans(HTMLParser):
     """The text of translated HTML, each piece with the run it belongs to (None: the main look)."""
 
@@ -550,19 +558,7 @@ def _rebuild(p: Any, translation: str, marked: bool, d: _Dialect) -> None:
     for a marked one, a copy of each piece's own run, in the translation's order."""
     runs = _text_runs(p, d)
     main = max(range(len(runs)), key=lambda i: len("".join(t.text or "" for t in runs[i])))
-    if marked:
-        parser = _Spans()
-        parser.feed(translation)
-        parser.close()
-        pieces = [(text, main if i is None or i >= len(runs) else i) for text, i in parser.pieces if text]
-    else:
-        pieces = [(translation, main)]
-    merged: list[tuple[str, int]] = []                      # neighbours of one run: one copy of it
-    for text, i in pieces:
-        if merged and merged[-1][1] == i:
-            merged[-1] = (merged[-1][0] + text, i)
-        else:
-            merged.append((text, i))
+    merged = _pieces(translation, marked, main, len(runs))
     carriers = list(dict.fromkeys(_carrier(r, d) for r in runs))
     anchor = carriers[0]
     for text, i in merged:

@@ -26,7 +26,7 @@ from .cache import DecoderCache, KeyValueCache
 from .config import ModelConfig
 from .dropout import Dropout, add_dropout
 
-__all__ = ["Transformer", "make_model", "attention", "AttentionMaps"]
+__all__ = ["Transformer", "make_model", "static_step", "attention", "AttentionMaps"]
 
 
 # --- §3.2.1 Scaled dot-product attention -----------------------------------------------------------------
@@ -96,7 +96,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * K)), probs, past_kv   # Concat(heads) W^O
 
     def static_self(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention of the newest position over a cache of fixed length (static-shape decoding, static.py):
+        """Self-attention of the newest position over a cache of fixed length (static-shape decoding, static_step):
         x (N, 1, D), k_cache and v_cache (N, H, T, K), ``earlier`` (T,) additive: 0 at the positions decoded before,
         -inf elsewhere. The new position's own key and value attend as one more column, so nothing is written here.
         -> the output (N, 1, D), and the new key and value (N, H, 1, K) for the caller to write at their position."""
@@ -436,23 +436,25 @@ class Transformer(nn.Module):
             self_kv.append(kv)
         return self.generator(self.dec_norm(x), project)[:, 0], cache.advance(self_kv)   # (N, V)
 
-    def static_step(self, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor, memory_k: Tensor,
-                    memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """:meth:`decode_step` with shapes that do not change from step to step (static.py compiles it): tokens (N,)
-        at position ``pos`` (a 0-d tensor, the same for every row), the self-attention caches of every layer
-        allocated at their length limit, k_cache and v_cache (L, N, H, T, K), of which positions before ``pos`` are
-        read; the encoder-decoder keys and values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S)
-        additive. -> log-probabilities (N, V) and the new keys and values (L, N, H, 1, K), written by the caller."""
-        x = self.tgt_embed(tokens[:, None])
-        x = x + self.tgt_pos.table().index_select(0, pos.view(1)).to(x.dtype)[None]             # (N, 1, D)
-        earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos, 0.0,
-                              float("-inf")).to(x.dtype)                                          # (T,)
-        keys, values = [], []
-        for i, layer in enumerate(self.decoder):
-            x, k, v = layer.static_step(x, k_cache[i], v_cache[i], earlier, (memory_k[i], memory_v[i]), src_mask)
-            keys.append(k)
-            values.append(v)
-        return self.generator(self.dec_norm(x))[:, 0], torch.stack(keys), torch.stack(values)
+
+def static_step(model: Transformer, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor,
+                memory_k: Tensor, memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``model.decode_step`` with shapes that do not change from step to step (search.compiled_step compiles it for
+    ``decode.compile``; a function beside the class, which holds the training and the dynamic step): tokens (N,)
+    at position ``pos`` (a 0-d tensor, the same for every row), the self-attention caches of every layer
+    allocated at their length limit, k_cache and v_cache (L, N, H, T, K), of which positions before ``pos`` are
+    read; the encoder-decoder keys and values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S)
+    additive. -> log-probabilities (N, V) and the new keys and values (L, N, H, 1, K), written by the caller."""
+    x = model.tgt_embed(tokens[:, None])
+    x = x + model.tgt_pos.table().index_select(0, pos.view(1)).to(x.dtype)[None]             # (N, 1, D)
+    earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos, 0.0,
+                          float("-inf")).to(x.dtype)                                          # (T,)
+    keys, values = [], []
+    for i, layer in enumerate(model.decoder):
+        x, k, v = layer.static_step(x, k_cache[i], v_cache[i], earlier, (memory_k[i], memory_v[i]), src_mask)
+        keys.append(k)
+        values.append(v)
+    return model.generator(model.dec_norm(x))[:, 0], torch.stack(keys), torch.stack(values)
 
 
 def make_model(

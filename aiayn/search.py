@@ -24,6 +24,7 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ from .cache import DecoderCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
 from .engine import Hypothesis, max_length
-from .model import Transformer
+from .model import Transformer, static_step
 from .shortlist import Output, Shortlist, output_for
 
 
@@ -126,6 +127,22 @@ def _leave(gone: Tensor) -> Tensor:
 # --- greedy and sampling ------------------------------------------------------------------------------------------
 
 
+def _take(logp: Tensor, t: int, rows: Tensor, limit: Tensor, o: Output, min_len: int, no_repeat: int,
+          pick: Callable[[Tensor], Tensor], out: Tensor, logprob: Tensor, length: Tensor, eos: int) -> tuple[Tensor, Tensor]:
+    """Step t of a one-best search, the same for both loops: the log-probabilities (n, V) of the sentences ``rows``
+    (n,) limited (length, min_len, no_repeat), a token picked for each and recorded in ``out``, ``logprob`` and
+    (where it is ``eos``) ``length``. -> the tokens (n,) and which ended (n,)."""
+    logp = _allowed(logp, t, limit[rows], o, min_len)
+    _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)
+    cols = pick(logp)                                             # (n,)
+    tokens = o.tokens(cols)
+    out[rows, t] = tokens
+    logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
+    done = tokens == eos
+    length[rows[done]] = t
+    return tokens, done
+
+
 def _one_best(
     model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
     out_layer: Output | None = None, stop: Stop | None = None, no_repeat: int = 0,
@@ -146,14 +163,7 @@ def _one_best(
     for t in range(L):
         _check(stop)
         logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
-        logp = _allowed(logp, t, limit[rows], o, min_len)
-        _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)  # noqa: B023 - called here, now
-        cols = pick(logp)                                         # (n,)
-        tokens = o.tokens(cols)
-        out[rows, t] = tokens
-        logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
-        done = tokens == cfg.eos_id
-        length[rows[done]] = t
+        tokens, done = _take(logp, t, rows, limit, o, min_len, no_repeat, pick, out, logprob, length, cfg.eos_id)
         if done.all():
             break
         if done.any():                                            # retire finished sentences
@@ -177,7 +187,7 @@ def _rows(n: int) -> int:
 
 
 def compiled_step(model: Transformer) -> Callable[..., Any]:
-    """``model.static_step`` compiled with torch.compile (Inductor), once per model and shape: a batch's shapes are
+    """model.static_step for ``model`` compiled with torch.compile (Inductor), once per model and shape: a batch's shapes are
     rounded up (:func:`_bucket`, :func:`_rows`) so that few are compiled; Inductor keeps what it compiled on disk, so
     another process compiles again only shapes it has not seen."""
     step = _COMPILED.get(model)
@@ -185,7 +195,7 @@ def compiled_step(model: Transformer) -> Callable[..., Any]:
         import torch._dynamo
 
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        step = _COMPILED[model] = torch.compile(model.static_step, dynamic=False, fullgraph=True)
+        step = _COMPILED[model] = torch.compile(functools.partial(static_step, model), dynamic=False, fullgraph=True)
     return step
 
 
@@ -224,14 +234,8 @@ def _one_best_static(model: Transformer, src: Tensor, pick: Callable[[Tensor], T
         logp_all, k, v = step(slot_tokens, pos, k_cache, v_cache, mem_k, mem_v, src_mask)
         k_cache.index_copy_(3, pos.view(1), k)
         v_cache.index_copy_(3, pos.view(1), v)
-        logp = _allowed(logp_all[slots], t, limit[rows], o, min_len)
-        _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)  # noqa: B023 - called here, now
-        cols = pick(logp)
-        tokens = o.tokens(cols)
-        out[rows, t] = tokens
-        logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
-        done = tokens == cfg.eos_id
-        length[rows[done]] = t
+        tokens, done = _take(logp_all[slots], t, rows, limit, o, min_len, no_repeat, pick, out, logprob, length,
+                             cfg.eos_id)
         if done.all():
             break
         slot_tokens[slots] = tokens

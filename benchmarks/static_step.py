@@ -4,16 +4,16 @@
     python -m benchmarks static-step --model runs/demo/run-de-en --src test_2016_flickr.de --lines 300
 
 Today's step (``Transformer.decode_step``) attends over a cache that grows by one position a step, so its shapes
-change every step. The static step here takes the self-attention cache allocated at its length limit (``steps`` + 2
-positions) and a position: earlier positions are read under a mask, the new position's keys and values attend as one
-more column and are returned for the caller to write in place. Its shapes are the same at every step, so
-``torch.compile`` (Inductor) can compile it once: without and with Inductor's weight freezing. Random source and
-target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the milliseconds per step
-are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference from today's
-log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
+change every step. The static step (``aiayn.model.static_step``) takes the self-attention cache allocated at its
+length limit (``steps`` + 2 positions) and a position: earlier positions are read under a mask, the new position's
+keys and values attend as one more column and are returned for the caller to write in place. Its shapes are the same
+at every step, so ``torch.compile`` (Inductor) can compile it once: without and with Inductor's weight freezing.
+Random source and target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the
+milliseconds per step are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference
+from today's log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
 (``decode.compile``: search._one_best_static, greedy): ``Translator.translate`` of the first ``--lines`` lines with
-compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the seconds
-and the lines identical to compile off. Records ``results/static-step-<date>.json``.
+compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the
+seconds and the lines identical to compile off. Records ``results/static-step-<date>.json``.
 """
 
 from __future__ import annotations
@@ -31,39 +31,13 @@ import record  # noqa: E402
 
 
 def static_step(m: Any) -> Any:
-    """The static-shape step of model ``m`` (the module docstring): (tokens (N,), pos () long, k and v caches
-    (L, N, H, T, K), memory keys and values (L, N, H, S, K), source mask (N, 1, 1, S) additive) -> log-probabilities
-    (N, V), new keys and values (L, N, H, 1, K)."""
-    import torch
+    """The static-shape step of model ``m`` (aiayn.model.static_step, the module docstring) as a function of its
+    tensors."""
+    import functools
 
-    H, D = m.cfg.n_heads, m.cfg.d_model
-    scale = (D // H) ** -0.5
+    from aiayn.model import static_step as step
 
-    def heads(x: Any, n: int) -> Any:
-        B, T, _ = x.shape
-        return x.view(B, T, n, H, -1).permute(2, 0, 3, 1, 4).unbind(0)
-
-    def step(tokens: Any, pos: Any, kc: Any, vc: Any, mem_k: Any, mem_v: Any, src_add: Any) -> Any:
-        x = m.tgt_embed(tokens[:, None]) + m.tgt_pos.table().index_select(0, pos.view(1))[None]
-        earlier = torch.where(torch.arange(kc.shape[3], device=tokens.device) < pos, 0.0, float("-inf"))
-        new_k, new_v = [], []
-        for i, layer in enumerate(m.decoder):
-            q, k, v = heads(layer.self_attn.qkv_proj(layer.res_self.before(x)), 3)          # (N, H, 1, K)
-            new_k.append(k)
-            new_v.append(v)
-            scores = torch.cat([torch.matmul(q, kc[i].transpose(-2, -1)) * scale + earlier,
-                                (q * k).sum(-1, keepdim=True) * scale], -1)                 # (N, H, 1, T + 1)
-            p = torch.softmax(scores, -1)
-            o = torch.matmul(p[..., :-1], vc[i]) + p[..., -1:] * v
-            x = layer.res_self.after(x, layer.self_attn.out_proj(o.transpose(1, 2).reshape(-1, 1, D)))
-            (q,) = heads(layer.cross_attn.q_proj(layer.res_cross.before(x)), 1)
-            p = torch.softmax(torch.matmul(q, mem_k[i].transpose(-2, -1)) * scale + src_add, -1)
-            o = torch.matmul(p, mem_v[i])
-            x = layer.res_cross.after(x, layer.cross_attn.out_proj(o.transpose(1, 2).reshape(-1, 1, D)))
-            x = layer.res_ffn.after(x, layer.ffn(layer.res_ffn.before(x)))
-        return m.generator(m.dec_norm(x))[:, 0], torch.stack(new_k), torch.stack(new_v)
-
-    return step
+    return functools.partial(step, m)
 
 
 def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) -> dict[str, Any]:

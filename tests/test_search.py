@@ -215,11 +215,14 @@ def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed:
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """decode.compile's search (search._one_best_static: the batch padded to a power of two of rows and lengths in
     16s, finished rows decoded on until half are done, then moved into a smaller bucket) on the static-shape step
-    (Transformer.static_step, here not compiled): the same tokens and log-probabilities as today's greedy search,
+    (model.static_step, here not compiled): the same tokens and log-probabilities as today's greedy search,
     with min_len and no_repeat_ngram too."""
-    from aiayn import search
+    import functools
 
-    monkeypatch.setattr(search, "compiled_step", lambda m: m.static_step)
+    from aiayn import search
+    from aiayn.model import static_step
+
+    monkeypatch.setattr(search, "compiled_step", lambda m: functools.partial(static_step, m))
     src = _src(seed, rows)
     for settings in ({}, {"min_len": 3}, {"no_repeat_ngram": 2}):
         want = greedy(model, src, max_len_b=12, **settings)
