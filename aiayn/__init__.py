@@ -7,6 +7,7 @@ CTranslate2, the tokenizer, the configuration — starts without importing it (`
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,8 +29,11 @@ __all__ = ["ModelConfig", "TrainConfig", "DecodeConfig", "RunConfig", "Transform
 
 
 def __getattr__(name: str) -> Any:
+    """A public name, or a module of the package (``aiayn.pipeline``), imported now."""
     if name in _HOMES:
         value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
         globals()[name] = value
         return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'aiayn' has no attribute {name!r}")
