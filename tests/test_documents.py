@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,10 +126,9 @@ def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
     assert d.sections[0].header.paragraphs[0].text == "A J"
 
 
-def test_pptx_keeps_its_slides_shapes_and_runs(tmp_path: Path, copy_model: Path) -> None:
-    """Every slide's text boxes, tables and speaker notes translated, each run keeping its formatting and a link its
-    address; the layout's placeholders, the shapes' sizes and the slide count unchanged. Through the command line on
-    the copy model, bold lands on its own words."""
+def _deck(tmp_path: Path) -> tuple[Path, Any]:
+    """A presentation (python-pptx): a title and content slide with a bold run and a link, a text box, a table and
+    speaker notes, then a blank slide. -> its path, and the presentation."""
     pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
     from pptx.util import Inches
 
@@ -150,6 +150,17 @@ def test_pptx_keeps_its_slides_shapes_and_runs(tmp_path: Path, copy_model: Path)
     deck.slides.add_slide(deck.slide_layouts[6])                               # blank
     src = tmp_path / "a.pptx"
     deck.save(str(src))
+    return src, deck
+
+
+def test_pptx_keeps_its_slides_shapes_and_runs(tmp_path: Path, copy_model: Path) -> None:
+    """Every slide's text boxes, tables and speaker notes translated, each run keeping its formatting and a link its
+    address; the layout's placeholders, the shapes' sizes and the slide count unchanged. Through the command line on
+    the copy model, bold lands on its own words."""
+    pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
+    from pptx.util import Inches
+
+    src, deck = _deck(tmp_path)
 
     assert translate_file(src, tmp_path / "b.pptx", upper) == 5           # paragraphs with text
     out = pptx.Presentation(str(tmp_path / "b.pptx"))
@@ -170,12 +181,9 @@ def test_pptx_keeps_its_slides_shapes_and_runs(tmp_path: Path, copy_model: Path)
     assert [r.text.strip() for r in p.runs if r.font.bold] == ["e f"]
 
 
-def test_epub_chapters_are_translated_as_xhtml(tmp_path: Path) -> None:
-    """Each chapter's body translated as HTML and written back as XHTML (an XML parser reads it: <br/> closed), its
-    inline tags kept; the book's metadata, navigation and styles unchanged."""
+def _book(tmp_path: Path) -> Path:
+    """An EPUB (EbookLib): two chapters, a heading, bold, a line break and an entity, a stylesheet, navigation."""
     epub = pytest.importorskip("ebooklib.epub", reason="EbookLib: pip install aiayn[documents]")
-    from lxml import etree
-
     book = epub.EpubBook()
     book.set_identifier("id-1")
     book.set_title("Ein Buch")
@@ -195,6 +203,16 @@ def test_epub_chapters_are_translated_as_xhtml(tmp_path: Path) -> None:
     book.spine = ["nav", *chapters]
     src = tmp_path / "a.epub"
     epub.write_epub(str(src), book)
+    return src
+
+
+def test_epub_chapters_are_translated_as_xhtml(tmp_path: Path) -> None:
+    """Each chapter's body translated as HTML and written back as XHTML (an XML parser reads it: <br/> closed), its
+    inline tags kept; the book's metadata, navigation and styles unchanged."""
+    epub = pytest.importorskip("ebooklib.epub", reason="EbookLib: pip install aiayn[documents]")
+    from lxml import etree
+
+    src = _book(tmp_path)
 
     assert translate_file(src, tmp_path / "b.epub", upper) == 2
     out = epub.read_epub(str(tmp_path / "b.epub"), {"ignore_ncx": True})
@@ -400,6 +418,45 @@ def test_translate_file_answers_a_url_to_the_translated_document(server: Server,
         assert status == 400 and words in answer["error"], answer
     assert server.request("GET", "/download_file/" + "0" * 32 + ".a.docx")[0] == 404
     assert server.request("GET", "/download_file/..%2Fsecret")[0] == 404
+
+
+def _texts(path: Path) -> Any:
+    """What a document says, read with its format's own library (to compare two translations of it)."""
+    ext = path.suffix
+    if ext == ".pptx":
+        import pptx
+
+        return [[r.text for r in p.runs] for slide in pptx.Presentation(str(path)).slides for shape in slide.shapes
+                if shape.has_text_frame for p in shape.text_frame.paragraphs]
+    if ext == ".odt":
+        from odf import opendocument, teletype, text
+
+        body = opendocument.load(str(path)).text
+        return [teletype.extractText(p) for kind in (text.H, text.P) for p in body.getElementsByType(kind)]
+    if ext == ".epub":
+        from ebooklib import ITEM_DOCUMENT, epub
+
+        return sorted(i.get_content() for i in epub.read_epub(str(path), {"ignore_ncx": True}).get_items_of_type(
+            ITEM_DOCUMENT))
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("ext", [".pptx", ".odt", ".epub", ".md"])
+def test_every_format_through_translate_file_as_through_the_command_line(server: Server, tmp_path: Path,
+                                                                       copy_model: Path, ext: str) -> None:
+    """LibreTranslate's /translate_file takes each format the command line does and answers the same document (read
+    back with the format's own library)."""
+    src = {".pptx": lambda: _deck(tmp_path)[0], ".odt": lambda: _odt(tmp_path), ".epub": lambda: _book(tmp_path),
+           ".md": lambda: (tmp_path / "a.md", (tmp_path / "a.md").write_text(MARKDOWN))[0]}[ext]()
+    assert main(["translate", "--model", str(copy_model), "--engine", "torch", "--device", "cpu", "--input", str(src),
+                 "--output", str(tmp_path / f"cli{ext}"), "--quiet"]) == 0
+    body, headers = _multipart({"source": "in", "target": "out"}, f"a{ext}", src.read_bytes())
+    status, _, answer = server.request("POST", "/translate_file", body, headers)
+    assert status == 200, answer
+    status, _, data = server.request("GET", answer["translatedFileUrl"].split(str(server.port), 1)[1])
+    assert status == 200
+    (tmp_path / f"served{ext}").write_bytes(data)
+    assert _texts(tmp_path / f"served{ext}") == _texts(tmp_path / f"cli{ext}")     # (the copy model: its input)
 
 
 def test_a_long_document_does_not_hold_up_translate(server: Server) -> None:
