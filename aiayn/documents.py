@@ -351,15 +351,7 @@ def _odf_look(e: Any) -> Any:
 
 
 def _odf_asked(runs: list[tuple[str, Any]]) -> tuple[str, str]:
-    """As :func:`_as_asked`: plain text when the runs look alike, else HTML with a span per run that differs."""
-    weight: dict[Any, int] = {}
-    for t, e in runs:
-        weight[_odf_look(e)] = weight.get(_odf_look(e), 0) + len(t)
-    if len(weight) == 1:
-        return "text", "".join(t for t, _ in runs)
-    main = max(weight, key=weight.__getitem__)
-    return "html", "".join(html.escape(t, quote=False) if _odf_look(e) == main else
-                           f'<span class="r{i}">{html.escape(t)}</span>' for i, (t, e) in enumerate(runs))
+    return _asked([t for t, _ in runs], [_odf_look(e) for _, e in runs])
 
 
 def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: bool) -> None:
@@ -368,10 +360,7 @@ def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: 
     from odf import teletype
     from odf.element import Element, Node
 
-    weight: dict[Any, int] = {}
-    for t, e in runs:
-        weight[_odf_look(e)] = weight.get(_odf_look(e), 0) + len(t)
-    main = max(range(len(runs)), key=lambda i: weight[_odf_look(runs[i][1])] * 10**6 + len(runs[i][0]))
+    main = _main([t for t, _ in runs], [_odf_look(e) for _, e in runs])
     merged = _pieces(translation, marked, main, len(runs))
     members = {id(e) for _, e in runs if e is not None}
     children = list(p.childNodes)
@@ -496,20 +485,28 @@ def _look(r: Any, d: _Dialect) -> bytes:
     return (etree.tostring(props) if props is not None else b"") + (link or "").encode()
 
 
-def _as_asked(p: Any, d: _Dialect) -> tuple[str, str]:
-    """("text", the paragraph's text) when its runs look alike, else ("html", each run that differs from the main
-    look in a span naming it)."""
-    runs = _text_runs(p, d)
-    looks = [_look(r, d) for r in runs]
-    texts = ["".join(t.text or "" for t in r) for r in runs]
-    weight: dict[bytes, int] = {}
+def _main(texts: list[str], looks: list[Any]) -> int:
+    """The run a paragraph's main look is copied from: the longest run of the look that holds the most text."""
+    weight: dict[Any, int] = {}
     for look, text in zip(looks, texts, strict=True):
         weight[look] = weight.get(look, 0) + len(text)
-    if len(weight) == 1:
-        return "text", "".join(texts)
     main = max(weight, key=weight.__getitem__)
+    return max((i for i, look in enumerate(looks) if look == main), key=lambda i: len(texts[i]))
+
+
+def _asked(texts: list[str], looks: list[Any]) -> tuple[str, str]:
+    """("text", the paragraph's text) when its runs look alike, else ("html", each run that differs from the main
+    look in a span naming it), for every format whose runs differ in their look (docx, pptx, odt)."""
+    if len(set(looks)) == 1:
+        return "text", "".join(texts)
+    main = looks[_main(texts, looks)]
     return "html", "".join(html.escape(t, quote=False) if look == main else f'<span class="r{i}">{html.escape(t)}</span>'
                            for i, (look, t) in enumerate(zip(looks, texts, strict=True)))
+
+
+def _as_asked(p: Any, d: _Dialect) -> tuple[str, str]:
+    runs = _text_runs(p, d)
+    return _asked(["".join(t.text or "" for t in r) for r in runs], [_look(r, d) for r in runs])
 
 
 def _pieces(translation: str, marked: bool, main: int, n: int) -> list[tuple[str, int]]:
@@ -557,7 +554,7 @@ def _rebuild(p: Any, translation: str, marked: bool, d: _Dialect) -> None:
     """The paragraph's text runs replaced by the translation: one run (a copy of the first) for a plain paragraph;
     for a marked one, a copy of each piece's own run, in the translation's order."""
     runs = _text_runs(p, d)
-    main = max(range(len(runs)), key=lambda i: len("".join(t.text or "" for t in runs[i])))
+    main = _main(["".join(t.text or "" for t in r) for r in runs], [_look(r, d) for r in runs])
     merged = _pieces(translation, marked, main, len(runs))
     carriers = list(dict.fromkeys(_carrier(r, d) for r in runs))
     anchor = carriers[0]

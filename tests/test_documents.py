@@ -354,6 +354,34 @@ def test_odt_and_odp_keep_their_structure_spans_and_links(tmp_path: Path, copy_m
     assert [teletype.extractText(s).strip() for s in p.getElementsByType(text.Span)] == ["e f"]
 
 
+def test_text_outside_the_spans_keeps_the_main_look_even_when_a_marked_run_is_longest(tmp_path: Path) -> None:
+    """The text of a paragraph's main look (the most text: here plain, in two runs) comes back in that look, though its
+    longest single run is bold: in docx and in odt alike."""
+    from odf import opendocument, style, teletype, text
+
+    d = docx.Document()
+    p = d.add_paragraph("a b ")
+    p.add_run("c d e").bold = True
+    p.add_run(" f g")
+    d.save(str(tmp_path / "a.docx"))
+    translate_file(tmp_path / "a.docx", tmp_path / "b.docx", upper)
+    assert [(r.text, bool(r.bold)) for r in docx.Document(str(tmp_path / "b.docx")).paragraphs[0].runs] == [
+        ("A B ", False), ("C D E", True), (" F G", False)]
+    doc = opendocument.OpenDocumentText()
+    bold = style.Style(name="B", family="text")
+    bold.addElement(style.TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    q = text.P(text="a b ")
+    q.addElement(text.Span(stylename=bold, text="c d e"))
+    q.addText(" f g")
+    doc.text.addElement(q)
+    doc.save(str(tmp_path / "a.odt"))
+    translate_file(tmp_path / "a.odt", tmp_path / "b.odt", upper)
+    q = opendocument.load(str(tmp_path / "b.odt")).text.getElementsByType(text.P)[0]
+    assert [teletype.extractText(s) for s in q.getElementsByType(text.Span)] == ["C D E"]
+    assert teletype.extractText(q) == "A B C D E F G"
+
+
 def test_a_document_through_the_command_line_keeps_bold_on_its_words(tmp_path: Path, copy_model: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     src = _word(tmp_path)
