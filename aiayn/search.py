@@ -127,20 +127,36 @@ def _leave(gone: Tensor) -> Tensor:
 # --- greedy and sampling ------------------------------------------------------------------------------------------
 
 
-def _take(logp: Tensor, t: int, rows: Tensor, limit: Tensor, o: Output, min_len: int, no_repeat: int,
-          pick: Callable[[Tensor], Tensor], out: Tensor, logprob: Tensor, length: Tensor, eos: int) -> tuple[Tensor, Tensor]:
-    """Step t of a one-best search, the same for both loops: the log-probabilities (n, V) of the sentences ``rows``
-    (n,) limited (length, min_len, no_repeat), a token picked for each and recorded in ``out``, ``logprob`` and
-    (where it is ``eos``) ``length``. -> the tokens (n,) and which ended (n,)."""
-    logp = _allowed(logp, t, limit[rows], o, min_len)
-    _no_repeat(logp, lambda: out[rows, :t].tolist(), no_repeat, o)
-    cols = pick(logp)                                             # (n,)
-    tokens = o.tokens(cols)
-    out[rows, t] = tokens
-    logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
-    done = tokens == eos
-    length[rows[done]] = t
-    return tokens, done
+class _OneBest:
+    """What a one-best search (greedy, sampling) records of B sentences, the same for both of its loops: each
+    sentence's tokens, log-probability and length, the length rule and the choice of each step's token."""
+
+    def __init__(self, model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int,
+                 min_len: int, no_repeat: int, o: Output) -> None:
+        B, device = src.shape[0], src.device
+        self.limit = max_lengths(model, src, a, b)
+        self.steps = int(self.limit.max()) + 1                   # steps at most: the longest output, then EOS
+        self.pick, self.min_len, self.no_repeat, self.o, self.eos = pick, min_len, no_repeat, o, model.cfg.eos_id
+        self.out = torch.full((B, self.steps), model.cfg.pad_id, dtype=torch.long, device=device)
+        self.logprob = torch.zeros(B, device=device)
+        self.length = torch.zeros(B, dtype=torch.long, device=device)
+
+    def take(self, logp: Tensor, t: int, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """Step t: the log-probabilities (n, V) of the sentences ``rows`` (n,) limited (length, min_len,
+        no_repeat), a token picked for each and recorded. -> the tokens (n,) and which ended (n,)."""
+        logp = _allowed(logp, t, self.limit[rows], self.o, self.min_len)
+        _no_repeat(logp, lambda: self.out[rows, :t].tolist(), self.no_repeat, self.o)
+        cols = self.pick(logp)                                    # (n,)
+        tokens = self.o.tokens(cols)
+        self.out[rows, t] = tokens
+        self.logprob[rows] += logp.gather(1, cols[:, None]).squeeze(1)
+        done = tokens == self.eos
+        self.length[rows[done]] = t
+        return tokens, done
+
+    def hypotheses(self) -> list[Hypothesis]:
+        return [Hypothesis(self.out[i, : self.length[i]].tolist(), float(self.logprob[i]), float(self.logprob[i]))
+                for i in range(len(self.out))]
 
 
 def _one_best(
@@ -149,27 +165,22 @@ def _one_best(
 ) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
     the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true."""
-    cfg = model.cfg
-    o = out_layer or Output.full(cfg)
+    o = out_layer or Output.full(model.cfg)
     B = src.shape[0]
-    limit = max_lengths(model, src, a, b)
-    L = int(limit.max()) + 1                                      # steps at most: the longest output, then EOS
-    cache = model.init_cache(model.encode(src), src, L)
+    best = _OneBest(model, src, pick, a, b, min_len, no_repeat, o)
+    cache = model.init_cache(model.encode(src), src, best.steps)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
-    tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=src.device)
-    out = torch.full((B, L), cfg.pad_id, dtype=torch.long, device=src.device)
-    logprob = torch.zeros(B, device=src.device)
-    length = torch.zeros(B, dtype=torch.long, device=src.device)
-    for t in range(L):
+    tokens = torch.full((B,), model.cfg.bos_id, dtype=torch.long, device=src.device)
+    for t in range(best.steps):
         _check(stop)
         logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
-        tokens, done = _take(logp, t, rows, limit, o, min_len, no_repeat, pick, out, logprob, length, cfg.eos_id)
+        tokens, done = best.take(logp, t, rows)
         if done.all():
             break
         if done.any():                                            # retire finished sentences
             keep = _leave(done)
             rows, tokens, cache = rows[keep], tokens[keep], cache.keep_(keep)
-    return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
+    return best.hypotheses()
 
 
 # --- the static-shape step, compiled (decode.compile) ----------------------------------------------------------
@@ -187,9 +198,10 @@ def _rows(n: int) -> int:
 
 
 def compiled_step(model: Transformer) -> Callable[..., Any]:
-    """model.static_step for ``model`` compiled with torch.compile (Inductor), once per model and shape: a batch's shapes are
-    rounded up (:func:`_bucket`, :func:`_rows`) so that few are compiled; Inductor keeps what it compiled on disk, so
-    another process compiles again only shapes it has not seen."""
+    """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (a global
+    setting raises Dynamo's limit of shapes per function to 64): a batch's shapes are rounded up (:func:`_bucket`,
+    :func:`_rows`) so that few are compiled; Inductor keeps what it compiled on disk, so another process compiles
+    again only shapes it has not seen."""
     step = _COMPILED.get(model)
     if step is None:
         import torch._dynamo
@@ -202,40 +214,33 @@ def compiled_step(model: Transformer) -> Callable[..., Any]:
 def _one_best_static(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int,
                      min_len: int = 0, stop: Stop | None = None, no_repeat: int = 0) -> list[Hypothesis]:
     """:func:`_one_best` (the whole vocabulary) on the static-shape step (``decode.compile``): the batch padded to
-    its bucket (rows filled with copies of the first sentence, their outputs unused), every step of one shape, a
+    its bucket (rows filled with copies of the last sentence, their outputs unused), every step of one shape, a
     finished sentence's row decoded on until half the rows are finished, then the rest moved into a smaller bucket.
     The same tokens as :func:`_one_best` (tests/test_search.py)."""
-    cfg, o = model.cfg, Output.full(model.cfg)
+    cfg = model.cfg
     B, S = src.shape
-    limit = max_lengths(model, src, a, b)
-    L = int(limit.max()) + 1
+    best = _OneBest(model, src, pick, a, b, min_len, no_repeat, Output.full(cfg))
     n_rows = _rows(B)
     padded = src.new_full((n_rows, _bucket(S)), cfg.pad_id)
-    fill = torch.arange(n_rows, device=src.device)
-    fill[B:] = 0
-    padded[:, :S] = src[fill]
+    padded[:, :S] = src[torch.arange(n_rows, device=src.device).clamp(max=B - 1)]   # extra rows: the last again
     start = model.init_cache(model.encode(padded), padded, 1)
     mem_k = torch.stack([k for k, _ in start.memory_kv])
     mem_v = torch.stack([v for _, v in start.memory_kv])
     src_mask = start.src_mask
     H, K = mem_k.shape[2], mem_k.shape[-1]
-    k_cache = mem_k.new_zeros((len(model.decoder), n_rows, H, _bucket(L), K))
+    k_cache = mem_k.new_zeros((len(model.decoder), n_rows, H, _bucket(best.steps), K))
     v_cache = torch.zeros_like(k_cache)
     step = compiled_step(model)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
     slots = torch.arange(B, device=src.device)                    # ... and the row of the buffers it is in
     slot_tokens = torch.full((n_rows,), cfg.bos_id, dtype=torch.long, device=src.device)
-    out = torch.full((B, L), cfg.pad_id, dtype=torch.long, device=src.device)
-    logprob = torch.zeros(B, device=src.device)
-    length = torch.zeros(B, dtype=torch.long, device=src.device)
-    for t in range(L):
+    for t in range(best.steps):
         _check(stop)
         pos = torch.tensor(t, device=src.device)
         logp_all, k, v = step(slot_tokens, pos, k_cache, v_cache, mem_k, mem_v, src_mask)
         k_cache.index_copy_(3, pos.view(1), k)
         v_cache.index_copy_(3, pos.view(1), v)
-        tokens, done = _take(logp_all[slots], t, rows, limit, o, min_len, no_repeat, pick, out, logprob, length,
-                             cfg.eos_id)
+        tokens, done = best.take(logp_all[slots], t, rows)
         if done.all():
             break
         slot_tokens[slots] = tokens
@@ -247,7 +252,7 @@ def _one_best_static(model: Transformer, src: Tensor, pick: Callable[[Tensor], T
                 k_cache, v_cache, mem_k, mem_v = k_cache[:, keep], v_cache[:, keep], mem_k[:, keep], mem_v[:, keep]
                 src_mask, slot_tokens = src_mask[keep], slot_tokens[keep]
                 slots = torch.arange(rows.numel(), device=src.device)
-    return [Hypothesis(out[i, : length[i]].tolist(), float(logprob[i]), float(logprob[i])) for i in range(B)]
+    return best.hypotheses()
 
 
 def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
