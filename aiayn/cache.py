@@ -335,3 +335,167 @@ def _join_sources(cache: DecoderCache, other: DecoderCache) -> _Sources:
     sources.mask[B : B + b] = pad_mask(other.src_mask)
     sources.claimed = B + b
     return sources
+
+
+# --- the static-shape cache (decode.compile) -----------------------------------------------------------------------
+
+LENGTH_STEP = 16       # source and output lengths are rounded up to 16s, rows to a power of two ...
+ROWS_MIN = {"cpu": 1, "cuda": 64}   # ... at least this many: a GPU decodes 64 rows in the time of one
+
+StaticStep = Callable[..., tuple[Tensor, Tensor, Tensor]]   # model.static_step's signature, bound to a model
+
+
+def bucket(n: int, step: int = LENGTH_STEP) -> int:
+    """A source or output length rounded up to a multiple of ``step`` (at least one)."""
+    return -(-max(n, 1) // step) * step
+
+
+def bucket_rows(n: int, device: torch.device | None = None) -> int:
+    """A number of rows rounded up to a power of two, at least :data:`ROWS_MIN` of ``device``'s kind."""
+    return max(ROWS_MIN.get(device.type if device is not None else "cpu", 1), 1 << (max(n, 1) - 1).bit_length())
+
+
+class StaticCache:
+    """The decoding state of :class:`DecoderCache`, kept in buffers whose shapes change only at bucket boundaries,
+    so that a compiled step (model.static_step, ``decode.compile``) is compiled once per bucket, not per step.
+
+    Buffers, R >= N rows (:func:`bucket_rows`), T >= every row's length limit and S >= every source (:func:`bucket`):
+    ``k``, ``v`` (L, R, H, T, K) the self-attention keys/values, written by position; ``mem_k``, ``mem_v``
+    (L, R, H, S, K) the encoder-decoder keys/values, one copy per row (beams included: a row's is its sentence's);
+    ``src_mask`` (R, 1, 1, S) additive; ``pos`` (R,) each row's next position in its own sentence (rows of sentences
+    that joined later are at earlier positions: no row needs a mask of positions written before it joined).
+
+    The first N rows are the hypotheses, in the order a search keeps them; the rows after them are decoded too
+    (their output unused): copies of the last sentence, or rows left by sentences that are done. The methods are
+    those of :class:`DecoderCache` that the searches use, done in place where the shapes allow (each returns the
+    cache to continue from; this one may not be used afterwards): rows leave by moving the last ones into theirs, and
+    the buffers shrink to a smaller bucket once half the rows are unused (:meth:`keep_`).
+    """
+
+    def __init__(self, step_fn: StaticStep, k: Tensor, v: Tensor, mem_k: Tensor, mem_v: Tensor, src_mask: Tensor,
+                 pos: Tensor, rows: int, step: int = 0) -> None:
+        self.step_fn, self.k, self.v, self.mem_k, self.mem_v = step_fn, k, v, mem_k, mem_v
+        self.src_mask, self.pos, self.n, self.step = src_mask, pos, rows, step
+
+    @classmethod
+    def start(cls, step_fn: StaticStep, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
+              max_len: int) -> StaticCache:
+        """Nothing decoded yet, for B sources: memory_kv per layer (B, H, S, K), src_mask (B, 1, 1, S) additive
+        (DecoderCache's), ``max_len`` the most tokens a row will decode. Rows past B copy the last source."""
+        B, H, S, K = memory_kv[0][0].shape
+        R, S2 = bucket_rows(B, src_mask.device), bucket(S)
+        rows = torch.arange(R, device=src_mask.device).clamp(max=B - 1)
+
+        def pad(x: Tensor, value: float = 0.0) -> Tensor:                 # (B, ..., s, K') -> (R, ..., S2, K')
+            return torch.nn.functional.pad(x, (0, 0, 0, S2 - S), value=value).index_select(0, rows)
+
+        mem_k = torch.stack([pad(k) for k, _ in memory_kv])
+        mem_v = torch.stack([pad(v) for _, v in memory_kv])
+        mask = torch.nn.functional.pad(src_mask, (0, S2 - S), value=float("-inf")).index_select(0, rows)
+        k = mem_k.new_zeros((len(memory_kv), R, H, bucket(max_len), K))
+        return cls(step_fn, k, torch.zeros_like(k), mem_k, mem_v, mask,
+                   torch.zeros(R, dtype=torch.long, device=src_mask.device), B)
+
+    @property
+    def rows(self) -> int:
+        """N, the hypotheses."""
+        return self.n
+
+    def decode(self, tokens: Tensor) -> tuple[Tensor, StaticCache]:
+        """One step: tokens (N,), each at its row's position -> log-probabilities (N, V) and this cache, advanced
+        (each row's new key and value written at its position)."""
+        R, N = self.pos.shape[0], self.n
+        padded = torch.cat([tokens, tokens[-1:].expand(R - N)]) if N < R else tokens
+        if N < R:
+            self.pos[N:] = 0                                  # unused rows: any position in range will do
+        logp, k, v = self.step_fn(padded, self.pos, self.k, self.v, self.mem_k, self.mem_v, self.src_mask)
+        rows = torch.arange(R, device=self.pos.device)
+        self.k[:, rows, :, self.pos] = k[:, :, :, 0].transpose(0, 1)      # (R, L, H, K) at (row, pos)
+        self.v[:, rows, :, self.pos] = v[:, :, :, 0].transpose(0, 1)
+        self.pos += 1
+        self.step += 1
+        return logp[:N], self
+
+    def positions(self) -> Tensor:
+        """(N,) each row's next position in its own sentence."""
+        return self.pos[: self.n]
+
+    def _rows(self, index: Tensor, rows: int) -> StaticCache:
+        """A cache (new buffers, ``rows`` of them) whose row i is row index[i] of this one."""
+        pick: Callable[[Tensor, int], Tensor] = lambda t, d: t.index_select(d, index)  # noqa: E731
+        return StaticCache(self.step_fn, pick(self.k, 1), pick(self.v, 1), pick(self.mem_k, 1), pick(self.mem_v, 1),
+                           pick(self.src_mask, 0), pick(self.pos, 0), rows, self.step)
+
+    def expand(self, k: int) -> StaticCache:
+        """Each hypothesis repeated k times in consecutive rows (the beams), in a bucket of N * k rows."""
+        n = self.n * k
+        index = torch.arange(bucket_rows(n, self.pos.device), device=self.pos.device).clamp(max=n - 1) // k
+        return self._rows(index, n)
+
+    def _move(self, index: Tensor, sources: bool) -> None:
+        """In place: row i becomes row index[i] for index (M,) over these rows, copying only rows that move."""
+        moved = KeyValueCache.moved_rows(index)
+        if not moved.numel():
+            return
+        src = index[moved]
+        for x in (self.k, self.v, self.mem_k, self.mem_v) if sources else (self.k, self.v):
+            x[:, moved] = x[:, src]                                   # gathered first: sources may move too
+        if sources:
+            self.src_mask[moved] = self.src_mask[src]
+            self.pos[moved] = self.pos[src]
+
+    def select_self(self, index: Tensor) -> StaticCache:
+        """Reorder the decoded prefixes in place (beam search: a sentence's beams share its source and position)."""
+        self._move(index, sources=False)
+        return self
+
+    def keep_(self, index: Tensor) -> StaticCache:
+        """Only the rows ``index`` (M,) stay, in that order, moved in place; once at most half the rows are in use,
+        the buffers shrink to M's bucket (a copy, and a new shape for the compiled step)."""
+        self._move(index, sources=True)
+        self.n = M = index.shape[0]
+        R = self.pos.shape[0]
+        if M and bucket_rows(M, self.pos.device) < R:
+            return self._rows(torch.arange(bucket_rows(M, self.pos.device), device=self.pos.device).clamp(max=M - 1), M)
+        return self
+
+    def compact(self) -> StaticCache:
+        """Nothing to drop (every row's positions are its own); ``step`` restarts at the earliest join left."""
+        if self.n:
+            self.step -= int((self.step - self.pos[: self.n]).min())
+        return self
+
+    def join(self, other: StaticCache) -> StaticCache:
+        """This cache and ``other``'s rows (step 0) after its own (step-level batching): written into unused rows
+        where the buckets hold them, else into buffers of the buckets that do."""
+        if other.step != 0:
+            raise ValueError("join(): the joining cache must be at step 0")
+        N, b = self.n, other.n
+        R, S, T = self.pos.shape[0], self.mem_k.shape[3], self.k.shape[3]
+        R2, S2, T2 = max(R, bucket_rows(N + b, self.pos.device)), max(S, other.mem_k.shape[3]), max(T, other.k.shape[3])
+        out = self if (R2, S2, T2) == (R, S, T) else self._grown(R2, S2, T2)
+        s = other.mem_k.shape[3]
+        out.k[:, N : N + b], out.v[:, N : N + b] = 0, 0
+        out.mem_k[:, N : N + b], out.mem_v[:, N : N + b] = 0, 0
+        out.mem_k[:, N : N + b, :, :s], out.mem_v[:, N : N + b, :, :s] = other.mem_k[:, :b], other.mem_v[:, :b]
+        out.src_mask[N : N + b] = float("-inf")
+        out.src_mask[N : N + b, ..., :s] = other.src_mask[:b]
+        out.pos[N : N + b] = 0
+        out.n = N + b
+        return out
+
+    def _grown(self, R: int, S: int, T: int) -> StaticCache:
+        """A copy in buffers of R rows, sources of S and outputs of T positions (the new ones zeros, masked)."""
+        L, N, H, s, K = self.mem_k.shape
+        t = self.k.shape[3]
+        k, v = (x.new_zeros((L, R, H, T, K)) for x in (self.k, self.v))
+        mem_k, mem_v = (x.new_zeros((L, R, H, S, K)) for x in (self.mem_k, self.mem_v))
+        mask = self.src_mask.new_zeros((R, 1, 1, S))
+        pos = self.pos.new_zeros(R)
+        n = self.pos.shape[0]
+        k[:, :n, :, :t], v[:, :n, :, :t] = self.k, self.v
+        mem_k[:, :n, :, :s], mem_v[:, :n, :, :s] = self.mem_k, self.mem_v
+        mask[:n, ..., s:] = float("-inf")
+        mask[:n, ..., :s] = self.src_mask
+        pos[:n] = self.pos
+        return StaticCache(self.step_fn, k, v, mem_k, mem_v, mask, pos, self.n, self.step)

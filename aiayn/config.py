@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -37,6 +38,9 @@ LengthNorm = Literal["gnmt", "length"]
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
 def _check(obj: Any) -> None:
     """Type-check every field of a config dataclass against its annotation."""
     hints = typing.get_type_hints(type(obj))
@@ -48,6 +52,8 @@ def _check(obj: Any) -> None:
             if value not in allowed:
                 raise ValueError(f"{name}.{f.name}={value!r}: expected one of {', '.join(map(repr, allowed))}")
         elif hint is float:
+            if isinstance(value, str) and NUMBER.fullmatch(value.strip()):   # YAML 1.1 reads 1e-9 as a string
+                value = float(value)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{name}.{f.name}={value!r}: expected a number")
             object.__setattr__(obj, f.name, float(value))
@@ -296,8 +302,9 @@ class DecodeConfig:
     device: str = setting("auto", "auto, cpu, cuda, cuda:N or mps")
     precision: Precision = setting("fp32", "of the weights at inference: fp32, bf16/fp16, int8 (quantized linear "
                                    "layers, CPU) or auto (bf16 where the hardware is fast at it)")
-    compile: bool = setting(False, "aiayn's engine, greedy search: decode with the static-shape step compiled by "
-                            "torch.compile (search.compiled_step; a first batch of each shape waits seconds for it)")
+    compile: bool = setting(False, "aiayn's engine: decode with the static-shape step compiled by torch.compile "
+                            "(search.compiled_step; CUDA graphs on a GPU; a first batch of each shape waits seconds "
+                            "for it; not with a shortlist)")
     shortlist: bool = setting(False, "decode over the candidate target tokens of the run's lexical shortlist for "
                               "the batch's source tokens (built by `aiayn shortlist`) instead of the whole vocabulary",
                               per_request=True)
@@ -327,6 +334,12 @@ class DecodeConfig:
         check(self)
         if self.nbest > self.beam:
             raise ValueError(f"DecodeConfig: nbest={self.nbest} cannot exceed beam={self.beam}")
+
+    @property
+    def static(self) -> bool:
+        """Decode on the compiled static-shape step (search.start): ``compile``, without a shortlist (the static
+        step projects onto the whole vocabulary)."""
+        return self.compile and not self.shortlist
 
     def batch_key(self) -> tuple[Any, ...]:
         """What sentences decoded together in one search must share: every field but those a search applies to

@@ -97,9 +97,9 @@ class MultiHeadAttention(nn.Module):
 
     def static_self(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention of the newest position over a cache of fixed length (static-shape decoding, static_step):
-        x (N, 1, D), k_cache and v_cache (N, H, T, K), ``earlier`` (T,) additive: 0 at the positions decoded before,
-        -inf elsewhere. The new position's own key and value attend as one more column, so nothing is written here.
-        -> the output (N, 1, D), and the new key and value (N, H, 1, K) for the caller to write at their position."""
+        x (N, 1, D), k_cache and v_cache (N, H, T, K), ``earlier`` (N, 1, 1, T) additive: 0 at the positions each row
+        decoded before, -inf elsewhere. The new position's own key and value attend as one more column, so nothing is
+        written here. -> the output (N, 1, D), and the new key and value (N, H, 1, K) for the caller to write."""
         q, k, v = self._heads(self.qkv_proj(x), 3)
         scale = q.shape[-1] ** -0.5
         scores = torch.cat([torch.matmul(q, k_cache.transpose(-2, -1)) * scale + earlier,
@@ -439,16 +439,17 @@ class Transformer(nn.Module):
 
 def static_step(model: Transformer, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor,
                 memory_k: Tensor, memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``model.decode_step`` with shapes that do not change from step to step (search.compiled_step compiles it for
-    ``decode.compile``; a function beside the class, which holds the training and the dynamic step): tokens (N,)
-    at position ``pos`` (a 0-d tensor, the same for every row), the self-attention caches of every layer
-    allocated at their length limit, k_cache and v_cache (L, N, H, T, K), of which positions before ``pos`` are
-    read; the encoder-decoder keys and values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S)
-    additive. -> log-probabilities (N, V) and the new keys and values (L, N, H, 1, K), written by the caller."""
+    """``model.decode_step`` with shapes that do not change from step to step (cache.StaticCache decodes with it,
+    compiled by search.compiled_step for ``decode.compile``; a function beside the class, which holds the training
+    and the dynamic step): tokens (N,) at positions ``pos`` (N,) (each row's own: sentences that joined later are at
+    earlier positions); the self-attention caches of every layer allocated at their length limit, k_cache and
+    v_cache (L, N, H, T, K), of which each row reads its positions before its ``pos``; the encoder-decoder keys and
+    values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S) additive. -> log-probabilities (N, V) and
+    the new keys and values (L, N, H, 1, K), which the caller writes at ``pos``."""
     x = model.tgt_embed(tokens[:, None])
-    x = x + model.tgt_pos.table().index_select(0, pos.view(1)).to(x.dtype)[None]             # (N, 1, D)
-    earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos, 0.0,
-                          float("-inf")).to(x.dtype)                                          # (T,)
+    x = x + model.tgt_pos.table().index_select(0, pos).to(x.dtype)[:, None]                 # (N, 1, D)
+    earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos[:, None], 0.0,
+                          float("-inf")).to(x.dtype)[:, None, None]                           # (N, 1, 1, T)
     keys, values = [], []
     for i, layer in enumerate(model.decoder):
         x, k, v = layer.static_step(x, k_cache[i], v_cache[i], earlier, (memory_k[i], memory_v[i]), src_mask)

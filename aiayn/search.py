@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import DecoderCache
+from .cache import DecoderCache, StaticCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
 from .engine import Hypothesis, max_length
@@ -161,19 +161,20 @@ class _OneBest:
 
 def _one_best(
     model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
-    out_layer: Output | None = None, stop: Stop | None = None, no_repeat: int = 0,
+    out_layer: Output | None = None, stop: Stop | None = None, no_repeat: int = 0, static: bool = False,
 ) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
-    the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true."""
+    the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true;
+    ``static``: on the static-shape step (:func:`start`)."""
     o = out_layer or Output.full(model.cfg)
     B = src.shape[0]
     best = _OneBest(model, src, pick, a, b, min_len, no_repeat, o)
-    cache = model.init_cache(model.encode(src), src, best.steps)
+    cache = start(model, src, best.steps, static)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
     tokens = torch.full((B,), model.cfg.bos_id, dtype=torch.long, device=src.device)
     for t in range(best.steps):
         _check(stop)
-        logp, cache = model.decode_step(tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
+        logp, cache = decode_step(model, tokens, cache, o.project)  # (n, V), or (n, K) with a shortlist
         tokens, done = best.take(logp, t, rows)
         if done.all():
             break
@@ -186,73 +187,51 @@ def _one_best(
 # --- the static-shape step, compiled (decode.compile) ----------------------------------------------------------
 
 _COMPILED: weakref.WeakKeyDictionary[Transformer, Callable[..., Any]] = weakref.WeakKeyDictionary()
-ROWS_MIN, LENGTH_STEP = 1, 16       # batch rows are rounded up to a power of two; source and output lengths to 16s
-
-
-def _bucket(n: int, step: int = LENGTH_STEP) -> int:
-    return -(-max(n, 1) // step) * step
-
-
-def _rows(n: int) -> int:
-    return max(ROWS_MIN, 1 << (max(n, 1) - 1).bit_length())
+Cache = DecoderCache | StaticCache
 
 
 def compiled_step(model: Transformer) -> Callable[..., Any]:
     """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (a global
-    setting raises Dynamo's limit of shapes per function to 64): a batch's shapes are rounded up (:func:`_bucket`,
-    :func:`_rows`) so that few are compiled; Inductor keeps what it compiled on disk, so another process compiles
-    again only shapes it has not seen."""
+    setting raises Dynamo's limit of shapes per function to 64): StaticCache rounds a batch's shapes up to buckets,
+    so that few are compiled; Inductor keeps what it compiled on disk, so another process compiles again only shapes
+    it has not seen. On a GPU the step is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen
+    small kernels, whose launches cost more than their work at small batches."""
     step = _COMPILED.get(model)
     if step is None:
         import torch._dynamo
 
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        step = _COMPILED[model] = torch.compile(functools.partial(static_step, model), dynamic=False, fullgraph=True)
+        cuda = next(model.parameters()).device.type == "cuda"
+        compiled = torch.compile(functools.partial(static_step, model), dynamic=False, fullgraph=True,
+                                 mode="reduce-overhead" if cuda else None)
+        step = _COMPILED[model] = _replays(compiled) if cuda else compiled
     return step
 
 
-def _one_best_static(model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int,
-                     min_len: int = 0, stop: Stop | None = None, no_repeat: int = 0) -> list[Hypothesis]:
-    """:func:`_one_best` (the whole vocabulary) on the static-shape step (``decode.compile``): the batch padded to
-    its bucket (rows filled with copies of the last sentence, their outputs unused), every step of one shape, a
-    finished sentence's row decoded on until half the rows are finished, then the rest moved into a smaller bucket.
-    The same tokens as :func:`_one_best` (tests/test_search.py)."""
-    cfg = model.cfg
-    B, S = src.shape
-    best = _OneBest(model, src, pick, a, b, min_len, no_repeat, Output.full(cfg))
-    n_rows = _rows(B)
-    padded = src.new_full((n_rows, _bucket(S)), cfg.pad_id)
-    padded[:, :S] = src[torch.arange(n_rows, device=src.device).clamp(max=B - 1)]   # extra rows: the last again
-    start = model.init_cache(model.encode(padded), padded, 1)
-    mem_k = torch.stack([k for k, _ in start.memory_kv])
-    mem_v = torch.stack([v for _, v in start.memory_kv])
-    src_mask = start.src_mask
-    H, K = mem_k.shape[2], mem_k.shape[-1]
-    k_cache = mem_k.new_zeros((len(model.decoder), n_rows, H, _bucket(best.steps), K))
-    v_cache = torch.zeros_like(k_cache)
-    step = compiled_step(model)
-    rows = torch.arange(B, device=src.device)                     # original sentence of each active row
-    slots = torch.arange(B, device=src.device)                    # ... and the row of the buffers it is in
-    slot_tokens = torch.full((n_rows,), cfg.bos_id, dtype=torch.long, device=src.device)
-    for t in range(best.steps):
-        _check(stop)
-        pos = torch.tensor(t, device=src.device)
-        logp_all, k, v = step(slot_tokens, pos, k_cache, v_cache, mem_k, mem_v, src_mask)
-        k_cache.index_copy_(3, pos.view(1), k)
-        v_cache.index_copy_(3, pos.view(1), v)
-        tokens, done = best.take(logp_all[slots], t, rows)
-        if done.all():
-            break
-        slot_tokens[slots] = tokens
-        if done.any():
-            rows, slots = rows[~done], slots[~done]
-            if rows.numel() <= n_rows // 2:                       # into a smaller bucket: fewer rows decoded
-                n_rows = _rows(rows.numel())
-                keep = torch.cat([slots, slots[:1].expand(n_rows - slots.numel())])
-                k_cache, v_cache, mem_k, mem_v = k_cache[:, keep], v_cache[:, keep], mem_k[:, keep], mem_v[:, keep]
-                src_mask, slot_tokens = src_mask[keep], slot_tokens[keep]
-                slots = torch.arange(rows.numel(), device=src.device)
-    return best.hypotheses()
+def _replays(graphs: Callable[..., Any]) -> Callable[..., Any]:
+    """A step captured in CUDA graphs, each call a new replay: its outputs of the last call (read and written into
+    the cache by then) may be overwritten."""
+    def step(*args: Tensor) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return graphs(*args)
+    return step
+
+
+def start(model: Transformer, src: Tensor, max_len: int, static: bool = False) -> Cache:
+    """The decoding state of src (B, S) before its first step, for at most ``max_len`` tokens: a DecoderCache, or with
+    ``static`` (``decode.compile``) a StaticCache decoded by :func:`compiled_step` (the same tokens:
+    tests/test_search.py)."""
+    cache = model.init_cache(model.encode(src), src, 1 if static else max_len)
+    return StaticCache.start(compiled_step(model), cache.memory_kv, cache.src_mask, max_len) if static else cache
+
+
+def decode_step(model: Transformer, tokens: Tensor, cache: Cache,
+                project: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, Cache]:
+    """One step of either cache: tokens (N,) -> log-probabilities (N, V) or (N, K) and the next cache (a static
+    cache decodes over the whole vocabulary: the searches use it only without a shortlist)."""
+    if isinstance(cache, StaticCache):
+        return cache.decode(tokens)
+    return model.decode_step(tokens, cache, project)
 
 
 def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
@@ -269,10 +248,8 @@ def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, 
     the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch),
     no_repeat_ngram."""
     d = settings(decode, **fields)
-    if d.compile and not d.shortlist:
-        return _one_best_static(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len, stop, d.no_repeat_ngram)
     return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static)
 
 
 @torch.inference_mode()
@@ -298,7 +275,7 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
     return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static)
 
 
 def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
@@ -397,6 +374,14 @@ def _ended(new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor, lenpen: fl
                                         top[r, c].tolist(), strict=True)]
 
 
+def _join(cache: Cache, other: Cache) -> Cache:
+    """``cache.join(other)``: the two are of one kind (a search's sentences share decode.static, in their batch_key)."""
+    if isinstance(cache, StaticCache) and isinstance(other, StaticCache):
+        return cache.join(other)
+    assert isinstance(cache, DecoderCache) and isinstance(other, DecoderCache)
+    return cache.join(other)
+
+
 def _same_batch(d: DecodeConfig, running: DecodeConfig) -> None:
     """Refuse sentences whose settings differ from a running search's in what a batch must share (batch_key)."""
     if d.batch_key() != running.batch_key():
@@ -427,7 +412,7 @@ class BeamSearch:
         self.model, self.decode = model, (d := settings(decode, **fields))
         self.k, self.lenpen, self.min_len, self.norm = d.beam, d.lenpen, d.min_len, d.length_norm
         self.candidates, self.out = candidates, Output.full(model.cfg)   # the batch's output layer (admit)
-        self.cache: DecoderCache | None = None
+        self.cache: Cache | None = None
         self.keys, self.finished, self.dropped = [], [], set()   # type: list[Any], list[list[Hypothesis]], set[Any]
         self.lexical = Lexical()
 
@@ -448,7 +433,7 @@ class BeamSearch:
         # with a shortlist, the batch decodes over its sentences' candidates: those of sentences joining add theirs
         self.out = output_for(model, src, self.candidates, d.shortlist, self.out if self.cache is not None else None)
         limit = max_lengths(model, src, d.max_len_a, d.max_len_b)
-        cache = model.init_cache(model.encode(src), src, int(limit.max()) + 1)
+        cache = start(model, src, int(limit.max()) + 1, d.static)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
             self.cache, self.tokens, self.limit = cache, tokens, limit
@@ -458,16 +443,17 @@ class BeamSearch:
         else:                                               # joining a running batch: k rows each, one alive
             self._expand()
             self.start = torch.cat([self.start, self.start.new_full((B,), self.cache.step)])
-            self.cache = self.cache.join(cache.expand(k))
+            self.cache = _join(self.cache, cache.expand(k))
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
             fresh = torch.full((B, k), float("-inf"), device=dev)
             fresh[:, 0] = 0.0
             self.scores = torch.cat([self.scores, fresh])
             self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
-        self.keys += keys
-        self.finished += [[] for _ in keys]
+        self.keys, self.finished = self.keys + keys, self.finished + [[] for _ in keys]
         self.lexical.admit(constraints or [None] * B, self.scores.shape[1], d)
+        if d.static:    # k rows each from the first step (one live), so that a static cache keeps one shape
+            self._expand()
 
     def _expand(self) -> None:
         """Before the first step of a batch its sentences have one beam each: make it k (one live, k - 1 at
@@ -493,7 +479,7 @@ class BeamSearch:
         cfg, k, dev = self.model.cfg, self.k, self.tokens.device
         n, w = self.scores.shape
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
-        logp, cache = self.model.decode_step(self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
+        logp, cache = decode_step(self.model, self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
         logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
         _no_repeat(logp, lambda: _histories(self.seqs, decoded), self.decode.no_repeat_ngram, self.out)
         self.lexical.forbid_eos(logp, self.scores, decoded >= self.limit, self.out.eos)
@@ -510,8 +496,7 @@ class BeamSearch:
                 self.finished[i].append(h)
         # the k best candidates that do not end here continue (at most k of the 2k end in EOS)
         cont = (is_eos.long() * 2 * k + rank).argsort(dim=1)[:, :k]       # (n, k)
-        if w == 1:
-            # the first step: every candidate extends the single beam, whose cache row is repeated k times
+        if w < k:       # the first step: every candidate extends the single beam, its cache row repeated k times
             cache = cache.expand(k)
         else:
             cont = cont.gather(1, stay_in_place(beam_of.gather(1, cont)))

@@ -58,6 +58,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                    "against today's, eager and compiled with torch.compile"),
     "startup": ("startup_bench", "a first translation: one sentence through `aiayn translate` in a new process, per "
                                  "engine, against `import torch` alone"),
+    "gpu": ("gpu_bench", "on a CUDA GPU: the compiled static-shape step in CUDA graphs against today's step and "
+                         "CTranslate2, greedy and beam 4; training tokens/s with train.compile off and on"),
     "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "
                              "held-out text: boundary precision, recall, F1 and speed per language"),
 }

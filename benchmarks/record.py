@@ -108,7 +108,10 @@ def describe(m: dict[str, Any] | str | None) -> str:
 
 
 def commit() -> str:
-    """The commit measured: HEAD's short hash, ``+changes`` when aiayn/ or benchmarks/ differ from it."""
+    """The commit measured: HEAD's short hash, ``+changes`` when aiayn/ or benchmarks/ differ from it (``AIAYN_COMMIT``
+    where the checkout is a copy without git's history, as on a lent GPU machine)."""
+    if os.environ.get("AIAYN_COMMIT"):
+        return os.environ["AIAYN_COMMIT"]
     git = ["git", "-C", str(HERE.parent)]
     try:
         head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

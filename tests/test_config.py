@@ -42,6 +42,18 @@ def test_wrong_type_names_the_field() -> None:
         resolve(sets=["train.precision=fp8"])
 
 
+def test_a_run_s_config_json_is_a_config_to_train_with(tmp_path: Path) -> None:
+    """A run's config.json given back to --config (YAML reads JSON), and 1e-9 in --set: PyYAML (YAML 1.1) reads
+    a number without a dot, such as 1e-09, as a string, which a float field takes as the number it spells."""
+    cfg = resolve(preset="small", sets=["adam_eps=1e-9", "lr_factor=2"])
+    assert cfg.train.adam_eps == 1e-9 and cfg.train.lr_factor == 2.0
+    cfg.save(tmp_path / "config.json")
+    assert resolve(yaml_path=tmp_path / "config.json") == cfg
+    for bad in ("1e", "nan", "e-9", "1.0.0"):
+        with pytest.raises(ValueError, match=f"adam_eps='{bad}': expected a number"):
+            resolve(sets=[f"adam_eps={bad}"] if bad != "nan" else ["adam_eps='nan'"])
+
+
 def test_bad_yaml_is_a_clear_error(tmp_path: Path) -> None:
     y = tmp_path / "bad.yaml"
     y.write_text("model: [1, 2\n")

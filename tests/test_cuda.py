@@ -94,6 +94,22 @@ def test_cached_decoding_on_the_gpu_equals_the_cpu() -> None:
     assert [b[0] for b in gpu_b] == [b[0] for b in cpu_b]
 
 
+def test_the_compiled_static_step_on_the_gpu_decodes_todays_tokens() -> None:
+    """decode.compile on CUDA: the static-shape step compiled with CUDA graphs (mode="reduce-overhead"), greedy and
+    beam search, gives the dynamic step's tokens in fp32 (a graph replayed on stale inputs, or a cache write lost
+    between replays, would not)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = _model(seed=3).cuda()
+    src, _ = _batch(B=5)
+    src = src.cuda()
+    args = dict(max_len_a=0.0, max_len_b=12)
+    for _ in range(2):                                              # the second run replays the recorded graphs
+        assert [h.tokens for h in greedy(model, src, compile=True, **args)] == \
+            [h.tokens for h in greedy(model, src, **args)]
+        assert [[h.tokens for h in hs] for hs in beam_search(model, src, beam=4, compile=True, **args)] == \
+            [[h.tokens for h in hs] for hs in beam_search(model, src, beam=4, **args)]
+
+
 def _train(data: DataDir, run: Path, *sets: str) -> int:
     return main(["train", "--data", str(data.path), "--out", str(run), "--config", str(COPY_CFG), "--set", *FAST,
                  "train.device=cuda", *sets])

@@ -210,19 +210,25 @@ def test_cached_greedy_equals_recomputing_the_prefix(model: Transformer) -> None
         assert cached[b].tokens == prefix[1:]
 
 
-@pytest.mark.parametrize("seed,rows", [(0, 6), (1, 3), (2, 1), (3, 13)])
-def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed: int, rows: int,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """decode.compile's search (search._one_best_static: the batch padded to a power of two of rows and lengths in
-    16s, finished rows decoded on until half are done, then moved into a smaller bucket) on the static-shape step
-    (model.static_step, here not compiled): the same tokens and log-probabilities as today's greedy search,
-    with min_len and no_repeat_ngram too."""
+@pytest.fixture
+def eager_static(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode.compile's searches on the static-shape step uncompiled (torch.compile takes seconds per shape: the
+    compiled step has its own, CI-only test below)."""
     import functools
 
     from aiayn import search
     from aiayn.model import static_step
 
     monkeypatch.setattr(search, "compiled_step", lambda m: functools.partial(static_step, m))
+
+
+@pytest.mark.parametrize("seed,rows", [(0, 6), (1, 3), (2, 1), (3, 13)])
+def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed: int, rows: int,
+                                                       eager_static: None) -> None:
+    """decode.compile's greedy search (cache.StaticCache: the batch padded to a power of two of rows and lengths in
+    16s, finished rows moved out as in today's search, the buffers shrunk into a smaller bucket once half the rows are
+    unused) on the static-shape step: the same tokens and log-probabilities as today's greedy search, with min_len
+    and no_repeat_ngram too."""
     src = _src(seed, rows)
     for settings in ({}, {"min_len": 3}, {"no_repeat_ngram": 2}):
         want = greedy(model, src, max_len_b=12, **settings)
@@ -231,13 +237,80 @@ def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed:
         assert [h.logprob for h in got] == pytest.approx([h.logprob for h in want], abs=1e-4)
 
 
+@pytest.mark.parametrize("settings", [
+    {"beam": 4}, {"beam": 4, "nbest": 4, "lenpen": 1.0}, {"beam": 3, "length_norm": "gnmt", "lenpen": 0.6},
+    {"beam": 4, "min_len": 4}, {"beam": 2, "max_len_a": 0.5, "max_len_b": 3}, {"beam": 4, "no_repeat_ngram": 2},
+    {"beam": 1}])
+def test_beam_search_on_the_static_step_finds_the_same_hypotheses(model: Transformer, settings: dict[str, Any],
+                                                                  eager_static: None) -> None:
+    """Beam search with decode.compile (every sentence's k rows from the first step, one beam live, then reordered
+    in place) gives today's n-best lists: the same tokens and scores, under each length rule and setting."""
+    src = torch.cat([_src(seed, 6) for seed in (0, 1, 7)])                # 18 sentences: 72 rows, a 128 bucket
+    fields = {"max_len_b": 12, **settings}
+    want = beam_search(model, src, **fields)
+    got = beam_search(model, src, compile=True, **fields)
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+    for a, b in zip(got, want, strict=True):
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+def test_constrained_search_on_the_static_step_finds_the_same_hypotheses(model: Transformer,
+                                                                        eager_static: None) -> None:
+    from aiayn.constraints import Constraints
+
+    src = _src(4, 5)
+    cons = [Constraints([[7, 8]]), None, Constraints([[9], [11]]), None, Constraints([[12]])]
+    want = beam_search(model, src, beam=4, max_len_b=12, constraints=cons)
+    got = beam_search(model, src, beam=4, max_len_b=12, constraints=cons, compile=True)
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+
+
+def test_sampling_on_the_static_step_draws_the_same_tokens(model: Transformer, eager_static: None) -> None:
+    src = _src(6, 7)
+    want = sample(model, src, generator=torch.Generator().manual_seed(5), top_k=10, max_len_b=12)
+    got = sample(model, src, generator=torch.Generator().manual_seed(5), top_k=10, max_len_b=12, compile=True)
+    assert [h.tokens for h in got] == [h.tokens for h in want]
+
+
+def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Transformer,
+                                                                       eager_static: None) -> None:
+    """aiayn serve with decode.compile: sentences join a running search on the static step (their rows written into
+    unused rows, or the buckets grown: more rows, a longer source, a longer limit) and get what one batch gives."""
+    from aiayn.cache import StaticCache
+
+    long = torch.randint(4, 40, (3, 21), generator=torch.Generator().manual_seed(9))  # 20 tokens: a 32 bucket
+    long[:, -1] = EOS
+    short = torch.nn.functional.pad(torch.cat([_src(seed, B=6) for seed in range(4)]), (0, 12), value=PAD)
+    src = torch.cat([short[:10], long[:1], short[10:20], long[1:], short[20:]])   # 27 sentences, the long ones later
+    batch = beam_search(model, src, beam=3, lenpen=0.6, max_len_b=8, nbest=3)
+    search, got, shapes = BeamSearch(model, beam=3, lenpen=0.6, compile=True), {}, set()
+    waiting, rng = list(range(len(src))), random.Random(1)
+    while waiting or search.active:
+        if waiting and (rng.random() < 0.4 or not search.active):
+            take = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 5)))]
+            width = int(max((src[i] != PAD).sum() for i in take))
+            search.admit(src[take][:, :width], take, max_len_b=8)
+        got.update(search.step())
+        if search.cache is not None:
+            assert isinstance(search.cache, StaticCache)
+            shapes.add((*search.cache.k.shape, search.cache.mem_k.shape[3]))
+    for i, hyps in enumerate(batch):
+        assert [h.tokens for h in got[i]] == [h.tokens for h in hyps], i
+        assert [h.score for h in got[i]] == pytest.approx([h.score for h in hyps], abs=1e-4)
+    assert {s[3] for s in shapes} == {16, 32}                                # outputs of 17 and 29 tokens at most
+    assert {s[5] for s in shapes} == {16, 32}                                # sources of 16 and 32
+    assert all(s[1] & (s[1] - 1) == 0 for s in shapes)                       # rows: powers of two
+
+
 @pytest.mark.ci
 def test_the_compiled_step_decodes_the_same_tokens(model: Transformer) -> None:
-    """The same through torch.compile (Inductor: seconds per shape, so CI's): greedy with compile=True equals
-    greedy."""
+    """The same through torch.compile (Inductor: seconds per shape, so CI's): greedy and beam search with
+    compile=True equal today's."""
     src = _src(4, 5)
     assert [h.tokens for h in greedy(model, src, max_len_b=12, compile=True)] == \
         [h.tokens for h in greedy(model, src, max_len_b=12)]
+    assert [[h.tokens for h in hs] for hs in beam_search(model, src, beam=4, max_len_b=12, compile=True)] == \
+        [[h.tokens for h in hs] for hs in beam_search(model, src, beam=4, max_len_b=12)]
 
 
 def test_translation_does_not_depend_on_the_batch(model: Transformer) -> None:
