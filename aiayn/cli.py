@@ -552,7 +552,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # the server's decoding threads are its parallelism (--workers): each decodes on its own thread (aiayn's engine);
     # CTranslate2 decodes that many batches side by side
     workers = cfg.workers if a.engine != "torch" else 1
-    models = Models.load(a.model, a.engine, **_given(a, "decode"), workers=workers)
+    models = Models.load(a.model, a.engine, cfg.memory_budget > 0, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0
 

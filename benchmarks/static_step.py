@@ -11,7 +11,7 @@ at every step, so ``torch.compile`` (Inductor) can compile it once: without and 
 Random source and target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the
 milliseconds per step are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference
 from today's log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
-(``decode.compile``: search._one_best_static, greedy): ``Translator.translate`` of the first ``--lines`` lines with
+(``decode.compile``: cache.StaticCache, greedy or ``--beam``): ``Translator.translate`` of the first ``--lines`` lines with
 compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the
 seconds and the lines identical to compile off. Records ``results/static-step-<date>.json``.
 """
@@ -105,7 +105,7 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) 
     return out
 
 
-def end_to_end(model_path: str, src: str, n: int) -> dict[str, Any]:
+def end_to_end(model_path: str, src: str, n: int, beam: int = 1) -> dict[str, Any]:
     import gzip
 
     from aiayn.translate import Translator
@@ -114,13 +114,13 @@ def end_to_end(model_path: str, src: str, n: int) -> dict[str, Any]:
     with opener(src, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()[:n]
     t = Translator.load(model_path, device="cpu", precision="fp32", workers=1)
-    out: dict[str, Any] = {"lines": len(lines)}
+    out: dict[str, Any] = {"lines": len(lines), "beam": beam}
     for name, size in (("CLI batches", len(lines)), ("4 lines a call", 4)):
         want: list[str] = []
         for attempt in ("first", "second"):
             for compile_ in (False, True):
                 t0 = time.perf_counter()
-                got = [x for i in range(0, len(lines), size) for x in t.translate(lines[i : i + size], beam=1,
+                got = [x for i in range(0, len(lines), size) for x in t.translate(lines[i : i + size], beam=beam,
                                                                                    compile=compile_)]
                 key = f"{name}, compile {'on' if compile_ else 'off'}, {attempt} pass: s"
                 out[key] = round(time.perf_counter() - t0, 2)
@@ -140,9 +140,10 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--src", help="source lines: the search end to end instead of the step")
     ap.add_argument("--lines", type=int, default=300)
+    ap.add_argument("--beam", type=int, default=1, help="with --src: 1 (greedy) or a beam size")
     a = ap.parse_args(argv)
     if a.src:
-        figures = end_to_end(a.model, a.src, a.lines)
+        figures = end_to_end(a.model, a.src, a.lines, a.beam)
         print(figures)
         print(f"recorded {record.write('static-step', {'model': a.model, 'src': a.src, 'search': figures})}")
         return

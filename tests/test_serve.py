@@ -517,3 +517,44 @@ def test_a_free_worker_takes_its_share_of_the_waiting_requests() -> None:
 
     asyncio.run(run())
     assert sorted(batches) == [[10, 10], [10, 10]], batches
+
+
+def test_a_memory_budget_loads_models_on_first_use_and_unloads_the_least_recently_used(
+        copy_model: Path, copy_dir: Any, tmp_path: Path) -> None:
+    """--memory-budget, three models of which two fit: none loads at start; each loads on its first request; a third
+    unloads the least recently used; what is loaded never holds more than the budget; the answers are the models'
+    own, also under a concurrent burst over all three (a model in use is never unloaded under a request)."""
+    from .conftest import relabeled
+
+    runs = [relabeled(copy_model, tmp_path / name, *name.split("-")) for name in ("en-fr", "fr-de", "de-es")]
+    size = Translator.load(runs[0], device="cpu").memory_bytes()
+    budget = 2.5 * size / (1 << 20)                                    # MiB: two models fit, not three
+    lines = copy_dir.raw_lines("test", "src")[:3]
+    want = Translator.load(runs[0], device="cpu", workers=1).translate(lines)
+    pairs = [name.split("-") for name in ("en-fr", "fr-de", "de-es")]
+    s = Server("--no-processes", "--memory-budget", f"{budget:.6f}", "--model", str(runs[1]), "--model",
+               str(runs[2]), model=runs[0])
+    try:
+        def loaded() -> list[str]:
+            info = s.request("GET", "/info")[2]["models"]
+            assert sum(m["memory_bytes"] for m in info) <= budget * (1 << 20)
+            return sorted(m["name"] for m in info if m["loaded"])
+
+        assert loaded() == [] and s.metric("aiayn_model_loads_total") == 0
+        for (src, tgt), now in zip([pairs[0], pairs[1], pairs[2], pairs[0]],
+                                   [["en-fr"], ["en-fr", "fr-de"], ["de-es", "fr-de"], ["de-es", "en-fr"]],
+                                   strict=True):
+            status, _, body = s.post("/translate", {"text": lines, "source": src, "target": tgt})
+            assert status == 200 and body["translations"] == want, body
+            assert loaded() == now
+        assert (s.metric("aiayn_model_loads_total"), s.metric("aiayn_model_unloads_total")) == (4, 2)
+        status, _, body = s.post("/translate", {"q": lines[0], "source": "fr", "target": "de"})   # LibreTranslate's
+        assert status == 200 and body["translatedText"] == want[0], body
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda i: s.post("/translate", {"text": lines, "source": pairs[i % 3][0],
+                                                                     "target": pairs[i % 3][1]}), range(18)))
+        assert all(status == 200 and body["translations"] == want for status, _, body in answers), answers
+        wait_for(lambda: len(loaded()) <= 2, "the models loaded over the budget in the burst to be unloaded")
+    finally:
+        assert s.stop() == 0
+    assert "Traceback" not in s.output(), s.output()[-3000:]

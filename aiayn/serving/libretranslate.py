@@ -169,9 +169,10 @@ async def _translate_items(served: Route, items: list[str], alternatives: int, f
                            sentences: bool) -> list[list[str]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
-    prepared = served.prepare(400, lambda: Request(items, {"nbest": 1 + alternatives, "sentences": sentences},
-                                                   format=fmt, names=LT_NAMES))
-    texts = [[t.text for t in ts] for ts in await served.translate(prepared)]
+    async with served.use():
+        prepared = served.prepare(400, lambda: Request(items, {"nbest": 1 + alternatives, "sentences": sentences},
+                                                       format=fmt, names=LT_NAMES))
+        texts = [[t.text for t in ts] for ts in await served.translate(prepared)]
     return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in texts]
 
 
@@ -309,8 +310,9 @@ class Files:
         loop = asyncio.get_running_loop()
 
         async def texts(chunk: list[str], fmt: str) -> list[str]:
-            prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=LT_NAMES))
-            return [ts[0].text for ts in await route.translate(prepared)]
+            async with route.use():
+                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=LT_NAMES))
+                return [ts[0].text for ts in await route.translate(prepared)]
 
         def translated(items: list[str], fmt: str) -> list[str]:
             if len(items) > self.cfg.max_file_texts:

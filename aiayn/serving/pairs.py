@@ -10,8 +10,12 @@ LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``z
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -26,6 +30,8 @@ from .memo import Memo
 
 if TYPE_CHECKING:
     from ..translate import Translator
+
+log = logging.getLogger(__name__)
 
 # English names of the languages LibreTranslate serves (its /languages answers with them), and a few more.
 NAMES = {
@@ -54,27 +60,84 @@ def language_name(code: str) -> str:
 
 @dataclass(eq=False)
 class Served:
-    """One model of the server: its Translator, its language pair (None where the run records none) and what /info
-    says of it; ``batcher`` is its decoding threads while the server runs."""
+    """One model of the server: its engine while loaded (``current``), its language pair (None where the run records
+    none) and what /info says of it; ``batcher`` is its decoding threads while the server runs. A model loaded on
+    first use (``aiayn serve --memory-budget``) has a :class:`Pool`, which loads it when a request needs it and may
+    unload it when it is idle."""
 
     name: str                                   # "de-en", or the run dir's name when it records no languages
-    translator: Engine
+    current: Engine | None                      # None while not loaded
     pair: tuple[str, str] | None
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
     via: tuple[str, ...] = ()                   # (a Chain's: the pivot languages; a model's own: none)
     decoder: Any = None                         # the batcher's translate, behind the translations remembered (memo.py)
+    pool: Pool | None = None                    # what loads it on first use (None: loaded at start, for good)
+    in_use: int = 0                             # requests using it now (a model in use is never unloaded)
+    last_used: int = 0                          # the pool's clock when a request last used it
+    closing: bool = False                       # being unloaded: a request waits for it to load again
 
     @classmethod
-    def load(cls, path: str | Path, engine: str = "torch", **decode: Any) -> Served:
+    def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, **decode: Any) -> Served:
+        """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
+        (its language pair and /info from the run dir alone)."""
         run, ckpt = RunDir.locate(path)
         langs = run.languages()
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
-        t = auto.load(path, engine, **decode)
-        return cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, t, pair,
-                   {"run": str(run.path), "checkpoint": str(ckpt), "engine": t.engine},
-                   settings=dict(decode))
+        me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
+                 {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine, "path": str(path)},
+                 settings=dict(decode))
+        if not lazy:
+            me.open()
+        return me
+
+    @property
+    def translator(self) -> Engine:
+        """The engine (RuntimeError while it is not loaded)."""
+        if self.current is None:
+            raise RuntimeError(f"model {self.name} is not loaded")
+        return self.current
+
+    def open(self) -> None:
+        """Load the engine (Served.load's path, engine and settings)."""
+        if self.current is None:
+            self.current = auto.load(self.info["path"], self.info["engine"], **self.settings)
+            self.info["engine"] = self.current.engine
+
+    def close(self) -> None:
+        """Stop its decoders and let its engine go (a lazy model only: one given as an engine cannot load again)."""
+        if self.batcher is not None:
+            self.batcher.close()
+        self.batcher = self.decoder = None
+        if "path" in self.info:
+            self.current = None
+
+    def estimate_bytes(self) -> int:
+        """Its weights' bytes once loaded: as measured when it was last loaded, else its checkpoint file's size
+        scaled to the precision asked for (fp32 as stored, half for bf16/fp16; auto counted as fp32)."""
+        if self.current is not None:
+            return self.memory_bytes()
+        if "bytes" in self.info:
+            return int(self.info["bytes"])
+        from ..checkpoint import MODEL
+
+        stored = (Path(self.info["checkpoint"]) / MODEL).stat().st_size
+        return stored // 2 if self.settings.get("precision") in ("bf16", "fp16", "int8") else stored
+
+    @contextlib.asynccontextmanager
+    async def use(self) -> AsyncIterator[Served]:
+        """Held while a request prepares and translates with this model: loaded first if it is not (its pool), and
+        not unloaded until the request is done."""
+        self.in_use += 1
+        try:
+            if self.pool is not None:
+                await self.pool.ready(self)
+            yield self
+        finally:
+            self.in_use -= 1
+            if self.pool is not None and not self.in_use:
+                self.pool.trim_later()
 
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
         """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``,
@@ -86,7 +149,7 @@ class Served:
 
             workers = resolve_workers(limits.workers, t.device)
             # the model is the workers' alone from here: this process keeps its tokenizer and settings
-            self.translator = ProcessTranslator(self.info["checkpoint"], t, workers, self.settings)
+            self.current = ProcessTranslator(self.info["checkpoint"], t, workers, self.settings)
             self.batcher = WholeBatcher(self.translator, limits, metrics)
         elif not t.capabilities.stepwise:
             self.batcher = WholeBatcher(t, limits, metrics)
@@ -120,19 +183,32 @@ class Served:
         return self.translator.memory_bytes()
 
     def describe(self) -> dict[str, Any]:
-        """This model in /info."""
-        t = self.translator
+        """This model in /info (a model not loaded now: what its run dir says, memory_bytes 0)."""
+        pair = {"name": self.name, "source": self.pair[0] if self.pair else None,
+                "target": self.pair[1] if self.pair else None}
+        info = {k: v for k, v in self.info.items() if k not in ("path", "bytes")}
+        t = self.current
+        if t is None:
+            from ..checkpoint import parameter_count
+
+            run = RunDir(Path(self.info["run"]))
+            decode = run.config().decode.replace(**self.settings)
+            return {**pair, "model": run.config().model.to_dict(),
+                    "parameters": parameter_count(Path(self.info["checkpoint"])), "memory_bytes": 0,
+                    "precision": decode.precision, "device": decode.device, "loaded": False, **info,
+                    "decode": asdict(decode)}
         model, parameters = t.model_info()
-        return {"name": self.name, "source": self.pair[0] if self.pair else None,
-                "target": self.pair[1] if self.pair else None, "model": model, "parameters": parameters,
-                "memory_bytes": self.memory_bytes(), "precision": t.precision, "device": str(t.device), **self.info}
+        return {**pair, "model": model, "parameters": parameters, "memory_bytes": self.memory_bytes(),
+                "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
 
 
 class Route(Protocol):
-    """What a request is routed to: a served model, or a chain of two (what both APIs call)."""
+    """What a request is routed to: a served model, or a chain of two (what both APIs call, inside ``use()``)."""
 
     @property
     def name(self) -> str: ...
+
+    def use(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
     @property
     def via(self) -> tuple[str, ...]:
@@ -157,6 +233,11 @@ class Chain:
     @property
     def name(self) -> str:
         return "-".join([self.pair[0], *self.via, self.pair[1]])
+
+    @contextlib.asynccontextmanager
+    async def use(self) -> AsyncIterator[Chain]:
+        async with self.legs[0].use(), self.legs[1].use():
+            yield self
 
     def prepare(self, status: int, request: Callable[[], Request]) -> tuple[Request, Prepared, int]:
         """The request prepared for the first model; what the last refuses is refused here too, before any work."""
@@ -211,8 +292,9 @@ class Models:
                     self.chains[(a, c)] = Chain((first, second), (a, c), (b,))
 
     @classmethod
-    def load(cls, paths: list[str | Path], engine: str = "torch", **decode: Any) -> Models:
-        return cls([Served.load(p, engine, **decode) for p in run_dirs(paths)])
+    def load(cls, paths: list[str | Path], engine: str = "torch", lazy: bool = False, **decode: Any) -> Models:
+        """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool)."""
+        return cls([Served.load(p, engine, lazy, **decode) for p in run_dirs(paths)])
 
     def __iter__(self) -> Any:
         return iter(self.served)
@@ -261,3 +343,72 @@ class Models:
 
     def sources(self) -> list[str]:
         return sorted({s.pair[0] for s in self.served if s.pair})
+
+
+class Pool:
+    """Models loaded on first use and unloaded, least recently used first, so that the weights loaded stay within
+    ``budget`` bytes (``aiayn serve --memory-budget``, as LibreTranslate's --load-only and quickmt's LRU of models):
+    before a model loads, idle models are unloaded until it fits. A model in use is never unloaded, so the budget is
+    exceeded, with a warning, only while the models in use need more (idle ones are unloaded once their requests are
+    done), or where one model alone is larger.
+
+    ``start`` loads a model and starts its decoders, ``stop`` does the reverse (serve.py: with its metrics); both run
+    in a worker thread, one load at a time, while requests to models already loaded go on."""
+
+    def __init__(self, models: list[Served], budget: int, start: Callable[[Served], None],
+                 stop: Callable[[Served], None]) -> None:
+        self.models, self.budget, self.start, self.stop = models, budget, start, stop
+        self.clock = itertools.count(1)
+        self.lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+        for m in models:
+            m.pool = self
+
+    def loaded(self) -> list[Served]:
+        return [m for m in self.models if m.batcher is not None]
+
+    async def _unload_idle(self, room: int, keep: Served | None = None) -> int:
+        """Unload idle models, least recently used first, until the others loaded leave ``room`` bytes in the
+        budget (the lock held); -> the bytes the models loaded hold then (``keep`` not counted)."""
+        others = sorted((m for m in self.loaded() if m is not keep), key=lambda m: m.last_used)
+        used = sum(m.memory_bytes() for m in others)
+        for m in others:
+            if used + room <= self.budget:
+                break
+            if m.in_use:
+                continue
+            m.closing = True
+            try:
+                used -= m.memory_bytes()
+                await asyncio.get_running_loop().run_in_executor(None, self.stop, m)
+            finally:
+                m.closing = False
+        return used
+
+    def trim_later(self) -> None:
+        """Once a request is done: if the models loaded hold more than the budget (while the models in use needed
+        more), unload idle ones, in the background."""
+        if sum(m.memory_bytes() for m in self.loaded()) > self.budget:
+            task = asyncio.get_running_loop().create_task(self._trim())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _trim(self) -> None:
+        async with self.lock:
+            await self._unload_idle(0)
+
+    async def ready(self, model: Served) -> None:
+        """Return once ``model`` is loaded and started, unloading idle models first as the budget requires."""
+        model.last_used = next(self.clock)
+        if model.batcher is not None and not model.closing:
+            return
+        async with self.lock:
+            if model.batcher is not None and not model.closing:
+                return
+            need = model.estimate_bytes()
+            used = await self._unload_idle(need, keep=model)
+            if used + need > self.budget:
+                log.warning("loading %s (%d MB) holds %d MB of models, over the budget of %d MB: the others loaded "
+                            "are in use", model.name, need >> 20, (used + need) >> 20, self.budget >> 20)
+            await asyncio.get_running_loop().run_in_executor(None, self.start, model)
+            model.info["bytes"] = model.memory_bytes()

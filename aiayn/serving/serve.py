@@ -43,7 +43,7 @@ from ..pipeline import Request as Asked
 from ..translate import Translator
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
-from .pairs import Models, Served
+from .pairs import Models, Pool, Served
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -87,6 +87,10 @@ class ServeConfig:
                            "per core, at most 4; 1 on GPUs)", ge=0)
     api_key: str | None = setting(None, "require this key (header X-API-Key or Authorization: Bearer; LibreTranslate's "
                                   "api_key field) on all but /health, the page, /languages and /frontend/settings")
+    memory_budget: float = setting(0.0, "MiB of model weights loaded at once (0: every model loaded at start): each "
+                                   "model loads on its first request, and the least recently used idle ones are "
+                                   "unloaded to make room (serving.pairs.Pool), as LibreTranslate's --load-only",
+                                   ge=0)
     req_limit: int = setting(0, "translation requests per minute from one client (its API key, else its address) "
                              "before 429, in both APIs, as LibreTranslate's --req-limit (0: no limit)", ge=0)
 
@@ -126,8 +130,12 @@ class Metrics:
         self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
                                  buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
         self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
-        self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded", ["model"],
-                                 registry=self.registry)
+        self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded (0: not loaded)",
+                                 ["model"], registry=self.registry)
+        self.loads = Counter("aiayn_model_loads", "models loaded (at start, or on first use under --memory-budget)",
+                             ["model"], registry=self.registry)
+        self.unloads = Counter("aiayn_model_unloads", "models unloaded to hold --memory-budget", ["model"],
+                               registry=self.registry)
         self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
                             "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
@@ -191,20 +199,31 @@ def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
                                 {k: description.pop(k) for k in ("checkpoint", "run") if k in description})])
     metrics, state, limit = Metrics(), {}, RequestLimit(cfg.req_limit, keyed=cfg.api_key is not None)
 
+    def start(served: Served) -> None:
+        served.open()
+        served.start(cfg.limits(), metrics.decoding.model(served.name))
+        metrics.model_bytes.labels(served.name).set(served.memory_bytes())
+        metrics.engine.labels(served.name, served.translator.engine).set(1)
+        metrics.loads.labels(served.name).inc()
+
+    def stop(served: Served) -> None:
+        served.close()
+        metrics.model_bytes.labels(served.name).set(0)
+        metrics.unloads.labels(served.name).inc()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        for served in models:
-            served.start(cfg.limits(), metrics.decoding.model(served.name))
-            metrics.model_bytes.labels(served.name).set(served.memory_bytes())
-            metrics.engine.labels(served.name, served.translator.engine).set(1)
+        if cfg.memory_budget:                    # each model on its first request
+            Pool(list(models), int(cfg.memory_budget * (1 << 20)), start, stop)
+        else:
+            for served in models:
+                start(served)
         state["ready"] = True
         try:
             yield
         finally:                                 # uvicorn has answered every request in flight by now
             for served in models:
-                assert served.batcher is not None
-                await asyncio.get_running_loop().run_in_executor(None, served.batcher.close)
-                served.batcher = None
+                await asyncio.get_running_loop().run_in_executor(None, served.close)
             state.clear()
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -292,8 +311,9 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             raise ServiceError(413, f"{over[1]} lines in one request; at most {cfg.max_lines}")
         if over:
             raise ServiceError(413, f"text[{over[2]}] has {over[1]} characters; at most {cfg.max_chars}")
-        prepared = served.prepare(422, lambda: _asked(req))
-        out = await served.translate(prepared)
+        async with served.use():
+            prepared = served.prepare(422, lambda: _asked(req))
+            out = await served.translate(prepared)
         pivot = {"pivot": list(served.via)} if served.via else {}        # the languages it went through, if any
         if req.format == "html":
             return {"translations": [ts[0].text for ts in out], **pivot}
@@ -308,13 +328,14 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
     async def attention(request: Request) -> dict[str, Any]:
         limit.check(request)
         req = await _parse(request, AttentionRequest)
-        translator: Any = models.direct(req.source, req.target).translator
-        require(translator, "attention")
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
-        options = {"beam": req.beam} if req.beam else {}
-        return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
-            None, lambda: translator.attention(req.text, **options, workers=1)))
+        async with models.direct(req.source, req.target).use() as served:
+            translator: Any = served.translator
+            require(translator, "attention")
+            options = {"beam": req.beam} if req.beam else {}
+            return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
+                None, lambda: translator.attention(req.text, **options, workers=1)))
 
 
 async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -368,7 +389,7 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
     @app.get("/info")
     async def info() -> dict[str, Any]:
         """The served models (the first also at the top level, as when one model was served) and the limits."""
-        listed = [{**m.describe(), "decode": asdict(m.translator.decode)} for m in models]
+        listed = [m.describe() for m in models]
         first = listed[0]
         return {**{k: first[k] for k in ("model", "decode", "parameters", "precision", "device")},
                 "languages": [first["source"], first["target"]] if first["source"] else None,
