@@ -17,8 +17,10 @@ refuses to be read.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -343,6 +345,17 @@ LENGTH_STEP = 16       # source and output lengths are rounded up to 16s, rows t
 ROWS_MIN = {"cpu": 1, "cuda": 64}   # ... at least this many: a GPU decodes 64 rows in the time of one
 
 StaticStep = Callable[..., tuple[Tensor, Tensor, Tensor]]   # model.static_step's signature, bound to a model
+# On a GPU the compiled step is captured in CUDA graphs, which copy every input whose address they have not seen into
+# buffers of their own, each step: the caches are marked as fixed addresses instead, and buffers of a shape are reused
+# from one cache to the next (released when their cache is gone), so that a graph is recorded once per shape.
+POOLED = {"cuda"}
+_FREE: dict[tuple[Any, ...], list[tuple[Tensor, ...]]] = {}
+
+
+def _release(key: tuple[Any, ...], buffers: tuple[Tensor, ...]) -> None:
+    free = _FREE.setdefault(key, [])
+    if len(free) < 2:
+        free.append(buffers)
 
 
 def bucket(n: int, step: int = LENGTH_STEP) -> int:
@@ -372,10 +385,32 @@ class StaticCache:
     the buffers shrink to a smaller bucket once half the rows are unused (:meth:`keep_`).
     """
 
-    def __init__(self, step_fn: StaticStep, k: Tensor, v: Tensor, mem_k: Tensor, mem_v: Tensor, src_mask: Tensor,
-                 pos: Tensor, rows: int, step: int = 0) -> None:
-        self.step_fn, self.k, self.v, self.mem_k, self.mem_v = step_fn, k, v, mem_k, mem_v
-        self.src_mask, self.pos, self.n, self.step = src_mask, pos, rows, step
+    def __init__(self, step_fn: StaticStep, like: Tensor, shape: tuple[int, ...], rows: int, step: int = 0) -> None:
+        """Buffers of ``shape`` (L, R, H, S, T, K), dtype and device of ``like``, their contents not set (reused ones,
+        where a cache of this shape has gone: :data:`POOLED`)."""
+        L, R, H, S, T, K = shape
+        key = (like.device, like.dtype, *shape)
+        pooled = like.device.type in POOLED
+        free = _FREE.get(key) if pooled else None
+        if free:
+            buffers = free.pop()
+        else:
+            buffers = (like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, S, K)),
+                       like.new_empty((L, R, H, S, K)), like.new_empty((R, 1, 1, S)),
+                       torch.empty(R, dtype=torch.long, device=like.device))
+            if pooled:
+                from torch._dynamo import mark_static_address
+
+                for b in buffers:
+                    mark_static_address(b)
+        if pooled:
+            weakref.finalize(self, _release, key, buffers)
+        self.k, self.v, self.mem_k, self.mem_v, self.src_mask, self.pos = buffers
+        self.step_fn, self.n, self.step = step_fn, rows, step
+
+    def _shape(self, R: int | None = None, S: int | None = None, T: int | None = None) -> tuple[int, ...]:
+        L, R0, H, S0, K = self.mem_k.shape
+        return L, R or R0, H, S or S0, T or self.k.shape[3], K
 
     @classmethod
     def start(cls, step_fn: StaticStep, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
@@ -385,16 +420,16 @@ class StaticCache:
         B, H, S, K = memory_kv[0][0].shape
         R, S2 = bucket_rows(B, src_mask.device), bucket(S)
         rows = torch.arange(R, device=src_mask.device).clamp(max=B - 1)
-
-        def pad(x: Tensor, value: float = 0.0) -> Tensor:                 # (B, ..., s, K') -> (R, ..., S2, K')
-            return torch.nn.functional.pad(x, (0, 0, 0, S2 - S), value=value).index_select(0, rows)
-
-        mem_k = torch.stack([pad(k) for k, _ in memory_kv])
-        mem_v = torch.stack([pad(v) for _, v in memory_kv])
-        mask = torch.nn.functional.pad(src_mask, (0, S2 - S), value=float("-inf")).index_select(0, rows)
-        k = mem_k.new_zeros((len(memory_kv), R, H, bucket(max_len), K))
-        return cls(step_fn, k, torch.zeros_like(k), mem_k, mem_v, mask,
-                   torch.zeros(R, dtype=torch.long, device=src_mask.device), B)
+        me = cls(step_fn, memory_kv[0][0], (len(memory_kv), R, H, S2, bucket(max_len), K), B)
+        for i, (k, v) in enumerate(memory_kv):                             # (B, H, S, K) -> (R, H, S2, K)
+            for x, out in ((k, me.mem_k[i]), (v, me.mem_v[i])):
+                torch.index_select(torch.nn.functional.pad(x, (0, 0, 0, S2 - S)), 0, rows, out=out)
+        torch.index_select(torch.nn.functional.pad(src_mask, (0, S2 - S), value=float("-inf")), 0, rows,
+                           out=me.src_mask)
+        me.k.zero_()
+        me.v.zero_()
+        me.pos.zero_()
+        return me
 
     @property
     def rows(self) -> int:
@@ -421,10 +456,11 @@ class StaticCache:
         return self.pos[: self.n]
 
     def _rows(self, index: Tensor, rows: int) -> StaticCache:
-        """A cache (new buffers, ``rows`` of them) whose row i is row index[i] of this one."""
-        pick: Callable[[Tensor, int], Tensor] = lambda t, d: t.index_select(d, index)  # noqa: E731
-        return StaticCache(self.step_fn, pick(self.k, 1), pick(self.v, 1), pick(self.mem_k, 1), pick(self.mem_v, 1),
-                           pick(self.src_mask, 0), pick(self.pos, 0), rows, self.step)
+        """A cache (other buffers, ``index.shape[0]`` rows) whose row i is row index[i] of this one, ``rows`` in use."""
+        out = StaticCache(self.step_fn, self.k, self._shape(R=index.shape[0]), rows, self.step)
+        for name, dim in (("k", 1), ("v", 1), ("mem_k", 1), ("mem_v", 1), ("src_mask", 0), ("pos", 0)):
+            torch.index_select(getattr(self, name), dim, index, out=getattr(out, name))
+        return out
 
     def expand(self, k: int) -> StaticCache:
         """Each hypothesis repeated k times in consecutive rows (the beams), in a bucket of N * k rows."""
@@ -486,16 +522,13 @@ class StaticCache:
 
     def _grown(self, R: int, S: int, T: int) -> StaticCache:
         """A copy in buffers of R rows, sources of S and outputs of T positions (the new ones zeros, masked)."""
-        L, N, H, s, K = self.mem_k.shape
-        t = self.k.shape[3]
-        k, v = (x.new_zeros((L, R, H, T, K)) for x in (self.k, self.v))
-        mem_k, mem_v = (x.new_zeros((L, R, H, S, K)) for x in (self.mem_k, self.mem_v))
-        mask = self.src_mask.new_zeros((R, 1, 1, S))
-        pos = self.pos.new_zeros(R)
-        n = self.pos.shape[0]
-        k[:, :n, :, :t], v[:, :n, :, :t] = self.k, self.v
-        mem_k[:, :n, :, :s], mem_v[:, :n, :, :s] = self.mem_k, self.mem_v
-        mask[:n, ..., s:] = float("-inf")
-        mask[:n, ..., :s] = self.src_mask
-        pos[:n] = self.pos
-        return StaticCache(self.step_fn, k, v, mem_k, mem_v, mask, pos, self.n, self.step)
+        out = StaticCache(self.step_fn, self.k, self._shape(R, S, T), self.n, self.step)
+        for b in (out.k, out.v, out.mem_k, out.mem_v, out.src_mask, out.pos):
+            b.zero_()
+        n, s, t = self.pos.shape[0], self.mem_k.shape[3], self.k.shape[3]
+        out.k[:, :n, :, :t], out.v[:, :n, :, :t] = self.k, self.v
+        out.mem_k[:, :n, :, :s], out.mem_v[:, :n, :, :s] = self.mem_k, self.mem_v
+        out.src_mask[:n, ..., s:] = float("-inf")
+        out.src_mask[:n, ..., :s] = self.src_mask
+        out.pos[:n] = self.pos
+        return out

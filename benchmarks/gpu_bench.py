@@ -61,7 +61,7 @@ def _timed(engine: Any, lines: list[str], beam: int, **settings: Any) -> tuple[f
 
 
 def decoding(run: str, lines: list[str], refs: list[str], device: str, precision: str, budget: float,
-             figures: dict[str, Any], save: Any) -> None:
+             figures: dict[str, Any], save: Any, peers: bool = True) -> None:
     from aiayn.translate import Translator
 
     t = Translator.load(run, device=device, precision=precision)
@@ -81,6 +81,8 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
                          "identical to today's step": sum(a == b for a, b in zip(out, today[beam], strict=True))})
             print(rows[-1], flush=True)
             save()
+    if not peers:
+        return
     try:
         from aiayn.interop.auto import ctranslate2
 
@@ -140,6 +142,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--lines", type=int, default=1000)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--data", help="the run's data dir: also time training")
+    ap.add_argument("--no-ctranslate2", action="store_true", help="aiayn's engine only")
     ap.add_argument("--train-steps", type=int, default=150)
     ap.add_argument("--max-tokens", type=int, default=8192)
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole benchmark")
@@ -164,7 +167,7 @@ def main(argv: list[str]) -> None:
             path[0].unlink(missing_ok=True)
         path[:] = [record.write("gpu", figures)]
 
-    decoding(a.model, lines, refs, a.device, a.precision, a.budget, figures, save)
+    decoding(a.model, lines, refs, a.device, a.precision, a.budget, figures, save, not a.no_ctranslate2)
     if a.data:
         training(a.model, a.data, a.device, a.train_steps, a.max_tokens, a.budget, figures, save)
     save()

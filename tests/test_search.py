@@ -272,11 +272,18 @@ def test_sampling_on_the_static_step_draws_the_same_tokens(model: Transformer, e
     assert [h.tokens for h in got] == [h.tokens for h in want]
 
 
-def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Transformer,
-                                                                       eager_static: None) -> None:
+@pytest.mark.parametrize("pooled", [False, True])
+def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Transformer, eager_static: None,
+                                                                       pooled: bool,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """aiayn serve with decode.compile: sentences join a running search on the static step (their rows written into
-    unused rows, or the buckets grown: more rows, a longer source, a longer limit) and get what one batch gives."""
+    unused rows, or the buckets grown: more rows, a longer source, a longer limit) and get what one batch gives; also
+    with buffers reused from caches that are gone (cache.POOLED: a GPU's, here on the CPU), which must start clean."""
+    from aiayn import cache
     from aiayn.cache import StaticCache
+
+    monkeypatch.setattr(cache, "POOLED", {"cpu"} if pooled else set())
+    monkeypatch.setattr(cache, "_FREE", {})
 
     long = torch.randint(4, 40, (3, 21), generator=torch.Generator().manual_seed(9))  # 20 tokens: a 32 bucket
     long[:, -1] = EOS
@@ -297,6 +304,7 @@ def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Tr
     for i, hyps in enumerate(batch):
         assert [h.tokens for h in got[i]] == [h.tokens for h in hyps], i
         assert [h.score for h in got[i]] == pytest.approx([h.score for h in hyps], abs=1e-4)
+    assert bool(cache._FREE) == pooled                                         # buffers were given back
     assert {s[3] for s in shapes} == {16, 32}                                # outputs of 17 and 29 tokens at most
     assert {s[5] for s in shapes} == {16, 32}                                # sources of 16 and 32
     assert all(s[1] & (s[1] - 1) == 0 for s in shapes)                       # rows: powers of two
