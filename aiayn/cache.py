@@ -358,6 +358,29 @@ def _release(key: tuple[Any, ...], buffers: tuple[Tensor, ...]) -> None:
         free.append(buffers)
 
 
+def _buffers(owner: object, like: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """A StaticCache's buffers for ``shape`` (L, R, H, S, T, K), dtype and device of ``like``, contents not set: k, v
+    (L, R, H, T, K), mem_k, mem_v (L, R, H, S, K), src_mask (R, 1, 1, S), pos (R,). On a device in :data:`POOLED`,
+    those of a cache of this shape that is gone, marked as fixed addresses, and given back when ``owner`` is."""
+    L, R, H, S, T, K = shape
+    key, pooled = (like.device, like.dtype, *shape), like.device.type in POOLED
+    free = _FREE.get(key) if pooled else None
+    if free:
+        buffers = free.pop()
+    else:
+        buffers = (like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, S, K)),
+                   like.new_empty((L, R, H, S, K)), like.new_empty((R, 1, 1, S)),
+                   torch.empty(R, dtype=torch.long, device=like.device))
+        if pooled:
+            from torch._dynamo import mark_static_address
+
+            for b in buffers:
+                mark_static_address(b)
+    if pooled:
+        weakref.finalize(owner, _release, key, buffers)
+    return buffers
+
+
 def bucket(n: int, step: int = LENGTH_STEP) -> int:
     """A source or output length rounded up to a multiple of ``step`` (at least one)."""
     return -(-max(n, 1) // step) * step
@@ -386,26 +409,8 @@ class StaticCache:
     """
 
     def __init__(self, step_fn: StaticStep, like: Tensor, shape: tuple[int, ...], rows: int, step: int = 0) -> None:
-        """Buffers of ``shape`` (L, R, H, S, T, K), dtype and device of ``like``, their contents not set (reused ones,
-        where a cache of this shape has gone: :data:`POOLED`)."""
-        L, R, H, S, T, K = shape
-        key = (like.device, like.dtype, *shape)
-        pooled = like.device.type in POOLED
-        free = _FREE.get(key) if pooled else None
-        if free:
-            buffers = free.pop()
-        else:
-            buffers = (like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, S, K)),
-                       like.new_empty((L, R, H, S, K)), like.new_empty((R, 1, 1, S)),
-                       torch.empty(R, dtype=torch.long, device=like.device))
-            if pooled:
-                from torch._dynamo import mark_static_address
-
-                for b in buffers:
-                    mark_static_address(b)
-        if pooled:
-            weakref.finalize(self, _release, key, buffers)
-        self.k, self.v, self.mem_k, self.mem_v, self.src_mask, self.pos = buffers
+        """Buffers of ``shape`` (L, R, H, S, T, K) like ``like``, their contents not set (:func:`_buffers`)."""
+        self.k, self.v, self.mem_k, self.mem_v, self.src_mask, self.pos = _buffers(self, like, shape)
         self.step_fn, self.n, self.step = step_fn, rows, step
 
     def _shape(self, R: int | None = None, S: int | None = None, T: int | None = None) -> tuple[int, ...]:
@@ -426,9 +431,8 @@ class StaticCache:
                 torch.index_select(torch.nn.functional.pad(x, (0, 0, 0, S2 - S)), 0, rows, out=out)
         torch.index_select(torch.nn.functional.pad(src_mask, (0, S2 - S), value=float("-inf")), 0, rows,
                            out=me.src_mask)
-        me.k.zero_()
-        me.v.zero_()
-        me.pos.zero_()
+        for b in (me.k, me.v, me.pos):
+            b.zero_()
         return me
 
     @property
