@@ -62,6 +62,7 @@ def _records(run: Path, key: str) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): two training processes each, 8 s
 def test_two_processes_equal_one_process_accumulating_two_batches(copy_dir: DataDir, tmp_path: Path) -> None:
     """torchrun --nproc_per_node 2 on CPU (gloo): both ranks train on disjoint batches, rank 0 writes the run dir, and
     the weights are one process's accumulating both batches. With a time limit and a cooldown too: the ranks share
@@ -104,6 +105,7 @@ def straight(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): two training processes each, 8 s
 def test_a_killed_two_process_job_resumes_to_the_same_weights(copy_dir: DataDir, straight: Path,
                                                                tmp_path: Path) -> None:
     """kill -9 of the whole job (torchrun and both workers) mid-run; the same command again resumes from the last
@@ -139,6 +141,7 @@ def test_a_killed_two_process_job_resumes_to_the_same_weights(copy_dir: DataDir,
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): two training processes each, 8 s
 def test_resuming_with_another_number_of_processes_is_refused(copy_dir: DataDir, straight: Path,
                                                               tmp_path: Path) -> None:
     shutil.copytree(straight, tmp_path / "run")

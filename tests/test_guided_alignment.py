@@ -110,6 +110,7 @@ def copy_data(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Da
     return DataDir(out)
 
 
+@pytest.mark.ci      # CI's (make test-ci): eflomal over the corpus, 10 s
 def test_aiayn_align_stores_eflomal_links_of_the_model_words(copy_data: DataDir) -> None:
     pytest.importorskip("eflomal", reason="the eflomal aligner (aiayn[align]) is not installed")
     assert main(["align", str(copy_data.path)]) == 0

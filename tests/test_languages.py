@@ -289,6 +289,7 @@ def test_hf_dataset_saved_to_disk(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): a model trained, then fine-tuned, 11 s
 def test_fine_tuning_on_a_new_domain_improves_on_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run trained on one corpus (domain A: half of the words), fine-tuned with --init-from on another
     (domain B: the other half), scores better on B than before, and started from A's weights."""
