@@ -7,8 +7,9 @@ translations are joined with the source's own whitespace (pipeline.finish):
 - **Sentences** are sentencex's (Wikimedia's rules for ~250 languages; its wheel needs nothing at run time). It was
   chosen by measurement: ``python -m benchmarks split`` on Universal Dependencies' held-out treebanks, German,
   Chinese, French and English, against pysbd, blingfire and a punctuation baseline (docs/text.md has the table).
-  One rule is added: the full-width stops ``。！？`` end a sentence (where a closing quote or bracket follows them,
-  sentencex decides), where sentencex keeps ``。`` and a following digit together.
+  Two rules are added: the full-width stops ``。！？`` end a sentence (where a closing quote or bracket follows them,
+  sentencex decides), where sentencex keeps ``。`` and a following digit together; and a full stop after a word of
+  four letters or more ends one before a number (``… Kurve. 3 Spieler …``; ``Nr. 3`` and ``S. 3`` stay whole).
 - **A line break always ends a sentence**, and is kept (before, between and after the sentences; the spaces around
   it are not): a text of N lines is translated as N lines.
 - **Clauses**: a sentence longer than the model takes well (``DecodeConfig.sentence_tokens``) is cut further, at the
@@ -32,6 +33,9 @@ from dataclasses import dataclass
 # languages written without spaces between sentences (their translations are joined without one)
 UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"})
 _FULL_STOP = re.compile(r"[。！？]+(?![」』”’\"')）\]】》〉])")
+# a full stop after a word of four letters or more, then a number: sentencex keeps them together (``… eine
+# Dschungellandschaft. 2 blonde Mädchen …``), taking the stop for an ordinal's or an abbreviation's
+_STOP_NUMBER = re.compile(r"(?<=[^\W\d_]{4}\.)\s+(?=\d)")
 _CLAUSE = re.compile(r"(?<=[,;:])\s+|(?<=\s[—–])\s+|(?<=[，；：])")
 
 
@@ -65,7 +69,8 @@ def split(text: str, lang: str | None) -> Pieces:
         pos = line.start()
         for piece in sentencex.segment(_code(lang), line.group()):
             for a, b in _at_full_stops(piece):
-                _add(spans, text, pos + a, pos + b)
+                for c, d in _before_numbers(piece[a:b]):
+                    _add(spans, text, pos + a + c, pos + a + d)
             pos += len(piece)
     return Pieces(text, tuple(spans))
 
@@ -78,6 +83,11 @@ def _code(lang: str | None) -> str:
 def _at_full_stops(piece: str) -> list[tuple[int, int]]:
     cuts = [m.end() for m in _FULL_STOP.finditer(piece) if m.end() < len(piece.rstrip())]
     edges = [0, *cuts, len(piece)]
+    return list(zip(edges, edges[1:], strict=False))
+
+
+def _before_numbers(piece: str) -> list[tuple[int, int]]:
+    edges = [0, *(m.start() for m in _STOP_NUMBER.finditer(piece)), len(piece)]
     return list(zip(edges, edges[1:], strict=False))
 
 

@@ -37,6 +37,11 @@ def test_sentences_are_found_where_a_reader_finds_them() -> None:
         ["Dr. Müller kam um 10 Uhr an, z. B. mit dem Zug.", "Er war müde."]
     # a full stop before a digit ends a sentence (sentencex alone keeps them together)
     assert split("我很好。2007年，他来了。", "zh").sentences == ["我很好。", "2007年，他来了。"]
+    # ... and after a word of four letters or more (sentencex keeps them together); not after Nr., S. or er.
+    assert split("Ein Kind auf dem Motorrad. 6 Personen kommen.", "de").sentences == \
+        ["Ein Kind auf dem Motorrad.", "6 Personen kommen."]
+    for whole_one in ("Siehe Nr. 3 und S. 5 dort.", "Am 3. Mai kam er. 2 Tage später ging er."):
+        assert split(whole_one, "de").sentences == [whole_one]
     assert split("Eins\nZwei.  Drei.", "de").sentences == ["Eins", "Zwei.", "Drei."]     # a line break always ends one
     assert split("   ", "de").spans == () and whole("  Hallo Welt ").sentences == ["Hallo Welt"]
 
