@@ -15,11 +15,11 @@ request is:
 - **.docx** (python-docx): every paragraph of the body, its tables, headers and footers. A paragraph whose text runs
   differ in formatting (bold, italics, a link, a font) is translated as HTML, each run that differs from the
   paragraph's main formatting as a ``<span>``, so that it lands on the words aligned with its own; the runs are then
-  rebuilt in the translation's order, each a copy of the run it came from (its properties, its link). Images,
-  fields, styles, numbering and section properties are not touched; runs holding a tab or a break keep their place
-  after the paragraph's text.
+  rebuilt in the translation's order, each a copy of the run it came from (its properties, its link). A line break,
+  a tab, a field or an image cuts the paragraph into lines, each translated on its own and put back in its place,
+  so that they stay between the same texts. Styles, numbering and section properties are not touched.
 - **.pptx** (python-pptx): every paragraph of every slide (text boxes, placeholders, tables, groups) and of its
-  speaker notes, its runs as in docx (DrawingML's runs: a link is part of a run's properties). Layouts, masters,
+  speaker notes, its runs and lines as in docx (DrawingML's runs: a link is part of a run's properties). Layouts, masters,
   pictures, charts and animations are not touched.
 
 - **.epub** (EbookLib): the body of every content document as one HTML fragment, as .html is translated (EbookLib
@@ -410,17 +410,59 @@ DRAWING = _Dialect(_A + "p", _A + "r", _A + "t", _A + "rPr", None, False)
 
 
 def _translate_paragraphs(paragraphs: list[Any], d: _Dialect, translate: Translate) -> int:
-    """Each paragraph with text runs translated in place (as text, or as HTML where its runs differ: the module's
-    docstring); returns how many."""
-    paragraphs = [p for p in paragraphs if _text_runs(p, d)]
-    asks = [_as_asked(p, d) for p in paragraphs]
+    """Each paragraph's text translated in place, line by line (:func:`_lines`: a line break, a tab or anything else
+    that is not text keeps its place between them), each line as text, or as HTML where its runs differ (the module's
+    docstring); returns how many paragraphs held text."""
+    lines = [(p, runs) for p in paragraphs for runs in _lines(p, d)]
+    asks = [_as_asked(runs, d) for _, runs in lines]
     plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
     marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
     out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
     out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
-    for i, p in enumerate(paragraphs):
-        _rebuild(p, out[i], asks[i][0] == "html", d)
-    return len(paragraphs)
+    for i, (_, runs) in enumerate(lines):
+        _rebuild(runs, out[i], asks[i][0] == "html", d)
+    return len({id(p) for p, _ in lines})
+
+
+_BREAKS = {_W + "br", _W + "tab", _W + "cr", _A + "br"}
+
+
+def _lines(p: Any, d: _Dialect) -> list[list[Any]]:
+    """A paragraph's text runs cut at whatever else it holds, in order: a line break or a tab (Word keeps them in a
+    run, which is cut in two there first: :func:`_cut_at_breaks`; DrawingML between runs), a field, an image. Lines
+    of whitespace alone are left as they are."""
+    _cut_at_breaks(p, d)
+    lines: list[list[Any]] = [[]]
+    for e in p.iter():
+        if e.tag == d.r and _is_text_run(e, d):
+            lines[-1].append(e)
+        elif e.tag == d.r or e.tag in _BREAKS or e.tag == _A + "fld":
+            lines.append([])
+    return [runs for runs in lines if "".join(t.text or "" for r in runs for t in r.iter(d.t)).strip()]
+
+
+def _cut_at_breaks(p: Any, d: _Dialect) -> None:
+    """Each run holding text beside line breaks or tabs (Word's ``<w:r><w:t/><w:br/><w:t/></w:r>``) replaced by
+    runs of one kind each, with its formatting: so that the text on either side is a line of its own."""
+    for r in list(p.iter(d.r)):
+        kids = [c for c in r if c.tag != d.rpr]
+        if not (any(c.tag == d.t for c in kids) and any(c.tag in _BREAKS for c in kids)
+                and all(c.tag == d.t or c.tag in _BREAKS for c in kids)):
+            continue
+        groups: list[list[Any]] = []
+        for c in kids:
+            if groups and (groups[-1][0].tag == d.t) == (c.tag == d.t):
+                groups[-1].append(c)
+            else:
+                groups.append([c])
+        props = r.find(d.rpr)
+        for group in groups:
+            run = r.makeelement(r.tag, r.attrib)
+            if props is not None:
+                run.append(copy.deepcopy(props))
+            run.extend(group)                                         # (moved from r)
+            r.addprevious(run)
+        r.getparent().remove(r)
 
 
 def _docx(src: Path, dst: Path, translate: Translate) -> int:
@@ -460,14 +502,10 @@ def _pptx(src: Path, dst: Path, translate: Translate) -> int:
     return n
 
 
-def _text_runs(p: Any, d: _Dialect) -> list[Any]:
-    """A paragraph's runs that hold text and nothing else (their text beside their properties)."""
-    runs = []
-    for r in p.iter(d.r):
-        kids = [c for c in r if c.tag != d.rpr]
-        if kids and all(c.tag == d.t for c in kids):
-            runs.append(r)
-    return runs
+def _is_text_run(r: Any, d: _Dialect) -> bool:
+    """Whether a run holds text and nothing else (beside its properties)."""
+    kids = [c for c in r if c.tag != d.rpr]
+    return bool(kids) and all(c.tag == d.t for c in kids)
 
 
 def _carrier(r: Any, d: _Dialect) -> Any:
@@ -504,8 +542,7 @@ def _asked(texts: list[str], looks: list[Any]) -> tuple[str, str]:
                            for i, (look, t) in enumerate(zip(looks, texts, strict=True)))
 
 
-def _as_asked(p: Any, d: _Dialect) -> tuple[str, str]:
-    runs = _text_runs(p, d)
+def _as_asked(runs: list[Any], d: _Dialect) -> tuple[str, str]:
     return _asked(["".join(t.text or "" for t in r) for r in runs], [_look(r, d) for r in runs])
 
 
@@ -550,10 +587,9 @@ class _Spans(HTMLParser):
         self.pieces.append((data, self.stack[-1] if self.stack else None))
 
 
-def _rebuild(p: Any, translation: str, marked: bool, d: _Dialect) -> None:
-    """The paragraph's text runs replaced by the translation: one run (a copy of the first) for a plain paragraph;
-    for a marked one, a copy of each piece's own run, in the translation's order."""
-    runs = _text_runs(p, d)
+def _rebuild(runs: list[Any], translation: str, marked: bool, d: _Dialect) -> None:
+    """A line's text runs replaced by its translation: one run (a copy of the main look's) for a plain line; for a
+    marked one, a copy of each piece's own run, in the translation's order."""
     main = _main(["".join(t.text or "" for t in r) for r in runs], [_look(r, d) for r in runs])
     merged = _pieces(translation, marked, main, len(runs))
     carriers = list(dict.fromkeys(_carrier(r, d) for r in runs))

@@ -126,6 +126,41 @@ def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
     assert d.sections[0].header.paragraphs[0].text == "A J"
 
 
+def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
+    """A Word paragraph with a line break inside a run, a tab between runs and a bold word on its second line, and a
+    slide's paragraph with a line break: each line translated on its own, the breaks and the tab where they were."""
+    pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
+    d = docx.Document()
+    p = d.add_paragraph()
+    p.add_run("a b").add_break()                                  # <w:r><w:t>a b</w:t><w:br/></w:r>
+    p.add_run("c ")
+    p.add_run("d").bold = True
+    p.add_run("\te f")                                            # python-docx writes the tab as <w:tab/>
+    d.save(str(tmp_path / "a.docx"))
+    asked: list[str] = []
+
+    def record(texts: list[str], fmt: str) -> list[str]:
+        asked.extend(texts)
+        return upper(texts, fmt)
+
+    translate_file(tmp_path / "a.docx", tmp_path / "b.docx", record)
+    assert sorted(asked) == ["a b", 'c <span class="r1">d</span>', "e f"]
+    out = docx.Document(str(tmp_path / "b.docx")).paragraphs[0]
+    assert out.text == "A B\nC D\tE F"
+    assert [(r.text, bool(r.bold)) for r in out.runs if r.text.strip("\n\t")] == \
+        [("A B", False), ("C ", False), ("D", True), ("E F", False)]
+
+    deck = pptx.Presentation()
+    box = deck.slides.add_slide(deck.slide_layouts[6]).shapes.add_textbox(0, 0, 100, 100).text_frame.paragraphs[0]
+    box.add_run().text = "a b"
+    box.add_line_break()
+    box.add_run().text = "c d"
+    deck.save(str(tmp_path / "a.pptx"))
+    translate_file(tmp_path / "a.pptx", tmp_path / "b.pptx", upper)
+    shape = pptx.Presentation(str(tmp_path / "b.pptx")).slides[0].shapes[0]
+    assert shape.text_frame.paragraphs[0].text == "A B\x0bC D"          # python-pptx reads <a:br/> as a vertical tab
+
+
 def _deck(tmp_path: Path) -> tuple[Path, Any]:
     """A presentation (python-pptx): a title and content slide with a bold run and a link, a text box, a table and
     speaker notes, then a blank slide. -> its path, and the presentation."""
