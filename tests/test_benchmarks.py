@@ -75,6 +75,7 @@ def test_the_server_replay_decodes_through_the_servers_batcher_and_is_recorded(c
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): every row of a benchmark's table, 6 s
 def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, copy_dir: DataDir,
                                                              tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")

@@ -160,7 +160,7 @@ def test_valid_bleu_subset_is_fixed_and_seeded() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lang", ["ru", "ar"])
+@pytest.mark.parametrize("lang", ["ru", pytest.param("ar", marks=pytest.mark.ci)])   # ar: CI's (make test-ci), 7 s
 def test_a_new_script_prepares_trains_translates_and_scores(lang: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     corpus = _write_corpus(tmp_path / "corpus", lang, {"train": 3000, "valid": 100, "test": 200})
