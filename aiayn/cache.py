@@ -349,13 +349,17 @@ StaticStep = Callable[..., tuple[Tensor, Tensor, Tensor]]   # model.static_step'
 # buffers of their own, each step: the caches are marked as fixed addresses instead, and buffers of a shape are reused
 # from one cache to the next (released when their cache is gone), so that a graph is recorded once per shape.
 POOLED = {"cuda"}
-_FREE: dict[tuple[Any, ...], list[tuple[Tensor, ...]]] = {}
+POOL_BYTES = 2 << 30        # the free buffers kept at most (the least recently given back are let go first)
+_FREE: dict[tuple[Any, ...], list[tuple[Tensor, ...]]] = {}        # (in the order they were last given back)
 
 
 def _release(key: tuple[Any, ...], buffers: tuple[Tensor, ...]) -> None:
-    free = _FREE.setdefault(key, [])
-    if len(free) < 2:
-        free.append(buffers)
+    free = _FREE.pop(key, [])
+    _FREE[key] = free + [buffers] if len(free) < 2 else free
+    size = lambda sets: sum(b.numel() * b.element_size() for bs in sets for b in bs)  # noqa: E731
+    total = sum(size(sets) for sets in _FREE.values())
+    while total > POOL_BYTES and _FREE:
+        total -= size(_FREE.pop(next(iter(_FREE))))
 
 
 def _buffers(owner: object, like: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, ...]:

@@ -305,6 +305,10 @@ def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Tr
         assert [h.tokens for h in got[i]] == [h.tokens for h in hyps], i
         assert [h.score for h in got[i]] == pytest.approx([h.score for h in hyps], abs=1e-4)
     assert bool(cache._FREE) == pooled                                         # buffers were given back
+    if pooled:                                  # at most POOL_BYTES kept: here, less than one cache's buffers
+        monkeypatch.setattr(cache, "POOL_BYTES", 1)
+        beam_search(model, src[:3], beam=3, max_len_b=8, compile=True)
+        assert not cache._FREE
     assert {s[3] for s in shapes} == {16, 32}                                # outputs of 17 and 29 tokens at most
     assert {s[5] for s in shapes} == {16, 32}                                # sources of 16 and 32
     assert all(s[1] & (s[1] - 1) == 0 for s in shapes)                       # rows: powers of two
