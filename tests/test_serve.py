@@ -526,14 +526,17 @@ def test_a_memory_budget_loads_models_on_first_use_and_unloads_the_least_recentl
     own, also under a concurrent burst over all three (a model in use is never unloaded under a request)."""
     from .conftest import relabeled
 
-    runs = [relabeled(copy_model, tmp_path / name, *name.split("-")) for name in ("en-fr", "fr-de", "de-es")]
+    runs = [relabeled(copy_model, tmp_path / name, *name.split("-")) for name in ("en-fr", "fr-de", "de-es", "es-it")]
+    for ckpt in (runs[3] / "averaged", runs[3] / "best", runs[3] / "last"):
+        if (ckpt / "model.safetensors").is_file():
+            (ckpt / "model.safetensors").write_bytes(b"not a weights file")   # found only when it is loaded
     size = Translator.load(runs[0], device="cpu").memory_bytes()
     budget = 2.5 * size / (1 << 20)                                    # MiB: two models fit, not three
     lines = copy_dir.raw_lines("test", "src")[:3]
     want = Translator.load(runs[0], device="cpu", workers=1).translate(lines)
     pairs = [name.split("-") for name in ("en-fr", "fr-de", "de-es")]
     s = Server("--no-processes", "--memory-budget", f"{budget:.6f}", "--model", str(runs[1]), "--model",
-               str(runs[2]), model=runs[0])
+               str(runs[2]), "--model", str(runs[3]), model=runs[0])
     try:
         def loaded() -> list[str]:
             info = s.request("GET", "/info")[2]["models"]
@@ -548,6 +551,9 @@ def test_a_memory_budget_loads_models_on_first_use_and_unloads_the_least_recentl
             assert status == 200 and body["translations"] == want, body
             assert loaded() == now
         assert (s.metric("aiayn_model_loads_total"), s.metric("aiayn_model_unloads_total")) == (4, 2)
+        status, _, body = s.post("/translate", {"text": lines, "source": "es", "target": "it"})
+        assert status == 503 and "model es-it could not be loaded" in body["error"], body   # the others go on
+        assert loaded() == ["de-es", "en-fr"]
         status, _, body = s.post("/translate", {"q": lines[0], "source": "fr", "target": "de"})   # LibreTranslate's
         assert status == 200 and body["translatedText"] == want[0], body
         with ThreadPoolExecutor(6) as pool:

@@ -193,8 +193,11 @@ class Served:
 
             run = RunDir(Path(self.info["run"]))
             decode = run.config().decode.replace(**self.settings)
-            return {**pair, "model": run.config().model.to_dict(),
-                    "parameters": parameter_count(Path(self.info["checkpoint"])), "memory_bytes": 0,
+            try:
+                parameters: int | None = parameter_count(Path(self.info["checkpoint"]))
+            except Exception:  # noqa: BLE001 - a damaged weights file: said when a request loads it (Pool.ready)
+                parameters = None
+            return {**pair, "model": run.config().model.to_dict(), "parameters": parameters, "memory_bytes": 0,
                     "precision": decode.precision, "device": decode.device, "loaded": False, **info,
                     "decode": asdict(decode)}
         model, parameters = t.model_info()
@@ -410,5 +413,10 @@ class Pool:
             if used + need > self.budget:
                 log.warning("loading %s (%d MB) holds %d MB of models, over the budget of %d MB: the others loaded "
                             "are in use", model.name, need >> 20, (used + need) >> 20, self.budget >> 20)
-            await asyncio.get_running_loop().run_in_executor(None, self.start, model)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.start, model)
+            except Exception as e:  # noqa: BLE001 - any failure to load: the model named, the server goes on
+                log.error("model %s could not be loaded: %s", model.name, e)
+                model.close()
+                raise ServiceError(503, f"model {model.name} could not be loaded: {e}") from None
             model.info["bytes"] = model.memory_bytes()
