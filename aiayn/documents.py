@@ -29,8 +29,8 @@ request is:
 - **.odt / .odp** (odfpy): every paragraph and heading of the body (tables, frames and text boxes, slides, notes)
   and of the master pages (headers, footers). A paragraph's spans and links are its runs, as in docx: one that
   differs from the paragraph's main look lands on the words aligned with its own; spaces are written as ODF keeps
-  them (``text:s``). Anything else in a paragraph (a frame, a note, a tab, a line break, a bookmark) keeps its place
-  after the paragraph's text.
+  them (``text:s``). Anything else in a paragraph (a line break, a tab, a frame, a note, a bookmark) cuts it into
+  lines, each translated on its own, and keeps its place between them.
 
 - **.md / .markdown** (markdown-it-py, CommonMark with tables): each paragraph, heading, list item, quote and table
   cell, its inline markdown (emphasis, links, images, code spans) translated as HTML and written back as markdown on
@@ -309,41 +309,58 @@ def _odf(src: Path, dst: Path, translate: Translate) -> int:
     document = opendocument.load(str(src))
     paragraphs = [p for part in (document.body, document.masterstyles) for kind in (text.P, text.H)
                   for p in part.getElementsByType(kind)]
-    runs = {id(p): _odf_runs(p) for p in paragraphs}
-    paragraphs = [p for p in paragraphs if any(t.strip() for t, _ in runs[id(p)])]
-    asks = [_odf_asked(runs[id(p)]) for p in paragraphs]
+    parts = {id(p): _odf_parts(p) for p in paragraphs}
+    lines = [(p, k) for p in paragraphs for k, part in enumerate(parts[id(p)])
+             if isinstance(part, list) and any(t.strip() for t, _ in part)]
+    asks = [_odf_asked(parts[id(p)][k]) for p, k in lines]
     plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
     marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
     out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
     out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
-    for i, p in enumerate(paragraphs):
-        _odf_rebuild(p, runs[id(p)], out[i], asks[i][0] == "html")
+    done: dict[int, dict[int, tuple[str, bool]]] = {}
+    for i, (p, k) in enumerate(lines):
+        done.setdefault(id(p), {})[k] = (out[i], asks[i][0] == "html")
+    for p in paragraphs:
+        if id(p) in done:
+            _odf_rebuild(p, parts[id(p)], done[id(p)])
     document.save(str(dst))
-    return len(paragraphs)
+    return len(done)
 
 
 _ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 
 
-def _odf_runs(p: Any) -> list[tuple[str, Any]]:
-    """A paragraph's runs: (text, None) for its own text, (text, element) for a span or link holding text only; the
-    other children are not runs (they stay)."""
+def _odf_run(child: Any) -> tuple[str, Any] | None:
+    """A paragraph's child as a run: (text, None) for its own text (spaces too), (text, element) for a span or link
+    holding text only; None for anything else (a line break, a tab, a frame, a note, a bookmark)."""
     from odf.element import Node
 
     def spaces(e: Any) -> str:
         return " " * int(e.getAttrNS(_ODF_TEXT, "c") or 1)
 
-    out: list[tuple[str, Any]] = []
+    if child.nodeType == Node.TEXT_NODE:
+        return child.data, None
+    if child.qname == (_ODF_TEXT, "s"):
+        return spaces(child), None
+    if child.qname in ((_ODF_TEXT, "span"), (_ODF_TEXT, "a")) and all(
+            c.nodeType == Node.TEXT_NODE or c.qname == (_ODF_TEXT, "s") for c in child.childNodes):
+        return "".join(c.data if c.nodeType == Node.TEXT_NODE else spaces(c) for c in child.childNodes), child
+    return None
+
+
+def _odf_parts(p: Any) -> list[Any]:
+    """A paragraph's children in order, its runs gathered into lines: a list of runs (:func:`_odf_run`) for each
+    line, and each other child as it is, between them."""
+    parts: list[Any] = []
     for child in p.childNodes:
-        if child.nodeType == Node.TEXT_NODE:
-            out.append((child.data, None))
-        elif child.qname == (_ODF_TEXT, "s"):
-            out.append((spaces(child), None))
-        elif child.qname in ((_ODF_TEXT, "span"), (_ODF_TEXT, "a")) and all(
-                c.nodeType == Node.TEXT_NODE or c.qname == (_ODF_TEXT, "s") for c in child.childNodes):
-            out.append(("".join(c.data if c.nodeType == Node.TEXT_NODE else spaces(c) for c in child.childNodes),
-                        child))
-    return out
+        run = _odf_run(child)
+        if run is None:
+            parts.append(child)
+        elif parts and isinstance(parts[-1], list):
+            parts[-1].append(run)
+        else:
+            parts.append([run])
+    return parts
 
 
 def _odf_look(e: Any) -> Any:
@@ -354,36 +371,34 @@ def _odf_asked(runs: list[tuple[str, Any]]) -> tuple[str, str]:
     return _asked([t for t, _ in runs], [_odf_look(e) for _, e in runs])
 
 
-def _odf_rebuild(p: Any, runs: list[tuple[str, Any]], translation: str, marked: bool) -> None:
-    """The paragraph's runs replaced by the translation, where its first run stood: plain pieces as the paragraph's
-    own text, the others each in a copy of its span or link; the paragraph's other children after them."""
+def _odf_rebuild(p: Any, parts: list[Any], translated: dict[int, tuple[str, bool]]) -> None:
+    """The paragraph rebuilt from its parts, in order: each translated line (``translated``: by its place among
+    the parts, its translation and whether it is HTML) as plain pieces of the paragraph's own text and the others each
+    in a copy of its span or link; a line left as it was (whitespace), and every other child, where it stood."""
     from odf import teletype
-    from odf.element import Element, Node
+    from odf.element import Element
 
-    main = _main([t for t, _ in runs], [_odf_look(e) for _, e in runs])
-    merged = _pieces(translation, marked, main, len(runs))
-    members = {id(e) for _, e in runs if e is not None}
     children = list(p.childNodes)
-    first = next(k for k, c in enumerate(children) if c.nodeType == Node.TEXT_NODE or id(c) in members
-                 or c.qname == (_ODF_TEXT, "s"))
-    kept = [c for c in children if not (c.nodeType == Node.TEXT_NODE or id(c) in members
-                                        or c.qname == (_ODF_TEXT, "s"))]
     p.childNodes = []                      # (odfpy's removeChild refuses text nodes: the children are let go at once)
     for c in children:
         c.parentNode = c.nextSibling = c.previousSibling = None
-    before = [c for c in kept if children.index(c) < first]
-    for c in before:
-        p.appendChild(c)
-    for t, i in merged:
-        carrier = runs[i][1]
-        if carrier is None:
-            teletype.addTextToElement(p, t)
-        else:
-            clone = Element(qname=carrier.qname, qattributes=dict(carrier.attributes), check_grammar=False)
-            teletype.addTextToElement(clone, t)
-            p.appendChild(clone)
-    for c in kept[len(before):]:
-        p.appendChild(c)
+    for k, part in enumerate(parts):
+        if not isinstance(part, list):
+            p.appendChild(part)
+            continue
+        if k not in translated:
+            teletype.addTextToElement(p, "".join(t for t, _ in part))
+            continue
+        translation, marked = translated[k]
+        main = _main([t for t, _ in part], [_odf_look(e) for _, e in part])
+        for t, i in _pieces(translation, marked, main, len(part)):
+            carrier = part[i][1]
+            if carrier is None:
+                teletype.addTextToElement(p, t)
+            else:
+                clone = Element(qname=carrier.qname, qattributes=dict(carrier.attributes), check_grammar=False)
+                teletype.addTextToElement(clone, t)
+                p.appendChild(clone)
 
 
 # --- Office Open XML: docx and pptx -------------------------------------------------------------------------------

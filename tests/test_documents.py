@@ -127,8 +127,9 @@ def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
 
 
 def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
-    """A Word paragraph with a line break inside a run, a tab between runs and a bold word on its second line, and a
-    slide's paragraph with a line break: each line translated on its own, the breaks and the tab where they were."""
+    """A Word paragraph with a line break inside a run, a tab between runs and a bold word on its second line, a
+    slide's paragraph with a line break, and an odt paragraph like the Word one: each line translated on its own, the
+    breaks and the tab where they were."""
     pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
     d = docx.Document()
     p = d.add_paragraph()
@@ -159,6 +160,29 @@ def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
     translate_file(tmp_path / "a.pptx", tmp_path / "b.pptx", upper)
     shape = pptx.Presentation(str(tmp_path / "b.pptx")).slides[0].shapes[0]
     assert shape.text_frame.paragraphs[0].text == "A B\x0bC D"          # python-pptx reads <a:br/> as a vertical tab
+
+    pytest.importorskip("odf", reason="odfpy: pip install aiayn[documents]")
+    from odf import opendocument, style, text
+
+    doc = opendocument.OpenDocumentText()
+    bold = style.Style(name="B", family="text")
+    bold.addElement(style.TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    para = text.P(text="a b")
+    para.addElement(text.LineBreak())
+    para.addText("c ")
+    para.addElement(text.Span(stylename=bold, text="d"))
+    para.addElement(text.Tab())
+    para.addText("e f")
+    doc.text.addElement(para)
+    doc.save(str(tmp_path / "a.odt"))
+    asked.clear()
+    translate_file(tmp_path / "a.odt", tmp_path / "b.odt", record)
+    assert sorted(asked) == ["a b", 'c <span class="r1">d</span>', "e f"]
+    para = opendocument.load(str(tmp_path / "b.odt")).text.getElementsByType(text.P)[0]
+    assert [(c.qname[1] if c.nodeType == c.ELEMENT_NODE else "", str(c) if c.nodeType == c.ELEMENT_NODE else c.data)
+            for c in para.childNodes] == [("", "A B"), ("line-break", ""), ("", "C "), ("span", "D"), ("tab", ""),
+                                          ("", "E F")]
 
 
 def _deck(tmp_path: Path) -> tuple[Path, Any]:
