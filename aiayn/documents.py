@@ -15,9 +15,10 @@ request is:
 - **.docx** (python-docx): every paragraph of the body, its tables, headers and footers. A paragraph whose text runs
   differ in formatting (bold, italics, a link, a font) is translated as HTML, each run that differs from the
   paragraph's main formatting as a ``<span>``, so that it lands on the words aligned with its own; the runs are then
-  rebuilt in the translation's order, each a copy of the run it came from (its properties, its link). A line break,
-  a tab, a field or an image cuts the paragraph into lines, each translated on its own and put back in its place,
-  so that they stay between the same texts. Styles, numbering and section properties are not touched.
+  rebuilt in the translation's order, each a copy of the run it came from (its properties, its link). A line break
+  or a tab cuts the paragraph into lines, each translated on its own, so that they stay between the same texts; a
+  field, an image or a footnote's mark stays after its line's text. Styles, numbering and section properties are not
+  touched.
 - **.pptx** (python-pptx): every paragraph of every slide (text boxes, placeholders, tables, groups) and of its
   speaker notes, its runs and lines as in docx (DrawingML's runs: a link is part of a run's properties). Layouts, masters,
   pictures, charts and animations are not touched.
@@ -29,8 +30,8 @@ request is:
 - **.odt / .odp** (odfpy): every paragraph and heading of the body (tables, frames and text boxes, slides, notes)
   and of the master pages (headers, footers). A paragraph's spans and links are its runs, as in docx: one that
   differs from the paragraph's main look lands on the words aligned with its own; spaces are written as ODF keeps
-  them (``text:s``). Anything else in a paragraph (a line break, a tab, a frame, a note, a bookmark) cuts it into
-  lines, each translated on its own, and keeps its place between them.
+  them (``text:s``). A line break or a tab cuts a paragraph into lines, each translated on its own, and keeps its
+  place between them; anything else in it (a frame, a note, a bookmark) stays after its line's text.
 
 - **.md / .markdown** (markdown-it-py, CommonMark with tables): each paragraph, heading, list item, quote and table
   cell, its inline markdown (emphasis, links, images, code spans) translated as HTML and written back as markdown on
@@ -348,18 +349,26 @@ def _odf_run(child: Any) -> tuple[str, Any] | None:
     return None
 
 
+_ODF_BREAKS = {(_ODF_TEXT, "line-break"), (_ODF_TEXT, "tab")}
+
+
 def _odf_parts(p: Any) -> list[Any]:
-    """A paragraph's children in order, its runs gathered into lines: a list of runs (:func:`_odf_run`) for each
-    line, and each other child as it is, between them."""
+    """A paragraph's children in order, its runs gathered into lines: a list of runs (:func:`_odf_run`) for each line
+    (a line break or a tab ends one), and each other child as it is; one inside a line (a frame, a note, a bookmark)
+    comes after that line's runs, so that it does not cut a sentence in two."""
     parts: list[Any] = []
+    line: list[tuple[str, Any]] | None = None
     for child in p.childNodes:
         run = _odf_run(child)
         if run is None:
             parts.append(child)
-        elif parts and isinstance(parts[-1], list):
-            parts[-1].append(run)
+            if child.nodeType == child.ELEMENT_NODE and child.qname in _ODF_BREAKS:
+                line = None
+        elif line is not None:
+            line.append(run)
         else:
-            parts.append([run])
+            line = [run]
+            parts.append(line)
     return parts
 
 
@@ -425,9 +434,9 @@ DRAWING = _Dialect(_A + "p", _A + "r", _A + "t", _A + "rPr", None, False)
 
 
 def _translate_paragraphs(paragraphs: list[Any], d: _Dialect, translate: Translate) -> int:
-    """Each paragraph's text translated in place, line by line (:func:`_lines`: a line break, a tab or anything else
-    that is not text keeps its place between them), each line as text, or as HTML where its runs differ (the module's
-    docstring); returns how many paragraphs held text."""
+    """Each paragraph's text translated in place, line by line (:func:`_lines`: a line break or a tab keeps its place
+    between them), each line as text, or as HTML where its runs differ (the module's docstring); returns how many
+    paragraphs held text."""
     lines = [(p, runs) for p in paragraphs for runs in _lines(p, d)]
     asks = [_as_asked(runs, d) for _, runs in lines]
     plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
@@ -443,15 +452,16 @@ _BREAKS = {_W + "br", _W + "tab", _W + "cr", _A + "br"}
 
 
 def _lines(p: Any, d: _Dialect) -> list[list[Any]]:
-    """A paragraph's text runs cut at whatever else it holds, in order: a line break or a tab (Word keeps them in a
-    run, which is cut in two there first: :func:`_cut_at_breaks`; DrawingML between runs), a field, an image. Lines
-    of whitespace alone are left as they are."""
+    """A paragraph's text runs cut into lines at its line breaks and tabs (Word keeps them in a run, which is cut in
+    two there first: :func:`_cut_at_breaks`; DrawingML between runs). Anything else (a field, an image, a footnote's
+    mark) does not cut a sentence in two: it stays where it is, after the line's translation. Lines of whitespace
+    alone are left as they are."""
     _cut_at_breaks(p, d)
     lines: list[list[Any]] = [[]]
     for e in p.iter():
         if e.tag == d.r and _is_text_run(e, d):
             lines[-1].append(e)
-        elif e.tag == d.r or e.tag in _BREAKS or e.tag == _A + "fld":
+        elif e.tag in _BREAKS:
             lines.append([])
     return [runs for runs in lines if "".join(t.text or "" for r in runs for t in r.iter(d.t)).strip()]
 
@@ -517,9 +527,12 @@ def _pptx(src: Path, dst: Path, translate: Translate) -> int:
     return n
 
 
+_HINTS = {_W + "lastRenderedPageBreak"}    # where Word last broke the page: in a text run, not a text of its own
+
+
 def _is_text_run(r: Any, d: _Dialect) -> bool:
-    """Whether a run holds text and nothing else (beside its properties)."""
-    kids = [c for c in r if c.tag != d.rpr]
+    """Whether a run holds text and nothing else (beside its properties and Word's rendering hints)."""
+    kids = [c for c in r if c.tag != d.rpr and c.tag not in _HINTS]
     return bool(kids) and all(c.tag == d.t for c in kids)
 
 

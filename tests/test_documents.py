@@ -129,7 +129,8 @@ def test_docx_keeps_its_structure_and_runs(tmp_path: Path) -> None:
 def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
     """A Word paragraph with a line break inside a run, a tab between runs and a bold word on its second line, a
     slide's paragraph with a line break, and an odt paragraph like the Word one: each line translated on its own, the
-    breaks and the tab where they were."""
+    breaks and the tab where they were. A bookmark inside a sentence does not cut it, and a Word run holding where the
+    page last broke beside its text is text still."""
     pptx = pytest.importorskip("pptx", reason="python-pptx: pip install aiayn[documents]")
     d = docx.Document()
     p = d.add_paragraph()
@@ -137,6 +138,8 @@ def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
     p.add_run("c ")
     p.add_run("d").bold = True
     p.add_run("\te f")                                            # python-docx writes the tab as <w:tab/>
+    hint = d.add_paragraph().add_run("g h")._r                    # where Word last broke the page: still text
+    hint.insert(0, hint.makeelement(docx.oxml.ns.qn("w:lastRenderedPageBreak"), {}))
     d.save(str(tmp_path / "a.docx"))
     asked: list[str] = []
 
@@ -145,9 +148,10 @@ def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
         return upper(texts, fmt)
 
     translate_file(tmp_path / "a.docx", tmp_path / "b.docx", record)
-    assert sorted(asked) == ["a b", 'c <span class="r1">d</span>', "e f"]
+    assert sorted(asked) == ["a b", 'c <span class="r1">d</span>', "e f", "g h"]
     out = docx.Document(str(tmp_path / "b.docx")).paragraphs[0]
     assert out.text == "A B\nC D\tE F"
+    assert docx.Document(str(tmp_path / "b.docx")).paragraphs[1].text == "G H"
     assert [(r.text, bool(r.bold)) for r in out.runs if r.text.strip("\n\t")] == \
         [("A B", False), ("C ", False), ("D", True), ("E F", False)]
 
@@ -173,7 +177,9 @@ def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
     para.addText("c ")
     para.addElement(text.Span(stylename=bold, text="d"))
     para.addElement(text.Tab())
-    para.addText("e f")
+    para.addText("e ")
+    para.addElement(text.Bookmark(name="x"))                      # inside a sentence: it does not cut it
+    para.addText("f")
     doc.text.addElement(para)
     doc.save(str(tmp_path / "a.odt"))
     asked.clear()
@@ -182,7 +188,7 @@ def test_line_breaks_and_tabs_stay_between_their_texts(tmp_path: Path) -> None:
     para = opendocument.load(str(tmp_path / "b.odt")).text.getElementsByType(text.P)[0]
     assert [(c.qname[1] if c.nodeType == c.ELEMENT_NODE else "", str(c) if c.nodeType == c.ELEMENT_NODE else c.data)
             for c in para.childNodes] == [("", "A B"), ("line-break", ""), ("", "C "), ("span", "D"), ("tab", ""),
-                                          ("", "E F")]
+                                          ("", "E F"), ("bookmark", "")]
 
 
 def _deck(tmp_path: Path) -> tuple[Path, Any]:
