@@ -13,7 +13,9 @@ milliseconds per step are the best of ``--repeats`` passes. Also reported: the c
 from today's log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
 (``decode.compile``: cache.StaticCache, greedy or ``--beam``): ``Translator.translate`` of the first ``--lines`` lines with
 compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the
-seconds and the lines identical to compile off. Records ``results/static-step-<date>.json``.
+seconds and the lines identical to compile off. ``--pt2e`` adds the step quantized to int8 through PT2E (torchao's x86
+Inductor quantizer), against today's int8 (torch.ao's dynamic quantization). Records
+``results/static-step-<date>.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,39 @@ def static_step(m: Any) -> Any:
     return functools.partial(step, m)
 
 
-def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) -> dict[str, Any]:
+def pt2e_int8(m: Any, args: tuple[Any, ...]) -> Any:
+    """The static step of model ``m`` quantized to int8 through PT2E (torchao's x86 Inductor quantizer, dynamic
+    activation scales as today's int8), exported at the shapes of ``args``, compiled with frozen weights."""
+    import torch
+    import torch._inductor.config as inductor
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
+
+    step = static_step(m)
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, *a: Any) -> Any:
+            return step(*a)
+
+    for p in m.parameters():
+        p.requires_grad_(False)
+    exported = torch.export.export(Step(), args).module()
+    quantizer = xiq.X86InductorQuantizer().set_global(xiq.get_default_x86_inductor_quantization_config(is_dynamic=True))
+    prepared = prepare_pt2e(exported, quantizer)
+    prepared(*args)
+    converted = convert_pt2e(prepared)
+    move_exported_model_to_eval(converted)
+    inductor.freezing = True
+    torch._dynamo.reset()
+    return torch.compile(converted)
+
+
+def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, pt2e: bool = False) -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor
 
@@ -54,7 +88,7 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) 
     src[:, -1] = cfg.eos_id
     toks = torch.randint(4, cfg.tgt_vocab_size, (steps, rows))
     out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
-    with torch.inference_mode():
+    with torch.no_grad() if pt2e else torch.inference_mode():          # (torch.export takes no inference tensors)
         memory = m.encode(src)
         start = m.init_cache(memory, src, T)
         mem_k = torch.stack([k for k, _ in start.memory_kv])
@@ -95,6 +129,23 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int) 
             out[f"{name}: max |diff|"] = max(float((a - b).abs().max()) for a, b in zip(reference, first, strict=True))
             out[f"{name}: same best tokens"] = all(bool((a.argmax(-1) == b.argmax(-1)).all())
                                                    for a, b in zip(reference, first, strict=True))
+        if pt2e:
+            import torchao
+
+            out["torchao"] = torchao.__version__
+            name = "static, PT2E int8, compiled + frozen weights"
+            t0 = time.perf_counter()
+            zeros = torch.zeros(L, rows, H, T, K)
+            variants[name] = static(pt2e_int8(m, (toks[0], torch.zeros(rows, dtype=torch.long), zeros, zeros.clone(),
+                                                  mem_k, mem_v, start.src_mask)))
+            first = variants[name]()
+            out[f"{name}: compile s"] = round(time.perf_counter() - t0, 1)
+            out[f"{name}: max |diff|"] = max(float((a - b).abs().max()) for a, b in zip(reference, first, strict=True))
+            out[f"{name}: steps with the same best tokens"] = sum(
+                bool((a.argmax(-1) == b.argmax(-1)).all()) for a, b in zip(reference, first, strict=True))
+            out["today int8: steps with the same best tokens"] = sum(
+                bool((a.argmax(-1) == b.argmax(-1)).all()) for a, b in zip(reference, variants["today int8"](),
+                                                                            strict=True))
         for name, run in variants.items():
             best = float("inf")
             for _ in range(repeats):
@@ -141,13 +192,14 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--src", help="source lines: the search end to end instead of the step")
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--beam", type=int, default=1, help="with --src: 1 (greedy) or a beam size")
+    ap.add_argument("--pt2e", action="store_true", help="also the step in int8 through PT2E (needs torchao)")
     a = ap.parse_args(argv)
     if a.src:
         figures = end_to_end(a.model, a.src, a.lines, a.beam)
         print(figures)
         print(f"recorded {record.write('static-step', {'model': a.model, 'src': a.src, 'search': figures})}")
         return
-    results = [measure(a.model, n, a.src_len, a.steps, a.repeats) for n in a.rows]
+    results = [measure(a.model, n, a.src_len, a.steps, a.repeats, a.pt2e) for n in a.rows]
     for r in results:
         print(r)
     print(f"recorded {record.write('static-step', {'model': a.model, 'results': results})}")
