@@ -439,11 +439,6 @@ class StaticCache:
             b.zero_()
         return me
 
-    @property
-    def rows(self) -> int:
-        """N, the hypotheses."""
-        return self.n
-
     def decode(self, tokens: Tensor) -> tuple[Tensor, StaticCache]:
         """One step: tokens (N,), each at its row's position -> log-probabilities (N, V) and this cache, advanced
         (each row's new key and value written at its position)."""
@@ -458,10 +453,6 @@ class StaticCache:
         self.pos += 1
         self.step += 1
         return logp[:N], self
-
-    def positions(self) -> Tensor:
-        """(N,) each row's next position in its own sentence."""
-        return self.pos[: self.n]
 
     def _rows(self, index: Tensor, rows: int) -> StaticCache:
         """A cache (other buffers, ``index.shape[0]`` rows) whose row i is row index[i] of this one, ``rows`` in use."""
@@ -498,9 +489,9 @@ class StaticCache:
         the buffers shrink to M's bucket (a copy, and a new shape for the compiled step)."""
         self._move(index, sources=True)
         self.n = M = index.shape[0]
-        R = self.pos.shape[0]
-        if M and bucket_rows(M, self.pos.device) < R:
-            return self._rows(torch.arange(bucket_rows(M, self.pos.device), device=self.pos.device).clamp(max=M - 1), M)
+        R = bucket_rows(M, self.pos.device)
+        if M and R < self.pos.shape[0]:
+            return self._rows(torch.arange(R, device=self.pos.device).clamp(max=M - 1), M)
         return self
 
     def compact(self) -> StaticCache:

@@ -114,12 +114,13 @@ class Served:
             self.current = None
 
     def estimate_bytes(self) -> int:
-        """Its weights' bytes once loaded: as measured when it was last loaded, else its checkpoint file's size
-        scaled to the precision asked for (fp32 as stored, half for bf16/fp16; auto counted as fp32)."""
-        if self.current is not None:
-            return self.memory_bytes()
+        """Its weights' bytes once loaded: as measured when it was first loaded (Pool.ready), else its checkpoint
+        file's size scaled to the precision asked for (fp32 as stored; half for bf16, fp16 and int8, whose
+        embeddings stay fp32; auto counted as fp32)."""
         if "bytes" in self.info:
             return int(self.info["bytes"])
+        if self.current is not None:
+            return self.memory_bytes()
         from ..checkpoint import MODEL
 
         stored = (Path(self.info["checkpoint"]) / MODEL).stat().st_size
@@ -374,7 +375,7 @@ class Pool:
         """Unload idle models, least recently used first, until the others loaded leave ``room`` bytes in the
         budget (the lock held); -> the bytes the models loaded hold then (``keep`` not counted)."""
         others = sorted((m for m in self.loaded() if m is not keep), key=lambda m: m.last_used)
-        used = sum(m.memory_bytes() for m in others)
+        used = sum(m.estimate_bytes() for m in others)
         for m in others:
             if used + room <= self.budget:
                 break
@@ -382,7 +383,7 @@ class Pool:
                 continue
             m.closing = True
             try:
-                used -= m.memory_bytes()
+                used -= m.estimate_bytes()
                 await asyncio.get_running_loop().run_in_executor(None, self.stop, m)
             finally:
                 m.closing = False
@@ -390,8 +391,9 @@ class Pool:
 
     def trim_later(self) -> None:
         """Once a request is done: if the models loaded hold more than the budget (while the models in use needed
-        more), unload idle ones, in the background."""
-        if sum(m.memory_bytes() for m in self.loaded()) > self.budget:
+        more), unload idle ones, in the background (each model's bytes as measured once: no walk over its weights
+        per request)."""
+        if sum(m.estimate_bytes() for m in self.loaded()) > self.budget:
             task = asyncio.get_running_loop().create_task(self._trim())
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
@@ -419,4 +421,4 @@ class Pool:
                 log.error("model %s could not be loaded: %s", model.name, e)
                 model.close()
                 raise ServiceError(503, f"model {model.name} could not be loaded: {e}") from None
-            model.info["bytes"] = model.memory_bytes()
+            model.info.setdefault("bytes", model.memory_bytes())
