@@ -56,6 +56,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                "and without decoding them again"),
     "static-step": ("static_step", "a decoder step of static shape (a cache allocated at its limit, written by position) "
                                    "against today's, eager and compiled with torch.compile"),
+    "cli": ("cli_bench", "`aiayn translate` over a test set repeated, start-up included, aiayn's engine against "
+                         "CTranslate2: sentences/s, the ratio, BLEU, identical lines"),
     "startup": ("startup_bench", "a first translation: one sentence through `aiayn translate` in a new process, per "
                                  "engine, against `import torch` alone"),
     "gpu": ("gpu_bench", "on a CUDA GPU: the compiled static-shape step in CUDA graphs against today's step and "
