@@ -14,8 +14,10 @@ from today's log-probabilities, and whether every step's best token is the same.
 (``decode.compile``: cache.StaticCache, greedy or ``--beam``): ``Translator.translate`` of the first ``--lines`` lines with
 compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the
 seconds and the lines identical to compile off. ``--pt2e`` adds the step quantized to int8 through PT2E (torchao's x86
-Inductor quantizer), against today's int8 (torch.ao's dynamic quantization). Records
-``results/static-step-<date>.json``.
+Inductor quantizer), against today's int8 (torch.ao's dynamic quantization). ``--report``: what Inductor made of the
+step at each ``--rows`` (its fused kernels, named by the operators each holds, and the calls it left to a library),
+with and without frozen weights, and where a step's time goes (``torch.profiler``, µs per step by operator or
+kernel) in today's step, the static step eager, and compiled. Records ``results/static-step-<date>.json``.
 """
 
 from __future__ import annotations
@@ -156,6 +158,88 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, 
     return out
 
 
+def _profile(run: Any, steps: int, top: int = 12) -> dict[str, Any]:
+    """µs per step of each operator (or compiled kernel) that ``run`` calls, the ``top`` largest and the rest."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    # the compiled graph's own entries ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
+    # wrap its kernels; only what does the work is counted
+    ev = [(e.key, e.self_cpu_time_total / steps, e.count // steps) for e in prof.key_averages()
+          if e.self_cpu_time_total > 0 and not e.key.startswith(("Torch-Compiled", "CompiledFunction", "## ",
+                                                                 "TorchDynamo", "Pregraph"))]
+    ev.sort(key=lambda x: -x[1])
+    total = sum(us for _, us, _ in ev)
+    rows = {k: {"us_per_step": round(us, 1), "calls_per_step": n} for k, us, n in ev[:top]}
+    rows["(everything else)"] = {"us_per_step": round(sum(us for _, us, _ in ev[top:]), 1),
+                                 "calls_per_step": sum(n for _, _, n in ev[top:])}
+    return {"us_per_step": round(total, 1), "calls_per_step": sum(n for _, _, n in ev), "ops": rows}
+
+
+def report(model_path: str, rows: int, src_len: int, steps: int) -> dict[str, Any]:
+    """What Inductor fused in the static step at ``rows`` rows, what it left to library calls, the compile time, and
+    the step's profile before (today's step, the static step eager) and after (compiled)."""
+    import collections
+    import re
+
+    import torch
+    import torch._inductor.config as inductor
+    from torch._inductor.utils import run_and_get_code
+
+    from aiayn.translate import Translator
+
+    torch.manual_seed(0)
+    m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
+    cfg, L, T = m.cfg, len(m.decoder), steps + 2
+    src = torch.randint(4, cfg.src_vocab_size, (rows, src_len))
+    src[:, -1] = cfg.eos_id
+    toks = torch.randint(4, cfg.tgt_vocab_size, (steps, rows))
+    out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
+    with torch.inference_mode():
+        start = m.init_cache(m.encode(src), src, T)
+        mem_k = torch.stack([k for k, _ in start.memory_kv])
+        mem_v = torch.stack([v for _, v in start.memory_kv])
+        H, K = mem_k.shape[2], mem_k.shape[-1]
+
+        def today() -> None:
+            cache = m.init_cache(m.encode(src), src, T)
+            for i in range(steps):
+                _, cache = m.decode_step(toks[i], cache)
+
+        def static(fn: Any) -> Any:
+            def run() -> None:
+                kc, vc = torch.zeros(L, rows, H, T, K), torch.zeros(L, rows, H, T, K)
+                for i in range(steps):
+                    pos = torch.full((rows,), i)
+                    _, k, v = fn(toks[i], pos, kc, vc, mem_k, mem_v, start.src_mask)
+                    kc.index_copy_(3, pos[:1], k)
+                    vc.index_copy_(3, pos[:1], v)
+            return run
+
+        out["profile: today's step"] = _profile(today, steps)
+        out["profile: static, eager"] = _profile(static(static_step(m)), steps)
+        inductor.cpp.enable_kernel_profile = True               # each fused kernel named in the profile
+        for name, freeze in (("compiled", False), ("compiled + frozen weights", True)):
+            inductor.freezing = freeze
+            torch._dynamo.reset()
+            fn = torch.compile(static_step(m), dynamic=False, fullgraph=True)
+            kc = torch.zeros(L, rows, H, T, K)
+            t0 = time.perf_counter()
+            _, code = run_and_get_code(fn, toks[0], torch.zeros(rows, dtype=torch.long), kc, kc.clone(), mem_k,
+                                       mem_v, start.src_mask)
+            out[f"{name}: compile s"] = round(time.perf_counter() - t0, 1)
+            text = "\n".join(code)
+            kernels = collections.Counter(k.removeprefix("cpp_fused_").rsplit("_", 1)[0]      # name_N: one kernel
+                                          for k in set(re.findall(r"\b(cpp_fused_\w+_\d+)\b", text)))
+            out[f"{name}: fused kernels"] = dict(sorted(kernels.items()))
+            out[f"{name}: library calls"] = dict(collections.Counter(
+                re.findall(r"\b(extern_kernels\.\w+|torch\.ops\.\w+\.\w+)(?:\.default)?\(", text)))
+            out[f"profile: static, {name}"] = _profile(static(fn), steps)
+    return out
+
+
 def end_to_end(model_path: str, src: str, n: int, beam: int = 1) -> dict[str, Any]:
     import gzip
 
@@ -193,7 +277,19 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--beam", type=int, default=1, help="with --src: 1 (greedy) or a beam size")
     ap.add_argument("--pt2e", action="store_true", help="also the step in int8 through PT2E (needs torchao)")
+    ap.add_argument("--report", action="store_true", help="what Inductor fused, and each step's profile")
     a = ap.parse_args(argv)
+    if a.report:
+        import json
+
+        results = [report(a.model, n, a.src_len, a.steps) for n in a.rows]
+        for r in results:
+            print(json.dumps({k: v for k, v in r.items() if not k.startswith("profile")}, indent=1))
+            for k, v in r.items():
+                if k.startswith("profile"):
+                    print(f"{r['rows']} rows, {k}: {v['us_per_step']} µs and {v['calls_per_step']} calls per step")
+        print(f"recorded {record.write('static-step', {'model': a.model, 'report': results})}")
+        return
     if a.src:
         figures = end_to_end(a.model, a.src, a.lines, a.beam)
         print(figures)
