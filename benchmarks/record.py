@@ -93,7 +93,7 @@ def machine() -> dict[str, Any]:
         peers["OpenNMT-py"] = next((line.split("=")[1].strip().strip("\"'") for line in onmt.read_text().splitlines()
                                     if line.startswith("__version__")), "installed")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu_model(), "isa": isa(), "native_bf16": cpu_has_fast_bf16(),
+    return {"cpu": cpu_model(), "isa": isa(), "native_bf16": cpu_has_fast_bf16(),    # listed and measured fast
             "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "gpu": gpu, "torch": torch.__version__, "python": platform.python_version(),
             "peers": {k: v for k, v in peers.items() if v}}

@@ -3,8 +3,8 @@ peers, one table.
 
 Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
 Results: a table on stdout, the record in benchmarks/results/throughput-<date>.json (and latest.json), a plot beside
-it when matplotlib is installed. bf16 rows run only where the CPU has native bf16 (AVX512-BF16 or AMX); every row
-runs on the CPU.
+it when matplotlib is installed. bf16 rows run only where ``precision=auto`` picks bf16 (native
+bf16 that a probe measures faster than fp32); every row runs on the CPU.
 
     python -m benchmarks throughput                 # everything (about 30 minutes on 2 cores)
     python -m benchmarks throughput --only train --sizes small
@@ -58,9 +58,9 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
 
 @functools.cache
 def precisions_here() -> list[str]:
-    """Every row runs on the CPU: bf16 only where it multiplies in bf16 natively (what ``precision=auto``
-    picks); elsewhere (e.g. AVX2 only) PyTorch emulates it ~100x slower than fp32, and a bf16 row would take
-    hours and say nothing."""
+    """Every row runs on the CPU: bf16 only where it multiplies in bf16 natively and faster than in fp32 (what
+    ``precision=auto`` picks); elsewhere (e.g. AVX2 only) PyTorch emulates it ~100x slower than fp32, and a bf16 row
+    would take hours and say nothing."""
     from aiayn.precision import resolve as resolve_precision
 
     return ["bf16", "fp32"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]

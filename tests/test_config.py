@@ -105,12 +105,63 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch: pytest.MonkeyPatch
     from aiayn import precision
 
     monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(precision, "cpu_has_bf16_instructions", lambda: False)
     cpu = torch.device("cpu")
     with pytest.warns(UserWarning, match="without native bf16"):
         assert precision.resolve("bf16", cpu) == "bf16"
     assert precision.resolve("auto", cpu) == "fp32"          # auto never picks the emulated path
+    monkeypatch.setattr(precision, "cpu_has_bf16_instructions", lambda: True)     # listed, but measured slow
+    with pytest.warns(UserWarning, match="measure no faster"):
+        assert precision.resolve("bf16", cpu) == "bf16"
+    assert precision.resolve("auto", cpu) == "fp32"
     monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: True)
     assert precision.resolve("auto", cpu) == "bf16"
+
+
+def test_fast_bf16_is_measured_not_read_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU that lists AVX512-BF16 is not enough: a 2-core Xeon VM listed it and ran bf16 matrix products at 0.55x
+    fp32 (training at 0.63x), so auto must follow the probe; AIAYN_CPU_BF16 pins the choice either way."""
+    from aiayn import precision
+
+    monkeypatch.delenv("AIAYN_CPU_BF16", raising=False)
+    for listed, speedup, fast in ((True, 0.55, False), (True, 2.5, True), (False, 2.5, False), (True, 1.29, False)):
+        monkeypatch.setattr(precision, "bf16_speedup", lambda speedup=speedup: speedup)
+        monkeypatch.setattr(precision, "cpu_has_bf16_instructions", lambda listed=listed: listed)
+        precision.cpu_has_fast_bf16.cache_clear()
+        assert precision.cpu_has_fast_bf16() is fast, (listed, speedup)
+    for pinned, fast in (("fast", True), ("slow", False), ("FAST", True)):
+        monkeypatch.setenv("AIAYN_CPU_BF16", pinned)
+        precision.cpu_has_fast_bf16.cache_clear()
+        assert precision.cpu_has_fast_bf16() is fast
+    monkeypatch.setenv("AIAYN_CPU_BF16", "yes")
+    precision.cpu_has_fast_bf16.cache_clear()
+    with pytest.raises(ValueError, match="AIAYN_CPU_BF16='yes'"):
+        precision.cpu_has_fast_bf16()
+    precision.cpu_has_fast_bf16.cache_clear()
+
+
+def test_the_bf16_probe_measures_both_precisions() -> None:
+    from aiayn import precision
+
+    ratio = precision.bf16_speedup()
+    assert 0.001 < ratio < 100            # a rate over a rate: emulated bf16 is ~0.01, native ~2.5
+
+
+def test_ctranslate2_auto_follows_what_ctranslate2_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU where CTranslate2 lists no bfloat16, auto was bf16 (from the flags) and every translation failed."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from aiayn.interop.ct2 import Device, precision_of
+
+    cpu, gpu = Device("cpu"), Device("cuda", 0)
+    for types, device, auto in (({"float32", "int8"}, cpu, "fp32"), ({"float32", "bfloat16", "int8"}, cpu, "bf16"),
+                                ({"float32", "float16", "int8"}, gpu, "fp16"), ({"float16", "bfloat16"}, gpu, "bf16")):
+        monkeypatch.setattr(ctranslate2, "get_supported_compute_types", lambda *a, types=types: types)
+        assert precision_of("auto", device) == auto
+        if "bfloat16" not in types:
+            with pytest.raises(ValueError, match="no efficient bfloat16"):
+                precision_of("bf16", device)
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types", lambda *a: {"float32", "int8"})
+    assert precision_of("int8", cpu) == "int8" and precision_of("fp32", cpu) == "fp32"
 
 
 def _subparser(name: str):  # type: ignore[no-untyped-def]

@@ -54,7 +54,9 @@ def test_a_student_trains_on_the_teachers_translations(small: DataDir, copy_mode
     assert d.pairs("train") == 600 and d.manifest["distilled"]["distilled"] == 600
     # the targets are the teacher's outputs (int8 here, on a CPU without fast bf16: checked against its own int8)
     int8 = Translator.load(copy_model, precision=d.manifest["distilled"]["decode"]["precision"])
-    assert d.vocab().tgt.decode([t for _, t in _pairs(d)]) == int8.translate(sources)
+    # int8 scales a batch's activations by the batch's range, so it is checked shard by shard, as distill decodes
+    shards = [x for i in range(0, len(sources), 250) for x in int8.translate(sources[i : i + 250])]
+    assert d.vocab().tgt.decode([t for _, t in _pairs(d)]) == shards
     assert sum(a == b for a, b in zip(int8.translate(sources), teacher.translate(sources), strict=True)) > 590
     for split in ("valid", "test"):                                      # the real references, kept as they were
         assert d.raw_lines(split, "tgt") == small.raw_lines(split, "tgt")

@@ -225,6 +225,12 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
         return done.stdout.splitlines()
 
     assert translate("--engine", "ctranslate2", "--beam", "4") == torch_.translate(lines, beam=4)
+    import ctranslate2 as ct2
+
+    auto = translate("--engine", "ctranslate2", "--precision", "auto", "--beam", "4")   # what CTranslate2 has here
+    assert len(auto) == len(lines)
+    if "bfloat16" not in ct2.get_supported_compute_types("cpu"):
+        assert auto == torch_.translate(lines, beam=4)                   # fp32 (it was bf16, and failed)
     want = [f"{h} ||| {a}" for h, a in zip(torch_.translate(lines), torch_.alignments(lines, [
         h[0].tokens for h in torch_.translate_hypotheses(lines)]), strict=True)]
     assert translate("--alignments", "--beam", "1") == want                 # --engine auto: CTranslate2

@@ -59,11 +59,20 @@ def device_of(name: str) -> Device:
 
 
 def precision_of(name: str, device: Device) -> str:
-    """``decode.precision`` resolved as precision.resolve does, CUDA's auto by the compute types CTranslate2 has."""
-    if name == "auto" and device.type == "cuda":
-        import ctranslate2
+    """``decode.precision`` resolved as precision.resolve does, but by the compute types CTranslate2 has on
+    ``device`` (it lists bfloat16 only where it runs it efficiently): auto is bf16 where it has it, else fp16 on a GPU
+    and fp32 on a CPU; bf16 where it has not is an error naming what it has."""
+    import ctranslate2
 
-        return "bf16" if "bfloat16" in ctranslate2.get_supported_compute_types("cuda", device.index or 0) else "fp16"
+    precisions.check(name)
+    if name in ("auto", "bf16"):
+        types = ctranslate2.get_supported_compute_types(device.type, device.index or 0)
+        if "bfloat16" in types:
+            return "bf16"
+        if name == "bf16":
+            raise ValueError(f"precision=bf16: CTranslate2 {ctranslate2.__version__} has no efficient bfloat16 on "
+                             f"this {device.type.upper()} (it has {', '.join(sorted(types))}); use fp32 or int8")
+        return "fp16" if device.type == "cuda" else "fp32"
     return precisions.resolve(name, device)
 
 
