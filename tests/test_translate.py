@@ -107,6 +107,7 @@ def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
 def test_int8_layers_call_the_same_kernel_directly() -> None:
     """Every Linear becomes an Int8Linear around torch.ao's packed weights, with torch.ao's exact output."""
     from aiayn import ModelConfig, Transformer
+    from aiayn.model import FeedForward
     from aiayn.quantize import Int8Linear, int8
 
     torch.manual_seed(0)
@@ -117,10 +118,16 @@ def test_int8_layers_call_the_same_kernel_directly() -> None:
     assert len(lean) == n_linear
     x = torch.randn(7, 3, lean[0].quantized.in_features)
     for m in lean[:3] + [q.out_proj]:
-        assert torch.equal(m(x), m.quantized(x))
+        assert torch.equal(m(x), torch.relu(m.quantized(x)) if m.relu else m.quantized(x))
     assert q.out_proj(x).dtype == torch.float32
     src = torch.tensor([[5, 6, 7, 2]])
     assert torch.allclose(q(src, torch.tensor([[1, 8]])), model(src, torch.tensor([[1, 8]])), atol=0.3)
+    ffns = [m for m in q.modules() if isinstance(m, FeedForward)]              # ReLU inside the first layer's kernel
+    assert ffns and all(f.w1.relu and isinstance(f.act, torch.nn.Identity) for f in ffns)
+    h = torch.randn(7, 3, ffns[0].w1.quantized.in_features)
+    assert torch.equal(ffns[0](h), ffns[0].w2(torch.relu(ffns[0].w1.quantized(h))))   # the unfused layers' output
+    swish = Transformer(ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=50, activation="swish")).eval()
+    assert not any(m.relu for m in int8(swish).modules() if isinstance(m, Int8Linear))   # only ReLU is fused
 
 
 def test_nbest_and_sampling(run_dir: Path) -> None:
