@@ -9,7 +9,8 @@ in a new process, as a user does, with the run's other settings (workers, batch 
 the wall time counts start-up and loading. The rows of one beam run back to back, engine after engine, ``--runs``
 times in turn, and each row keeps its fastest run, so that the VM's drift falls on both engines alike. CTranslate2's
 conversion is made beforehand (it is cached in the run dir). Reported: sentences/s, aiayn's engine ÷ CTranslate2,
-BLEU (sacreBLEU, lowercased, on the first repeat) and the lines identical between the engines. Records
+BLEU (sacreBLEU, lowercased, on the first repeat), the lines identical between the engines, and the most lines an
+engine's output changed from one run of the same command to the next (0 where it is deterministic). Records
 ``results/cli-<date>.json``.
 """
 
@@ -74,11 +75,15 @@ def main(argv: list[str] | None = None) -> None:
         for beam in a.beams:
             times: dict[str, list[float]] = {e: [] for e in a.engines}
             outs: dict[str, list[str]] = {}
+            unstable: dict[str, int] = dict.fromkeys(a.engines, 0)
             for r in range(a.runs):
                 for engine in a.engines:
                     out = Path(tmp, f"{engine}-{beam}.txt")
                     times[engine].append(run_cli(model, engine, a.precision, beam, src, out))
-                    outs[engine] = out.read_text(encoding="utf-8").splitlines()
+                    got = out.read_text(encoding="utf-8").splitlines()
+                    if engine in outs:                  # the same command again: the same lines expected
+                        unstable[engine] = max(unstable[engine], sum(x != y for x, y in zip(got, outs[engine])))
+                    outs[engine] = got
                     print(f"beam {beam} {engine:12s} run {r + 1}: {times[engine][-1]:7.2f} s "
                           f"({n / times[engine][-1]:7.1f} sent/s)", flush=True)
             for engine in a.engines:
@@ -87,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
                 best = min(times[engine])
                 rows.append({"engine": engine, "beam": beam, "seconds": [round(t, 2) for t in times[engine]],
                              "best_s": round(best, 2), "sent_per_s": round(n / best, 1),
-                             "bleu": bleu(outs[engine][: len(lines)], refs)})
+                             "bleu": bleu(outs[engine][: len(lines)], refs),
+                             "lines_changed_between_runs": unstable[engine]})
             if len(a.engines) == 2:
                 x, y = (outs[e] for e in a.engines)
                 same = sum(u == v for u, v in zip(x, y, strict=True))

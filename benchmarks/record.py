@@ -135,10 +135,19 @@ def header(benchmark: str) -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
+def _unused(path: Path) -> Path:
+    """``path``, or NAME-2.json, NAME-3.json, ... where a record of the same minute is there already (two runs in one
+    minute each keep their record)."""
+    n = 1
+    while path.with_stem(f"{path.stem}-{n}" if n > 1 else path.stem).exists():
+        n += 1
+    return path.with_stem(f"{path.stem}-{n}") if n > 1 else path
+
+
 def write(benchmark: str, figures: dict[str, Any], name: str | None = None) -> Path:
     """Record ``figures`` in ``results/NAME-YYYYMMDD-HHMM.json`` (NAME: the benchmark's) with the five fields."""
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{name or benchmark}-{time.strftime('%Y%m%d-%H%M')}.json"
+    out = _unused(RESULTS / f"{name or benchmark}-{time.strftime('%Y%m%d-%H%M')}.json")
     out.write_text(json.dumps({**header(benchmark), **figures}, indent=2) + "\n")
     return out
 
@@ -155,7 +164,7 @@ def note(benchmark: str, text: str) -> Path:
     """Record a transcript (commands and what they printed) as ``results/NAME-YYYYMMDD-HHMM.txt``, under a header of
     the five fields, one ``# field: value`` line each (:func:`read` reads them back)."""
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{benchmark}-{time.strftime('%Y%m%d-%H%M')}.txt"
+    out = _unused(RESULTS / f"{benchmark}-{time.strftime('%Y%m%d-%H%M')}.txt")
     head = header(benchmark) | {"machine": describe(machine())}
     out.write_text("".join(f"# {k}: {v}\n" for k, v in head.items()) + "\n" + text)
     return out

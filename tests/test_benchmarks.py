@@ -39,6 +39,16 @@ def test_every_record_names_its_command_commit_and_machine() -> None:
         assert not missing, f"{path.name} does not name its {', '.join(missing)} (record.py, results/provenance.json)"
 
 
+def test_two_records_in_one_minute_are_both_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records are named by the minute; a second run within it wrote over the first (a decode-ab record was lost)."""
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    monkeypatch.setattr(record.time, "strftime", lambda fmt: "20261127-1042")
+    paths = [record.write("ab", {"ratio": r}) for r in (1.01, 0.96, 0.97)] + [record.note("ab", "x"), record.note("ab", "y")]
+    assert [p.name for p in paths] == ["ab-20261127-1042.json", "ab-20261127-1042-2.json", "ab-20261127-1042-3.json",
+                                       "ab-20261127-1042.txt", "ab-20261127-1042-2.txt"]
+    assert [json.loads(p.read_text())["ratio"] for p in paths[:3]] == [1.01, 0.96, 0.97]
+
+
 def test_every_benchmark_runs_by_name() -> None:
     from benchmarks.__main__ import BENCHMARKS  # type: ignore[import-not-found]
 
