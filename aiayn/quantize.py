@@ -61,7 +61,7 @@ def _fuse_relu(module: nn.Module) -> None:
 
     for ffn in module.modules():
         if isinstance(ffn, FeedForward) and ffn.act is torch.relu and isinstance(ffn.w1, Int8Linear):
-            ffn.w1 = Int8Linear(ffn.w1.quantized, ffn.w1.packed, relu=True)
+            ffn.register_module("w1", Int8Linear(ffn.w1.quantized, ffn.w1.packed, relu=True))
             ffn.act = nn.Identity()
 
 

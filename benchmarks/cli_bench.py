@@ -17,6 +17,7 @@ engine's output changed from one run of the same command to the next (0 where it
 from __future__ import annotations
 
 import argparse
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
                     times[engine].append(run_cli(model, engine, a.precision, beam, src, out))
                     got = out.read_text(encoding="utf-8").splitlines()
                     if engine in outs:                  # the same command again: the same lines expected
-                        unstable[engine] = max(unstable[engine], sum(x != y for x, y in zip(got, outs[engine])))
+                        changed = sum(x != y for x, y in itertools.zip_longest(got, outs[engine]))
+                        unstable[engine] = max(unstable[engine], changed)
                     outs[engine] = got
                     print(f"beam {beam} {engine:12s} run {r + 1}: {times[engine][-1]:7.2f} s "
                           f"({n / times[engine][-1]:7.1f} sent/s)", flush=True)
@@ -102,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
                 pair[0]["ratio"] = round(pair[0]["sent_per_s"] / pair[1]["sent_per_s"], 3)
     print(f"\n{n} lines ({a.repeat} x {a.src}), --precision {a.precision}, start-up included, best of {a.runs}")
     print(f"{'engine':12s} {'beam':>4s} {'sent/s':>8s} {'BLEU':>6s} {'ratio':>6s}")
-    for r in rows:
-        print(f"{r['engine']:12s} {r['beam']:4d} {r['sent_per_s']:8.1f} {r['bleu']:6.2f} {r.get('ratio', ''):>6}")
+    for row in rows:
+        print(f"{row['engine']:12s} {row['beam']:4d} {row['sent_per_s']:8.1f} {row['bleu']:6.2f} {row.get('ratio', ''):>6}")
     path = record.write("cli", {"model": str(a.model), "src": str(a.src), "ref": str(a.ref), "lines": n,
                                 "repeat": a.repeat, "precision": a.precision, "runs": a.runs, "rows": rows})
     print(f"recorded {path}")

@@ -76,48 +76,76 @@ def pt2e_int8(m: Any, args: tuple[Any, ...]) -> Any:
     return torch.compile(converted)
 
 
+class Steps:
+    """What every measurement here decodes: the fp32 model of ``model_path``, ``rows`` random sources of ``src_len``
+    tokens and ``steps`` random target tokens per row, the encoder's keys and values stacked per layer, and the two
+    ways to decode them: :meth:`today` (``decode_step`` on a growing cache) and :meth:`static` (a static-step function
+    on a cache allocated at ``steps`` + 2 positions, written by the caller)."""
+
+    def __init__(self, model_path: str, rows: int, src_len: int, steps: int) -> None:
+        import torch
+
+        from aiayn.translate import Translator
+
+        torch.manual_seed(0)
+        self.model_path, self.rows, self.steps = model_path, rows, steps
+        self.m = m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
+        self.L, self.T = len(m.decoder), steps + 2
+        self.src = torch.randint(4, m.cfg.src_vocab_size, (rows, src_len))
+        self.src[:, -1] = m.cfg.eos_id
+        self.toks = torch.randint(4, m.cfg.tgt_vocab_size, (steps, rows))
+
+    def encode(self) -> None:
+        """The sources' keys and values and mask (in the caller's no_grad or inference_mode)."""
+        import torch
+
+        self.start = self.m.init_cache(self.m.encode(self.src), self.src, self.T)
+        self.mem_k = torch.stack([k for k, _ in self.start.memory_kv])
+        self.mem_v = torch.stack([v for _, v in self.start.memory_kv])
+        self.H, self.K = self.mem_k.shape[2], self.mem_k.shape[-1]
+
+    def zeros(self) -> Any:
+        import torch
+
+        return torch.zeros(self.L, self.rows, self.H, self.T, self.K)
+
+    def today(self, model: Any) -> Any:
+        def run() -> list[Any]:
+            cache, logps = model.init_cache(model.encode(self.src), self.src, self.T), []
+            for i in range(self.steps):
+                lp, cache = model.decode_step(self.toks[i], cache)
+                logps.append(lp)
+            return logps
+        return run
+
+    def static(self, fn: Any) -> Any:
+        import torch
+
+        def run() -> list[Any]:
+            kc, vc, logps = self.zeros(), self.zeros(), []
+            for i in range(self.steps):
+                pos = torch.full((self.rows,), i)                   # every row at the same position here
+                lp, k, v = fn(self.toks[i], pos, kc, vc, self.mem_k, self.mem_v, self.start.src_mask)
+                kc.index_copy_(3, pos[:1], k)
+                vc.index_copy_(3, pos[:1], v)
+                logps.append(lp)
+            return logps
+        return run
+
+
 def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, pt2e: bool = False) -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor
 
     from aiayn.translate import Translator
 
-    torch.manual_seed(0)
-    m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
+    st = Steps(model_path, rows, src_len, steps)
+    m, toks = st.m, st.toks
     q8 = Translator.load(model_path, device="cpu", precision="int8", workers=1).model.eval()
-    cfg, L, T = m.cfg, len(m.decoder), steps + 2
-    src = torch.randint(4, cfg.src_vocab_size, (rows, src_len))
-    src[:, -1] = cfg.eos_id
-    toks = torch.randint(4, cfg.tgt_vocab_size, (steps, rows))
     out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
     with torch.no_grad() if pt2e else torch.inference_mode():          # (torch.export takes no inference tensors)
-        memory = m.encode(src)
-        start = m.init_cache(memory, src, T)
-        mem_k = torch.stack([k for k, _ in start.memory_kv])
-        mem_v = torch.stack([v for _, v in start.memory_kv])
-        H, K = mem_k.shape[2], mem_k.shape[-1]
-
-        def today(model: Any) -> Any:
-            def run() -> list[Any]:
-                cache, logps = model.init_cache(model.encode(src), src, T), []
-                for i in range(steps):
-                    lp, cache = model.decode_step(toks[i], cache)
-                    logps.append(lp)
-                return logps
-            return run
-
-        def static(fn: Any) -> Any:
-            def run() -> list[Any]:
-                kc, vc, logps = torch.zeros(L, rows, H, T, K), torch.zeros(L, rows, H, T, K), []
-                for i in range(steps):
-                    pos = torch.full((rows,), i)                   # every row at the same position here
-                    lp, k, v = fn(toks[i], pos, kc, vc, mem_k, mem_v, start.src_mask)
-                    kc.index_copy_(3, pos[:1], k)
-                    vc.index_copy_(3, pos[:1], v)
-                    logps.append(lp)
-                return logps
-            return run
-
+        st.encode()
+        today, static = st.today, st.static
         reference = today(m)()
         variants = {"today": today(m), "today int8": today(q8), "static, eager": static(static_step(m))}
         for name, freeze in (("static, compiled", False), ("static, compiled + frozen weights", True)):
@@ -137,9 +165,8 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, 
             out["torchao"] = torchao.__version__
             name = "static, PT2E int8, compiled + frozen weights"
             t0 = time.perf_counter()
-            zeros = torch.zeros(L, rows, H, T, K)
-            variants[name] = static(pt2e_int8(m, (toks[0], torch.zeros(rows, dtype=torch.long), zeros, zeros.clone(),
-                                                  mem_k, mem_v, start.src_mask)))
+            variants[name] = static(pt2e_int8(m, (toks[0], torch.zeros(rows, dtype=torch.long), st.zeros(), st.zeros(),
+                                                  st.mem_k, st.mem_v, st.start.src_mask)))
             first = variants[name]()
             out[f"{name}: compile s"] = round(time.perf_counter() - t0, 1)
             out[f"{name}: max |diff|"] = max(float((a - b).abs().max()) for a, b in zip(reference, first, strict=True))
@@ -188,36 +215,12 @@ def report(model_path: str, rows: int, src_len: int, steps: int) -> dict[str, An
     import torch._inductor.config as inductor
     from torch._inductor.utils import run_and_get_code
 
-    from aiayn.translate import Translator
-
-    torch.manual_seed(0)
-    m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
-    cfg, L, T = m.cfg, len(m.decoder), steps + 2
-    src = torch.randint(4, cfg.src_vocab_size, (rows, src_len))
-    src[:, -1] = cfg.eos_id
-    toks = torch.randint(4, cfg.tgt_vocab_size, (steps, rows))
+    st = Steps(model_path, rows, src_len, steps)
+    m, toks = st.m, st.toks
     out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
     with torch.inference_mode():
-        start = m.init_cache(m.encode(src), src, T)
-        mem_k = torch.stack([k for k, _ in start.memory_kv])
-        mem_v = torch.stack([v for _, v in start.memory_kv])
-        H, K = mem_k.shape[2], mem_k.shape[-1]
-
-        def today() -> None:
-            cache = m.init_cache(m.encode(src), src, T)
-            for i in range(steps):
-                _, cache = m.decode_step(toks[i], cache)
-
-        def static(fn: Any) -> Any:
-            def run() -> None:
-                kc, vc = torch.zeros(L, rows, H, T, K), torch.zeros(L, rows, H, T, K)
-                for i in range(steps):
-                    pos = torch.full((rows,), i)
-                    _, k, v = fn(toks[i], pos, kc, vc, mem_k, mem_v, start.src_mask)
-                    kc.index_copy_(3, pos[:1], k)
-                    vc.index_copy_(3, pos[:1], v)
-            return run
-
+        st.encode()
+        today, static = (lambda: st.today(m)()), st.static
         out["profile: today's step"] = _profile(today, steps)
         out["profile: static, eager"] = _profile(static(static_step(m)), steps)
         inductor.cpp.enable_kernel_profile = True               # each fused kernel named in the profile
@@ -225,10 +228,9 @@ def report(model_path: str, rows: int, src_len: int, steps: int) -> dict[str, An
             inductor.freezing = freeze
             torch._dynamo.reset()
             fn = torch.compile(static_step(m), dynamic=False, fullgraph=True)
-            kc = torch.zeros(L, rows, H, T, K)
             t0 = time.perf_counter()
-            _, code = run_and_get_code(fn, toks[0], torch.zeros(rows, dtype=torch.long), kc, kc.clone(), mem_k,
-                                       mem_v, start.src_mask)
+            _, code = run_and_get_code(fn, toks[0], torch.zeros(rows, dtype=torch.long), st.zeros(), st.zeros(), st.mem_k,
+                                       st.mem_v, st.start.src_mask)
             out[f"{name}: compile s"] = round(time.perf_counter() - t0, 1)
             text = "\n".join(code)
             kernels = collections.Counter(k.removeprefix("cpp_fused_").rsplit("_", 1)[0]      # name_N: one kernel
