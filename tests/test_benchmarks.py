@@ -85,6 +85,29 @@ def test_the_server_replay_decodes_through_the_servers_batcher_and_is_recorded(c
 
 
 @pytest.mark.slow
+@pytest.mark.ci      # CI's (make test-ci): 6 processes of aiayn translate
+def test_the_cli_table_times_both_engines_and_compares_their_lines(copy_model: Path, copy_dir: DataDir,
+                                                                    tmp_path: Path) -> None:
+    """Issue 54's table (python -m benchmarks cli): each engine through the CLI, the ratio, BLEU, and the lines that
+    changed between two runs of one command (at fp32 the two engines' lines are the same)."""
+    pytest.importorskip("ctranslate2")
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(copy_dir.raw_lines("test", "src")[:20]) + "\n")
+    ref.write_text("\n".join(copy_dir.raw_lines("test", "tgt")[:20]) + "\n")
+    run = _bench("cli", "--model", str(copy_model), "--src", str(src), "--ref", str(ref), "--repeat", "2",
+                 "--precision", "fp32", "--beams", "1", "--runs", "2", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    [kept] = tmp_path.glob("cli-*.json")
+    r = json.loads(kept.read_text())
+    assert r["lines"] == 40 and r["command"].startswith("python -m benchmarks cli --model")
+    torch_, ct2 = r["rows"]
+    assert (torch_["engine"], ct2["engine"]) == ("torch", "ctranslate2") and len(torch_["seconds"]) == 2
+    assert torch_["ratio"] == round(torch_["sent_per_s"] / ct2["sent_per_s"], 3) > 0
+    assert torch_["identical_lines"] == 40 and torch_["bleu"] == ct2["bleu"] > 90
+    assert torch_["lines_changed_between_runs"] == ct2["lines_changed_between_runs"] == 0
+
+
+@pytest.mark.slow
 @pytest.mark.ci      # CI's (make test-ci): every row of a benchmark's table, 6 s
 def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, copy_dir: DataDir,
                                                              tmp_path: Path) -> None:
