@@ -91,7 +91,7 @@ def restricted(layer: nn.Module, ids: Tensor) -> Callable[[Tensor], Tensor]:
         rows = torch.quantize_per_tensor(weight.dequantize().index_select(0, ids), weight.q_scale(),
                                          weight.q_zero_point(), torch.qint8)
         packed = torch.ops.quantized.linear_prepack(rows, None if bias is None else bias.index_select(0, ids))
-        return lambda h: layer.kernel(h, packed, True)
+        return lambda h: layer.kernel(h, packed, layer.reduce_range)
     if isinstance(layer, nn.Linear):
         w = layer.weight.index_select(0, ids)
         b = None if layer.bias is None else layer.bias.index_select(0, ids)

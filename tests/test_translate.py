@@ -104,6 +104,27 @@ def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
     assert len(t.translate(AWKWARD, beam=2)) == len(AWKWARD)
 
 
+def test_int8_takes_the_full_8_bit_range_only_where_the_cpu_has_vnni(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fbgemm's AVX2 kernels add pairs of 8-bit products in 16 bits, which full-range inputs can overflow: the range
+    is 7 bits there, 8 with AVX512-VNNI (closer to fp32); the shortlist's layer follows its model's."""
+    from aiayn import ModelConfig, Transformer, quantize
+    from aiayn.quantize import Int8Linear, int8
+
+    model = Transformer(ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=50)).eval()
+    x = torch.randn(7, 3, model.cfg.d_model)
+    outputs = {}
+    for vnni in (False, True):
+        monkeypatch.setattr(quantize, "full_range", lambda vnni=vnni: vnni)
+        q = int8(model)
+        layers = [m for m in q.modules() if isinstance(m, Int8Linear)]
+        assert layers and all(m.reduce_range is not vnni for m in layers)
+        outputs[vnni] = q.out_proj(x)
+        assert torch.equal(outputs[vnni], torch.ops.quantized.linear_dynamic(x, q.out_proj.packed, not vnni))
+    assert not torch.equal(outputs[False], outputs[True])                # the two ranges round differently
+    fp32 = model.out_proj(x)
+    assert (outputs[True] - fp32).abs().mean() < (outputs[False] - fp32).abs().mean()
+
+
 def test_int8_layers_call_the_same_kernel_directly() -> None:
     """Every Linear becomes an Int8Linear around torch.ao's packed weights, with torch.ao's exact output."""
     from aiayn import ModelConfig, Transformer
@@ -117,15 +138,20 @@ def test_int8_layers_call_the_same_kernel_directly() -> None:
     lean = [m for m in q.modules() if isinstance(m, Int8Linear)]
     assert len(lean) == n_linear
     x = torch.randn(7, 3, lean[0].quantized.in_features)
-    for m in lean[:3] + [q.out_proj]:
-        assert torch.equal(m(x), torch.relu(m.quantized(x)) if m.relu else m.quantized(x))
+    for m in lean[:3] + [q.out_proj]:   # torch.ao's module always takes a 7-bit range (quantize.full_range)
+        full = torch.ops.quantized.linear_dynamic(x, m.packed, m.reduce_range)
+        assert torch.equal(m(x), torch.relu(full) if m.relu else full)
+        if m.reduce_range:
+            assert torch.equal(full, m.quantized(x))
     assert q.out_proj(x).dtype == torch.float32
     src = torch.tensor([[5, 6, 7, 2]])
     assert torch.allclose(q(src, torch.tensor([[1, 8]])), model(src, torch.tensor([[1, 8]])), atol=0.3)
     ffns = [m for m in q.modules() if isinstance(m, FeedForward)]              # ReLU inside the first layer's kernel
     assert ffns and all(f.w1.relu and isinstance(f.act, torch.nn.Identity) for f in ffns)
     h = torch.randn(7, 3, ffns[0].w1.quantized.in_features)
-    assert torch.equal(ffns[0](h), ffns[0].w2(torch.relu(ffns[0].w1.quantized(h))))   # the unfused layers' output
+    w1, w2 = ffns[0].w1, ffns[0].w2                                           # the unfused layers' output
+    unfused = torch.relu(torch.ops.quantized.linear_dynamic(h, w1.packed, w1.reduce_range))
+    assert torch.equal(ffns[0](h), torch.ops.quantized.linear_dynamic(unfused, w2.packed, w2.reduce_range))
     swish = Transformer(ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=50, activation="swish")).eval()
     assert not any(m.relu for m in int8(swish).modules() if isinstance(m, Int8Linear))   # only ReLU is fused
 
