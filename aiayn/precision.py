@@ -25,6 +25,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import PRECISIONS
+from .runtime import cpu_flags
 
 if TYPE_CHECKING:          # (imported where used: choosing a precision for CTranslate2 needs no PyTorch)
     import torch
@@ -49,13 +50,8 @@ def check(precision: str) -> str:
 
 
 def cpu_has_bf16_instructions() -> bool:
-    """True when /proc/cpuinfo lists native bf16 matrix instructions (AVX512-BF16 or AMX-BF16)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    """True when the CPU lists native bf16 matrix instructions (AVX512-BF16 or AMX-BF16)."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 # bf16 counts as fast on a CPU when its matrix products run at least this many times fp32's rate. Where the

@@ -15,6 +15,8 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from .runtime import cpu_flags
+
 M = TypeVar("M", bound=nn.Module)
 
 
@@ -23,11 +25,7 @@ def full_range() -> bool:
     accumulate in 32 bits). Measured on a 2-core Xeon with it, test_2016_flickr at beam 4: 876 of 1,000 lines as fp32
     translates them against 816 with the 7-bit range, BLEU 36.83 against 36.95 (fp32 36.85), at the same speed
     within the VM's noise (0.95-1.06x; benchmarks/results/int8-range-20261127.txt)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return "avx512_vnni" in f.read()
-    except OSError:
-        return False
+    return "avx512_vnni" in cpu_flags()
 
 
 class Int8Linear(nn.Module):

@@ -1,4 +1,5 @@
-"""Where computation runs: device auto-detection, threads, decoding workers, memory settings and readings.
+"""Where computation runs: the CPU's instruction sets, device auto-detection, threads, decoding workers, memory
+settings and readings.
 
 Process-wide settings (intra-op threads, the allocator's treatment of freed memory) change only through
 :func:`configure`, called once by the command line at start-up, or by a program that uses the library
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import resource
 import sys
@@ -23,6 +25,16 @@ if TYPE_CHECKING:          # (imported where used: the command line on CTranslat
     import torch
 
     from .engine import Device
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags /proc/cpuinfo lists for this CPU (none where there is no such file)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), ()))
+    except OSError:
+        return frozenset()
 
 
 def resolve_device(name: str = "auto") -> torch.device:

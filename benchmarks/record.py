@@ -49,18 +49,12 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        return set()
-
-
 def isa() -> str:
     """The widest vector instructions the CPU has, as the kernels see them: AMX, AVX-512 BF16, AVX-512, AVX2, or
     what PyTorch reports (also where /proc/cpuinfo is missing)."""
-    flags = _flags()
+    from aiayn.runtime import cpu_flags
+
+    flags = cpu_flags()
     for name, needs in (("AMX", {"amx_bf16"}), ("AVX-512 BF16", {"avx512_bf16"}), ("AVX-512", {"avx512f"}),
                         ("AVX2", {"avx2"})):
         if needs <= flags:
