@@ -314,10 +314,7 @@ def _odf(src: Path, dst: Path, translate: Translate) -> int:
     lines = [(p, k) for p in paragraphs for k, part in enumerate(parts[id(p)])
              if isinstance(part, list) and any(t.strip() for t, _ in part)]
     asks = [_odf_asked(parts[id(p)][k]) for p, k in lines]
-    plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
-    marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
-    out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
-    out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
+    out = _translated(asks, translate)
     done: dict[int, dict[int, tuple[str, bool]]] = {}
     for i, (p, k) in enumerate(lines):
         done.setdefault(id(p), {})[k] = (out[i], asks[i][0] == "html")
@@ -439,10 +436,7 @@ def _translate_paragraphs(paragraphs: list[Any], d: _Dialect, translate: Transla
     paragraphs held text."""
     lines = [(p, runs) for p in paragraphs for runs in _lines(p, d)]
     asks = [_as_asked(runs, d) for _, runs in lines]
-    plain = [i for i, (fmt, _) in enumerate(asks) if fmt == "text"]
-    marked = [i for i, (fmt, _) in enumerate(asks) if fmt == "html"]
-    out: dict[int, str] = dict(zip(plain, translate([asks[i][1] for i in plain], "text"), strict=True))
-    out.update(zip(marked, translate([asks[i][1] for i in marked], "html"), strict=True))
+    out = _translated(asks, translate)
     for i, (_, runs) in enumerate(lines):
         _rebuild(runs, out[i], asks[i][0] == "html", d)
     return len({id(p) for p, _ in lines})
@@ -558,6 +552,17 @@ def _main(texts: list[str], looks: list[Any]) -> int:
         weight[look] = weight.get(look, 0) + len(text)
     main = max(weight, key=weight.__getitem__)
     return max((i for i, look in enumerate(looks) if look == main), key=lambda i: len(texts[i]))
+
+
+def _translated(asks: list[tuple[str, str]], translate: Translate) -> list[str]:
+    """The translation of each (format, text) of :func:`_asked`: the plain ones in one call, the HTML ones in another,
+    in ``asks``' order."""
+    out = [""] * len(asks)
+    for fmt in ("text", "html"):
+        which = [i for i, (f, _) in enumerate(asks) if f == fmt]
+        for i, t in zip(which, translate([asks[i][1] for i in which], fmt), strict=True):
+            out[i] = t
+    return out
 
 
 def _asked(texts: list[str], looks: list[Any]) -> tuple[str, str]:
