@@ -323,11 +323,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     """Translate line by line, each line cut into its sentences (a paragraph per line is fine; --no-sentences: each
     line one sentence). N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
-    from tqdm import tqdm
-
-    from .documents import FORMATS
     from .interop.auto import load
-    from .pipeline import Request, leg, prepare, stream, translate_through
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", None) or 1           # per request: a beam not given grows to it (pipeline.prepare)
@@ -338,7 +334,23 @@ def cmd_translate(a: argparse.Namespace) -> int:
         from .constraints import Glossary
 
         glossary = Glossary.load(a.glossary)
-    engines = [load(m, a.engine, **settings) for m in a.model]        # more than one: a pivot, each in turn
+    engines: list[Any] = []
+    try:
+        for m in a.model:                                   # more than one: a pivot, each in turn
+            engines.append(load(m, a.engine, processes=a.processes, **settings))
+        return _translate(a, engines, settings, nbest, names, glossary)
+    finally:
+        for engine in engines:                              # (worker processes end)
+            engine.close()
+
+
+def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, Any], nbest: int, names: dict[str, str],
+               glossary: Any) -> int:
+    """cmd_translate's work, once its engines are loaded."""
+    from tqdm import tqdm
+
+    from .documents import FORMATS
+    from .pipeline import Request, leg, prepare, stream, translate_through
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
         return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names)
@@ -424,6 +436,11 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                         "target word, from 0; from the encoder-decoder attention)")
     p.add_argument("--constraints", type=Path, metavar="JSONL",
                    help="one JSON list of target phrases per input line (or null): each translation contains them")
+    p.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
+                   help="aiayn's engine on a CPU with more than one worker (--workers; auto: one per core): each worker "
+                        "a process with its own copy of the model and its share of the cores, started at once, so "
+                        "that they load while this one reads the input, and no two batches share Python's GIL "
+                        "(docs/performance.md); --no-processes: threads of this process. The output is the same")
 
 
 class _Constrained:

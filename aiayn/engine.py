@@ -20,11 +20,19 @@ if TYPE_CHECKING:
 
 
 class Device(Protocol):
-    """Where an engine decodes: a torch.device, or for CTranslate2 (which needs no PyTorch) ct2.Device; ``str()`` of
-    either names it as ``--device`` does."""
+    """Where an engine decodes: a torch.device, or where no PyTorch is imported (CTranslate2, aiayn's worker
+    processes) runtime.DeviceName; ``str()`` of either names it as ``--device`` does."""
 
     @property
     def type(self) -> str: ...            # "cpu", "cuda" or "mps"
+
+
+class Stopped(Exception):
+    """A search given ``stop`` found it true between two steps (``aiayn serve``: every request of the batch timed out
+    or went away), and stopped without results."""
+
+
+Stop = Callable[[], bool]
 
 
 @dataclass
@@ -41,6 +49,25 @@ def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
     counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
     aiayn drives (search.py, CTranslate2 through ct2.py, transformers through export.py)."""
     return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
+
+
+def decode_batches(ids: Sequence[Sequence[int]], max_positions: int, decode: DecodeConfig) -> list[list[int]]:
+    """How aiayn's engine cuts lines into batches, in one place for the engines that must cut them alike (in this
+    process, translate.translate_ids; across worker processes, processes.ProcessTranslator): the lines' indices sorted
+    by their source length as the encoder takes it (cut to ``max_positions`` - 1 tokens, then EOS), cut so that each
+    batch's line count x its longest line <= ``decode.batch_tokens`` / ``decode.beam``."""
+    lengths = [min(len(x), max_positions - 1) + 1 for x in ids]
+    budget = max(1, decode.batch_tokens // max(1, decode.beam))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if cur and (len(cur) + 1) * lengths[i] > budget:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
 
 
 @dataclass(frozen=True)

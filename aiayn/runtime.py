@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:          # (imported where used: the command line on CTranslate2 runs without PyTorch)
@@ -35,6 +36,37 @@ def cpu_flags() -> frozenset[str]:
             return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), ()))
     except OSError:
         return frozenset()
+
+
+@dataclass(frozen=True)
+class DeviceName:
+    """A device as named without PyTorch (engine.Device): ``type`` cpu, cuda or mps, and a GPU's ``index`` if one was
+    named; CTranslate2's devices (ct2.device_of), and those aiayn's worker processes report (processes.py)."""
+
+    type: str
+    index: int | None = None
+
+    def __str__(self) -> str:                      # as torch.device's: "cpu", "cuda", "cuda:1"
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    @classmethod
+    def parse(cls, name: str) -> DeviceName:
+        kind, _, index = name.partition(":")
+        return cls(kind, int(index) if index else None)
+
+
+def cores() -> int:
+    """The cores this process may use (PyTorch's default number of intra-op threads)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_only(name: str) -> bool:
+    """Whether ``decode.device`` ``name`` resolves to the CPU (as :func:`resolve_device`), told without importing
+    PyTorch: ``cpu``, or ``auto`` on a machine with no GPU driver (NVIDIA's or AMD's) that is not a Mac (MPS)."""
+    if name == "cpu":
+        return True
+    gpu = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/kfd")
+    return name == "auto" and sys.platform != "darwin" and not any(os.path.exists(p) for p in gpu)
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -71,7 +103,7 @@ def set_threads(n: int = 0) -> int:
     import torch
 
     if n <= 0:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n = cores()
     torch.set_num_threads(n)
     return n
 

@@ -35,17 +35,9 @@ from torch import Tensor
 from .cache import DecoderCache, StaticCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
-from .engine import Hypothesis, max_length
+from .engine import Hypothesis, Stop, Stopped, max_length
 from .model import Transformer, static_step
 from .shortlist import Output, Shortlist, output_for
-
-
-class Stopped(Exception):
-    """A search given ``stop`` found it true between two steps (``aiayn serve``: every request of the batch timed out
-    or went away), and stopped without results."""
-
-
-Stop = Callable[[], bool]
 
 
 def _check(stop: Stop | None) -> None:

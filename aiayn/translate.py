@@ -20,7 +20,7 @@ from . import pipeline, precision
 from .checkpoint import load_weights
 from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
-from .engine import Capabilities, Hypothesis, hypotheses, max_length, with_fixed
+from .engine import Capabilities, Hypothesis, decode_batches, hypotheses, max_length, with_fixed
 from .guards import brief
 from .model import Transformer
 from .precision import autocast
@@ -52,21 +52,6 @@ def load_trained(path: str | Path) -> Trained:
     model = Transformer(cfg.model)
     load_weights(model, ckpt)
     return Trained(run, ckpt, cfg, model.eval(), run.vocab())
-
-
-def _batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-    """Indices sorted by length, cut so that (count x longest) <= batch_tokens."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    out: list[list[int]] = []
-    cur: list[int] = []
-    for i in order:
-        if cur and (len(cur) + 1) * max(lengths[i], 1) > batch_tokens:
-            out.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        out.append(cur)
-    return out
 
 
 def source_ids(model: Transformer, ids: Sequence[int]) -> list[int]:
@@ -110,7 +95,7 @@ def translate_ids(
             return decode_batch(model, src, decode, generator, candidates,
                                 None if cons is None else [cons[i] for i in batch], stop)
 
-    batches = _batches([len(s) for s in seqs], max(1, decode.batch_tokens // max(1, decode.beam)))
+    batches = decode_batches(src_ids, cfg.max_positions, decode)
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing
     workers = 1 if decode.sampling else resolve_workers(decode.workers, device)
     results: list[list[Hypothesis]] = [[] for _ in seqs]

@@ -1,17 +1,19 @@
 """``aiayn translate`` over a test set, start-up included, per engine: issue 54's table.
 
     python -m benchmarks cli --model runs/demo/run-de-en --src runs/demo/data/test.de --ref runs/demo/data/test.en
-                             [--repeat 5] [--precision int8] [--beams 1 4] [--runs 2] [--engines torch ctranslate2]
+                             [--repeat 5] [--precision int8] [--beams 1 4] [--runs 2]
+                             [--engines torch [torch-threads] ctranslate2]
 
 The source is repeated ``--repeat`` times (test_2016_flickr's 1,000 lines five times: 5,000 lines). Each row runs
 ``python -m aiayn translate --model MODEL --engine ENGINE --precision P --beam B --input SRC --output OUT --quiet``
-in a new process, as a user does, with the run's other settings (workers, batch tokens, length rule) as they are;
-the wall time counts start-up and loading. The rows of one beam run back to back, engine after engine, ``--runs``
-times in turn, and each row keeps its fastest run, so that the VM's drift falls on both engines alike. CTranslate2's
-conversion is made beforehand (it is cached in the run dir). Reported: sentences/s, aiayn's engine ÷ CTranslate2,
-BLEU (sacreBLEU, lowercased, on the first repeat), the lines identical between the engines, and the most lines an
-engine's output changed from one run of the same command to the next (0 where it is deterministic). Records
-``results/cli-<date>.json``.
+(``torch-threads``: ``--engine torch --no-processes``) in a new process, as a user does, with the run's other
+settings (workers, batch tokens, length rule) as they are; the wall time counts start-up and loading. The rows of
+one beam run back to back, engine after engine, ``--runs`` times in turn, and each row keeps its fastest run, so
+that the VM's drift falls on both engines alike. CTranslate2's conversion is made beforehand (it is cached in the
+run dir). Reported: sentences/s, aiayn's engine ÷ CTranslate2, BLEU (sacreBLEU, lowercased, on the first repeat),
+the lines identical between the engines, and the most lines an engine's output changed from one run of the same
+command to the next (0 where it is deterministic). The ratio and the identical lines are each engine's against the
+last one listed. Records ``results/cli-<date>.json``.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ import record  # noqa: E402
 
 
 def run_cli(model: Path, engine: str, precision: str, beam: int, src: Path, out: Path) -> float:
-    cmd = [sys.executable, "-m", "aiayn", "translate", "--model", str(model), "--engine", engine,
-           "--precision", precision, "--beam", str(beam), "--input", str(src), "--output", str(out), "--quiet"]
+    name, _, how = engine.partition("-")
+    cmd = [sys.executable, "-m", "aiayn", "translate", "--model", str(model), "--engine", name,
+           "--precision", precision, "--beam", str(beam), "--input", str(src), "--output", str(out), "--quiet",
+           *(["--no-processes"] if how == "threads" else [])]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -57,7 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--precision", default="int8")
     p.add_argument("--beams", type=int, nargs="+", default=[1, 4])
     p.add_argument("--runs", type=int, default=2, help="runs of each row, in turn; the fastest is kept")
-    p.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"])
+    p.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"],
+                   help="torch, torch-threads (--no-processes), ctranslate2 or auto; each compared with the last")
     a = p.parse_args(argv)
     lines = a.src.read_text(encoding="utf-8").splitlines()
     refs = a.ref.read_text(encoding="utf-8").splitlines()
@@ -96,12 +101,13 @@ def main(argv: list[str] | None = None) -> None:
                              "best_s": round(best, 2), "sent_per_s": round(n / best, 1),
                              "bleu": bleu(outs[engine][: len(lines)], refs),
                              "lines_changed_between_runs": unstable[engine]})
-            if len(a.engines) == 2:
-                x, y = (outs[e] for e in a.engines)
-                same = sum(u == v for u, v in zip(x, y, strict=True))
-                pair = [r for r in rows if r["beam"] == beam]
-                pair[0]["identical_lines"] = pair[1]["identical_lines"] = same
-                pair[0]["ratio"] = round(pair[0]["sent_per_s"] / pair[1]["sent_per_s"], 3)
+            *mine, last = [r for r in rows if r["beam"] == beam]
+            for row in mine:                            # each against the last engine listed
+                row["ratio"] = round(row["sent_per_s"] / last["sent_per_s"], 3)
+                row["identical_lines"] = sum(u == v for u, v in zip(outs[row["engine"]], outs[last["engine"]],
+                                                                    strict=True))
+                if len(mine) == 1:
+                    last["identical_lines"] = row["identical_lines"]
     print(f"\n{n} lines ({a.repeat} x {a.src}), --precision {a.precision}, start-up included, best of {a.runs}")
     print(f"{'engine':12s} {'beam':>4s} {'sent/s':>8s} {'BLEU':>6s} {'ratio':>6s}")
     for row in rows:

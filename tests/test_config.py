@@ -150,9 +150,10 @@ def test_the_bf16_probe_measures_both_precisions() -> None:
 def test_ctranslate2_auto_follows_what_ctranslate2_has(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a CPU where CTranslate2 lists no bfloat16, auto was bf16 (from the flags) and every translation failed."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from aiayn.interop.ct2 import Device, precision_of
+    from aiayn.interop.ct2 import precision_of
+    from aiayn.runtime import DeviceName
 
-    cpu, gpu = Device("cpu"), Device("cuda", 0)
+    cpu, gpu = DeviceName("cpu"), DeviceName("cuda", 0)
     for types, device, auto in (({"float32", "int8"}, cpu, "fp32"), ({"float32", "bfloat16", "int8"}, cpu, "bf16"),
                                 ({"float32", "float16", "int8"}, gpu, "fp16"), ({"float16", "bfloat16"}, gpu, "bf16")):
         monkeypatch.setattr(ctranslate2, "get_supported_compute_types", lambda *a, types=types: types)

@@ -18,10 +18,11 @@ from ..config import DecodeConfig
 from ..engine import Capabilities, Hypothesis, with_fixed
 from ..pipeline import EngineBase
 from ..rundir import RunDir
+from ..runtime import cores, cpu_only
 from ..shortlist import Shortlist
 from .ct2 import CTranslate2Translator, ctranslate2_refuses, device_of, precision_of
 
-__all__ = ["ENGINES", "AutoTranslator", "ctranslate2", "load"]
+__all__ = ["ENGINES", "AutoTranslator", "ctranslate2", "decode_processes", "load"]
 log = logging.getLogger(__name__)
 
 
@@ -147,9 +148,20 @@ class AutoTranslator(EngineBase):
 ENGINES = ("auto", "torch", "ctranslate2")
 
 
-def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
+def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
+    """How many worker processes aiayn's engine decodes in for ``aiayn translate`` (processes.ProcessTranslator),
+    told before PyTorch is imported: ``decode.workers`` (0: one per core, at most 4) on a CPU, or 0 (decode in this
+    process) where that is 1, on a GPU, or when sampling (whose random draws stay in one process)."""
+    decode = RunDir.locate(path)[0].config().decode.replace(**settings)
+    workers = decode.workers or min(4, cores())
+    return workers if workers > 1 and cpu_only(decode.device) and not decode.sampling else 0
+
+
+def load(path: str | Path, engine: str = "torch", processes: bool = False, **settings: Any) -> Any:
     """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
-    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged)."""
+    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged).
+    ``processes``: aiayn's engine, where it decodes, decodes in worker processes where :func:`decode_processes` says
+    so (a ProcessTranslator: its model is the workers', loaded while this process goes on without PyTorch)."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if engine == "auto":
@@ -169,6 +181,10 @@ def load(path: str | Path, engine: str = "torch", **settings: Any) -> Any:
                 return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
     if engine == "ctranslate2":
         return ctranslate2(path, **settings)
+    if processes and (workers := decode_processes(path, settings)):
+        from ..serving.processes import ProcessTranslator
+
+        return ProcessTranslator.load(path, workers, **settings)
     from ..translate import Translator
 
     return Translator.load(path, **settings)

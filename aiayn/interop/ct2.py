@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from .. import precision as precisions
 from ..config import DecodeConfig, ModelConfig, Norms, Precision
 from ..engine import Capabilities, Hypothesis, max_length, require, with_fixed
 from ..pipeline import EngineBase
+from ..runtime import DeviceName, cores
 from ..tokenizer import Vocab
 
 __all__ = ["OPTIONS", "CTranslate2Translator", "ctranslate2_limited"]
@@ -32,33 +31,22 @@ EXPORT_TGT_SPM = "spm.target.model"  # ... and the target's, when the sides have
 
 
 
-@dataclass(frozen=True)
-class Device:
-    """Where CTranslate2 decodes (engine.Device): ``type`` cpu or cuda, and a GPU's ``index`` if one was named."""
-
-    type: str
-    index: int | None = None
-
-    def __str__(self) -> str:                      # as torch.device's: "cpu", "cuda", "cuda:1"
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-
-def device_of(name: str) -> Device:
+def device_of(name: str) -> DeviceName:
     """``decode.device`` for CTranslate2, as runtime.resolve_device reads it for PyTorch (auto: CUDA if CTranslate2
     sees a GPU, else the CPU), asking CTranslate2 rather than PyTorch."""
     import ctranslate2
 
     kind, _, index = name.partition(":")
     if name == "auto":
-        return Device("cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu")
+        return DeviceName("cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
         raise ValueError(f"device={name!r}: CTranslate2 decodes on cpu, cuda or cuda:N")
     if kind == "cuda" and ctranslate2.get_cuda_device_count() <= int(index or 0):
         raise ValueError(f"device={name!r} but CTranslate2 sees no such CUDA device here; use device=cpu or auto")
-    return Device(kind, int(index) if index else None)
+    return DeviceName(kind, int(index) if index else None)
 
 
-def precision_of(name: str, device: Device) -> str:
+def precision_of(name: str, device: DeviceName) -> str:
     """``decode.precision`` resolved as precision.resolve does, but by the compute types CTranslate2 has on
     ``device`` (it lists bfloat16 only where it runs it efficiently): auto is bf16 where it has it, else fp16 on a GPU
     and fp32 on a CPU; bf16 where it has not is an error naming what it has."""
@@ -74,11 +62,6 @@ def precision_of(name: str, device: Device) -> str:
                              f"this {device.type.upper()} (it has {', '.join(sorted(types))}); use fp32 or int8")
         return "fp16" if device.type == "cuda" else "fp32"
     return precisions.resolve(name, device)
-
-
-def cores() -> int:
-    """The cores this process may use (PyTorch's default number of intra-op threads)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 # each DecodeConfig field: the CTranslate2 option it becomes (a test holds that every field is listed)

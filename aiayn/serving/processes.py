@@ -14,18 +14,23 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
-from ..constraints import Constraints
-from ..engine import Capabilities, Engine, Hypothesis, with_fixed
+from ..engine import Capabilities, Engine, Hypothesis, Stop, Stopped, decode_batches, with_fixed
 from ..pipeline import EngineBase
-from ..search import Stop, Stopped
-from ..translate import Translator, line_constraints
+from ..rundir import RunDir
+from ..runtime import DeviceName, cores
+
+if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
+    from ..constraints import Constraints
 
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
 
@@ -33,14 +38,31 @@ WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a
 def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, stop: Any) -> None:
     """A worker process: the model, then work until the pipe closes (a method of :data:`WORK`, its arguments, the
     intra-op threads the server gives it); each answer is ("ok", value), ("stopped", None) when ``stop`` (an Event) was
-    set during a batch, or ("error", message)."""
+    set during a batch, or ("error", message). Ctrl-C is left to the process that started it, which stops or closes
+    it; once that one is gone, it ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _work(conn, path, settings, threads, stop)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    sys.stderr.flush()
+    os._exit(0)         # nothing left to save: skip the interpreter's teardown of PyTorch (~0.2 s a process)
+
+
+def _work(conn: Connection, path: str, settings: dict[str, Any], threads: int, stop: Any) -> None:
     import torch
 
     from ..runtime import configure
+    from ..translate import Translator
 
     configure(threads)
-    translator = Translator.load(path, **{**settings, "workers": 1})
-    conn.send(("ok", (os.getpid(), translator.memory_bytes())))
+    try:
+        translator = Translator.load(path, **{**settings, "workers": 1})
+    except Exception as e:  # noqa: BLE001 - the process that started it says what went wrong
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ok", {"pid": os.getpid(), "weight_bytes": translator.memory_bytes(), "info": translator.model_info(),
+                      "device": str(translator.device), "precision": translator.precision}))
     while True:
         try:
             method, args, kwargs, threads = conn.recv()
@@ -63,32 +85,60 @@ POLL_S = 0.05    # how often the server asks whether a batch being decoded is st
 
 class ProcessTranslator(EngineBase):
     """aiayn's engine with its model in ``workers`` processes (engine.Engine): each decodes one batch at a time, and
-    computes the word alignments and attention maps the server asks for; this process keeps only the tokenizer and
-    the settings (no model: the Translator it is made from may be dropped). A worker that dies fails the batch it had
-    (its requests get a 500 naming it) and is started again. Its capabilities are aiayn's engine's, but that it
-    decodes whole batches."""
+    computes the word alignments and attention maps asked of it; this process keeps only the tokenizer and the
+    settings (no model, and no PyTorch unless it had them already). A worker that dies fails the batch it had (a
+    server's requests get a 500 naming it) and is started again. Its capabilities are aiayn's engine's, but that it
+    decodes whole batches.
+
+    Two callers: ``aiayn serve`` (its batcher hands each batch to the next free worker) and ``aiayn translate``
+    (``split``: :meth:`load`), whose calls each hold many batches, cut as aiayn's engine cuts them
+    (engine.decode_batches) and shared out among the workers, so that the output is that of one process decoding
+    them (``--no-processes``, threads) while no two batches share an interpreter."""
 
     engine = "torch"
     capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False, processes=True)
 
-    def __init__(self, path: str | Path, like: Engine, workers: int, settings: dict[str, Any]) -> None:
+    def __init__(self, path: str | Path, like: Engine | None, workers: int, settings: dict[str, Any],
+                 split: bool = False) -> None:
         """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
-        started again), whose tokenizer and settings are kept."""
-        self.workers, self.path, self.loaded_with = workers, str(path), settings
-        self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
-        self.device, self.precision = like.device, like.precision
-        self.languages, self.norms = like.languages, like.norms
-        self.info = like.model_info()
-        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
+        precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
+        self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
+        self.cores = cores()
         self.busy, self.lock = 0, threading.Lock()
         # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
         self.stops = [self.ctx.Event() for _ in range(workers)]          # set: the worker's batch is no longer wanted
-        self.processes: list[tuple[Any, Connection]] = [self._spawn(i) for i in range(workers)]
-        for i, (p, conn) in enumerate(self.processes):   # every model loaded before the server says it is ready
-            _, self.weight_bytes = self._answer(conn, p)
+        self.processes: list[tuple[Any, Connection]] = []
+        try:
+            # started first: each loads its model while this process reads the tokenizer
+            self.processes = [self._spawn(i) for i in range(workers)]
+            if like is None:
+                run, _ = RunDir.locate(path)
+                config = run.config()
+                self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
+                self.languages, self.norms = run.languages(), run.norms()
+            else:
+                self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
+                self.languages, self.norms = like.languages, like.norms
+            hellos = [self._answer(conn, p) for p, conn in self.processes]  # every model loaded before it is ready
+        except BaseException:
+            for p, _ in self.processes:                 # (loading, or failed to)
+                p.kill()
+            raise
+        self.weight_bytes, self.info = hellos[0]["weight_bytes"], hellos[0]["info"]
+        self.device = like.device if like is not None else DeviceName.parse(hellos[0]["device"])
+        self.precision = like.precision if like is not None else hellos[0]["precision"]
+        for i in range(workers):
             self.free.put(i)
+
+    @classmethod
+    def load(cls, path: str | Path, workers: int, **settings: Any) -> ProcessTranslator:
+        """aiayn's engine on run dir (or checkpoint) ``path`` in ``workers`` processes, for a caller that makes one
+        call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
+        one Translator decoding with ``workers`` threads."""
+        return cls(path, None, workers, {k: v for k, v in settings.items() if v is not None}, split=True)
 
     def _spawn(self, i: int) -> tuple[Any, Connection]:
         mine, theirs = self.ctx.Pipe()
@@ -103,6 +153,8 @@ class ProcessTranslator(EngineBase):
 
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
+        from ..translate import line_constraints  # (PyTorch: the constraints' tensors)
+
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
@@ -127,20 +179,37 @@ class ProcessTranslator(EngineBase):
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """As Translator.decode_lines, in the next free worker process; ``stop`` is asked every POLL_S while it
-        decodes, and once it is true the worker stops between two steps (search.Stopped is raised here)."""
-        return list(self._call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else list(cons)),
-                               len(ids), stop=stop))
+        """As Translator.decode_lines, in the next free worker process (``split``: each batch in the next free one);
+        ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
+        (engine.Stopped is raised here)."""
+        batches = decode_batches(ids, self.cfg.max_positions, decode) \
+            if self.split and self.workers > 1 and not decode.sampling else []
+        if len(batches) <= 1:       # (sampling: its random draws stay in one process, in order)
+            return list(self._call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else
+                                                    list(cons)), len(ids), stop=stop, whole=self.split))
+
+        def one(batch: list[int]) -> list[list[Hypothesis]]:
+            return list(self._call("decode_lines", ([list(ids[i]) for i in batch], decode,
+                                                    None if cons is None else [cons[i] for i in batch]),
+                                   len(batch), stop=stop))
+
+        out: list[list[Hypothesis]] = [[] for _ in ids]
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-batches") as pool:
+            for batch, hyps in zip(batches, pool.map(one, batches), strict=True):
+                for i, h in zip(batch, hyps, strict=True):
+                    out[i] = h
+        return out
 
     def _call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
-              stop: Stop | None = None) -> Any:
-        """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``."""
+              stop: Stop | None = None, whole: bool = False) -> Any:
+        """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``; ``whole``:
+        the caller's only batch (``split``), which gets every core when no other is being decoded."""
         i = self.free.get()
         with self.lock:
             self.busy += 1
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
             # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
-            alone = self.busy == 1 and lines <= SMALL
+            alone = self.busy == 1 and (lines <= SMALL or whole)
             threads = self.cores if alone else max(1, self.cores // self.workers)
         p, conn = self.processes[i]
         try:
@@ -173,6 +242,10 @@ class ProcessTranslator(EngineBase):
         return value
 
     def close(self) -> None:
+        """The workers end: a batch they are decoding stops at its next step (the caller has gone: Ctrl-C, an
+        error), then their pipes close."""
+        for event in self.stops:
+            event.set()
         for _, conn in self.processes:
             conn.close()                                # the worker's recv ends: it exits
         for p, _ in self.processes:
