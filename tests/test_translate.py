@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -225,3 +226,56 @@ def test_int8_without_torch_ao_quantization_is_a_clear_error(monkeypatch: pytest
     model = Transformer(ModelConfig(src_vocab_size=16, tgt_vocab_size=16, d_model=8, n_layers=1, n_heads=2, d_ff=16))
     with pytest.raises(ValueError, match="precision=int8 uses torch.ao.quantization"):
         int8(model)
+
+
+def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run_dir: Path, tmp_path: Path) -> None:
+    """`aiayn translate`'s default on a CPU (processes.ProcessTranslator.load): the lines cut into batches as aiayn's
+    engine cuts them (engine.decode_batches), shared out among worker processes, give the hypotheses of threads in one
+    process, each line in its place; the process that starts them imports no PyTorch; a worker that cannot load its
+    model is a one-line error naming why."""
+    import subprocess
+    import sys
+
+    from aiayn.engine import decode_batches
+    from aiayn.interop.auto import load
+    from aiayn.serving.processes import ProcessTranslator
+
+    lines = AWKWARD + [f"Ein Mann {i} " + "und ein Hund " * (i % 5) for i in range(30)]
+    t = Translator.load(run_dir, workers=2)
+    p = load(run_dir, "torch", processes=True, workers=2, device="cpu")
+    try:
+        assert isinstance(p, ProcessTranslator) and len(set(p.pids)) == 2 and str(p.device) == "cpu"
+        for beam, nbest in ((1, 1), (3, 2)):
+            settings = {"beam": beam, "nbest": nbest, "batch_tokens": 40, "max_len_b": 8}
+            assert len(decode_batches(p.encode(lines), 64, p.settings(**settings))) > 4
+            want, got = t.translate_hypotheses(lines, **settings), p.translate_hypotheses(lines, **settings)
+            assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+            assert [h.score for hs in got for h in hs] == pytest.approx([h.score for hs in want for h in hs], abs=1e-5)
+        assert p.translate(lines, max_len_b=8) == t.translate(lines, max_len_b=8)
+    finally:
+        p.close()
+    assert all(not q.is_alive() for q, _ in p.processes)
+
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    probe = ("import sys; from aiayn.cli import main; code = main(sys.argv[1:]); "
+             "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr); sys.exit(code)")
+
+    def cli(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe, "translate", "--model", str(run), "--input", str(src),
+                               "--engine", "torch", "--workers", "2", "--max-len-b", "8", "--quiet", *args],
+                              capture_output=True, text=True, timeout=180)
+
+    done = cli(run_dir)
+    assert done.returncode == 0 and done.stderr.splitlines()[-1] == "no torch", done.stderr
+    assert done.stdout.splitlines() == t.translate(lines, max_len_b=8)
+    threads = cli(run_dir, "--no-processes")
+    assert threads.stdout == done.stdout and threads.stderr.splitlines()[-1] == "torch imported"
+
+    broken = tmp_path / "broken"                        # weights that cannot be read: the worker says so
+    shutil.copytree(run_dir, broken)
+    for weights in broken.rglob("*.safetensors"):
+        weights.write_bytes(weights.read_bytes()[:100])
+    done = cli(broken)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "worker" in done.stderr and "safetensors" in done.stderr, done.stderr

@@ -122,7 +122,11 @@ class ProcessTranslator(EngineBase):
             else:
                 self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
                 self.languages, self.norms = like.languages, like.norms
-            hellos = [self._answer(conn, p) for p, conn in self.processes]  # every model loaded before it is ready
+            try:                                                # every model loaded before it is ready
+                hellos = [self._answer(conn, p) for p, conn in self.processes]
+            except (RuntimeError, EOFError) as e:
+                raise ValueError(f"{path}: a decoding worker process could not load the model: "
+                                 f"{e or 'it ended (out of memory?)'}") from None
         except BaseException:
             for p, _ in self.processes:                 # (loading, or failed to)
                 p.kill()
@@ -134,11 +138,11 @@ class ProcessTranslator(EngineBase):
             self.free.put(i)
 
     @classmethod
-    def load(cls, path: str | Path, workers: int, **settings: Any) -> ProcessTranslator:
-        """aiayn's engine on run dir (or checkpoint) ``path`` in ``workers`` processes, for a caller that makes one
+    def load(cls, path: str | Path, processes: int, **settings: Any) -> ProcessTranslator:
+        """aiayn's engine on run dir (or checkpoint) ``path`` in ``processes`` workers, for a caller that makes one
         call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
-        one Translator decoding with ``workers`` threads."""
-        return cls(path, None, workers, {k: v for k, v in settings.items() if v is not None}, split=True)
+        one Translator decoding with as many threads (``workers``)."""
+        return cls(path, None, processes, {k: v for k, v in settings.items() if v is not None}, split=True)
 
     def _spawn(self, i: int) -> tuple[Any, Connection]:
         mine, theirs = self.ctx.Pipe()
