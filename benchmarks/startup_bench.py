@@ -2,8 +2,9 @@
 
     python -m benchmarks startup --model runs/demo/run-de-en [--runs 7] [--before DIR]
 
-Each row runs ``python -m aiayn translate --model MODEL --engine ENGINE`` on one line from stdin, ``--runs`` times in
-turn with the other rows (the conversion for CTranslate2 made once beforehand), and reports the median and the
+Each row runs ``python -m aiayn translate --model MODEL --engine ENGINE`` on one line from stdin (``torch`` also with
+``--no-processes``: its model in the process itself, not in worker processes), ``--runs`` times in turn with the
+other rows (the conversion for CTranslate2 made once beforehand), and reports the median and the
 fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass`` measured the same way beside them.
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
 needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
@@ -49,7 +50,8 @@ def main(argv: list[str]) -> None:
             "ctranslate2, torch unimportable": [sys.executable, "-c", NO_TORCH, *translate, "--engine", "ctranslate2"],
             "ctranslate2": [sys.executable, "-m", "aiayn", *translate, "--engine", "ctranslate2"],
             "auto": [sys.executable, "-m", "aiayn", *translate, "--engine", "auto"],
-            "torch": [sys.executable, "-m", "aiayn", *translate, "--engine", "torch"]}
+            "torch": [sys.executable, "-m", "aiayn", *translate, "--engine", "torch"],
+            "torch, --no-processes": [sys.executable, "-m", "aiayn", *translate, "--engine", "torch", "--no-processes"]}
     trees = {name: None for name in rows}
     if a.before:
         before = subprocess.run(["git", "-C", a.before, "rev-parse", "--short", "HEAD"], capture_output=True,

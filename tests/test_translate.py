@@ -254,7 +254,7 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
         assert p.translate(lines, max_len_b=8) == t.translate(lines, max_len_b=8)
     finally:
         p.close()
-    assert all(not q.is_alive() for q, _ in p.processes)
+    assert all(not q.is_alive() for q, _ in p.pool.processes)
 
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n")

@@ -1,12 +1,13 @@
-"""Decoding in worker processes (``aiayn serve``'s default on a CPU): each worker process holds its own copy of the
-model and decodes whole batches in its main thread with its share of the cores, so that decoding never waits on
-another thread for Python's GIL, which the threads of one process share. The server hands a free worker the requests
-waiting (batcher.WholeBatcher), as it does with CTranslate2's translators; docs/deploy.md measures both ways.
+"""Decoding in worker processes (on a CPU, ``aiayn serve``'s default and ``aiayn translate``'s): each worker process
+holds its own copy of the model and decodes whole batches in its main thread with its share of the cores, so that
+decoding never waits on another thread for Python's GIL, which the threads of one process share. The server hands a
+free worker the requests waiting (batcher.WholeBatcher), as it does with CTranslate2's translators; the command line
+hands each of its calls' batches to the next free worker. docs/deploy.md and docs/performance.md measure both ways.
 
-Each batch is decoded by Translator.hypotheses in the worker, so its output is ``aiayn translate``'s. A worker is
-reached through its own pipe: a batch out, its hypotheses back. A batch whose requests have all timed out or gone away
-is stopped: the server sets the worker's stop event, which its search checks before each decoding step, so the worker
-is free again within a step.
+Each batch is decoded by Translator.decode_lines in the worker, so its output is ``aiayn translate --no-processes``'.
+A worker is reached through its own pipe: a batch out, its hypotheses back. A batch whose requests have all timed out
+or gone away is stopped: the server sets the worker's stop event, which its search checks before each decoding step,
+so the worker is free again within a step.
 """
 
 from __future__ import annotations
@@ -83,129 +84,47 @@ SMALL = 4        # lines of a batch small enough to get every core when no other
 POLL_S = 0.05    # how often the server asks whether a batch being decoded is still wanted
 
 
-class ProcessTranslator(EngineBase):
-    """aiayn's engine with its model in ``workers`` processes (engine.Engine): each decodes one batch at a time, and
-    computes the word alignments and attention maps asked of it; this process keeps only the tokenizer and the
-    settings (no model, and no PyTorch unless it had them already). A worker that dies fails the batch it had (a
-    server's requests get a 500 naming it) and is started again. Its capabilities are aiayn's engine's, but that it
-    decodes whole batches.
+class Workers:
+    """``n`` worker processes (:func:`_serve`), each with aiayn's engine loaded from ``path`` with ``settings``: started
+    at once (spawned: a fork of a process that runs threads, the event loop's or PyTorch's, may inherit locks held),
+    called one batch at a time (:meth:`call`, the next free one), started again when one dies, and ended."""
 
-    Two callers: ``aiayn serve`` (its batcher hands each batch to the next free worker) and ``aiayn translate``
-    (``split``: :meth:`load`), whose calls each hold many batches, cut as aiayn's engine cuts them
-    (engine.decode_batches) and shared out among the workers, so that the output is that of one process decoding
-    them (``--no-processes``, threads) while no two batches share an interpreter."""
-
-    engine = "torch"
-    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False, processes=True)
-
-    def __init__(self, path: str | Path, like: Engine | None, workers: int, settings: dict[str, Any],
-                 split: bool = False) -> None:
-        """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
-        started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
-        precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
-        self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
-        self.cores = cores()
+    def __init__(self, path: str, settings: dict[str, Any], n: int) -> None:
+        self.path, self.settings, self.n, self.cores = path, settings, n, cores()
         self.busy, self.lock = 0, threading.Lock()
-        # spawn: a fork of a process that runs threads (the event loop's, PyTorch's) may inherit locks held
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
-        self.stops = [self.ctx.Event() for _ in range(workers)]          # set: the worker's batch is no longer wanted
+        self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
         self.processes: list[tuple[Any, Connection]] = []
-        try:
-            # started first: each loads its model while this process reads the tokenizer
-            self.processes = [self._spawn(i) for i in range(workers)]
-            if like is None:
-                run, _ = RunDir.locate(path)
-                config = run.config()
-                self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
-                self.languages, self.norms = run.languages(), run.norms()
-            else:
-                self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
-                self.languages, self.norms = like.languages, like.norms
-            try:                                                # every model loaded before it is ready
-                hellos = [self._answer(conn, p) for p, conn in self.processes]
-            except (RuntimeError, EOFError) as e:
-                raise ValueError(f"{path}: a decoding worker process could not load the model: "
-                                 f"{e or 'it ended (out of memory?)'}") from None
-        except BaseException:
-            for p, _ in self.processes:                 # (loading, or failed to)
-                p.kill()
-            raise
-        self.weight_bytes, self.info = hellos[0]["weight_bytes"], hellos[0]["info"]
-        self.device = like.device if like is not None else DeviceName.parse(hellos[0]["device"])
-        self.precision = like.precision if like is not None else hellos[0]["precision"]
-        for i in range(workers):
-            self.free.put(i)
+        self.processes = [self._spawn(i) for i in range(n)]
 
-    @classmethod
-    def load(cls, path: str | Path, processes: int, **settings: Any) -> ProcessTranslator:
-        """aiayn's engine on run dir (or checkpoint) ``path`` in ``processes`` workers, for a caller that makes one
-        call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
-        one Translator decoding with as many threads (``workers``)."""
-        return cls(path, None, processes, {k: v for k, v in settings.items() if v is not None}, split=True)
+    def ready(self) -> dict[str, Any]:
+        """Once every worker has loaded its model: what the first says of it (its size, configuration, device and
+        precision). A worker that could not load it is a ValueError naming why, and every worker is ended."""
+        try:
+            hellos = [self._answer(conn, p) for p, conn in self.processes]
+        except (RuntimeError, EOFError) as e:
+            self.kill()
+            raise ValueError(f"{self.path}: a decoding worker process could not load the model: "
+                             f"{e or 'it ended (out of memory?)'}") from None
+        for i in range(self.n):
+            self.free.put(i)
+        return dict(hellos[0])
 
     def _spawn(self, i: int) -> tuple[Any, Connection]:
         mine, theirs = self.ctx.Pipe()
-        p = self.ctx.Process(target=_serve, args=(theirs, self.path, self.loaded_with, max(1, self.cores // self.workers),
+        p = self.ctx.Process(target=_serve, args=(theirs, self.path, self.settings, max(1, self.cores // self.n),
                                                   self.stops[i]), daemon=True, name="aiayn-decode")
         p.start()
         theirs.close()
         return p, mine
 
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        return with_fixed(self.decode, decode, overrides)
-
-    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
-                    decode: DecodeConfig) -> list[Constraints | None] | None:
-        from ..translate import line_constraints  # (PyTorch: the constraints' tensors)
-
-        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
-
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        """As Translator.alignments, in a worker process."""
-        return list(self._call("alignments", (list(lines), [list(o) for o in outputs], source,
-                                              None if ids is None else [list(x) for x in ids]), len(lines)))
-
-    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        """As Translator.attention, in a worker process."""
-        return dict(self._call("attention", (line,), 1, kwargs=overrides))
-
-    def memory_bytes(self) -> int:
-        return int(self.weight_bytes)
-
-    def model_info(self) -> tuple[dict[str, Any], int]:
-        return self.info
-
     @property
     def pids(self) -> list[int]:
         return [p.pid for p, _ in self.processes]
 
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """As Translator.decode_lines, in the next free worker process (``split``: each batch in the next free one);
-        ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
-        (engine.Stopped is raised here)."""
-        batches = decode_batches(ids, self.cfg.max_positions, decode) \
-            if self.split and self.workers > 1 and not decode.sampling else []
-        if len(batches) <= 1:       # (sampling: its random draws stay in one process, in order)
-            return list(self._call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else
-                                                    list(cons)), len(ids), stop=stop, whole=self.split))
-
-        def one(batch: list[int]) -> list[list[Hypothesis]]:
-            return list(self._call("decode_lines", ([list(ids[i]) for i in batch], decode,
-                                                    None if cons is None else [cons[i] for i in batch]),
-                                   len(batch), stop=stop))
-
-        out: list[list[Hypothesis]] = [[] for _ in ids]
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-batches") as pool:
-            for batch, hyps in zip(batches, pool.map(one, batches), strict=True):
-                for i, h in zip(batch, hyps, strict=True):
-                    out[i] = h
-        return out
-
-    def _call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
-              stop: Stop | None = None, whole: bool = False) -> Any:
+    def call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
+             stop: Stop | None = None, whole: bool = False) -> Any:
         """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``; ``whole``:
         the caller's only batch (``split``), which gets every core when no other is being decoded."""
         i = self.free.get()
@@ -214,7 +133,7 @@ class ProcessTranslator(EngineBase):
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
             # keeps its threads to its end, and one that outlasts a second batch would overbook the cores
             alone = self.busy == 1 and (lines <= SMALL or whole)
-            threads = self.cores if alone else max(1, self.cores // self.workers)
+            threads = self.cores if alone else max(1, self.cores // self.n)
         p, conn = self.processes[i]
         try:
             conn.send((method, args, kwargs or {}, threads))
@@ -256,3 +175,109 @@ class ProcessTranslator(EngineBase):
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
+
+    def kill(self) -> None:
+        for p, _ in self.processes:
+            p.kill()
+
+
+class ProcessTranslator(EngineBase):
+    """aiayn's engine with its model in worker processes (engine.Engine, :class:`Workers`): each decodes one batch at
+    a time, and computes the word alignments and attention maps asked of it; this process keeps only the tokenizer and
+    the settings (no model, and no PyTorch unless it had them already). A worker that dies fails the batch it had (a
+    server's requests get a 500 naming it) and is started again. Its capabilities are aiayn's engine's, but that it
+    decodes whole batches.
+
+    Two callers: ``aiayn serve`` (its batcher hands each batch to the next free worker) and ``aiayn translate``
+    (``split``: :meth:`load`), whose calls each hold many batches, cut as aiayn's engine cuts them
+    (engine.decode_batches) and shared out among the workers, so that the output is that of one process decoding
+    them (``--no-processes``, threads) while no two batches share an interpreter."""
+
+    engine = "torch"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=False, processes=True)
+
+    def __init__(self, path: str | Path, like: Engine | None, workers: int, settings: dict[str, Any],
+                 split: bool = False) -> None:
+        """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
+        started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
+        precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
+        self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
+        self.pool = Workers(self.path, settings, workers)   # first: they load their models while this process goes on
+        try:
+            if like is None:
+                run, _ = RunDir.locate(path)
+                config = run.config()
+                self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
+                self.languages, self.norms = run.languages(), run.norms()
+            else:
+                self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
+                self.languages, self.norms = like.languages, like.norms
+        except BaseException:
+            self.pool.kill()
+            raise
+        hello = self.pool.ready()
+        self.weight_bytes, self.info = hello["weight_bytes"], hello["info"]
+        self.device = like.device if like is not None else DeviceName.parse(hello["device"])
+        self.precision = like.precision if like is not None else hello["precision"]
+
+    @classmethod
+    def load(cls, path: str | Path, processes: int, **settings: Any) -> ProcessTranslator:
+        """aiayn's engine on run dir (or checkpoint) ``path`` in ``processes`` workers, for a caller that makes one
+        call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
+        one Translator decoding with as many threads (``workers``)."""
+        return cls(path, None, processes, {k: v for k, v in settings.items() if v is not None}, split=True)
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        return with_fixed(self.decode, decode, overrides)
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        from ..translate import line_constraints  # (PyTorch: the constraints' tensors)
+
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """As Translator.alignments, in a worker process."""
+        return list(self.pool.call("alignments", (list(lines), [list(o) for o in outputs], source,
+                                                  None if ids is None else [list(x) for x in ids]), len(lines)))
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        """As Translator.attention, in a worker process."""
+        return dict(self.pool.call("attention", (line,), 1, kwargs=overrides))
+
+    def memory_bytes(self) -> int:
+        return int(self.weight_bytes)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.info
+
+    @property
+    def pids(self) -> list[int]:
+        return self.pool.pids
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Stop | None = None) -> list[list[Hypothesis]]:
+        """As Translator.decode_lines, in the next free worker process (``split``: each batch in the next free one);
+        ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
+        (engine.Stopped is raised here)."""
+        batches = decode_batches(ids, self.cfg.max_positions, decode) \
+            if self.split and self.workers > 1 and not decode.sampling else []
+        if len(batches) <= 1:       # (sampling: its random draws stay in one process, in order)
+            return list(self.pool.call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else
+                                                        list(cons)), len(ids), stop=stop, whole=self.split))
+
+        def one(batch: list[int]) -> list[list[Hypothesis]]:
+            return list(self.pool.call("decode_lines", ([list(ids[i]) for i in batch], decode,
+                                                        None if cons is None else [cons[i] for i in batch]),
+                                       len(batch), stop=stop))
+
+        out: list[list[Hypothesis]] = [[] for _ in ids]
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-batches") as pool:
+            for batch, hyps in zip(batches, pool.map(one, batches), strict=True):
+                for i, h in zip(batch, hyps, strict=True):
+                    out[i] = h
+        return out
+
+    def close(self) -> None:
+        self.pool.close()
