@@ -375,7 +375,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             run = lambda chunk: translate_through(engines, request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
         else:
             run = lambda chunk: translate_through(engines, request(chunk))  # noqa: E731
-        for i, translations in enumerate(stream(lines, run)):
+        for i, translations in enumerate(stream(lines, run, in_flight=min(e.calls_at_once for e in engines))):
             for t in translations:
                 text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
                 out.write(f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else text + "\n")

@@ -23,11 +23,13 @@ end maps its own field onto it.
 
 from __future__ import annotations
 
+import collections
 import queue
 import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -287,6 +289,7 @@ class EngineBase(ABC):
     vocab: Vocab
     languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
     norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
+    calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
 
     @abstractmethod
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -338,48 +341,73 @@ T = TypeVar("T")
 
 
 def stream(lines: Iterable[str], translate: Callable[[list[str]], list[T]], max_lines: int = 2000,
-           read_ahead: int = 8000) -> Iterator[T]:
+           read_ahead: int = 8000, in_flight: int = 1) -> Iterator[T]:
     """``translate`` applied to ``lines`` chunk by chunk, yielding one result per line, in order, as soon as its
-    chunk is done: a chunk is every line that has arrived by the time the previous one finished (at most
-    ``max_lines``), so a line typed into a pipe is translated at once and a file goes in full chunks. A
-    thread reads at most ``read_ahead`` lines ahead: memory stays bounded on inputs of any length."""
-    pending: queue.Queue[tuple[str, ...] | BaseException | None] = queue.Queue(maxsize=max(1, read_ahead // 64))
+    chunk is done. A chunk is every line that has arrived by the time it is taken (at most ``max_lines``, in blocks
+    of 64), so a line typed into a pipe is translated at once, and a file goes in full chunks, the same in every run
+    (batches are made within a chunk, and int8's results depend on the batch). A thread reads at most ``read_ahead``
+    lines ahead: memory stays bounded on inputs of any length. ``in_flight``: chunks translated at once, for an
+    engine whose calls run side by side (worker processes: the next chunk's batches keep them busy while the last of
+    this one's finish); the chunks are the same, and a chunk's results go out before waiting for input."""
+    pending: queue.Queue[tuple[tuple[str, ...], bool] | BaseException | None] = \
+        queue.Queue(maxsize=max(1, read_ahead // 64))
 
     def read() -> None:
         try:
             block: list[str] = []
             for line in lines:
                 block.append(line)
-                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations)
+                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations),
+                # saying whether another follows without waiting for input
                 if len(block) >= 64 or not _more_ready(lines):
-                    pending.put(tuple(block))
+                    pending.put((tuple(block), len(block) >= 64 and _more_ready(lines)))
                     block = []
             if block:
-                pending.put(tuple(block))
+                pending.put((tuple(block), True))
             pending.put(None)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
             pending.put(e)
 
-    threading.Thread(target=read, name="aiayn-read", daemon=True).start()
-    done = False
-    while not done:
+    def chunk() -> list[str] | None:
+        """The next chunk, None at the end."""
         item = pending.get()                                  # wait for at least one line
-        chunk: list[str] = []
-        while True:
-            if item is None:
-                done = True
-                break
+        out: list[str] = []
+        while item is not None:
             if isinstance(item, BaseException):
                 raise item
-            chunk.extend(item)
-            if len(chunk) >= max_lines:
+            block, more = item
+            out.extend(block)
+            if len(out) >= max_lines:
                 break
-            try:
-                item = pending.get_nowait()                   # and take whatever else has arrived meanwhile
+            try:                                              # the next block, if it comes without waiting for input
+                item = pending.get() if more else pending.get_nowait()
             except queue.Empty:
                 break
-        if chunk:
-            yield from translate(chunk)
+        if item is None:
+            pending.put(None)                                 # (the end, for the next call)
+        return out or None
+
+    threading.Thread(target=read, name="aiayn-read", daemon=True).start()
+    running: collections.deque[Future[list[T]]] = collections.deque()
+    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="aiayn-chunk") if in_flight > 1 else None
+    try:
+        while True:
+            if running and pending.empty():                   # the next chunk would wait for input
+                while running:
+                    yield from running.popleft().result()
+            if (this := chunk()) is None:
+                break
+            if pool is None:
+                yield from translate(this)
+                continue
+            if len(running) >= in_flight:
+                yield from running.popleft().result()
+            running.append(pool.submit(translate, this))
+        while running:
+            yield from running.popleft().result()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _more_ready(lines: Iterable[str]) -> bool:

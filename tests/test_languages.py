@@ -10,6 +10,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -347,6 +348,55 @@ def test_stream_yields_each_chunk_in_order_with_bounded_read_ahead() -> None:
 
     with pytest.raises(OSError, match="disk gone"):
         list(stream(broken(), fake))  # type: ignore[arg-type]
+
+
+class _Source:
+    """Lines as the command line reads them: ``regular`` a file (more is always ready), else a pipe whose line i comes
+    once ``released(i)``: waited for at most 5 s (``waited`` then says so)."""
+
+    def __init__(self, n: int, regular: bool, released: Callable[[int], bool] = lambda i: True,
+                 slow_after: int = -1) -> None:
+        self.n, self.regular, self.released, self.slow_after = n, regular, released, slow_after
+        self.i, self.waited = 0, False
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(self.n):
+            self.i = i
+            if i == self.slow_after:
+                time.sleep(0.3)                              # a file whose first blocks are read slowly
+            deadline = time.monotonic() + 5
+            while not self.released(self.i):
+                if time.monotonic() > deadline:
+                    self.waited = True
+                    break
+                time.sleep(0.005)
+            yield f"line {self.i}"
+
+    def more_ready(self) -> bool:
+        return self.regular or self.released(self.i + 1)
+
+
+def test_a_file_goes_in_full_chunks_in_every_run_and_chunks_in_flight_change_nothing() -> None:
+    """A file's chunks are full whatever the reader's pace (they were whatever had been read when the last chunk was
+    taken: batches, and so int8's output, changed from run to run), ``in_flight`` chunks at once give the same chunks
+    and results, and from a pipe each chunk's results go out before the next line is waited for."""
+    seen: list[int] = []
+
+    def fake(chunk: list[str]) -> list[str]:
+        seen.append(len(chunk))
+        time.sleep(0.01)
+        return [x.upper() for x in chunk]
+
+    for in_flight in (1, 2):
+        seen.clear()
+        out = list(stream(_Source(2000, regular=True, slow_after=64), fake, max_lines=500, in_flight=in_flight))
+        assert out == [f"LINE {i}" for i in range(2000)] and seen == [512, 512, 512, 464], (in_flight, seen)
+
+    got: list[str] = []
+    source = _Source(6, regular=False, released=lambda i: len(got) >= i)     # line i once i results are out
+    for x in stream(source, lambda chunk: [y.upper() for y in chunk], in_flight=2):
+        got.append(x)
+    assert got == [f"LINE {i}" for i in range(6)] and not source.waited
 
 
 def test_translate_answers_each_line_before_stdin_is_closed(zh_run: tuple[DataDir, RunDir]) -> None:

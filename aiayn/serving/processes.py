@@ -91,7 +91,7 @@ class Workers:
 
     def __init__(self, path: str, settings: dict[str, Any], n: int) -> None:
         self.path, self.settings, self.n, self.cores = path, settings, n, cores()
-        self.busy, self.lock = 0, threading.Lock()
+        self.busy, self.lock, self.closed = 0, threading.Lock(), False
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
         self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
@@ -143,6 +143,8 @@ class Workers:
                     break
             return self._answer(conn, p)
         except (EOFError, OSError):
+            if self.closed:                       # closed while it decoded: its caller is going too
+                raise Stopped from None
             p.join(timeout=5)
             self.processes[i] = self._spawn(i)
             self._answer(self.processes[i][1], self.processes[i][0])
@@ -167,6 +169,7 @@ class Workers:
     def close(self) -> None:
         """The workers end: a batch they are decoding stops at its next step (the caller has gone: Ctrl-C, an
         error), then their pipes close."""
+        self.closed = True
         for event in self.stops:
             event.set()
         for _, conn in self.processes:
@@ -202,6 +205,7 @@ class ProcessTranslator(EngineBase):
         started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
         precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
         self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
+        self.calls_at_once = 2 if split and workers > 1 else 1    # a call's last batches leave workers free
         self.pool = Workers(self.path, settings, workers)   # first: they load their models while this process goes on
         try:
             if like is None:
