@@ -6,9 +6,9 @@
 Every row translates the same ``--lines`` lines of --src and scores them against --ref (sacreBLEU, lowercased BLEU as
 the headline, the run's target-language tokenizer): each model x engine (aiayn; its CTranslate2 export) x precision
 (int8, fp32) x search (greedy, beam 4) x shortlist (off; on, where the run has one: ``aiayn shortlist``) x workers
-(aiayn: batches decoded side by side, one core each; CTranslate2: ``inter_threads``, one core each). Each row is
-timed after a warm-up on 50 other lines, in this one process, so every ratio compares rows of the same run on the
-same machine. Prints a Markdown table and the issue-40 criteria (each a ratio of two rows), writes the record
+(aiayn: batches decoded side by side, one core each, in worker processes as ``aiayn translate`` decodes them;
+CTranslate2: ``inter_threads``, one core each). Each row is timed after a warm-up on 50 other lines, in this
+process (and its workers), so every ratio compares rows of the same run on the same machine. Prints a Markdown table and the issue-40 criteria (each a ratio of two rows), writes the record
 ``results/fast-<date>.json`` and a plot (sentences/s on a log x axis, test BLEU on y) beside it.
 """
 
@@ -38,10 +38,10 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
     import torch
 
     from aiayn.evaluate import score
+    from aiayn.interop.auto import load
     from aiayn.interop.ct2 import CTranslate2Translator
     from aiayn.interop.export import export
     from aiayn.shortlist import Shortlist
-    from aiayn.translate import Translator
 
     rows = []
     for name, run in models.items():
@@ -54,7 +54,8 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
                 for w in workers:
                     torch.set_num_threads(w)
                     if engine == "aiayn":
-                        t = Translator.load(run, precision=precision, device="cpu", workers=w)
+                        # as `aiayn translate` decodes: 2+ workers are processes
+                        t = load(run, "torch", processes=True, precision=precision, device="cpu", workers=w)
                     else:
                         ct2 = CTranslate2Translator.from_export(out, "int8" if precision == "int8" else "fp32",
                                                                 workers=w, threads=1)
@@ -72,6 +73,8 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
                                    "bleu_lc": s["bleu_lc"], "chrf": s["chrf"]}
                             rows.append(row)
                             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                    if engine == "aiayn":
+                        t.close()
     return rows
 
 
