@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -279,3 +281,49 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
     done = cli(broken)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "worker" in done.stderr and "safetensors" in done.stderr, done.stderr
+
+
+def test_a_worker_process_that_dies_is_a_one_line_error_at_once(run_dir: Path, tmp_path: Path) -> None:
+    """A worker killed while `aiayn translate` decodes: the other stops too, and the command exits 2 within seconds
+    (it restarted the worker and decoded the rest of the input first), with a line naming it, no traceback, and no
+    worker left behind."""
+    import signal
+    import subprocess
+    import sys
+
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(f"Ein Mann {i} und ein Hund.\n" for i in range(20000)))
+    p = subprocess.Popen([sys.executable, "-m", "aiayn", "translate", "--model", str(run_dir), "--input", str(src),
+                          "--output", str(out), "--engine", "torch", "--workers", "2", "--beam", "4", "--quiet"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out.exists() and out.stat().st_size):           # decoding: its first chunk is written
+            assert p.poll() is None and time.monotonic() < deadline, "no output"
+            time.sleep(0.05)
+        workers = _workers_of(p.pid)
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        killed = time.monotonic()
+        err = p.communicate(timeout=120)[1]
+        took = time.monotonic() - killed
+    finally:
+        p.kill()
+    assert p.returncode == 2 and "Traceback" not in err and took < 5, (took, err)
+    assert err.strip() == f"aiayn translate: error: decoding worker process {workers[0]} died (exit code -9)", err
+    time.sleep(1)
+    assert not any(Path(f"/proc/{w}").exists() and b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()
+                   for w in workers)
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The decoding worker processes a process started (spawned: their command line runs spawn_main)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "spawn_main" in cmdline and "resource_tracker" not in cmdline:
+            out.append(int(child))
+    return out

@@ -144,7 +144,7 @@ async def answered(job: Job, timeout_s: float) -> list[list[Hypothesis]]:
         return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
     except asyncio.TimeoutError:
         raise ServiceError(504, f"translation took longer than {timeout_s:g} s") from None
-    except (ValueError, RuntimeError) as e:            # logged where it happened, in the decoding thread
+    except (ValueError, RuntimeError, OSError) as e:   # logged where it happened (a worker's death: OSError)
         raise ServiceError(500, f"translation failed: {e}") from None
     finally:
         job.cancelled = job.cancelled or not job.future.done()   # timed out, or the client went away

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,9 +89,12 @@ class Workers:
     at once (spawned: a fork of a process that runs threads, the event loop's or PyTorch's, may inherit locks held),
     called one batch at a time (:meth:`call`, the next free one), started again when one dies, and ended."""
 
-    def __init__(self, path: str, settings: dict[str, Any], n: int) -> None:
-        self.path, self.settings, self.n, self.cores = path, settings, n, cores()
+    def __init__(self, path: str, settings: dict[str, Any], n: int, restart: bool = True) -> None:
+        """``restart``: a worker that dies is started again (a server); else the others stop too, and every call
+        fails with what happened (a command that ends on the error)."""
+        self.path, self.settings, self.n, self.cores, self.restart = path, settings, n, cores(), restart
         self.busy, self.lock, self.closed = 0, threading.Lock(), False
+        self.broken = ""                                           # why every call fails (restart False)
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
         self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
@@ -101,12 +104,15 @@ class Workers:
     def ready(self) -> dict[str, Any]:
         """Once every worker has loaded its model: what the first says of it (its size, configuration, device and
         precision). A worker that could not load it is a ValueError naming why, and every worker is ended."""
-        try:
-            hellos = [self._answer(conn, p) for p, conn in self.processes]
-        except (RuntimeError, EOFError) as e:
-            self.kill()
-            raise ValueError(f"{self.path}: a decoding worker process could not load the model: "
-                             f"{e or 'it ended (out of memory?)'}") from None
+        hellos = []
+        for p, conn in self.processes:
+            try:
+                hellos.append(self._answer(conn, p))
+            except (RuntimeError, EOFError) as e:
+                self.kill()
+                p.join(timeout=5)
+                raise ValueError(f"{self.path}: a decoding worker process could not load the model: "
+                                 f"{str(e) or f'process {p.pid} ended (exit code {p.exitcode})'}") from None
         for i in range(self.n):
             self.free.put(i)
         return dict(hellos[0])
@@ -128,6 +134,9 @@ class Workers:
         """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``; ``whole``:
         the caller's only batch (``split``), which gets every core when no other is being decoded."""
         i = self.free.get()
+        if self.broken:
+            self.free.put(i)
+            raise ChildProcessError(self.broken)
         with self.lock:
             self.busy += 1
             # a small batch decoded alone gets every core (a lone request's latency), any other its share: a batch
@@ -142,14 +151,23 @@ class Workers:
                     self.stops[i].set()
                     break
             return self._answer(conn, p)
+        except Stopped:
+            if self.broken:                       # stopped because another worker died
+                raise ChildProcessError(self.broken) from None
+            raise
         except (EOFError, OSError):
             if self.closed:                       # closed while it decoded: its caller is going too
                 raise Stopped from None
             p.join(timeout=5)
+            died = f"decoding worker process {p.pid} died (exit code {p.exitcode})"
+            if not self.restart:
+                self.broken = died
+                for event in self.stops:
+                    event.set()
+                raise ChildProcessError(died) from None
             self.processes[i] = self._spawn(i)
             self._answer(self.processes[i][1], self.processes[i][0])
-            raise RuntimeError(f"decoding worker process {p.pid} died (exit code {p.exitcode}); a new one was "
-                               "started") from None
+            raise ChildProcessError(f"{died}; a new one was started") from None
         finally:
             self.stops[i].clear()                 # before the worker is given its next batch
             with self.lock:
@@ -206,7 +224,8 @@ class ProcessTranslator(EngineBase):
         precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
         self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
         self.calls_at_once = 2 if split and workers > 1 else 1    # a call's last batches leave workers free
-        self.pool = Workers(self.path, settings, workers)   # first: they load their models while this process goes on
+        # first: they load their models while this process goes on
+        self.pool = Workers(self.path, settings, workers, restart=not split)
         try:
             if like is None:
                 run, _ = RunDir.locate(path)
@@ -278,9 +297,16 @@ class ProcessTranslator(EngineBase):
 
         out: list[list[Hypothesis]] = [[] for _ in ids]
         with ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-batches") as pool:
-            for batch, hyps in zip(batches, pool.map(one, batches), strict=True):
-                for i, h in zip(batch, hyps, strict=True):
-                    out[i] = h
+            futures = [pool.submit(one, batch) for batch in batches]
+            wait(futures, return_when=FIRST_EXCEPTION)          # a failed batch fails the call at once
+            try:
+                for batch, future in zip(batches, futures, strict=True):
+                    for i, h in zip(batch, future.result(), strict=True):
+                        out[i] = h
+            except BaseException:
+                for future in futures:                          # (the batches not yet begun)
+                    future.cancel()
+                raise
         return out
 
     def close(self) -> None:
