@@ -436,6 +436,10 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                         "target word, from 0; from the encoder-decoder attention)")
     p.add_argument("--constraints", type=Path, metavar="JSONL",
                    help="one JSON list of target phrases per input line (or null): each translation contains them")
+    _add_processes_flag(p)
+
+
+def _add_processes_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
                    help="aiayn's engine on a CPU with more than one worker (--workers; auto: one per core): each worker "
                         "a process with its own copy of the model and its share of the cores, started at once, so "
@@ -489,12 +493,18 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     for path, ref in zip(a.ref, refs, strict=True):
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
-    engines = [load(m, a.engine, **_given(a, "decode")) for m in a.model]
-    translator = Pivot(engines) if len(engines) > 1 else engines[0]   # several: each in turn (a pivot)
-    run = RunDir.locate(a.model[-1])[0]
-    lang = a.lang or run.target_language()
-    r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
-                 lang=lang, tokenize=a.tokenize, ter=a.ter)
+    engines: list[Any] = []
+    try:
+        for m in a.model:                                   # more than one: a pivot, each in turn
+            engines.append(load(m, a.engine, processes=a.processes, **_given(a, "decode")))
+        translator = Pivot(engines) if len(engines) > 1 else engines[0]
+        run = RunDir.locate(a.model[-1])[0]
+        lang = a.lang or run.target_language()
+        r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
+                     lang=lang, tokenize=a.tokenize, ter=a.ter)
+    finally:
+        for engine in engines:                              # (worker processes end)
+            engine.close()
     if a.json:
         print(json.dumps(r))
     else:
@@ -518,6 +528,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lang", help="target language code for choosing the tokenizer (default: the run's)")
     p.add_argument("--ter", action="store_true", help="also compute TER")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_processes_flag(p)
 
 
 # --- demo --------------------------------------------------------------------------------------------------------

@@ -188,6 +188,12 @@ def test_cli_evaluate_json(run_dir: Path, multi30k_dir: DataDir, tmp_path: Path,
     assert {"bleu", "bleu_lc", "chrf", "signature", "sentences", "seconds"} <= set(result)
     assert result["sentences"] == 20 and "tok:13a" in result["signature"]
     assert len((tmp_path / "h.txt").read_text().splitlines()) == 20
+    for how in ("--processes", "--no-processes"):              # aiayn's engine in worker processes, or threads
+        assert main(["evaluate", "--model", str(run_dir), "--src", str(src), "--ref", str(ref), "--beam", "2",
+                     "--engine", "torch", "--workers", "2", "--batch-tokens", "40", how, "--json",
+                     "--hyps", str(tmp_path / f"h{how}.txt")]) == 0
+        assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(result["bleu"])
+    assert (tmp_path / "h--processes.txt").read_text() == (tmp_path / "h--no-processes.txt").read_text()
     ref.write_text("only one line\n")
     assert main(["evaluate", "--model", str(run_dir), "--src", str(src), "--ref", str(ref)]) == 2
     assert "lines" in capsys.readouterr().err
