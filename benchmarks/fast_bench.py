@@ -7,9 +7,10 @@ Every row translates the same ``--lines`` lines of --src and scores them against
 the headline, the run's target-language tokenizer): each model x engine (aiayn; its CTranslate2 export) x precision
 (int8, fp32) x search (greedy, beam 4) x shortlist (off; on, where the run has one: ``aiayn shortlist``) x workers
 (aiayn: batches decoded side by side, one core each, in worker processes as ``aiayn translate`` decodes them;
-CTranslate2: ``inter_threads``, one core each). Each row is timed after a warm-up on 50 other lines, in this
-process (and its workers), so every ratio compares rows of the same run on the same machine. Prints a Markdown table and the issue-40 criteria (each a ratio of two rows), writes the record
-``results/fast-<date>.json`` and a plot (sentences/s on a log x axis, test BLEU on y) beside it.
+CTranslate2: ``inter_threads``, one core each). Each row is timed after a warm-up on 50 other lines, in this process
+(and its workers), so every ratio compares rows of the same run on the same machine. Prints a Markdown table and the
+issue-40 criteria (each a ratio of two rows), writes the record ``results/fast-<date>.json`` and a plot (sentences/s
+on a log x axis, test BLEU on y) beside it.
 """
 
 from __future__ import annotations
