@@ -571,6 +571,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     routed by its source and target languages. The lines of concurrent requests are decoded together, joining the
     running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from . import __version__
+    from .runtime import cores
     from .serving.pairs import Models
     from .serving.serve import ServeConfig, serve
 
@@ -580,7 +581,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # the server's decoding threads are its parallelism (--workers): each decodes on its own thread (aiayn's engine);
     # CTranslate2 decodes that many batches side by side
     workers = cfg.workers if a.engine != "torch" else 1
-    models = Models.load(a.model, a.engine, cfg.memory_budget > 0, **_given(a, "decode"), workers=workers)
+    # aiayn's engine on a CPU: straight into its worker processes, so that this process needs no PyTorch
+    processes = (cfg.workers or min(4, cores())) if a.engine == "torch" and cfg.processes else 0
+    models = Models.load(a.model, a.engine, cfg.memory_budget > 0, processes, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0
 

@@ -448,13 +448,16 @@ def _decoding_processes(pid: int) -> list[int]:
 
 
 def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_model: Path, cli: Translator) -> None:
-    """--processes: batches decoded by 2 worker processes, each with its copy of the model; every answer (greedy and
-    beam, 2-best with scores, constraints) is aiayn translate's; a worker killed fails only the batch it had, with a
+    """--processes: batches decoded by 2 worker processes, each with its copy of the model, which the server's own
+    process never loads (nor PyTorch); every answer (greedy and beam, 2-best with scores, constraints) is aiayn
+    translate's; a worker killed fails only the batch it had, with a
     500 naming it, and is started again; SIGTERM stops them all."""
     s = Server("--processes", "--workers", "2", "--cache", "0", model=copy_model)   # (each batch decoded)
     try:
         workers = _decoding_processes(s.proc.pid)
         assert len(workers) == 2, workers
+        # the model went straight to the workers: the server's own process has not loaded PyTorch
+        assert "libtorch" not in Path(f"/proc/{s.proc.pid}/maps").read_text()
         lines = _copy_lines(24, seed=9)
         asks: list[dict[str, Any]] = [{"text": lines[i : i + 3], "beam": b, "nbest": b}
                                       for i in range(0, 24, 3) for b in (1, 2)]

@@ -20,17 +20,17 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
-from ..constraints import Constraints
-from ..engine import Hypothesis, plan, run_async
+from ..engine import Hypothesis, Stopped, plan, run_async
 from ..guards import ServiceError
 from ..runtime import ThreadShare, resolve_workers
-from ..search import BeamSearch, Stopped
-from ..translate import Translator, source_batch, source_ids
+
+if TYPE_CHECKING:      # (imported where used: a server whose engine decodes in worker processes needs no PyTorch)
+    from ..constraints import Constraints
+    from ..search import BeamSearch
+    from ..translate import Translator
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,8 @@ def _step(search: BeamSearch, running: dict[Any, Job], metrics: ModelMetrics) ->
     gone = {s for s in search.keys if s is not None and running[s].cancelled}
     if gone:
         search.drop(gone)
+    import torch
+
     t0 = time.perf_counter()
     try:
         with torch.inference_mode():
@@ -293,6 +295,11 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
           running: dict[Any, Job], metrics: ModelMetrics) -> None:
     """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
     settings join their running search in one admission (one encoder call)."""
+    import torch
+
+    from ..search import BeamSearch
+    from ..translate import source_batch, source_ids
+
     t = translator
     groups: dict[DecodeConfig, tuple[list[list[int]], list[tuple[Job, int]], list[Constraints | None]]] = {}
     for job in jobs:

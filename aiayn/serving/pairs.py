@@ -24,7 +24,7 @@ from ..guards import ServiceError, cut
 from ..interop import auto
 from ..pipeline import Prepared, Request, Translation, leg, prepare, translate_async
 from ..rundir import RunDir
-from ..runtime import resolve_workers
+from ..runtime import cpu_only, resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
 from .memo import Memo
 
@@ -77,17 +77,20 @@ class Served:
     in_use: int = 0                             # requests using it now (a model in use is never unloaded)
     last_used: int = 0                          # the pool's clock when a request last used it
     closing: bool = False                       # being unloaded: a request waits for it to load again
+    processes: int = 0                          # aiayn's engine loaded straight into this many worker processes
 
     @classmethod
-    def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, **decode: Any) -> Served:
+    def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
         """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
-        (its language pair and /info from the run dir alone)."""
+        (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU goes straight
+        into that many worker processes (processes.ProcessTranslator): this process needs no PyTorch."""
         run, ckpt = RunDir.locate(path)
         langs = run.languages()
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
         me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
                  {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine, "path": str(path)},
                  settings=dict(decode))
+        me.processes = processes if engine == "torch" and cpu_only(run.config().decode.replace(**decode).device) else 0
         if not lazy:
             me.open()
         return me
@@ -101,9 +104,13 @@ class Served:
 
     def open(self) -> None:
         """Load the engine (Served.load's path, engine and settings)."""
-        if self.current is None:
+        if self.current is None and self.processes:         # straight into its worker processes
+            from .processes import ProcessTranslator
+
+            self.current = ProcessTranslator(self.info["checkpoint"], None, self.processes, self.settings)
+        elif self.current is None:
             self.current = auto.load(self.info["path"], self.info["engine"], **self.settings)
-            self.info["engine"] = self.current.engine
+        self.info["engine"] = self.translator.engine
 
     def close(self) -> None:
         """Stop its decoders and let its engine go (a lazy model only: one given as an engine cannot load again)."""
@@ -141,18 +148,16 @@ class Served:
                 self.pool.trim_later()
 
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
-        """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``,
-        the default) or threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole
-        batches."""
-        t = self.translator
-        if t.capabilities.processes and limits.processes and t.device.type == "cpu":
-            from .processes import ProcessTranslator
+        """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``) or
+        threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
+        from .processes import ProcessTranslator
 
-            workers = resolve_workers(limits.workers, t.device)
-            # the model is the workers' alone from here: this process keeps its tokenizer and settings
-            self.current = ProcessTranslator(self.info["checkpoint"], t, workers, self.settings)
-            self.batcher = WholeBatcher(self.translator, limits, metrics)
-        elif not t.capabilities.stepwise:
+        t = self.translator
+        if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not self.processes:
+            # loaded here (--engine auto without CTranslate2): the model is the workers' alone from now on
+            t = self.current = ProcessTranslator(self.info["checkpoint"], t, resolve_workers(limits.workers, t.device),
+                                                 self.settings)
+        if not t.capabilities.stepwise:                     # worker processes, CTranslate2: whole batches
             self.batcher = WholeBatcher(t, limits, metrics)
         else:                                               # stepwise: aiayn's own engine, its model in this process
             self.batcher = Batcher(cast("Translator", t), limits, metrics)
@@ -296,9 +301,11 @@ class Models:
                     self.chains[(a, c)] = Chain((first, second), (a, c), (b,))
 
     @classmethod
-    def load(cls, paths: list[str | Path], engine: str = "torch", lazy: bool = False, **decode: Any) -> Models:
-        """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool)."""
-        return cls([Served.load(p, engine, lazy, **decode) for p in run_dirs(paths)])
+    def load(cls, paths: list[str | Path], engine: str = "torch", lazy: bool = False, processes: int = 0,
+             **decode: Any) -> Models:
+        """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool);
+        ``processes``: as Served.load's."""
+        return cls([Served.load(p, engine, lazy, processes, **decode) for p in run_dirs(paths)])
 
     def __iter__(self) -> Any:
         return iter(self.served)

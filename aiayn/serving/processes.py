@@ -222,6 +222,7 @@ class ProcessTranslator(EngineBase):
         """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
         started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
         precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
+        settings = {k: v for k, v in settings.items() if v is not None}
         self.workers, self.path, self.loaded_with, self.split = workers, str(path), settings, split
         self.calls_at_once = 2 if split and workers > 1 else 1    # a call's last batches leave workers free
         # first: they load their models while this process goes on
@@ -248,7 +249,7 @@ class ProcessTranslator(EngineBase):
         """aiayn's engine on run dir (or checkpoint) ``path`` in ``processes`` workers, for a caller that makes one
         call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
         one Translator decoding with as many threads (``workers``)."""
-        return cls(path, None, processes, {k: v for k, v in settings.items() if v is not None}, split=True)
+        return cls(path, None, processes, settings, split=True)
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         return with_fixed(self.decode, decode, overrides)

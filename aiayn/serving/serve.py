@@ -32,18 +32,19 @@ import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import repair
 from ..config import DecodeConfig, check, setting
-from ..constraints import Glossary
 from ..engine import Unsupported, require
 from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
 from ..pipeline import Request as Asked
-from ..translate import Translator
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
 from .pairs import Models, Pool, Served
+
+if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
+    from ..translate import Translator
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -185,7 +186,7 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     return translate, attention
 
 
-def create_app(models: Models | Translator, cfg: ServeConfig | None = None,
+def create_app(models: "Models | Translator", cfg: ServeConfig | None = None,
                description: dict[str, Any] | None = None) -> Any:
     """The ASGI app serving ``models`` (or one Translator). ``description``: extra fields for /info (version; with
     a Translator, its languages and checkpoint)."""
@@ -370,6 +371,8 @@ def _asked(req: Any) -> Asked:
     given = req.model_dump()
     lexical = {k: v for k, v in given.items() if k in ASKED and v is not None}
     if "glossary" in lexical:
+        from ..constraints import Glossary  # (PyTorch: the constraints it becomes)
+
         lexical["glossary"] = Glossary(list(lexical["glossary"].items()), "glossary")
     return Asked(list(req.text), {k: v for k, v in given.items() if k not in LEXICAL}, **lexical)
 
@@ -509,7 +512,7 @@ def _describe(err: Any, known: Iterable[str]) -> str:
     return f"{cut(where)}: {err.get('msg')}"
 
 
-def serve(models: Models | Translator, cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
+def serve(models: "Models | Translator", cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
     """Run the service until SIGTERM or Ctrl-C: then no new connections, the requests in flight are answered,
     and it returns (exit status 0; a second Ctrl-C stops at once)."""
     import uvicorn
