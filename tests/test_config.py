@@ -370,3 +370,21 @@ def test_the_fixed_length_demo_says_the_mean_of_its_records() -> None:
         assert sum(r["bleu_lc"] for r in runs) / len(runs) == pytest.approx(bleu_lc, abs=0.05)
         assert all(abs(r["bleu_lc"] - bleu_lc) <= 0.5 for r in runs)
         assert demo.expect_updates(src, tgt, updates).startswith(f"expect {bleu_lc:.1f} lowercased BLEU")
+
+
+def test_cpu_only_is_told_without_pytorch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether aiayn translate may decode in worker processes is decided before PyTorch is imported: cpu always, auto
+    only where no GPU driver shows (NVIDIA's, AMD's) and not on a Mac (MPS), a named GPU never."""
+    import os
+    import sys
+
+    from aiayn.runtime import cpu_only
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(os.path, "exists", lambda p: False)
+    assert cpu_only("cpu") and cpu_only("auto") and not cpu_only("cuda") and not cpu_only("cuda:1")
+    monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl")
+    assert cpu_only("cpu") and not cpu_only("auto")
+    monkeypatch.setattr(os.path, "exists", lambda p: False)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not cpu_only("auto") and not cpu_only("mps")

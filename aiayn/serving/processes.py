@@ -98,8 +98,7 @@ class Workers:
         self.ctx = multiprocessing.get_context("spawn")
         self.free: queue.Queue[int] = queue.Queue()
         self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
-        self.processes: list[tuple[Any, Connection]] = []
-        self.processes = [self._spawn(i) for i in range(n)]
+        self.processes: list[tuple[Any, Connection]] = [self._spawn(i) for i in range(n)]
 
     def ready(self) -> dict[str, Any]:
         """Once every worker has loaded its model: what the first says of it (its size, configuration, device and
