@@ -331,3 +331,20 @@ def _workers_of(pid: int) -> list[int]:
         if "spawn_main" in cmdline and "resource_tracker" not in cmdline:
             out.append(int(child))
     return out
+
+
+def test_where_worker_processes_cannot_start_threads_decode(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A machine that cannot start them (no shared-memory semaphores: some sandboxes): a warning, then threads."""
+    import multiprocessing.context
+
+    from aiayn.interop.auto import load
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(multiprocessing.context.SpawnContext, "Event", refuse, raising=False)
+    with caplog.at_level(logging.WARNING):
+        t = load(run_dir, "torch", processes=True, workers=2, device="cpu")
+    assert isinstance(t, Translator) and "worker processes could not be started" in caplog.text
+    assert t.translate(["Ein Mann."], max_len_b=4) == Translator.load(run_dir).translate(["Ein Mann."], max_len_b=4)

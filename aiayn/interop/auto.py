@@ -184,7 +184,10 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, **set
     if processes and (workers := decode_processes(path, settings)):
         from ..serving.processes import ProcessTranslator
 
-        return ProcessTranslator.load(path, workers, **settings)
+        try:
+            return ProcessTranslator.load(path, workers, **settings)
+        except OSError as e:       # no processes here (a sandbox without shared-memory semaphores, say): threads
+            log.warning("decoding in threads: worker processes could not be started (%s)", e)
     from ..translate import Translator
 
     return Translator.load(path, **settings)
