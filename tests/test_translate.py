@@ -190,7 +190,7 @@ def test_cli_evaluate_json(run_dir: Path, multi30k_dir: DataDir, tmp_path: Path,
     assert len((tmp_path / "h.txt").read_text().splitlines()) == 20
     for how in ("--processes", "--no-processes"):              # aiayn's engine in worker processes, or threads
         assert main(["evaluate", "--model", str(run_dir), "--src", str(src), "--ref", str(ref), "--beam", "2",
-                     "--engine", "torch", "--workers", "2", "--batch-tokens", "40", how, "--json",
+                     "--engine", "torch", "--workers", "2", "--batch-tokens", "200", how, "--json",
                      "--hyps", str(tmp_path / f"h{how}.txt")]) == 0
         assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(result["bleu"])
     assert (tmp_path / "h--processes.txt").read_text() == (tmp_path / "h--no-processes.txt").read_text()
