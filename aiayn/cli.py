@@ -7,6 +7,7 @@ with status 2; they never show a traceback. Ctrl-C exits with 130 (training save
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -323,7 +324,6 @@ def cmd_translate(a: argparse.Namespace) -> int:
     """Translate line by line, each line cut into its sentences (a paragraph per line is fine; --no-sentences: each
     line one sentence). N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
-    from .interop.auto import load
 
     settings = _given(a, "decode")
     nbest = settings.pop("nbest", None) or 1           # per request: a beam not given grows to it (pipeline.prepare)
@@ -334,13 +334,22 @@ def cmd_translate(a: argparse.Namespace) -> int:
         from .constraints import Glossary
 
         glossary = Glossary.load(a.glossary)
+    with _engines(a, settings) as engines:
+        return _translate(a, engines, settings, nbest, names, glossary)
+
+
+@contextlib.contextmanager
+def _engines(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any]]:
+    """The engine of each --model (more than one: a pivot, each in turn), closed at the end (worker processes end)."""
+    from .interop.auto import load
+
     engines: list[Any] = []
     try:
-        for m in a.model:                                   # more than one: a pivot, each in turn
+        for m in a.model:
             engines.append(load(m, a.engine, processes=a.processes, **settings))
-        return _translate(a, engines, settings, nbest, names, glossary)
+        yield engines
     finally:
-        for engine in engines:                              # (worker processes end)
+        for engine in engines:
             engine.close()
 
 
@@ -484,7 +493,6 @@ class _Constrained:
 def cmd_evaluate(a: argparse.Namespace) -> int:
     from .data import read_lines
     from .evaluate import evaluate
-    from .interop.auto import load
     from .pipeline import Pivot
     from .rundir import RunDir
 
@@ -493,18 +501,12 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     for path, ref in zip(a.ref, refs, strict=True):
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
-    engines: list[Any] = []
-    try:
-        for m in a.model:                                   # more than one: a pivot, each in turn
-            engines.append(load(m, a.engine, processes=a.processes, **_given(a, "decode")))
+    with _engines(a, _given(a, "decode")) as engines:
         translator = Pivot(engines) if len(engines) > 1 else engines[0]
         run = RunDir.locate(a.model[-1])[0]
         lang = a.lang or run.target_language()
         r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
                      lang=lang, tokenize=a.tokenize, ter=a.ter)
-    finally:
-        for engine in engines:                              # (worker processes end)
-            engine.close()
     if a.json:
         print(json.dumps(r))
     else:
@@ -571,7 +573,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     routed by its source and target languages. The lines of concurrent requests are decoded together, joining the
     running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from . import __version__
-    from .runtime import cores
+    from .runtime import cpu_workers
     from .serving.pairs import Models
     from .serving.serve import ServeConfig, serve
 
@@ -582,7 +584,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # CTranslate2 decodes that many batches side by side
     workers = cfg.workers if a.engine != "torch" else 1
     # aiayn's engine on a CPU: straight into its worker processes, so that this process needs no PyTorch
-    processes = (cfg.workers or min(4, cores())) if a.engine == "torch" and cfg.processes else 0
+    processes = cpu_workers(cfg.workers) if a.engine == "torch" and cfg.processes else 0
     models = Models.load(a.model, a.engine, cfg.memory_budget > 0, processes, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0

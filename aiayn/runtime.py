@@ -60,6 +60,15 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+AUTO_WORKERS = 4    # decode.workers 0 (auto) on a CPU: one worker per core, at most this many
+
+
+def cpu_workers(workers: int, threads: int = 0) -> int:
+    """``decode.workers`` on a CPU: as set, or for 0 (auto) one per core (``threads``: PyTorch's intra-op threads
+    where they are known, else this process's cores), at most :data:`AUTO_WORKERS`. Needs no PyTorch."""
+    return workers or min(AUTO_WORKERS, threads or cores())
+
+
 def cpu_only(name: str) -> bool:
     """Whether ``decode.device`` ``name`` resolves to the CPU (as :func:`resolve_device`), told without importing
     PyTorch: ``cpu``, or ``auto`` on a machine with no GPU driver (NVIDIA's or AMD's) that is not a Mac (MPS)."""
@@ -119,7 +128,7 @@ def resolve_workers(workers: int, device: Device) -> int:
 
     if workers > 0:
         return workers
-    return min(4, torch.get_num_threads()) if device.type == "cpu" else 1
+    return cpu_workers(0, torch.get_num_threads()) if device.type == "cpu" else 1
 
 
 class ThreadShare:

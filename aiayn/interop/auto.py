@@ -18,7 +18,7 @@ from ..config import DecodeConfig
 from ..engine import Capabilities, Hypothesis, with_fixed
 from ..pipeline import EngineBase
 from ..rundir import RunDir
-from ..runtime import cores, cpu_only
+from ..runtime import cpu_only, cpu_workers
 from ..shortlist import Shortlist
 from .ct2 import CTranslate2Translator, ctranslate2_refuses, device_of, precision_of
 
@@ -153,7 +153,7 @@ def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
     told before PyTorch is imported: ``decode.workers`` (0: one per core, at most 4) on a CPU, or 0 (decode in this
     process) where that is 1, on a GPU, or when sampling (whose random draws stay in one process)."""
     decode = RunDir.locate(path)[0].config().decode.replace(**settings)
-    workers = decode.workers or min(4, cores())
+    workers = cpu_workers(decode.workers)
     return workers if workers > 1 and cpu_only(decode.device) and not decode.sampling else 0
 
 

@@ -19,7 +19,7 @@ from .. import precision as precisions
 from ..config import DecodeConfig, ModelConfig, Norms, Precision
 from ..engine import Capabilities, Hypothesis, max_length, require, with_fixed
 from ..pipeline import EngineBase
-from ..runtime import DeviceName, cores
+from ..runtime import DeviceName, cores, cpu_workers
 from ..tokenizer import Vocab
 
 __all__ = ["OPTIONS", "CTranslate2Translator", "ctranslate2_limited"]
@@ -106,7 +106,7 @@ class CTranslate2Translator(EngineBase):
         self.device = device_of(decode.device)
         self.precision = precision_of(decode.precision, self.device)
         # batches decoded side by side, as aiayn's (runtime.resolve_workers)
-        self.workers = decode.workers or (min(4, cores()) if self.device.type == "cpu" else 1)
+        self.workers = cpu_workers(decode.workers) if self.device.type == "cpu" else decode.workers or 1
         self.translator = ctranslate2.Translator(
             str(out), device=self.device.type, device_index=self.device.index or 0,
             compute_type=COMPUTE[self.precision], inter_threads=self.workers,
