@@ -19,12 +19,13 @@ from aiayn.checkpoint import MODEL
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
 from aiayn.rundir import RunDir
+from aiayn.serving.processes import ProcessTranslator
 
 from .conftest import cli_error
 from .test_serve import Server, _copy_lines
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
-from aiayn.interop.auto import ctranslate2, load  # noqa: E402
+from aiayn.interop.auto import ctranslate2, decode_processes, load  # noqa: E402
 from aiayn.interop.ct2 import OPTIONS  # noqa: E402
 
 
@@ -162,10 +163,17 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     assert [tuple(r.split(" ||| ")) for r in out.read_text().splitlines()] == own.translate_aligned(lines)
     phrases = [[_absent(line)] for line in lines]                        # what the copy task would not write
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(p) + "\n" for p in phrases))
+    started: list[int] = []                         # aiayn's engine for auto: in worker processes, as --engine torch
+    real_load = ProcessTranslator.load
+    monkeypatch.setattr(ProcessTranslator, "load", classmethod(
+        lambda cls, path, n, **kw: started.append(n) or real_load(path, n, **kw)))
     assert main([*base, "--beam", "4", "--constraints", str(tmp_path / "c.jsonl")]) == 0
     assert out.read_text().splitlines() == own.translate(lines, beam=4, constraints=phrases)
     assert all(p[0] in t for p, t in zip(phrases, out.read_text().splitlines(), strict=True))
     assert "--engine auto: constraints (a glossary): aiayn's own engine decodes it" in caplog.text
+    assert started == ([n] if (n := decode_processes(run, {"device": "cpu"})) else [])
+    assert main([*base, "--no-processes", "--beam", "4", "--constraints", str(tmp_path / "c.jsonl")]) == 0
+    assert out.read_text().splitlines() == own.translate(lines, beam=4, constraints=phrases) and len(started) <= 1
     assert main(["evaluate", "--model", str(run), "--device", "cpu", "--src", str(src), "--ref", str(src)]) == 0
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ctranslate2" else real(name, *a))

@@ -348,3 +348,33 @@ def test_where_worker_processes_cannot_start_threads_decode(run_dir: Path, monke
         t = load(run_dir, "torch", processes=True, workers=2, device="cpu")
     assert isinstance(t, Translator) and "worker processes could not be started" in caplog.text
     assert t.translate(["Ein Mann."], max_len_b=4) == Translator.load(run_dir).translate(["Ein Mann."], max_len_b=4)
+
+
+def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """aiayn serve likewise: one warning at load, then the step-wise batcher's threads (not a failed start)."""
+    import asyncio
+    import multiprocessing.context
+
+    from prometheus_client import CollectorRegistry
+
+    from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
+    from aiayn.serving.pairs import Served
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(multiprocessing.context.SpawnContext, "Event", refuse, raising=False)
+    limits = Limits(workers=2, max_batch_tokens=4000, max_wait_ms=0.0, max_queue_lines=100, timeout_s=60,
+                    processes=True)
+    with caplog.at_level(logging.WARNING):
+        served = Served.load(run_dir, "torch", processes=2, device="cpu")
+        served.start(limits, DecodeMetrics(CollectorRegistry()).model("test"))
+    try:
+        assert isinstance(served.translator, Translator) and isinstance(served.batcher, Batcher)
+        assert caplog.text.count("worker processes could not be started") == 1
+        t = served.translator
+        got = asyncio.run(served.batcher.translate(t.encode(["Ein Mann."]), t.decode))
+        assert t.detokenize([h[0].tokens for h in got]) == Translator.load(run_dir).translate(["Ein Mann."])
+    finally:
+        served.close()

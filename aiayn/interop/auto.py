@@ -84,10 +84,13 @@ class AutoTranslator(EngineBase):
     engine = "ctranslate2"
     capabilities = Capabilities(constraints=True, alignments=True, attention=True)
 
-    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any]) -> None:
+    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any],
+                 processes: bool = False) -> None:
+        """``processes``: aiayn's own engine, when needed, decodes in worker processes where :func:`decode_processes`
+        says so (as ``--engine torch``)."""
         import threading
 
-        self.fast, self.path, self.loaded_with = fast, path, settings
+        self.fast, self.path, self.loaded_with, self.processes = fast, path, settings, processes
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
         self.languages, self.norms = fast.languages, fast.norms
@@ -98,10 +101,8 @@ class AutoTranslator(EngineBase):
         """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
         with self.lock:
             if self.loaded is None:
-                from ..translate import Translator
-
                 log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
-                self.loaded = Translator.load(self.path, **self.loaded_with)
+                self.loaded = load(self.path, "torch", self.processes, **self.loaded_with)
             return self.loaded
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -142,7 +143,9 @@ class AutoTranslator(EngineBase):
         return self.fast.model_info()
 
     def close(self) -> None:
-        """Nothing to release before the process ends."""
+        """Close aiayn's own engine if it was loaded (its worker processes end)."""
+        if self.loaded is not None:
+            self.loaded.close()
 
 
 ENGINES = ("auto", "torch", "ctranslate2")
@@ -178,7 +181,7 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, **set
                 engine = "torch"
             else:
                 log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
-                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None})
+                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None}, processes)
     if engine == "ctranslate2":
         return ctranslate2(path, **settings)
     if processes and (workers := decode_processes(path, settings)):

@@ -78,6 +78,7 @@ class Served:
     last_used: int = 0                          # the pool's clock when a request last used it
     closing: bool = False                       # being unloaded: a request waits for it to load again
     processes: int = 0                          # aiayn's engine loaded straight into this many worker processes
+    threads: bool = False                       # worker processes could not be started here: threads from now on
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
@@ -105,10 +106,9 @@ class Served:
     def open(self) -> None:
         """Load the engine (Served.load's path, engine and settings)."""
         if self.current is None and self.processes:         # straight into its worker processes
-            from .processes import ProcessTranslator
-
-            self.current = ProcessTranslator(self.info["checkpoint"], None, self.processes, self.settings)
-        elif self.current is None:
+            self.current = _in_processes(self.name, self.info["checkpoint"], None, self.processes, self.settings)
+            self.processes, self.threads = (self.processes, False) if self.current is not None else (0, True)
+        if self.current is None:
             self.current = auto.load(self.info["path"], self.info["engine"], **self.settings)
         self.info["engine"] = self.translator.engine
 
@@ -150,13 +150,13 @@ class Served:
     def start(self, limits: Limits, metrics: ModelMetrics) -> None:
         """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``) or
         threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
-        from .processes import ProcessTranslator
-
         t = self.translator
-        if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not self.processes:
+        if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not (self.processes or self.threads):
             # loaded here (--engine auto without CTranslate2): the model is the workers' alone from now on
-            t = self.current = ProcessTranslator(self.info["checkpoint"], t, resolve_workers(limits.workers, t.device),
-                                                 self.settings)
+            workers = _in_processes(self.name, self.info["checkpoint"], t, resolve_workers(limits.workers, t.device),
+                                    self.settings)
+            self.current = t = workers or t
+            self.threads = workers is None
         if not t.capabilities.stepwise:                     # worker processes, CTranslate2: whole batches
             self.batcher = WholeBatcher(t, limits, metrics)
         else:                                               # stepwise: aiayn's own engine, its model in this process
@@ -209,6 +209,18 @@ class Served:
         model, parameters = t.model_info()
         return {**pair, "model": model, "parameters": parameters, "memory_bytes": self.memory_bytes(),
                 "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
+
+
+def _in_processes(name: str, path: str, like: Engine | None, n: int, settings: dict[str, Any]) -> Engine | None:
+    """aiayn's engine in ``n`` worker processes (processes.ProcessTranslator), or None, with a warning, where they
+    cannot be started (a sandbox without shared-memory semaphores): model ``name`` then decodes in threads."""
+    from .processes import ProcessTranslator
+
+    try:
+        return ProcessTranslator(path, like, n, settings)
+    except OSError as e:
+        log.warning("model %s decodes in threads: worker processes could not be started (%s)", name, e)
+        return None
 
 
 class Route(Protocol):
