@@ -13,7 +13,8 @@ that the VM's drift falls on both engines alike. CTranslate2's conversion is mad
 run dir). Reported: sentences/s, aiayn's engine ÷ CTranslate2, BLEU (sacreBLEU, lowercased, on the first repeat),
 the lines identical between the engines, and the most lines an engine's output changed from one run of the same
 command to the next (0 where it is deterministic). The ratio and the identical lines are each engine's against the
-last one listed. Records ``results/cli-<date>.json``.
+last one listed. Every process runs as on a user's machine, its bytecode cached (record.user_env). Records
+``results/cli-<date>.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def run_cli(model: Path, engine: str, precision: str, beam: int, src: Path, out:
            "--precision", precision, "--beam", str(beam), "--input", str(src), "--output", str(out), "--quiet",
            *(["--no-processes"] if how == "threads" else [])]
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=record.user_env())
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")

@@ -1,6 +1,6 @@
 """Speed against quality: a teacher and its distilled students, on aiayn's engine and on their CTranslate2 exports.
 
-    python -m benchmarks fast --teacher runs/demo/run-de-en --student runs/fast/student-de-en \\
+    python -m benchmarks fast --teacher runs/demo/run-de-en [--student runs/fast/student-de-en] \\
         --src runs/demo/data/test.de --ref runs/demo/data/test.en [--lines 1000] [--workers 1 2]
 
 Every row translates the same ``--lines`` lines of --src and scores them against --ref (sacreBLEU, lowercased BLEU as
@@ -9,7 +9,8 @@ the headline, the run's target-language tokenizer): each model x engine (aiayn; 
 (aiayn: batches decoded side by side, one core each, in worker processes as ``aiayn translate`` decodes them;
 CTranslate2: ``inter_threads``, one core each). Each row is timed after a warm-up on 50 other lines, in this process
 (and its workers), so every ratio compares rows of the same run on the same machine. Prints a Markdown table and the
-issue-40 criteria (each a ratio of two rows), writes the record ``results/fast-<date>.json`` and a plot (sentences/s
+issue-40 criteria (each a ratio of two rows; with --student) and issue 54's (aiayn's engine against CTranslate2 on
+each model, int8, the most workers), writes the record ``results/fast-<date>.json`` and a plot (sentences/s
 on a log x axis, test BLEU on y) beside it.
 """
 
@@ -119,6 +120,21 @@ def criteria(rows: list[dict[str, Any]], teacher: str, student: str, workers: in
     return out
 
 
+def engine_ratios(rows: list[dict[str, Any]], workers: int) -> list[dict[str, Any]]:
+    """Issue 54's targets: aiayn's engine against CTranslate2 on the same model, int8, ``workers``, no shortlist."""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for beam, needs in ((1, 0.9), (4, 1.0)):
+            base = dict(model=model, precision="int8", beam=beam, shortlist=False, workers=workers)
+            a, b = _find(rows, engine="aiayn", **base), _find(rows, engine="ctranslate2", **base)
+            if a is not None and b is not None:
+                ratio = round(a["sentences_per_s"] / b["sentences_per_s"], 3)
+                out.append({"criterion": f"aiayn vs CTranslate2: {model} {'greedy' if beam == 1 else 'beam 4'}",
+                            "speed_ratio": ratio, "bleu_lc_difference": round(a["bleu_lc"] - b["bleu_lc"], 2),
+                            "met": ratio >= needs, "needs": f">= {needs}x"})
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = "| model | engine | precision | search | shortlist | workers | sentences/s | BLEU (lc) | BLEU | chrF |"
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
@@ -168,7 +184,8 @@ def plot(rows: list[dict[str, Any]], out: Path, title: str, made_by: str = "") -
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--teacher", required=True, type=Path)
-    ap.add_argument("--student", required=True, type=Path, action="append", help="a student run (repeatable)")
+    ap.add_argument("--student", type=Path, action="append", default=[],
+                    help="a student run (repeatable; none: the teacher's rows and the engines' ratios alone)")
     ap.add_argument("--src", required=True, type=Path)
     ap.add_argument("--ref", required=True, type=Path)
     ap.add_argument("--lines", type=int, default=1000)
@@ -189,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = _rows(models, src[:a.lines], ref[:a.lines], warm, a.workers, a.engines, lang, Path(tmp))
     checks = [c for s in models if s != "teacher" for c in criteria(rows, "teacher", s, max(a.workers))]
+    checks += engine_ratios(rows, max(a.workers))
     print()
     print(table(rows))
     print()

@@ -101,6 +101,15 @@ def describe(m: dict[str, Any] | str | None) -> str:
     return f"{m['cpu']} {m['isa']} ({bf16}), {m['cores']} cores, torch {m['torch']}"
 
 
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment for a timed ``aiayn`` process, as on a user's machine, where Python caches bytecode (a pip
+    install compiles it; an editable install writes it on first import): without PYTHONDONTWRITEBYTECODE, which
+    some machines set (this project's VMs do) and which makes every process compile aiayn's modules from source
+    again (~0.1 s of a one-line ``aiayn translate`` here). ``extra``: variables to add."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **extra}
+
+
 def commit() -> str:
     """The commit measured: HEAD's short hash, ``+changes`` when aiayn/ or benchmarks/ differ from it (``AIAYN_COMMIT``
     where the checkout is a copy without git's history, as on a lent GPU machine)."""

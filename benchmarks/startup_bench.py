@@ -9,13 +9,12 @@ fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
 needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
 ctranslate2`` and ``torch`` rows run beside (in DIR, its package first on PYTHONPATH). Records
-``results/startup-<date>.json``.
+``results/startup-<date>.json``. Every process runs as on a user's machine, its bytecode cached (record.user_env).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ NO_TORCH = "import sys; sys.modules['torch'] = None; from aiayn.cli import main;
 
 
 def timed(cmd: list[str], stdin: str, tree: str | None = None) -> tuple[float, str]:
-    env = {**os.environ, "PYTHONPATH": tree} if tree else None
+    env = record.user_env(**({"PYTHONPATH": tree} if tree else {}))
     start = time.perf_counter()
     out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True, env=env, cwd=tree).stdout
     return time.perf_counter() - start, out.strip()
