@@ -132,5 +132,10 @@ def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, c
     assert all(row["bleu_lc"] > 90 for row in rows if row["precision"] == "fp32" and row["beam"] == 1)
     bleu = {(row["model"], row["engine"], row["precision"], row["beam"], row["shortlist"]): row["bleu_lc"] for row in rows}
     assert all(b == bleu[m, "aiayn", p, beam, s] for (m, e, p, beam, s), b in bleu.items() if p == "fp32"), bleu
-    assert len(r["criteria"]) == 7 and "| student | ctranslate2 | int8 | beam 4 | yes | 1 |" in run.stdout
+    assert len(r["criteria"]) == 7 + 4 and "| student | ctranslate2 | int8 | beam 4 | yes | 1 |" in run.stdout
+    speed = {(row["model"], row["engine"], row["beam"]): row["sentences_per_s"] for row in rows
+             if row["precision"] == "int8" and not row["shortlist"]}
+    engines = {c["criterion"]: c["speed_ratio"] for c in r["criteria"] if c["criterion"].startswith("aiayn vs")}
+    assert engines == {f"aiayn vs CTranslate2: {m} {s}": round(speed[m, "aiayn", b] / speed[m, "ctranslate2", b], 3)
+                       for m in ("teacher", "student") for b, s in ((1, "greedy"), (4, "beam 4"))}  # issue 54's
     assert kept.with_suffix(".png").is_file()
