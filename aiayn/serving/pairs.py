@@ -105,9 +105,9 @@ class Served:
 
     def open(self) -> None:
         """Load the engine (Served.load's path, engine and settings)."""
-        if self.current is None and self.processes:         # straight into its worker processes
+        if self.current is None and self.processes and not self.threads:     # straight into its worker processes
             self.current = _in_processes(self.name, self.info["checkpoint"], None, self.processes, self.settings)
-            self.processes, self.threads = (self.processes, False) if self.current is not None else (0, True)
+            self.threads = self.current is None             # none could start here: threads from now on
         if self.current is None:
             self.current = auto.load(self.info["path"], self.info["engine"], **self.settings)
         self.info["engine"] = self.translator.engine

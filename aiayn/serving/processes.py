@@ -284,17 +284,15 @@ class ProcessTranslator(EngineBase):
         """As Translator.decode_lines, in the next free worker process (``split``: each batch in the next free one);
         ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
         (engine.Stopped is raised here)."""
+        def one(batch: list[int], whole: bool = False) -> list[list[Hypothesis]]:
+            return list(self.pool.call("decode_lines", ([list(ids[i]) for i in batch], decode,
+                                                        None if cons is None else [cons[i] for i in batch]),
+                                       len(batch), stop=stop, whole=whole))
+
         batches = decode_batches(ids, self.cfg.max_positions, decode) \
             if self.split and self.workers > 1 and not decode.sampling else []
         if len(batches) <= 1:       # (sampling: its random draws stay in one process, in order)
-            return list(self.pool.call("decode_lines", ([list(x) for x in ids], decode, None if cons is None else
-                                                        list(cons)), len(ids), stop=stop, whole=self.split))
-
-        def one(batch: list[int]) -> list[list[Hypothesis]]:
-            return list(self.pool.call("decode_lines", ([list(ids[i]) for i in batch], decode,
-                                                        None if cons is None else [cons[i] for i in batch]),
-                                       len(batch), stop=stop))
-
+            return one(list(range(len(ids))), whole=self.split)
         out: list[list[Hypothesis]] = [[] for _ in ids]
         with ThreadPoolExecutor(self.workers, thread_name_prefix="aiayn-batches") as pool:
             futures = [pool.submit(one, batch) for batch in batches]
