@@ -124,6 +124,7 @@ class Translator(pipeline.EngineBase):
         self.shortlist = shortlist             # the run's lexical shortlist, if it has one (decode.shortlist uses it)
         self.device = resolve_device(self.decode.device)
         self.precision = precision.resolve(self.decode.precision, self.device)
+        self._can_compile(self.decode)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
         self.cfg = model.cfg
         self.vocab = vocab
@@ -141,6 +142,12 @@ class Translator(pipeline.EngineBase):
         me.languages, me.norms = t.run.languages(), t.run.norms()
         return me
 
+    def _can_compile(self, decode: DecodeConfig) -> None:
+        if decode.static and self.precision == "int8":
+            raise ValueError("decode.compile cannot be used with precision int8: torch.compile does not trace the "
+                             "dynamically quantized linear layers; use --precision fp32 with --compile, or int8 "
+                             "without it")
+
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are
         ignored). The device and the precision are fixed when the Translator is made."""
@@ -154,6 +161,7 @@ class Translator(pipeline.EngineBase):
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: the lines searched as given, batched by length (:func:`translate_ids`)."""
+        self._can_compile(decode)
         return translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist, constraints=cons,
                              stop=stop)
 

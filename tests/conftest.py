@@ -139,6 +139,26 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60, ever
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 
 
+def workers_of(pid: int) -> list[int]:
+    """The decoding worker processes a process started, from any of its threads (spawned: their command line runs
+    spawn_main)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:                 # a thread that has ended
+            continue
+    out = []
+    for child in children:
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "spawn_main" in cmdline and "resource_tracker" not in cmdline:
+            out.append(int(child))
+    return out
+
+
 def _die_with_parent() -> None:                                  # runs in the child, between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG (Linux): killed if we die
 
