@@ -583,8 +583,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # the server's decoding threads are its parallelism (--workers): each decodes on its own thread (aiayn's engine);
     # CTranslate2 decodes that many batches side by side
     workers = cfg.workers if a.engine != "torch" else 1
-    # aiayn's engine on a CPU: straight into its worker processes, so that this process needs no PyTorch
-    processes = cpu_workers(cfg.workers) if a.engine == "torch" and cfg.processes else 0
+    # aiayn's engine on a CPU: in worker processes, so that this process needs no PyTorch (auto: when it is needed)
+    processes = cpu_workers(cfg.workers) if a.engine in ("torch", "auto") and cfg.processes else 0
     models = Models.load(a.model, a.engine, cfg.memory_budget > 0, processes, **_given(a, "decode"), workers=workers)
     serve(models, cfg, {"version": __version__})
     return 0

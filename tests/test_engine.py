@@ -19,13 +19,14 @@ from aiayn.checkpoint import MODEL
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
 from aiayn.rundir import RunDir
+from aiayn.serving.pairs import Served
 from aiayn.serving.processes import ProcessTranslator
 
-from .conftest import cli_error
+from .conftest import cli_error, workers_of
 from .test_serve import Server, _copy_lines
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
-from aiayn.interop.auto import ctranslate2, decode_processes, load  # noqa: E402
+from aiayn.interop.auto import AutoTranslator, ctranslate2, decode_processes, load  # noqa: E402
 from aiayn.interop.ct2 import OPTIONS  # noqa: E402
 
 
@@ -182,11 +183,14 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
 
 
 def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attention(run: Path) -> None:
+    """What CTranslate2 cannot do goes to aiayn's own engine, loaded when first needed into worker processes (on a CPU,
+    as --engine torch), and the model stays auto when the server unloads and loads it again."""
     ctranslate2(run, device="cpu")                         # converted before the server starts
     lines = _copy_lines(12, seed=13)
     own = Translator.load(run, device="cpu", workers=1)
-    s = Server("--engine", "auto", "--beam", "4", model=run)
+    s = Server("--engine", "auto", "--beam", "4", "--workers", "2", model=run)
     try:
+        assert workers_of(s.proc.pid) == []                # not loaded until something needs it
         _, _, info = s.request("GET", "/info")
         assert info["models"][0]["engine"] == "ctranslate2"
         metrics = s.request("GET", "/metrics")[2].decode()
@@ -197,10 +201,16 @@ def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attentio
         status, _, body = s.post("/translate", {"text": lines, "constraints": phrases})
         assert status == 200 and body["translations"] == own.translate(lines, beam=4, constraints=phrases)
         assert all(p[0] in t for p, t in zip(phrases, body["translations"], strict=True))
-        assert s.post("/attention", {"text": lines[0]})[0] == 200             # aiayn's own engine, loaded for it
+        assert len(workers_of(s.proc.pid)) == 2            # its model in two worker processes, none in the server's
+        assert s.post("/attention", {"text": lines[0]})[0] == 200
     finally:
         assert s.stop() == 0
     assert "Traceback" not in s.output() and "aiayn's own engine decodes it" in s.output()
+    served = Served.load(run, "auto", lazy=True, device="cpu")          # unloaded (--memory-budget) and loaded again
+    for _ in range(2):
+        served.open()
+        assert isinstance(served.translator, AutoTranslator) and served.describe()["engine"] == "ctranslate2"
+        served.close()
 
 
 def _absent(line: str) -> str:

@@ -85,12 +85,13 @@ class AutoTranslator(EngineBase):
     capabilities = Capabilities(constraints=True, alignments=True, attention=True)
 
     def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any],
-                 processes: bool = False) -> None:
+                 processes: bool = False, serving: int = 0) -> None:
         """``processes``: aiayn's own engine, when needed, decodes in worker processes where :func:`decode_processes`
-        says so (as ``--engine torch``)."""
+        says so (as ``--engine torch``); ``serving``: a server's, in that many (see :func:`load`)."""
         import threading
 
         self.fast, self.path, self.loaded_with, self.processes = fast, path, settings, processes
+        self.serving = serving
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
         self.languages, self.norms = fast.languages, fast.norms
@@ -102,7 +103,7 @@ class AutoTranslator(EngineBase):
         with self.lock:
             if self.loaded is None:
                 log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
-                self.loaded = load(self.path, "torch", self.processes, **self.loaded_with)
+                self.loaded = load(self.path, "torch", self.processes, self.serving, **self.loaded_with)
             return self.loaded
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -160,11 +161,13 @@ def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
     return workers if workers > 1 and cpu_only(decode.device) and not decode.sampling else 0
 
 
-def load(path: str | Path, engine: str = "torch", processes: bool = False, **settings: Any) -> Any:
+def load(path: str | Path, engine: str = "torch", processes: bool = False, serving: int = 0, **settings: Any) -> Any:
     """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
     or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged).
     ``processes``: aiayn's engine, where it decodes, decodes in worker processes where :func:`decode_processes` says
-    so (a ProcessTranslator: its model is the workers', loaded while this process goes on without PyTorch)."""
+    so (a ProcessTranslator: its model is the workers', loaded while this process goes on without PyTorch).
+    ``serving``: a server's: aiayn's engine, where it decodes, in that many worker processes, each started again if it
+    dies (0: as ``processes`` says). Where processes cannot be started, it decodes in this process (logged)."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if engine == "auto":
@@ -181,14 +184,16 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, **set
                 engine = "torch"
             else:
                 log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
-                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None}, processes)
+                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None}, processes,
+                                      serving)
     if engine == "ctranslate2":
         return ctranslate2(path, **settings)
-    if processes and (workers := decode_processes(path, settings)):
+    if serving or (processes and (workers := decode_processes(path, settings))):
         from ..serving.processes import ProcessTranslator
 
         try:
-            return ProcessTranslator.load(path, workers, **settings)
+            return ProcessTranslator(path, None, serving, settings) if serving else \
+                ProcessTranslator.load(path, workers, **settings)
         except OSError as e:       # no processes here (a sandbox without shared-memory semaphores, say): threads
             log.warning("decoding in threads: worker processes could not be started (%s)", e)
     from ..translate import Translator

@@ -79,19 +79,22 @@ class Served:
     closing: bool = False                       # being unloaded: a request waits for it to load again
     processes: int = 0                          # aiayn's engine loaded straight into this many worker processes
     threads: bool = False                       # worker processes could not be started here: threads from now on
+    asked: str = "torch"                        # the --engine asked for (info["engine"]: the one that decodes)
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
         """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
         (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU goes straight
-        into that many worker processes (processes.ProcessTranslator): this process needs no PyTorch."""
+        into that many worker processes (processes.ProcessTranslator): this process needs no PyTorch; with
+        ``engine`` auto, aiayn's engine goes into them when something needs it (auto.AutoTranslator)."""
         run, ckpt = RunDir.locate(path)
         langs = run.languages()
         pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
         me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
                  {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine, "path": str(path)},
-                 settings=dict(decode))
-        me.processes = processes if engine == "torch" and cpu_only(run.config().decode.replace(**decode).device) else 0
+                 settings=dict(decode), asked=engine)
+        cpu = cpu_only(run.config().decode.replace(**decode).device)
+        me.processes = processes if engine in ("torch", "auto") and cpu else 0
         if not lazy:
             me.open()
         return me
@@ -105,11 +108,13 @@ class Served:
 
     def open(self) -> None:
         """Load the engine (Served.load's path, engine and settings)."""
-        if self.current is None and self.processes and not self.threads:     # straight into its worker processes
+        torch = self.asked == "torch"
+        if self.current is None and self.processes and not self.threads and torch:   # straight into worker processes
             self.current = _in_processes(self.name, self.info["checkpoint"], None, self.processes, self.settings)
             self.threads = self.current is None             # none could start here: threads from now on
-        if self.current is None:
-            self.current = auto.load(self.info["path"], self.info["engine"], **self.settings)
+        if self.current is None:    # (auto: CTranslate2, and aiayn's engine in worker processes when it is needed)
+            self.current = auto.load(self.info["path"], self.asked,
+                                     serving=0 if torch or self.threads else self.processes, **self.settings)
         self.info["engine"] = self.translator.engine
 
     def close(self) -> None:
@@ -152,7 +157,7 @@ class Served:
         threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
         t = self.translator
         if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not (self.processes or self.threads):
-            # loaded here (--engine auto without CTranslate2): the model is the workers' alone from now on
+            # loaded in this process (models loaded without worker processes): the workers' alone from now on
             workers = _in_processes(self.name, self.info["checkpoint"], t, resolve_workers(limits.workers, t.device),
                                     self.settings)
             self.current = t = workers or t
