@@ -377,6 +377,9 @@ def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir
         assert t.detokenize([h[0].tokens for h in got]) == Translator.load(run_dir).translate(["Ein Mann."])
     finally:
         served.close()
+    with caplog.at_level(logging.WARNING):
+        served.open()                # loaded again (--memory-budget unloads idle models): threads at once, no new try
+    assert isinstance(served.translator, Translator) and caplog.text.count("worker processes could not be started") == 1
 
 
 def test_eval_mode_turns_dropout_off_anywhere_and_leaves_a_model_in_eval_mode_untouched() -> None:

@@ -195,7 +195,7 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
             return ProcessTranslator(path, None, serving, settings) if serving else \
                 ProcessTranslator.load(path, workers, **settings)
         except OSError as e:       # no processes here (a sandbox without shared-memory semaphores, say): threads
-            log.warning("decoding in threads: worker processes could not be started (%s)", e)
+            log.warning("%s decodes in threads: worker processes could not be started (%s)", path, e)
     from ..translate import Translator
 
     return Translator.load(path, **settings)

@@ -84,17 +84,14 @@ class Served:
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
         """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
-        (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU goes straight
-        into that many worker processes (processes.ProcessTranslator): this process needs no PyTorch; with
-        ``engine`` auto, aiayn's engine goes into them when something needs it (auto.AutoTranslator)."""
+        (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU, where it decodes
+        (auto: when needed), in that many worker processes (processes.ProcessTranslator), not in this process."""
         run, ckpt = RunDir.locate(path)
-        langs = run.languages()
-        pair = (canonical(langs[0]), canonical(langs[1])) if langs else None
+        pair = (canonical(langs[0]), canonical(langs[1])) if (langs := run.languages()) else None
         me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
                  {"run": str(run.path), "checkpoint": str(ckpt), "engine": engine, "path": str(path)},
                  settings=dict(decode), asked=engine)
-        cpu = cpu_only(run.config().decode.replace(**decode).device)
-        me.processes = processes if engine in ("torch", "auto") and cpu else 0
+        me.processes = processes if engine != "ctranslate2" and cpu_only(run.config().decode.replace(**decode).device) else 0
         if not lazy:
             me.open()
         return me
@@ -107,14 +104,12 @@ class Served:
         return self.current
 
     def open(self) -> None:
-        """Load the engine (Served.load's path, engine and settings)."""
-        torch = self.asked == "torch"
-        if self.current is None and self.processes and not self.threads and torch:   # straight into worker processes
-            self.current = _in_processes(self.name, self.info["checkpoint"], None, self.processes, self.settings)
-            self.threads = self.current is None             # none could start here: threads from now on
-        if self.current is None:    # (auto: CTranslate2, and aiayn's engine in worker processes when it is needed)
-            self.current = auto.load(self.info["path"], self.asked,
-                                     serving=0 if torch or self.threads else self.processes, **self.settings)
+        """Load the engine (Served.load's path, engine and settings; aiayn's in worker processes where it may)."""
+        if self.current is None:
+            self.current = auto.load(self.info["path"], self.asked, serving=0 if self.threads else self.processes,
+                                     **self.settings)
+            # an engine of this process where worker processes were asked for: they could not start (logged)
+            self.threads = self.threads or bool(self.processes and self.current.capabilities.stepwise)
         self.info["engine"] = self.translator.engine
 
     def close(self) -> None:
