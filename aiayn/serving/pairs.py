@@ -77,7 +77,7 @@ class Served:
     in_use: int = 0                             # requests using it now (a model in use is never unloaded)
     last_used: int = 0                          # the pool's clock when a request last used it
     closing: bool = False                       # being unloaded: a request waits for it to load again
-    processes: int = 0                          # aiayn's engine loaded straight into this many worker processes
+    processes: int = 0                          # aiayn's engine in this many worker processes (auto: once needed)
     threads: bool = False                       # worker processes could not be started here: threads from now on
     asked: str = "torch"                        # the --engine asked for (info["engine"]: the one that decodes)
 
