@@ -80,17 +80,25 @@ class KeyValueCache:
     def append(self, k: Tensor, v: Tensor) -> tuple[KeyValueCache, Tensor, Tensor]:
         """k, v (N, H, T, K) of T new positions -> the extended cache, and all keys and values (N, H, t+T, K)
         (strided views of the buffers)."""
+        cache, new = self.reserve(k.shape[2])
+        _, keys, values = new.append(k, v)
+        return cache, keys, values
+
+    def reserve(self, T: int = 1) -> tuple[KeyValueCache, NewPositions]:
+        """The cache extended by T positions not yet written, and where they go (:class:`NewPositions`, whose
+        ``append`` writes them)."""
         self._check()
-        t, T = self.length, k.shape[2]
+        t = self.length
         kb, vb, buf = self.k, self.v, self._buf
         if buf.written != t or t + T > kb.shape[0]:      # written past us by another cache, or full: copy
             kb = kb.new_empty((max(2 * kb.shape[0], t + T),) + kb.shape[1:])
             vb = torch.empty_like(kb)
             kb[:t], vb[:t] = self.k[:t], self.v[:t]
             buf = _Buffer(kb, vb, written=t, claimed=kb.shape[1])
-        kb[t : t + T], vb[t : t + T] = k.permute(2, 0, 1, 3), v.permute(2, 0, 1, 3)
         buf.written = t + T
-        return (KeyValueCache(kb, vb, t + T, buf), kb[: t + T].permute(1, 2, 0, 3), vb[: t + T].permute(1, 2, 0, 3))
+        return KeyValueCache(kb, vb, t + T, buf), NewPositions(kb[t : t + T], vb[t : t + T],
+                                                               kb[: t + T].permute(1, 2, 0, 3),
+                                                               vb[: t + T].permute(1, 2, 0, 3))
 
     def select(self, index: Tensor) -> KeyValueCache:
         """Row i of the result is row index[i] of this cache: a copy of the filled positions."""
@@ -153,6 +161,22 @@ class KeyValueCache:
             return KeyValueCache(self.k, self.v, t, self._buf)
         self._buf.claimed = M
         return self._view(M)
+
+
+class NewPositions:
+    """Where a step's keys and values go in a layer's buffers (:meth:`KeyValueCache.reserve`): the T positions
+    ``k_slot`` and ``v_slot`` (T, N, H, K), and all keys and values with them, ``keys`` and ``values`` (N, H, t+T, K).
+    It stands for the cache in ``MultiHeadAttention.forward`` (the same ``append``) with tensors alone, so that a
+    decoder layer's step can be traced (model.LayerStep)."""
+
+    def __init__(self, k_slot: Tensor, v_slot: Tensor, keys: Tensor, values: Tensor) -> None:
+        self.k_slot, self.v_slot, self.keys, self.values = k_slot, v_slot, keys, values
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[NewPositions, Tensor, Tensor]:
+        """k, v (N, H, T, K) written into the slots -> (self, all keys, all values)."""
+        self.k_slot.copy_(k.permute(2, 0, 1, 3))
+        self.v_slot.copy_(v.permute(2, 0, 1, 3))
+        return self, self.keys, self.values
 
 
 @dataclass

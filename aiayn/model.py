@@ -15,6 +15,8 @@ What this file leaves to others: Eq. (1) with its masks and fast kernels (attent
 from __future__ import annotations
 
 import math
+import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import attention, fast_attention, padding_mask
-from .cache import DecoderCache, KeyValueCache
+from .cache import DecoderCache, KeyValueCache, NewPositions
 from .config import ModelConfig
 from .dropout import Dropout, add_dropout
 
@@ -71,13 +73,14 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, causal: bool = False,
-        memory_kv: tuple[Tensor, Tensor] | None = None, past_kv: KeyValueCache | None = None,
+        memory_kv: tuple[Tensor, Tensor] | None = None, past_kv: KeyValueCache | NewPositions | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None, KeyValueCache | None]:
+    ) -> tuple[Tensor, Tensor | None, KeyValueCache | NewPositions | None]:
         """x (B, T, D) -> (output (B, T, D), probabilities (B, H, T, S) or None, extended ``past_kv`` or None).
 
         Self-attention: pass ``causal`` for the decoder; with ``past_kv`` (the keys/values of earlier
-        positions, cache.py) the new keys/values are appended and x attends to all of them.
+        positions, cache.py, or where the new ones go: cache.NewPositions) the new keys/values are appended and x
+        attends to all of them.
         Encoder-decoder attention (§3.2.3): queries from x, keys and values ``memory_kv`` from
         :meth:`project_memory` of the encoder output.
         """
@@ -245,9 +248,9 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-        past_kv: KeyValueCache | None = None, need_weights: bool = False, self_mask: Tensor | None = None,
-        cross_weights: bool = False,
-    ) -> tuple[Tensor, KeyValueCache | None, tuple[Tensor | None, Tensor | None]]:
+        past_kv: KeyValueCache | NewPositions | None = None, need_weights: bool = False,
+        self_mask: Tensor | None = None, cross_weights: bool = False,
+    ) -> tuple[Tensor, KeyValueCache | NewPositions | None, tuple[Tensor | None, Tensor | None]]:
         """x (B, T, D) -> (B, T, D), the extended ``past_kv`` (None without it), (self, cross) probabilities
         (``cross_weights``: the cross probabilities only, for the guided-alignment loss).
 
@@ -267,6 +270,16 @@ class DecoderLayer(nn.Module):
         x = self.res_ffn.after(x, self.ffn(self.res_ffn.before(x)))
         return x, kv, (p_self, p_cross)
 
+    def step(self, x: Tensor, k_slot: Tensor, v_slot: Tensor, keys: Tensor, values: Tensor, memory_k: Tensor,
+             memory_v: Tensor, src_mask: Tensor, *self_mask: Tensor) -> Tensor:
+        """:meth:`forward` of the newest position over tensors alone (Transformer.decode_step; the form
+        ``torch.jit.trace`` records, :class:`LayerStep`): x (N, 1, D); where its keys and values go
+        (cache.NewPositions: k_slot and v_slot (1, N, H, K), keys and values (N, H, t+1, K)); the encoder-decoder
+        keys and values (N/g, H, S, K); src_mask; and, where rows joined late, the additive self-attention mask."""
+        x, _, _ = self(x, (memory_k, memory_v), src_mask, past_kv=NewPositions(k_slot, v_slot, keys, values),
+                       self_mask=self_mask[0] if self_mask else None)
+        return x
+
     def static_step(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor,
                     memory_kv: tuple[Tensor, Tensor], src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """:meth:`forward` of the newest position x (N, 1, D) with a self-attention cache of fixed length
@@ -276,6 +289,21 @@ class DecoderLayer(nn.Module):
         y, _, _ = self.cross_attn(self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv)
         x = self.res_cross.after(x, y)
         return self.res_ffn.after(x, self.ffn(self.res_ffn.before(x))), k, v
+
+
+class LayerStep(nn.Module):
+    """:meth:`DecoderLayer.step` as a module's forward, which ``torch.jit.trace`` records (:class:`TracedSteps`)."""
+
+    def __init__(self, layer: DecoderLayer) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, *args: Tensor) -> Tensor:
+        return self.layer.step(*args)
+
+
+# one trace at a time: what the tracer warns of is caught through the warnings module, whose state is the process's
+_TRACING = threading.Lock()
 
 
 # --- The model (Figure 1) -------------------------------------------------------------------------------------
@@ -321,6 +349,7 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie != "none":
             self.out_proj.weight = self.tgt_embed.lut.weight
+        self.traced: TracedSteps | None = None      # decode_step's layer steps, traced (inference alone)
 
     def reset_parameters(self) -> None:
         """Initialization of the paper's reference code (tensor2tensor), also used by fairseq.
@@ -430,11 +459,64 @@ class Transformer(nn.Module):
         """
         x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.positions())  # (N, 1, D)
         self_kv, self_mask = [], cache.self_mask()                                   # None unless rows joined late
-        for layer, memory_kv, past_kv in zip(self.decoder, cache.memory_kv, cache.self_kv, strict=True):
-            x, kv, _ = layer(x, memory_kv, cache.src_mask, past_kv=past_kv, self_mask=self_mask)
-            assert kv is not None
+        for i, (layer, memory_kv, past_kv) in enumerate(zip(self.decoder, cache.memory_kv, cache.self_kv, strict=True)):
+            kv, new = past_kv.reserve()                      # the cache one position longer, and where it goes
+            step = layer.step if self.traced is None else \
+                self.traced.step(i, x.shape[0] // memory_kv[0].shape[0], self_mask is not None)
+            x = step(x, new.k_slot, new.v_slot, new.keys, new.values, *memory_kv, cache.src_mask,
+                     *(() if self_mask is None else (self_mask,)))
             self_kv.append(kv)
         return self.generator(self.dec_norm(x), project)[:, 0], cache.advance(self_kv)   # (N, V)
+
+
+class TracedSteps:
+    """The decoder layers' steps (:class:`LayerStep`) as recorded by ``torch.jit.trace``: the same operators, without
+    the Python between them. Each is traced after its first ``after`` uses for a number of rows per source and with or
+    without the self-attention mask. translate.Translator decodes with them on CPUs
+    (``model.traced = TracedSteps(model.decoder)``; docs/performance.md); a model whose weights change must not."""
+
+    def __init__(self, layers: list[DecoderLayer], after: int = 128) -> None:
+        """``after``: calls of a step before it is traced (:class:`_TracedStep`)."""
+        self.layers, self.after = layers, after
+        self.steps: dict[tuple[int, int, bool], _TracedStep] = {}
+
+    def step(self, i: int, g: int, masked: bool) -> Callable[..., Tensor]:
+        """Layer i's step for g rows per source, with or without the self-attention mask."""
+        key = (i, g, masked)
+        step = self.steps.get(key)
+        return step if step is not None else self.steps.setdefault(key, _TracedStep(LayerStep(self.layers[i]),
+                                                                                    self.after))
+
+
+class _TracedStep:
+    """A LayerStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
+    traced from then on: a trace costs about as much as a few hundred steps save (~80 ms a layer, int8, on the
+    demo model; docs/performance.md), so that a one-line translation does not pay it.
+
+    A trace records the branches the step took: those on its shapes (attention.py's rows per source g, one query, no
+    causal triangle) and on the mask's presence, which the key of :meth:`TracedSteps.step` fixes. The tracer
+    warns of each ("Converting a tensor to a Python boolean"); any other warning (a number that would be fixed in the
+    record), or a PyTorch without ``torch.jit.trace``, leaves the step untraced."""
+
+    def __init__(self, step: LayerStep, after: int) -> None:
+        self.step: Callable[..., Tensor] = step.layer.step
+        self.module, self.untraced, self.traced = step, after, False
+
+    def __call__(self, *args: Tensor) -> Tensor:
+        if self.untraced > 0:
+            self.untraced -= 1
+        elif not self.traced:
+            try:
+                with _TRACING, warnings.catch_warnings(record=True) as caught:   # (one trace at a time: _TRACING)
+                    warnings.simplefilter("always")
+                    traced = torch.jit.trace(self.module, args, check_trace=False)  # (it runs the step once)
+                if all(not issubclass(w.category, torch.jit.TracerWarning)
+                       or str(w.message).startswith("Converting a tensor to a Python boolean") for w in caught):
+                    self.step = traced
+            except Exception:  # noqa: BLE001 - no tracing here: the plain step, as untraced
+                pass
+            self.traced = True
+        return self.step(*args)
 
 
 def static_step(model: Transformer, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor,

@@ -22,7 +22,7 @@ from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
 from .engine import Capabilities, Hypothesis, decode_batches, hypotheses, max_length, with_fixed
 from .guards import brief
-from .model import Transformer
+from .model import TracedSteps, Transformer
 from .precision import autocast
 from .quantize import weight_bytes
 from .rundir import RunDir
@@ -126,6 +126,8 @@ class Translator(pipeline.EngineBase):
         self.precision = precision.resolve(self.decode.precision, self.device)
         self._can_compile(self.decode)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
+        if self.device.type == "cpu" and self.precision in ("fp32", "int8"):
+            self.model.traced = TracedSteps(self.model.decoder)   # its decoder layers' steps, without Python between
         self.cfg = model.cfg
         self.vocab = vocab
         self.workers = resolve_workers(self.decode.workers, self.device)      # batches decoded side by side

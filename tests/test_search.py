@@ -459,6 +459,73 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
     assert max(widths) <= 9 + 8 + 1            # never longer than the longest sentence's output: compacted
 
 
+@pytest.mark.parametrize("int8", [False, True])
+def test_traced_layer_steps_decode_exactly_as_the_layers_do(model: Transformer, int8: bool) -> None:
+    """TracedSteps (a CPU Translator's decoding: each decoder layer's step recorded by torch.jit.trace):
+    greedy search, beam search with n-best lists and a length rule, constraints, and sentences joining a running
+    search (the self-attention mask) give the same tokens, scores and log-probabilities, bit for bit, in fp32 and
+    int8; and every step ran traced, one trace per layer for each number of rows per source and mask."""
+    import copy
+
+    from aiayn.constraints import Constraints
+    from aiayn.model import TracedSteps
+    from aiayn.quantize import int8 as quantize
+
+    m = quantize(model) if int8 else copy.deepcopy(model)
+    src = torch.cat([_src(seed, 6) for seed in (0, 1, 7)])
+    cons = [Constraints([[7, 8]]) if i % 3 == 0 else None for i in range(len(src))]
+
+    def joined() -> dict[int, list[Any]]:
+        search, got, waiting, rng = BeamSearch(m, beam=3, lenpen=0.6), {}, list(range(12)), random.Random(0)
+        while waiting or search.active:
+            if waiting and (rng.random() < 0.4 or not search.active):
+                take = [waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))]
+                search.admit(src[take][:, :int(max((src[i] != PAD).sum() for i in take))], take, max_len_b=8)
+            got.update(search.step())
+        return got
+
+    def runs() -> list[Any]:
+        return [greedy(m, src, max_len_b=12), beam_search(m, src, beam=4, nbest=4, lenpen=1.0, max_len_b=12),
+                beam_search(m, src, beam=3, max_len_b=12, constraints=cons), joined()]
+
+    want = runs()
+    m.traced = TracedSteps(m.decoder, after=10**9)                           # not yet: the plain steps
+    assert runs() == want and not any(step.traced for step in m.traced.steps.values())
+    m.traced = TracedSteps(m.decoder, after=0)
+    assert runs() == want
+    assert m.traced is not None and set(m.traced.steps) == {
+        (i, g, masked) for i in range(len(m.decoder)) for g, masked in ((1, False), (3, False), (4, False), (3, True))}
+    assert all(isinstance(step.step, torch.jit.ScriptModule) for step in m.traced.steps.values())
+
+
+@pytest.mark.parametrize("trouble", ["a number fixed", "no tracing"])
+def test_a_step_that_cannot_be_traced_safely_runs_untraced(model: Transformer, monkeypatch: pytest.MonkeyPatch,
+                                                          trouble: str) -> None:
+    """A trace that warns of a number it would fix in the record (not one of the branches the key fixes), or a PyTorch
+    whose tracing fails, leaves the layer's step as it is: the same hypotheses, untraced."""
+    import copy
+    import warnings
+
+    from aiayn.model import TracedSteps
+
+    real = torch.jit.trace
+
+    def trace(*args: Any, **kwargs: Any) -> Any:
+        if trouble == "no tracing":
+            raise RuntimeError("torch.jit.trace is gone")
+        warnings.warn("Converting a tensor to a Python integer might cause the trace to be incorrect.",
+                      torch.jit.TracerWarning, stacklevel=2)
+        return real(*args, **kwargs)
+
+    m, src = copy.deepcopy(model), _src(2)
+    want = beam_search(m, src, beam=3, max_len_b=10)
+    monkeypatch.setattr(torch.jit, "trace", trace)
+    m.traced = TracedSteps(m.decoder, after=0)
+    assert beam_search(m, src, beam=3, max_len_b=10) == want
+    assert m.traced and m.traced.steps and all(step.traced and not isinstance(step.step, torch.jit.ScriptModule)
+                                               for step in m.traced.steps.values())
+
+
 def test_a_dropped_sentence_leaves_and_the_others_are_unchanged(model: Transformer) -> None:
     src = _src(5)
     search = BeamSearch(model, beam=4, lenpen=0.6)
