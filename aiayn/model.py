@@ -459,10 +459,10 @@ class Transformer(nn.Module):
         """
         x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.positions())  # (N, 1, D)
         self_kv, self_mask = [], cache.self_mask()                                   # None unless rows joined late
+        g = x.shape[0] // cache.src_mask.shape[0]                                    # rows per source (beams)
         for i, (layer, memory_kv, past_kv) in enumerate(zip(self.decoder, cache.memory_kv, cache.self_kv, strict=True)):
             kv, new = past_kv.reserve()                      # the cache one position longer, and where it goes
-            step = layer.step if self.traced is None else \
-                self.traced.step(i, x.shape[0] // memory_kv[0].shape[0], self_mask is not None)
+            step = layer.step if self.traced is None else self.traced.step(i, g, self_mask is not None)
             x = step(x, new.k_slot, new.v_slot, new.keys, new.values, *memory_kv, cache.src_mask,
                      *(() if self_mask is None else (self_mask,)))
             self_kv.append(kv)

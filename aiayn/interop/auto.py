@@ -188,14 +188,11 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
                                       serving)
     if engine == "ctranslate2":
         return ctranslate2(path, **settings)
-    if serving or (processes and (workers := decode_processes(path, settings))):
-        from ..serving.processes import ProcessTranslator
+    if workers := serving or (decode_processes(path, settings) if processes else 0):
+        from ..serving.processes import in_processes
 
-        try:
-            return ProcessTranslator(path, None, serving, settings) if serving else \
-                ProcessTranslator.load(path, workers, **settings)
-        except OSError as e:       # no processes here (a sandbox without shared-memory semaphores, say): threads
-            log.warning("%s decodes in threads: worker processes could not be started (%s)", path, e)
+        if (in_workers := in_processes(path, None, workers, settings, split=not serving)) is not None:
+            return in_workers
     from ..translate import Translator
 
     return Translator.load(path, **settings)

@@ -108,8 +108,7 @@ class Served:
         if self.current is None:
             self.current = auto.load(self.info["path"], self.asked, serving=0 if self.threads else self.processes,
                                      **self.settings)
-            # an engine of this process where worker processes were asked for: they could not start (logged)
-            self.threads = self.threads or bool(self.processes and self.current.capabilities.stepwise)
+            self.threads = self.threads or bool(self.processes and self.current.capabilities.stepwise)  # could not start
         self.info["engine"] = self.translator.engine
 
     def close(self) -> None:
@@ -152,9 +151,9 @@ class Served:
         threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
         t = self.translator
         if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not (self.processes or self.threads):
-            # loaded in this process (models loaded without worker processes): the workers' alone from now on
-            workers = _in_processes(self.name, self.info["checkpoint"], t, resolve_workers(limits.workers, t.device),
-                                    self.settings)
+            from .processes import in_processes  # (loaded in this process: the workers' alone from now on)
+
+            workers = in_processes(self.info["checkpoint"], t, resolve_workers(limits.workers, t.device), self.settings)
             self.current = t = workers or t
             self.threads = workers is None
         if not t.capabilities.stepwise:                     # worker processes, CTranslate2: whole batches
@@ -209,18 +208,6 @@ class Served:
         model, parameters = t.model_info()
         return {**pair, "model": model, "parameters": parameters, "memory_bytes": self.memory_bytes(),
                 "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
-
-
-def _in_processes(name: str, path: str, like: Engine | None, n: int, settings: dict[str, Any]) -> Engine | None:
-    """aiayn's engine in ``n`` worker processes (processes.ProcessTranslator), or None, with a warning, where they
-    cannot be started (a sandbox without shared-memory semaphores): model ``name`` then decodes in threads."""
-    from .processes import ProcessTranslator
-
-    try:
-        return ProcessTranslator(path, like, n, settings)
-    except OSError as e:
-        log.warning("model %s decodes in threads: worker processes could not be started (%s)", name, e)
-        return None
 
 
 class Route(Protocol):

@@ -12,6 +12,7 @@ so the worker is free again within a step.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import queue
@@ -33,6 +34,7 @@ from ..runtime import DeviceName, cores
 if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
     from ..constraints import Constraints
 
+log = logging.getLogger(__name__)
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
 
 
@@ -309,3 +311,15 @@ class ProcessTranslator(EngineBase):
 
     def close(self) -> None:
         self.pool.close()
+
+
+def in_processes(path: str | Path, like: Engine | None, n: int, settings: dict[str, Any],
+                 split: bool = False) -> ProcessTranslator | None:
+    """aiayn's engine in ``n`` worker processes (``split``: for the command line, :meth:`ProcessTranslator.load`), or
+    None, with a warning naming ``path``, where they cannot be started (a sandbox without shared-memory semaphores,
+    say): the caller decodes in threads."""
+    try:
+        return ProcessTranslator.load(path, n, **settings) if split else ProcessTranslator(path, like, n, settings)
+    except OSError as e:
+        log.warning("%s decodes in threads: worker processes could not be started (%s)", path, e)
+        return None
