@@ -7,8 +7,8 @@ against CTranslate2 on the same weights; and training speed with ``train.compile
   and batches of ``--batch-tokens``, greedy and beam 4: today's step, then ``decode.compile``
   (search.compiled_step: Inductor, ``mode="reduce-overhead"``, i.e. CUDA graphs), then CTranslate2
   (interop.auto.ctranslate2, its compute type the same precision). Each runs twice: the first pass compiles (or
-  warms up), the second is the figure: seconds, sentences/s, lowercased BLEU against ``--ref`` and the lines
-  identical to today's step.
+  warms up), then ``--repeats`` timed passes, whose median is the figure (one pass of ~1 s on a GPU varies by up to
+  1.5x between runs): seconds, sentences/s, lowercased BLEU against ``--ref`` and the lines identical to today's step.
 - **Training.** ``aiayn train`` on ``--data`` (the run's own config, bf16, ``--train-steps`` updates of
   ``--max-tokens`` tokens) with ``train.compile`` off and on: target tokens/s, the median of the last three logged
   windows (the first windows hold the compilation).
@@ -48,6 +48,7 @@ def _bleu(hyps: list[str], refs: list[str]) -> float:
 
 
 BATCH: dict[str, Any] = {}        # --batch-tokens, for every engine
+REPEATS = [3]                     # --repeats: timed passes after the first, the median is the figure
 
 
 def _timed(engine: Any, lines: list[str], beam: int, **settings: Any) -> tuple[float, list[str]]:
@@ -58,6 +59,16 @@ def _timed(engine: Any, lines: list[str], beam: int, **settings: Any) -> tuple[f
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return time.perf_counter() - t0, out
+
+
+def _passes(engine: Any, lines: list[str], beam: int, **settings: Any) -> tuple[float, float, list[float], list[str]]:
+    """(first pass s, median of the timed passes s, every timed pass, the output)."""
+    first, out = _timed(engine, lines, beam, **settings)
+    each = []
+    for _ in range(REPEATS[0]):
+        s, out = _timed(engine, lines, beam, **settings)
+        each.append(round(s, 3))
+    return first, statistics.median(each), each, out
 
 
 def decoding(run: str, lines: list[str], refs: list[str], device: str, precision: str, budget: float,
@@ -72,11 +83,10 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
             if _left(budget) < 60:
                 rows.append({"engine": f"aiayn, {name}", "beam": beam, "skipped": "out of budget"})
                 continue
-            first, _ = _timed(t, lines, beam, **settings)
-            second, out = _timed(t, lines, beam, **settings)
+            first, second, each, out = _passes(t, lines, beam, **settings)
             today.setdefault(beam, out)
             rows.append({"engine": f"aiayn, {name}", "beam": beam, "precision": precision,
-                         "first pass s": round(first, 2), "s": round(second, 2),
+                         "first pass s": round(first, 2), "s": round(second, 2), "passes s": each,
                          "sent/s": round(len(lines) / second, 1), "bleu_lc": _bleu(out, refs),
                          "identical to today's step": sum(a == b for a, b in zip(out, today[beam], strict=True))})
             print(rows[-1], flush=True)
@@ -94,10 +104,10 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
         return
     figures["ctranslate2"] = {"version": record._version("ctranslate2"), "compute_type": fast.precision}
     for beam in (1, 4):
-        first, _ = _timed(fast, lines, beam)
-        second, out = _timed(fast, lines, beam)
+        first, second, each, out = _passes(fast, lines, beam)
         rows.append({"engine": "ctranslate2", "beam": beam, "precision": precision, "first pass s": round(first, 2),
-                     "s": round(second, 2), "sent/s": round(len(lines) / second, 1), "bleu_lc": _bleu(out, refs),
+                     "s": round(second, 2), "passes s": each, "sent/s": round(len(lines) / second, 1),
+                     "bleu_lc": _bleu(out, refs),
                      "identical to today's step": sum(a == b for a, b in zip(out, today.get(beam, out), strict=True))})
         print(rows[-1], flush=True)
         save()
@@ -145,6 +155,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--no-ctranslate2", action="store_true", help="aiayn's engine only")
     ap.add_argument("--train-steps", type=int, default=150)
     ap.add_argument("--max-tokens", type=int, default=8192)
+    ap.add_argument("--repeats", type=int, default=3, help="timed passes after the first; the median is the figure")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole benchmark")
     ap.add_argument("--batch-tokens", type=int, default=64000,
                     help="decode.batch_tokens (source tokens x beam per batch) of every engine: a GPU's batches are "
@@ -156,6 +167,7 @@ def main(argv: list[str]) -> None:
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("python -m benchmarks gpu: no CUDA GPU here")
     BATCH["batch_tokens"] = a.batch_tokens
+    REPEATS[0] = a.repeats
     lines = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]
     refs = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]
     figures: dict[str, Any] = {"model": a.model, "lines": len(lines), "device": a.device, "batch_tokens": a.batch_tokens,
