@@ -7,8 +7,8 @@ against CTranslate2 on the same weights; and training speed with ``train.compile
   and batches of ``--batch-tokens``, greedy and beam 4: today's step, then ``decode.compile``
   (search.compiled_step: Inductor, ``mode="reduce-overhead"``, i.e. CUDA graphs), then CTranslate2
   (interop.auto.ctranslate2, its compute type the same precision). Each runs twice: the first pass compiles (or
-  warms up), then ``--repeats`` timed passes, whose median is the figure (one pass of ~1 s on a GPU varies by up to
-  1.5x between runs): seconds, sentences/s, lowercased BLEU against ``--ref`` and the lines identical to today's step.
+  warms up), then ``--repeats`` timed passes, whose median is the figure (one pass of ~1 s on an H200 varied by up to
+  2.1x within a run): seconds, sentences/s, lowercased BLEU against ``--ref`` and the lines identical to today's step.
 - **Training.** ``aiayn train`` on ``--data`` (the run's own config, bf16, ``--train-steps`` updates of
   ``--max-tokens`` tokens) with ``train.compile`` off and on: target tokens/s, the median of the last three logged
   windows (the first windows hold the compilation).
