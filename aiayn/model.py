@@ -475,7 +475,7 @@ class TracedSteps:
     without the self-attention mask. translate.Translator decodes with them on CPUs
     (``model.traced = TracedSteps(model.decoder)``; docs/performance.md); a model whose weights change must not."""
 
-    def __init__(self, layers: list[DecoderLayer], after: int = 128) -> None:
+    def __init__(self, layers: list[DecoderLayer], after: int = 256) -> None:
         """``after``: calls of a step before it is traced (:class:`_TracedStep`)."""
         self.layers, self.after = layers, after
         self.steps: dict[tuple[int, int, bool], _TracedStep] = {}
@@ -490,8 +490,10 @@ class TracedSteps:
 
 class _TracedStep:
     """A LayerStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
-    traced from then on: a trace costs about as much as a few hundred steps save (~80 ms a layer, int8, on the
-    demo model; docs/performance.md), so that a one-line translation does not pay it.
+    traced from then on. A trace and the executor's first optimized run cost ~160 ms for the demo model's three
+    layers (int8), and a traced step saves ~0.5-0.75 ms (docs/performance.md): ``after`` = 256 calls, about where
+    the steps run plain have cost what the trace will, so a short run (a one-line translation, a small file) never
+    pays it, and a long one pays at most about twice the least it could have.
 
     A trace records the branches the step took: those on its shapes (attention.py's rows per source g, one query, no
     causal triangle) and on the mask's presence, which the key of :meth:`TracedSteps.step` fixes. The tracer

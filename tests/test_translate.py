@@ -152,6 +152,8 @@ def test_int8_layers_call_the_same_kernel_directly() -> None:
     q = int8(model)
     lean = [m for m in q.modules() if isinstance(m, Int8Linear)]
     assert len(lean) == n_linear
+    # torch.ao's module stays out of the module tree, which torch.jit.trace scripts whole (model.TracedSteps)
+    assert all(not list(m.children()) and "in_features=" in repr(m) for m in lean)
     x = torch.randn(7, 3, lean[0].quantized.in_features)
     for m in lean[:3] + [q.out_proj]:   # torch.ao's module always takes a 7-bit range (quantize.full_range)
         full = torch.ops.quantized.linear_dynamic(x, m.packed, m.reduce_range)
