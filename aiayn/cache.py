@@ -167,7 +167,7 @@ class NewPositions:
     """Where a step's keys and values go in a layer's buffers (:meth:`KeyValueCache.reserve`): the T positions
     ``k_slot`` and ``v_slot`` (T, N, H, K), and all keys and values with them, ``keys`` and ``values`` (N, H, t+T, K).
     It stands for the cache in ``MultiHeadAttention.forward`` (the same ``append``) with tensors alone, so that a
-    decoder layer's step can be traced (model.LayerStep)."""
+    decoder layer's step can be traced (model.DecoderStep)."""
 
     def __init__(self, k_slot: Tensor, v_slot: Tensor, keys: Tensor, values: Tensor) -> None:
         self.k_slot, self.v_slot, self.keys, self.values = k_slot, v_slot, keys, values

@@ -184,14 +184,20 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         """x (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D); ``offset`` an int, or (B,) one
         per row (sentences decoded side by side that started at different steps, cache.py)."""
-        T = x.shape[1]
+        return self.add(x, self.at(offset, x.shape[1]))
+
+    def at(self, offset: int | Tensor, T: int = 1) -> Tensor:
+        """The vectors of positions offset..offset+T-1: (T, D) for an int ``offset``, (B, T, D) for (B,) offsets."""
         last = (offset if isinstance(offset, int) else int(offset.max())) + T
         if last > self.max_positions:
             raise ValueError(f"sequence of {last} tokens exceeds max_positions={self.max_positions}")
         if isinstance(offset, int):
-            return self.dropout(x + self.table()[offset : offset + T].to(x.dtype))             # (T, D) added
-        rows = offset[:, None] + torch.arange(T, device=offset.device)                          # (B, T)
-        return self.dropout(x + self.table()[rows].to(x.dtype))                                # (B, T, D) added
+            return self.table()[offset : offset + T]                                            # (T, D)
+        return self.table()[offset[:, None] + torch.arange(T, device=offset.device)]            # (B, T, D)
+
+    def add(self, x: Tensor, vectors: Tensor) -> Tensor:
+        """x (B, T, D) plus :meth:`at`'s vectors, then dropout (§5.4)."""
+        return self.dropout(x + vectors.to(x.dtype))
 
 
 # --- §3.1 Encoder and decoder stacks -----------------------------------------------------------------------
@@ -273,7 +279,7 @@ class DecoderLayer(nn.Module):
     def step(self, x: Tensor, k_slot: Tensor, v_slot: Tensor, keys: Tensor, values: Tensor, memory_k: Tensor,
              memory_v: Tensor, src_mask: Tensor, *self_mask: Tensor) -> Tensor:
         """:meth:`forward` of the newest position over tensors alone (Transformer.decode_step; the form
-        ``torch.jit.trace`` records, :class:`LayerStep`): x (N, 1, D); where its keys and values go
+        ``torch.jit.trace`` records, :class:`DecoderStep`): x (N, 1, D); where its keys and values go
         (cache.NewPositions: k_slot and v_slot (1, N, H, K), keys and values (N, H, t+1, K)); the encoder-decoder
         keys and values (N/g, H, S, K); src_mask; and, where rows joined late, the additive self-attention mask."""
         x, _, _ = self(x, (memory_k, memory_v), src_mask, past_kv=NewPositions(k_slot, v_slot, keys, values),
@@ -289,17 +295,6 @@ class DecoderLayer(nn.Module):
         y, _, _ = self.cross_attn(self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv)
         x = self.res_cross.after(x, y)
         return self.res_ffn.after(x, self.ffn(self.res_ffn.before(x))), k, v
-
-
-class LayerStep(nn.Module):
-    """:meth:`DecoderLayer.step` as a module's forward, which ``torch.jit.trace`` records (:class:`TracedSteps`)."""
-
-    def __init__(self, layer: DecoderLayer) -> None:
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, *args: Tensor) -> Tensor:
-        return self.layer.step(*args)
 
 
 # one trace at a time: what the tracer warns of is caught through the warnings module, whose state is the process's
@@ -349,7 +344,7 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie != "none":
             self.out_proj.weight = self.tgt_embed.lut.weight
-        self.traced: TracedSteps | None = None      # decode_step's layer steps, traced (inference alone)
+        self.traced: TracedSteps | None = None      # decode_step, traced (inference alone)
 
     def reset_parameters(self) -> None:
         """Initialization of the paper's reference code (tensor2tensor), also used by fairseq.
@@ -429,8 +424,7 @@ class Transformer(nn.Module):
     def generator(self, hidden: Tensor, project: Callable[[Tensor], Tensor] | None = None) -> Tensor:
         """(..., D) -> (..., V) log-probabilities over the target vocabulary (softmax over the last axis, fp32).
         ``project``: another output projection, (..., D) -> (..., K): a shortlist's rows (shortlist.py)."""
-        logits = (project or self.logits)(hidden)
-        return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+        return log_probs((project or self.logits)(hidden))
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """src (B, S), tgt_in (B, T) -> (B, T, V) log-probabilities of the next target token."""
@@ -457,52 +451,88 @@ class Transformer(nn.Module):
 
         The prefix is never recomputed: each layer attends to its cached keys/values plus the new one.
         """
-        x = self.tgt_pos(self.tgt_embed(tokens[:, None]), offset=cache.positions())  # (N, 1, D)
-        self_kv, self_mask = [], cache.self_mask()                                   # None unless rows joined late
-        g = x.shape[0] // cache.src_mask.shape[0]                                    # rows per source (beams)
-        for i, (layer, memory_kv, past_kv) in enumerate(zip(self.decoder, cache.memory_kv, cache.self_kv, strict=True)):
-            kv, new = past_kv.reserve()                      # the cache one position longer, and where it goes
-            step = layer.step if self.traced is None else self.traced.step(i, g, self_mask is not None)
-            x = step(x, new.k_slot, new.v_slot, new.keys, new.values, *memory_kv, cache.src_mask,
-                     *(() if self_mask is None else (self_mask,)))
-            self_kv.append(kv)
-        return self.generator(self.dec_norm(x), project)[:, 0], cache.advance(self_kv)   # (N, V)
+        reserved = [past_kv.reserve() for past_kv in cache.self_kv]   # each cache a position longer, and where it goes
+        self_mask = cache.self_mask()                                   # None unless rows joined late
+        args = (tokens, self.tgt_pos.at(cache.positions()), cache.src_mask,
+                *(t for (_, new), memory_kv in zip(reserved, cache.memory_kv, strict=True)
+                  for t in (new.k_slot, new.v_slot, new.keys, new.values, *memory_kv)),
+                *(() if self_mask is None else (self_mask,)))
+        if self.traced is not None and project is None:
+            g = tokens.shape[0] // cache.src_mask.shape[0]                               # rows per source (beams)
+            logp = self.traced.step(g, self_mask is not None)(*args)
+        else:
+            logp = self.generator(step_hidden(self, *args), project)[:, 0]
+        return logp, cache.advance([kv for kv, _ in reserved])                          # (N, V)
+
+
+def log_probs(logits: Tensor) -> Tensor:
+    """(..., V) scores -> log-probabilities, the softmax over the last axis in fp32 at least."""
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+
+
+def step_hidden(parts: Transformer | DecoderStep, tokens: Tensor, vectors: Tensor, src_mask: Tensor,
+                *args: Tensor) -> Tensor:
+    """The body of a decoding step over tensors alone: tokens (N,) and their positions' vectors
+    (PositionalEncoding.at: (1, D), or (N, 1, D) where rows joined late) -> the final LayerNorm's output (N, 1, D).
+    ``args``: six per decoder layer (DecoderLayer.step's: where the new position's key and value go, the keys and
+    values it attends to, the encoder-decoder keys and values), then the self-attention mask where rows joined late.
+    ``parts``: the model, or the :class:`DecoderStep` that holds its decoder's modules under the same names."""
+    x = parts.tgt_pos.add(parts.tgt_embed(tokens[:, None]), vectors)                    # (N, 1, D)
+    mask = args[6 * len(parts.decoder):]
+    for i, layer in enumerate(parts.decoder):
+        x = layer.step(x, *args[6 * i: 6 * i + 6], src_mask, *mask)
+    return parts.dec_norm(x)
+
+
+class DecoderStep(nn.Module):
+    """A decoding step from the tokens to the log-probabilities over the whole vocabulary (:func:`step_hidden`, then
+    the output layer) as a module over tensors alone: the form ``torch.jit.trace`` records (:class:`TracedSteps`).
+    It holds the model's own decoder-side modules (taken after any quantization, which copies: quantize.int8)."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.tgt_embed, self.tgt_pos, self.decoder = model.tgt_embed, model.tgt_pos, model.decoder
+        self.dec_norm, self.out_proj = model.dec_norm, model.out_proj
+
+    def forward(self, tokens: Tensor, vectors: Tensor, src_mask: Tensor, *args: Tensor) -> Tensor:
+        """-> (N, V) log-probabilities; the arguments are :func:`step_hidden`'s."""
+        return log_probs(self.out_proj(step_hidden(self, tokens, vectors, src_mask, *args)))[:, 0]
 
 
 class TracedSteps:
-    """The decoder layers' steps (:class:`LayerStep`) as recorded by ``torch.jit.trace``: the same operators, without
-    the Python between them. Each is traced after its first ``after`` uses for a number of rows per source and with or
-    without the self-attention mask. translate.Translator decodes with them on CPUs
-    (``model.traced = TracedSteps(model.decoder)``; docs/performance.md); a model whose weights change must not."""
+    """A model's decoding step (:class:`DecoderStep`) as recorded by ``torch.jit.trace``: the same operators, without
+    the Python between them. One trace for each number of rows per source, with and without the self-attention
+    mask, each made after its first ``after`` uses. translate.Translator decodes with them on CPUs
+    (``model.traced = TracedSteps(model)``; docs/performance.md); a model whose weights change must not. Steps over
+    a shortlist's output layer stay plain."""
 
-    def __init__(self, layers: list[DecoderLayer], after: int = 256) -> None:
+    def __init__(self, model: Transformer, after: int = 256) -> None:
         """``after``: calls of a step before it is traced (:class:`_TracedStep`)."""
-        self.layers, self.after = layers, after
-        self.steps: dict[tuple[int, int, bool], _TracedStep] = {}
+        self.module, self.after = DecoderStep(model), after
+        self.steps: dict[tuple[int, bool], _TracedStep] = {}
 
-    def step(self, i: int, g: int, masked: bool) -> Callable[..., Tensor]:
-        """Layer i's step for g rows per source, with or without the self-attention mask."""
-        key = (i, g, masked)
+    def step(self, g: int, masked: bool) -> Callable[..., Tensor]:
+        """The step for g rows per source, with or without the self-attention mask."""
+        key = (g, masked)
         step = self.steps.get(key)
-        return step if step is not None else self.steps.setdefault(key, _TracedStep(LayerStep(self.layers[i]),
-                                                                                    self.after))
+        return step if step is not None else self.steps.setdefault(key, _TracedStep(self.module, self.after))
 
 
 class _TracedStep:
-    """A LayerStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
-    traced from then on. A trace and the executor's first optimized run cost ~160 ms for the demo model's three
-    layers (int8), and a traced step saves ~0.5-0.75 ms (docs/performance.md): ``after`` = 256 calls, about where
-    the steps run plain have cost what the trace will, so a short run (a one-line translation, a small file) never
-    pays it, and a long one pays at most about twice the least it could have.
+    """A DecoderStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
+    traced from then on. Tracing and the executor's first optimized run cost ~0.18 s for the demo model (int8), and
+    a traced step saves ~0.7-1.6 ms (docs/performance.md): ``after`` = 256 calls, about where the steps run plain
+    have cost what the trace will, so a short run (a one-line translation, a small file) never pays it, and a long
+    one pays at most about twice the least it could have.
 
     A trace records the branches the step took: those on its shapes (attention.py's rows per source g, one query, no
     causal triangle) and on the mask's presence, which the key of :meth:`TracedSteps.step` fixes. The tracer
     warns of each ("Converting a tensor to a Python boolean"); any other warning (a number that would be fixed in the
     record), or a PyTorch without ``torch.jit.trace``, leaves the step untraced."""
 
-    def __init__(self, step: LayerStep, after: int) -> None:
-        self.step: Callable[..., Tensor] = step.layer.step
-        self.module, self.untraced, self.traced = step, after, False
+    def __init__(self, module: DecoderStep, after: int) -> None:
+        self.step: Callable[..., Tensor] = module.forward
+        self.module, self.untraced, self.traced = module, after, False
 
     def __call__(self, *args: Tensor) -> Tensor:
         if self.untraced > 0:

@@ -127,7 +127,7 @@ class Translator(pipeline.EngineBase):
         self._can_compile(self.decode)
         self.model = precision.for_inference(model.to(self.device).eval(), self.precision)
         if self.device.type == "cpu" and self.precision in ("fp32", "int8"):
-            self.model.traced = TracedSteps(self.model.decoder)   # its decoder layers' steps, without Python between
+            self.model.traced = TracedSteps(self.model)   # its decoding step, without Python between the operators
         self.cfg = model.cfg
         self.vocab = vocab
         self.workers = resolve_workers(self.decode.workers, self.device)      # batches decoded side by side

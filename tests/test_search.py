@@ -460,11 +460,11 @@ def test_sentences_joining_a_running_search_get_what_a_batch_gives_them(model: T
 
 
 @pytest.mark.parametrize("int8", [False, True])
-def test_traced_layer_steps_decode_exactly_as_the_layers_do(model: Transformer, int8: bool) -> None:
-    """TracedSteps (a CPU Translator's decoding: each decoder layer's step recorded by torch.jit.trace):
-    greedy search, beam search with n-best lists and a length rule, constraints, and sentences joining a running
-    search (the self-attention mask) give the same tokens, scores and log-probabilities, bit for bit, in fp32 and
-    int8; and every step ran traced, one trace per layer for each number of rows per source and mask."""
+def test_traced_steps_decode_exactly_as_the_plain_step_does(model: Transformer, int8: bool) -> None:
+    """TracedSteps (a CPU Translator's decoding: its decoding step recorded by torch.jit.trace): greedy search,
+    beam search with n-best lists and a length rule, constraints, and sentences joining a running search (the
+    self-attention mask) give the same tokens, scores and log-probabilities, bit for bit, in fp32 and int8; and
+    every step ran traced, one trace for each number of rows per source and mask."""
     import copy
 
     from aiayn.constraints import Constraints
@@ -489,12 +489,11 @@ def test_traced_layer_steps_decode_exactly_as_the_layers_do(model: Transformer, 
                 beam_search(m, src, beam=3, max_len_b=12, constraints=cons), joined()]
 
     want = runs()
-    m.traced = TracedSteps(m.decoder, after=10**9)                           # not yet: the plain steps
+    m.traced = TracedSteps(m, after=10**9)                                   # not yet: the plain steps
     assert runs() == want and not any(step.traced for step in m.traced.steps.values())
-    m.traced = TracedSteps(m.decoder, after=0)
+    m.traced = TracedSteps(m, after=0)
     assert runs() == want
-    assert m.traced is not None and set(m.traced.steps) == {
-        (i, g, masked) for i in range(len(m.decoder)) for g, masked in ((1, False), (3, False), (4, False), (3, True))}
+    assert m.traced is not None and set(m.traced.steps) == {(1, False), (3, False), (4, False), (3, True)}
     assert all(isinstance(step.step, torch.jit.ScriptModule) for step in m.traced.steps.values())
 
 
@@ -502,7 +501,7 @@ def test_traced_layer_steps_decode_exactly_as_the_layers_do(model: Transformer, 
 def test_a_step_that_cannot_be_traced_safely_runs_untraced(model: Transformer, monkeypatch: pytest.MonkeyPatch,
                                                           trouble: str) -> None:
     """A trace that warns of a number it would fix in the record (not one of the branches the key fixes), or a PyTorch
-    whose tracing fails, leaves the layer's step as it is: the same hypotheses, untraced."""
+    whose tracing fails, leaves the step as it is: the same hypotheses, untraced."""
     import copy
     import warnings
 
@@ -520,7 +519,7 @@ def test_a_step_that_cannot_be_traced_safely_runs_untraced(model: Transformer, m
     m, src = copy.deepcopy(model), _src(2)
     want = beam_search(m, src, beam=3, max_len_b=10)
     monkeypatch.setattr(torch.jit, "trace", trace)
-    m.traced = TracedSteps(m.decoder, after=0)
+    m.traced = TracedSteps(m, after=0)
     assert beam_search(m, src, beam=3, max_len_b=10) == want
     assert m.traced and m.traced.steps and all(step.traced and not isinstance(step.step, torch.jit.ScriptModule)
                                                for step in m.traced.steps.values())
