@@ -182,21 +182,46 @@ _COMPILED: weakref.WeakKeyDictionary[Transformer, Callable[..., Any]] = weakref.
 Cache = DecoderCache | StaticCache
 
 
+SHAPES = 64      # Dynamo's limit of compiled shapes of the step, in this process (every model's count together)
+
+
 def compiled_step(model: Transformer) -> Callable[..., Any]:
     """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (a global
-    setting raises Dynamo's limit of shapes per function to 64): StaticCache rounds a batch's shapes up to buckets,
-    so that few are compiled; Inductor keeps what it compiled on disk, so another process compiles again only shapes
-    it has not seen. On a GPU the step is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen
-    small kernels, whose launches cost more than their work at small batches."""
+    setting raises Dynamo's limit of shapes per function to :data:`SHAPES`; a shape past it runs uncompiled:
+    :func:`_past_the_limit`): StaticCache rounds a batch's shapes up to buckets, so that few are compiled; Inductor
+    keeps what it compiled on disk, so another process compiles again only shapes it has not seen. On a GPU the step
+    is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen small kernels, whose launches cost more
+    than their work at small batches."""
     step = _COMPILED.get(model)
     if step is None:
-        import torch._dynamo
-
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
         cuda = next(model.parameters()).device.type == "cuda"
-        compiled = torch.compile(functools.partial(static_step, model), dynamic=False, fullgraph=True,
-                                 mode="reduce-overhead" if cuda else None)
-        step = _COMPILED[model] = _replays(compiled) if cuda else compiled
+        eager = functools.partial(static_step, model)
+        compiled = torch.compile(eager, dynamic=False, fullgraph=True, mode="reduce-overhead" if cuda else None)
+        step = _COMPILED[model] = _past_the_limit(_replays(compiled) if cuda else compiled, eager)
+    return step
+
+
+def _past_the_limit(compiled: Callable[..., Any], eager: Callable[..., Any]) -> Callable[..., Any]:
+    """The compiled step, with Dynamo's limit of shapes raised to :data:`SHAPES` in the thread that calls it (Dynamo's
+    settings are each thread's own: the decoding threads of ``workers`` > 1 kept the default 8, and failed); for a
+    shape past the limit, where a step compiled with ``fullgraph`` fails, the same step uncompiled (the same tokens
+    in fp32: tests/test_search.py)."""
+    import torch._dynamo
+    import torch._dynamo.exc as exc
+
+    config = torch._dynamo.config
+    names = [name for name in ("recompile_limit", "cache_size_limit") if hasattr(config, name)]   # (before 2.6)
+    limit_hit = tuple(getattr(exc, name) for name in ("FailOnRecompileLimitHit", "RecompileLimitExceeded",
+                                                      "CacheLimitExceeded") if hasattr(exc, name))
+
+    def step(*args: Tensor) -> Any:
+        for name in names:
+            if getattr(config, name) < SHAPES:
+                setattr(config, name, SHAPES)
+        try:
+            return compiled(*args)
+        except limit_hit:
+            return eager(*args)
     return step
 
 

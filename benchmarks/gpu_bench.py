@@ -1,9 +1,12 @@
 """aiayn on a CUDA GPU (issue 54): the compiled static-shape step, captured in CUDA graphs, against today's step and
 against CTranslate2 on the same weights; and training speed with ``train.compile`` off and on.
 
-    python -m benchmarks gpu --model RUN --src test.de --ref test.en [--lines 1000] [--data DATA] [--budget 480]
+    python -m benchmarks gpu --model RUN --src test.de --ref test.en [--lines 1000] [--repeat 1] [--data DATA]
+                             [--budget 480]
 
-- **Decoding.** ``Translator.translate`` of the first ``--lines`` source lines, in ``--precision`` (bf16 by default)
+- **Decoding.** ``Translator.translate`` of the first ``--lines`` source lines (of the file repeated ``--repeat``
+  times: on a GPU 5,000 lines are a second's work, whose passes vary more than the engines do), in ``--precision``
+  (bf16 by default)
   and batches of ``--batch-tokens``, greedy and beam 4: today's step, then ``decode.compile``
   (search.compiled_step: Inductor, ``mode="reduce-overhead"``, i.e. CUDA graphs), then CTranslate2
   (interop.auto.ctranslate2, its compute type the same precision). Each runs a first pass, which compiles (or
@@ -150,6 +153,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--src", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--lines", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=1, help="the source and references this many times over, then --lines")
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--data", help="the run's data dir: also time training")
     ap.add_argument("--no-ctranslate2", action="store_true", help="aiayn's engine only")
@@ -168,10 +172,10 @@ def main(argv: list[str]) -> None:
         raise SystemExit("python -m benchmarks gpu: no CUDA GPU here")
     BATCH["batch_tokens"] = a.batch_tokens
     REPEATS[0] = a.repeats
-    lines = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]
-    refs = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]
-    figures: dict[str, Any] = {"model": a.model, "lines": len(lines), "device": a.device, "batch_tokens": a.batch_tokens,
-                               "torch": torch.__version__}
+    lines = (Path(a.src).read_text(encoding="utf-8").splitlines() * a.repeat)[: a.lines]
+    refs = (Path(a.ref).read_text(encoding="utf-8").splitlines() * a.repeat)[: a.lines]
+    figures: dict[str, Any] = {"model": a.model, "lines": len(lines), "repeat": a.repeat, "device": a.device,
+                               "batch_tokens": a.batch_tokens, "torch": torch.__version__}
     path: list[Path] = []
 
     def save() -> None:

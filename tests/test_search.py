@@ -325,6 +325,40 @@ def test_the_compiled_step_decodes_the_same_tokens(model: Transformer) -> None:
         [[h.tokens for h in hs] for hs in beam_search(model, src, beam=4, max_len_b=12)]
 
 
+@pytest.mark.ci
+def test_shapes_past_dynamos_limit_run_uncompiled(model: Transformer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past Dynamo's limit of compiled shapes (search.SHAPES; here 1), a step compiled with fullgraph fails the
+    translation (torch._dynamo.exc.FailOnRecompileLimitHit): the step runs uncompiled instead, with the same tokens.
+    And a decoding thread other than the one that compiled the step raises the limit for itself."""
+    import copy
+    import threading
+
+    import torch._dynamo
+
+    from aiayn import search
+
+    m, src = copy.deepcopy(model), torch.cat([_src(4, 5), _src(9, 20)])   # batches of two row buckets: two shapes
+    want = [h.tokens for h in greedy(m, src, max_len_b=12)]
+    limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    monkeypatch.setattr(search, "SHAPES", 1)
+    with torch._dynamo.config.patch(**{limit: 1}):
+        assert [h.tokens for h in greedy(m, src[:5], max_len_b=12, compile=True)] == want[:5]
+        assert [h.tokens for h in greedy(m, src[5:], max_len_b=12, compile=True)] == want[5:]
+    monkeypatch.undo()
+
+    # Dynamo's settings are each thread's own: a decoding thread (workers > 1) raises the limit for itself
+    limits: list[int] = []
+
+    def decode() -> None:
+        assert [h.tokens for h in greedy(m, src[:5], max_len_b=12, compile=True)] == want[:5]
+        limits.append(getattr(torch._dynamo.config, limit))
+
+    thread = threading.Thread(target=decode)
+    thread.start()
+    thread.join()
+    assert limits == [search.SHAPES]
+
+
 def test_translation_does_not_depend_on_the_batch(model: Transformer) -> None:
     src = _src(2)
     together = beam_search(model, src, beam=4, max_len_b=10)
