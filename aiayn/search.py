@@ -186,8 +186,8 @@ SHAPES = 64      # Dynamo's limit of compiled shapes of the step, in this proces
 
 
 def compiled_step(model: Transformer) -> Callable[..., Any]:
-    """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (a global
-    setting raises Dynamo's limit of shapes per function to :data:`SHAPES`; a shape past it runs uncompiled:
+    """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (each
+    decoding thread raises Dynamo's limit of shapes per function to :data:`SHAPES`; a shape past it runs uncompiled:
     :func:`_past_the_limit`): StaticCache rounds a batch's shapes up to buckets, so that few are compiled; Inductor
     keeps what it compiled on disk, so another process compiles again only shapes it has not seen. On a GPU the step
     is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen small kernels, whose launches cost more
@@ -210,14 +210,13 @@ def _past_the_limit(compiled: Callable[..., Any], eager: Callable[..., Any]) -> 
     import torch._dynamo.exc as exc
 
     config = torch._dynamo.config
-    names = [name for name in ("recompile_limit", "cache_size_limit") if hasattr(config, name)]   # (before 2.6)
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"   # (its name before 2.6)
     limit_hit = tuple(getattr(exc, name) for name in ("FailOnRecompileLimitHit", "RecompileLimitExceeded",
                                                       "CacheLimitExceeded") if hasattr(exc, name))
 
     def step(*args: Tensor) -> Any:
-        for name in names:
-            if getattr(config, name) < SHAPES:
-                setattr(config, name, SHAPES)
+        if getattr(config, limit) < SHAPES:
+            setattr(config, limit, SHAPES)
         try:
             return compiled(*args)
         except limit_hit:
