@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from aiayn import tokenizer as tokenizer_module
 from aiayn.config import resolve
 from aiayn.data import DataError, PrepareOptions, Source, prepare
 from aiayn.tokenizer import Tokenizer
@@ -46,6 +47,18 @@ def test_tokenizer_round_trip_on_any_unicode(tokenizer: Tokenizer, line: str) ->
 @given(line=st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=60))
 def test_tokenizer_round_trip_is_exact_without_whitespace_or_controls(tokenizer: Tokenizer, line: str) -> None:
     assert tokenizer.decode(tokenizer.encode([line]))[0] == line
+
+
+@settings(max_examples=150, **SETTINGS)  # type: ignore[arg-type]
+@given(lines=st.lists(ANY_TEXT, min_size=1, max_size=6), copies=st.sampled_from([1, 8]))
+def test_a_few_lines_are_tokenized_as_a_batch_of_many(tokenizer: Tokenizer, lines: list[str], copies: int) -> None:
+    """Up to tokenizer.SMALL lines are encoded and decoded one at a time (SentencePiece's batch call has a fixed
+    cost): the same ids and text as the batch call gives the same lines among many (``copies`` x, past SMALL)."""
+    many = lines * (copies + tokenizer_module.SMALL // len(lines))
+    assert len(lines) <= tokenizer_module.SMALL < len(many)
+    ids, ids_many = tokenizer.encode(lines), tokenizer.encode(many)
+    assert ids == ids_many[: len(lines)]
+    assert tokenizer.decode(ids) == tokenizer.decode(ids_many)[: len(lines)]
 
 
 # --- prepare on broken files ---------------------------------------------------------------------------------------
