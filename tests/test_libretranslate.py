@@ -117,8 +117,9 @@ def test_html_in_both_apis(two: Server, oracles: dict[str, Translator]) -> None:
     assert "<b>" in want[0] and '<a href="/x">' in want[1] and "<i>" in want[2]
     status, _, got = two.post("/translate", {"q": frags, "source": "en", "target": "de", "format": "html"})
     assert status == 200 and got == {"translatedText": want}, got
-    status, _, got = two.post("/translate", {"text": frags, "target": "de", "format": "html"})
+    status, headers, got = two.post("/translate", {"text": frags, "target": "de", "format": "html"})
     assert status == 200 and got == {"translations": want}, got
+    assert headers["access-control-allow-origin"] == "*"                      # CORS on answers (serve.Guard)
     status, _, got = two.post("/translate", {"text": frags, "target": "de", "format": "html", "nbest": 2, "beam": 2})
     assert status == 422 and "format html gives one translation" in got["error"]
 
