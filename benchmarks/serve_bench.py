@@ -13,7 +13,10 @@ used (shares of all cores: both run on this machine), and sentences/s as a share
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
 left out, measured again just before each level; ``--engine``: both the server's and the CLI's). ``--client
 libretranslate`` sends each request through LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages).
-Records it as ``results/serve-<date>.json``.
+Records it as ``results/serve-<date>.json``; its ``processes`` is the server's setting (aiayn's engine on a CPU in
+worker processes, its default since 094a954, unless ``--no-processes``). Records before 2026-11-27 21:40 wrote this
+benchmark's old ``--processes`` flag there instead, false when not given: those since 094a954 (2026-11-26 02:04) ran
+the server's default all the same, worker processes.
 
 ``--replay``: where the server's time goes, without HTTP, in this process, one decoding thread and one CPU thread,
 the same requests and the run's decoding settings, each way the fastest of --rounds interleaved rounds:
@@ -47,7 +50,7 @@ import record  # noqa: E402
 
 
 def family(pid: int) -> list[int]:
-    """``pid`` and every process descended from it (the server's worker processes, with --processes)."""
+    """``pid`` and every process descended from it (the server's worker processes, its default)."""
     parents: dict[int, int] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -101,7 +104,7 @@ def start_server(a: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
                              "--engine", a.engine,
                              *(["--workers", str(a.workers)] if a.workers else []),
                              *(["--max-wait-ms", str(a.max_wait_ms)] if a.max_wait_ms is not None else []),
-                             *(["--no-join"] if a.no_join else []), *(["--processes"] if a.processes else [])],
+                             *(["--no-join"] if a.no_join else []), *(["--no-processes"] if a.no_processes else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -328,7 +331,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=0, help="the server's decoding threads (default: its own)")
     ap.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its own)")
     ap.add_argument("--no-join", action="store_true", help="the server's --no-join: no sentence joins a running batch")
-    ap.add_argument("--processes", action="store_true", help="the server's --processes: decoding in worker processes")
+    ap.add_argument("--no-processes", action="store_true",
+                    help="the server's --no-processes: threads of its process instead of its worker processes")
     ap.add_argument("--latency", type=int, default=0, metavar="N",
                     help="also time N one-line requests at concurrency 1 against one translate call each")
     ap.add_argument("--replay", action="store_true", help="the batcher without HTTP (see above)")
@@ -372,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     out = record.write("serve", {"model": a.model, "precision": a.precision, "engine": a.engine, "client": a.client,
                                   "requests": a.requests,
                                   "workers": a.workers, "max_wait_ms": a.max_wait_ms, "join": not a.no_join,
-                                  "processes": a.processes,
+                                  "processes": not a.no_processes,     # the server's own setting (see above)
                                   "sentences": len(all_lines),
                                   "cli": clis, "rows": rows, "latency": lat})
     print(f"\nrecorded in {out}")
