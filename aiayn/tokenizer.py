@@ -47,6 +47,13 @@ _OURS = (PAD_ID, BOS_ID, EOS_ID, UNK_ID)
 SMALL = 32
 
 
+def _encode(sp: spm.SentencePieceProcessor, lines: list[str], out_type: type, num_threads: int) -> list[list[Any]]:
+    """SentencePiece's pieces (``out_type`` str) or ids (int) of each line: a few lines one at a time (:data:`SMALL`)."""
+    if len(lines) <= SMALL:
+        return [sp.Encode(line, out_type=out_type) for line in lines]
+    return sp.Encode(lines, out_type=out_type, num_threads=num_threads)
+
+
 class _Renumbering:
     """aiayn ids <-> a tokenizer's own ids. ``natives``: the tokenizer's (pad, bos, eos, unk) ids, None where
     it has no such piece; ``size``: its piece count. Identity (no arrays) when the ids already agree."""
@@ -137,9 +144,7 @@ class Tokenizer:
         """Subword ids of each line, without BOS/EOS."""
         if self.table is not None:
             return self.ids.ours(self.table.encode(self.sp, lines, self.num_threads))
-        if len(lines) <= SMALL:
-            return self.ids.ours([self.sp.Encode(line, out_type=int) for line in lines])
-        return self.ids.ours(self.sp.Encode(lines, out_type=int, num_threads=self.num_threads))
+        return self.ids.ours(_encode(self.sp, lines, int, self.num_threads))
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; special ids (pad, bos, eos) are dropped."""
@@ -230,7 +235,7 @@ class _PieceTable:
             end = line.find("<<") if line.startswith(">>") else -1
             codes.append([line[: end + 2]] if end != -1 else [])
             texts.append(line[end + 2 :] if end != -1 else line)
-        pieces = sp.Encode(texts, out_type=str, num_threads=num_threads)
+        pieces = _encode(sp, texts, str, num_threads)
         return [[self.ids.get(p, self.unk) for p in c + ps] for c, ps in zip(codes, pieces, strict=True)]
 
     def decode(self, sp: spm.SentencePieceProcessor, ids: list[list[int]]) -> list[str]:
