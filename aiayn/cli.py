@@ -358,25 +358,28 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     """cmd_translate's work, once its engines are loaded."""
     from tqdm import tqdm
 
-    from .documents import FORMATS
+    from .documents.formats import EXTENSIONS
     from .pipeline import Request, leg, prepare, stream, translate_through
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
-        return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names)
+        return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names,
+                       a.protect)
 
     asked = request([], [] if a.constraints else None)          # what it refuses: before any line is read
     for engine in engines[:-1]:
         prepare(engine, leg(asked))
     prepare(engines[-1], asked)
-    if a.input and a.input.suffix.lower() in FORMATS[1:] and a.format == "text":   # a document (.txt, --format html: lines)
-        return _translate_document(a, nbest, lambda texts, fmt: [t[0].text for t in translate_through(
-            engines, replace(request(texts), format=fmt))])
-    inp = open(a.input, "rb") if a.input else sys.stdin.buffer  # noqa: SIM115 - closed below
+    if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and a.format == "text":  # a document (.txt: lines)
+        languages = (engines[0].languages or (None, None))[0], (engines[-1].languages or (None, None))[1]
+        return _translate_document(a, nbest, languages, lambda texts, fmt, kinds: [t[0].text for t in translate_through(
+            engines, replace(request(texts), format=fmt, protect=kinds))])
+    inp = _input(a.input) if a.input else sys.stdin.buffer
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
     bar = tqdm(total=_count_lines(a.input) if a.input else None, unit=" lines", disable=not show, file=sys.stderr,
                dynamic_ncols=True)
     flush = out.flush if not a.output else (lambda: None)   # a pipe gets each line at once; a file is buffered
+    kept = [0, 0]                                           # protected spans: kept, total
     try:
         lines: Any = _Lines(inp)
         if a.constraints:                                   # (line, phrases) pairs
@@ -385,6 +388,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
         else:
             run = lambda chunk: translate_through(engines, request(chunk))  # noqa: E731
         for i, translations in enumerate(stream(lines, run, in_flight=min(e.calls_at_once for e in engines))):
+            kept[0], kept[1] = kept[0] + translations[0].spans[0], kept[1] + translations[0].spans[1]
             for t in translations:
                 text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
                 out.write(f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
@@ -396,39 +400,74 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             inp.close()
         if a.output:
             out.close()
+    if kept[1]:
+        log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept[0], kept[1])
     return 0
 
 
-def _translate_document(a: argparse.Namespace, nbest: int, translate: Callable[[list[str], str], list[str]]) -> int:
-    """--input FILE --output FILE of a document format (documents.py), with a progress bar over its texts."""
+def _input(path: Path) -> BinaryIO:
+    """An input file of lines, refused by name where it is not text (a PDF, a zip: documents/encoding.py); one in
+    UTF-16 or UTF-32 (its byte-order mark says so) read as UTF-8."""
+    import codecs
+    import io
+
+    from .documents.encoding import bom, refuse_binary
+
+    f = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    head = f.peek(4096)[:4096] if hasattr(f, "peek") else b""
+    try:
+        refuse_binary(head, path.name)
+    except ValueError:
+        f.close()
+        raise
+    marked = bom(head)
+    if marked in ("utf-16", "utf-32"):
+        text = io.TextIOWrapper(f, encoding=marked, newline="")
+        return io.BytesIO(text.read().encode("utf-8"))
+    if marked == "utf-8-sig":
+        f.read(len(codecs.BOM_UTF8))
+    return f
+
+
+def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str | None, str | None],
+                        translate: Callable[[list[str], str, tuple[str, ...]], list[str]]) -> int:
+    """--input FILE --output FILE of a document format (documents/), with a progress bar over its texts."""
     from tqdm import tqdm
 
-    from .documents import DocumentError, kind, translate_file
+    from .documents.common import DocumentError, Options
+    from .documents.formats import find, translate_document
 
-    if a.output is None or kind(a.output) != kind(a.input):
+    if a.output is None or find(a.output) != find(a.input):
         raise DocumentError(f"{a.input.name}: a document is written to a file of its own format: give --output "
                             f"NAME{a.input.suffix}")
     if nbest > 1 or a.alignments or a.constraints:
         raise DocumentError(f"{a.input.name}: a document takes none of --nbest, --alignments, --constraints")
     bar = tqdm(total=0, unit=" texts", disable=a.quiet or not sys.stderr.isatty(), file=sys.stderr, dynamic_ncols=True)
 
-    def chunked(texts: list[str], fmt: str) -> list[str]:
+    def chunked(texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
         bar.total += len(texts)
         out: list[str] = []
         for i in range(0, len(texts), 32):                  # the bar moves as the document goes
-            out += translate(texts[i:i + 32], fmt)
+            out += translate(texts[i:i + 32], fmt, kinds)
             bar.update(len(texts[i:i + 32]))
         return out
 
     try:
-        n = translate_file(a.input, a.output, chunked)
+        report = translate_document(a.input, a.output, chunked,
+                                    options=Options(languages[0], languages[1], review=not a.no_fuzzy))
     finally:
         bar.close()
-    log.info("%s: %d text%s translated into %s", a.input.name, n, "" if n == 1 else "s", a.output)
+    n = report.texts
+    log.info("%s: %d text%s translated into %s%s; protected spans (placeholders, inline tags): %d of %d kept",
+             a.input.name, n, "" if n == 1 else "s", a.output,
+             f" (read as {report.encoding})" if report.encoding not in (None, "utf-8", "ascii") else "",
+             report.kept, report.spans)
     return 0
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
+    from . import spans
+
     p = _command(sub, cmd_translate)
     _add_decode_flags(p)
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
@@ -445,7 +484,25 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                         "target word, from 0; from the encoder-decoder attention)")
     p.add_argument("--constraints", type=Path, metavar="JSONL",
                    help="one JSON list of target phrases per input line (or null): each translation contains them")
+    p.add_argument("--protect", type=_kinds, default=spans.DEFAULT, metavar="KINDS",
+                   help="the protected spans of a text, taken out before translating and put back on the aligned words "
+                        f"(comma-separated, of {', '.join(spans.KINDS)}; none: off; default: {','.join(spans.DEFAULT)}). "
+                        "A document's format says its own")
+    p.add_argument("--no-fuzzy", action="store_true",
+                   help="documents: trust the machine translations (a PO entry is not marked fuzzy, an XLIFF target is "
+                        "'translated', not 'needs-review-translation')")
     _add_processes_flag(p)
+
+
+def _kinds(value: str) -> tuple[str, ...]:
+    from . import spans
+
+    if value.strip() in ("", "none"):
+        return ()
+    try:
+        return spans.check(k.strip() for k in value.split(","))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _add_processes_flag(p: argparse.ArgumentParser) -> None:

@@ -18,11 +18,20 @@ The rules, one place:
   is taken out of the text and put back as an empty element is.
 - **Depth**: elements nested more than :data:`MAX_DEPTH` deep are refused (:class:`MarkupError`), so that no fragment
   can exhaust the recursion of the code that walks the tree.
-- **Placeholders** (``{name}``, ``{0}``, ``%s``, ``%(name)s``, ``%1$s``, ``{{ name }}``) come out unchanged: they are
-  taken out of the text (the model has not learnt to copy them) and put back as an empty element is.
+- **An inline tag that held words holds at least one** (the one at the same relative place where none of its words
+  is aligned; the last word of the sibling before it where that sibling has more than one and the words ran out),
+  and an empty one never lands inside a sibling that starts where it stands: no link comes out empty where the
+  translation has words enough, and none inside another. A text between inline elements that only separates them
+  (``|``, ``·``, brackets) is kept as it is and placed as an empty element is.
+- **Protected spans** (spans.py: placeholders such as ``{name}``, ``%s``, ``%(name)s``, ``{{ name }}``, ``${x}``;
+  URLs and e-mail addresses; the kinds a request asks for) come out unchanged: they are taken out of the text (the
+  model has not learnt to copy them) and put back as an empty element is; those whose order is their meaning
+  (``%s``, ``{}``) keep the source's order among themselves.
+- **Comments, the doctype and processing instructions** (``<?xml …?>``) are kept where they stand (one inside a
+  segment: as an empty element).
 - **Broken HTML** is repaired, not refused: an element left open is closed where its parent closes (or at the end),
   an end tag with no open element is dropped, and the output is always well-formed (every element closed, text
-  and attribute values escaped). Comments and doctypes are dropped.
+  and attribute values escaped).
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from . import spans
+
 BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details", "dialog", "div",
          "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
          "head", "header", "hr", "html", "li", "main", "nav", "ol", "p", "section", "summary", "table", "tbody",
@@ -41,8 +52,10 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 VERBATIM = {"script", "style", "pre", "code", "textarea"}
 RAW_TEXT = {"script", "style"}       # elements whose text HTML does not escape: written back as it was read
 MAX_DEPTH = 200                      # elements open at once, at most
-RAW = "#markup"                      # the tag of markup kept as it is, inside a segment
-PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|\{[A-Za-z0-9_.]*\}|%(?:\([A-Za-z0-9_]+\))?(?:\d+\$)?[sdif]")
+RAW = "#markup"                      # the tag of markup kept as it is (a placeholder, a comment)
+# a text between inline elements that only separates them (" | ", " · ", "(", " / "): kept as it is, as a tag is,
+# rather than given to the model, which drops it (sentence punctuation is not one: the model needs it)
+SEPARATOR = re.compile(r"\s*[^\w\s.,;:!?'\"]{1,3}\s*")
 
 
 @dataclass(eq=False)
@@ -89,6 +102,21 @@ class _Builder(HTMLParser):
     def handle_data(self, data: str) -> None:
         self.stack[-1].children.append(data)
 
+    def _raw(self, markup: str) -> None:
+        self.stack[-1].children.append(Node(RAW, [("", markup)]))
+
+    def handle_comment(self, data: str) -> None:
+        self._raw(f"<!--{data}-->")
+
+    def handle_decl(self, decl: str) -> None:
+        self._raw(f"<!{decl}>")
+
+    def handle_pi(self, data: str) -> None:
+        self._raw(f"<?{data}>")
+
+    def unknown_decl(self, data: str) -> None:
+        self._raw(f"<![{data}]>")
+
 
 def refuse_others(asked: dict[str, bool], flag: str = "format html", unit: str = "fragment") -> None:
     """HTML gives one translation per fragment, its markup placed by the word alignment: ValueError naming the other
@@ -100,6 +128,7 @@ def refuse_others(asked: dict[str, bool], flag: str = "format html", unit: str =
 
 
 def parse(fragment: str) -> Node:
+    """The element tree of ``fragment`` (repaired: the module's docstring)."""
     b = _Builder()
     b.feed(fragment)
     b.close()
@@ -139,21 +168,43 @@ class Segment:
     text: str = ""
     tags: list[tuple[Node, int, int, int]] = field(default_factory=list)    # node, start, end, parent
     nodes: list[Node | str] = field(default_factory=list)                   # as parsed (kept if not translated)
+    kinds: tuple[str, ...] = spans.DEFAULT                                  # the protected spans of its text
 
-    def kept(self, markup: str, parent: int) -> None:
-        """Markup taken out of the text (a placeholder, a verbatim element): an empty element here."""
-        self.tags.append((Node(RAW, [("", markup)]), len(self.text), len(self.text), parent))
+    glues: list[str] = field(default_factory=list)                          # per tag, what an empty one touched
+
+    def kept(self, markup: str, parent: int, ordered: bool = False) -> None:
+        """Markup taken out of the text (a protected span, a verbatim element): an empty element here; ``ordered``:
+        its place among the ordered ones is its meaning (spans.py)."""
+        attrs = [("", markup)] + ([("ordered", "")] if ordered else [])
+        self.tags.append((Node(RAW, attrs), len(self.text), len(self.text), parent))
+
+    def glue(self) -> None:
+        """What each empty tag touched in the source (_glue), so that it touches the same in the translation; one
+        that an opening mark comes before and a space after ("(%d Dateien)") gives the model "(Dateien)"."""
+        self.glues = []
+        for t in range(len(self.tags)):
+            node, start, end, _ = self.tags[t]
+            glue = _glue(self.text[start - 1:start], self.text[end:end + 1]) if start == end else ""
+            if glue.startswith("into:") and self.text[end:end + 1] == " " and node.tag in (RAW, "img"):
+                self.text = self.text[:end] + self.text[end + 1:]
+                self.tags = [(n, s - (s > end), e - (e > end), p) for n, s, e, p in self.tags]
+                glue += " "
+            self.glues.append(glue)
 
     def add(self, node: Node | str, parent: int) -> None:
         if isinstance(node, str):
             text, at = re.sub(r"\s+", " ", node), 0
-            for m in PLACEHOLDER.finditer(text):
-                self.text += text[at : m.start()]
-                self.kept(html.escape(m.group(0), quote=False), parent)
-                at = m.end()
+            if SEPARATOR.fullmatch(text):                            # " | " between two links: kept as it is
+                self.kept(html.escape(text.strip(), quote=False), parent)
+                self.text += " " if text[:1] == " " or text[-1:] == " " else ""
+                return
+            for start, end, kind in spans.find(text, self.kinds):
+                self.text += text[at:start]
+                self.kept(html.escape(text[start:end], quote=False), parent, spans.ordered(kind, text[start:end]))
+                at = end
             self.text += text[at:]
             return
-        if node.verbatim():
+        if node.verbatim() or node.tag == RAW:
             self.kept(serialize(node), parent)
             return
         start, index = len(self.text), len(self.tags)
@@ -180,7 +231,7 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
     for i, j in more:
         if j < len(out_words):
             second.setdefault(i, set()).add(j)
-    spans: list[tuple[int, int]] = []                          # per tag: target words [a, b), a == b: before a
+    places: list[tuple[int, int]] = []                         # per tag: target words [a, b), a == b: before a
     for _, start, end, parent in seg.tags:                     # parents before children, siblings in source order
         held = [i for i, (s, e) in enumerate(src_words) if s < end and e > start] if end > start else []
         js = sorted({j for i in held for j in aligned.get(i) or second.get(i) or ()})
@@ -193,20 +244,65 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
                     runs.append([j])
             best = max(runs, key=len)
             a, b = best[0], best[-1] + 1
+        elif held:                                             # words, none aligned: as many at the same place
+            a = min(len(out_words) - 1, held[0] * len(out_words) // max(1, len(src_words)))
+            b = a + min(len(held), len(out_words) - a)
         else:                                                  # before the word aligned with the next source word
             later = sorted({j for i, (s, _) in enumerate(src_words) if s >= end for j in aligned.get(i, ())})
             a = b = later[0] if later else len(out_words)
-        lo, hi = spans[parent] if parent >= 0 else (0, len(out_words))
-        a, b = _inside(a, b, lo, hi)                           # inside its parent
+            glue = seg.glues[len(places)] if len(places) < len(seg.glues) else ""
+            if glue == "after":                                # (100%%: after the word aligned with 100)
+                prev = [j for i, (_, e) in enumerate(src_words) if e == start for j in aligned.get(i, ())]
+                a = b = max(prev) + 1 if prev else a
+            elif glue.startswith("into:"):                     # ("{1}": into the word aligned with the quotes)
+                into = [j for i, (s, e) in enumerate(src_words) if s < start <= e for j in aligned.get(i, ())]
+                a = b = min(into) if into else a
+        lo, hi = places[parent] if parent >= 0 else (0, len(out_words))
+        least = 1 if held and hi > lo else 0                   # a tag that held words holds one
+        a, b = _inside(min(a, hi - least), max(b, a + least), lo, hi)     # inside its parent
         moved = True
         while moved:                                           # after the earlier siblings it overlaps
             moved = False
-            for k, (sa, sb) in enumerate(spans):
+            for k, (sa, sb) in enumerate(places):
                 if seg.tags[k][3] == parent and sa < sb and a < sb and sa < max(b, a + 1) and a != sb:
-                    a, b = _inside(sb, max(b, sb), lo, hi)
+                    a, b = _inside(sb, max(b, sb + least), lo, hi)
                     moved = a != hi
-        spans.append((a, b))
-    return _emit(seg, out_words, spans)
+        if least and a == b and a > lo:                        # no word left: one from the sibling before it
+            before = [k for k, (sa, sb) in enumerate(places) if seg.tags[k][3] == parent and sb == a and sb - sa > 1
+                      and not any(seg.tags[c][3] == k for c in range(len(places)))]
+            if before:
+                sa, sb = places[before[-1]]
+                places[before[-1]] = (sa, sb - 1)
+                a, b = sb - 1, sb
+        places.append((a, b))
+    _in_order(seg, places)
+    return _emit(seg, out_words, places)
+
+
+def _in_order(seg: Segment, places: list[tuple[int, int]]) -> None:
+    """The ordered placeholders (``%s``, ``{}``) given back in the source's order, at the places alignment chose."""
+    ordered = [t for t, (node, _, _, _) in enumerate(seg.tags) if node.tag == RAW and _attr(node, "ordered") == ""]
+    markups = [seg.tags[t][0].attrs[0] for t in ordered]
+    for t, markup in zip(sorted(ordered, key=lambda t: (places[t][0], t)), markups, strict=True):
+        node, start, end, parent = seg.tags[t]
+        seg.tags[t] = (Node(RAW, [markup, *node.attrs[1:]]), start, end, parent)
+
+
+def _attr(node: Node, name: str) -> str | None:
+    return next((v or "" for k, v in node.attrs if k == name), None) if node.tag == RAW else None
+
+
+def _glue(before: str, after: str) -> str:
+    """How a protected span touched its neighbours in the source, so that it touches them in the translation:
+    "after" the word it ends (100%%, Datei{1}), "into:C" a word that starts with the punctuation C before it ("{1}",
+    (%d), "before" the word it starts ({count}x); "" with spaces either side."""
+    if before and (before.isalnum() or before == "_"):
+        return "after"
+    if before and not before.isspace():
+        return "into:" + before
+    if after and after.isalnum():
+        return "before"
+    return ""
 
 
 def _inside(a: int, b: int, lo: int, hi: int) -> tuple[int, int]:
@@ -214,30 +310,50 @@ def _inside(a: int, b: int, lo: int, hi: int) -> tuple[int, int]:
     return a, min(max(b, a), hi)
 
 
-def _emit(seg: Segment, words: list[str], spans: list[tuple[int, int]]) -> str:
-    """The words with the tags opened and closed at their spans' ends, outermost first (spans nest by place())."""
-    order = sorted(range(len(spans)), key=lambda t: (spans[t][0], -spans[t][1], t))
+def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
+    """The words with the tags opened and closed at their places' ends, outermost first (places nest by place()); an
+    empty tag at a place where a sibling starts comes before that sibling (inside the ancestor that starts there)."""
+    def key(t: int) -> tuple[int, float, int]:
+        a, b = places[t]
+        if a < b:
+            return a, -b, t
+        parent = seg.tags[t][3]
+        while parent >= 0 and places[parent][0] != a:
+            parent = seg.tags[parent][3]
+        return a, (-places[parent][1] + 0.5 if parent >= 0 else -float("inf")), t
+
+    order = sorted(range(len(places)), key=key)
     out: list[str] = []
     open_: list[int] = []
 
     def close_until(j: int) -> None:
-        while open_ and spans[open_[-1]][1] <= j:
+        while open_ and places[open_[-1]][1] <= j:
             out.append(_close(seg.tags[open_.pop()][0]))
 
     k = 0
     for j in range(len(words) + 1):
         close_until(j)
-        while k < len(order) and spans[order[k]][0] == j:
+        inside = ""                                             # glued into this word, after its first character
+        while k < len(order) and places[order[k]][0] == j:
             t = order[k]
             node = seg.tags[t][0]
-            if spans[t][1] == j:                                # empty here: opened and closed at once
-                out.append(_open(node) + _close(node) + (" " if j < len(words) else ""))
+            glue = seg.glues[t] if t < len(seg.glues) else ""
+            if places[t][1] == j:                                # empty here: opened and closed at once
+                if glue == "after" and out and out[-1].endswith(" "):
+                    out[-1] = out[-1][:-1]
+                mark = glue[5:].rstrip(" ")
+                if glue.startswith("into:") and j < len(words) and words[j].startswith(mark) and len(words[j]) > 1:
+                    inside += _open(node) + (" " if glue.endswith(" ") else "")
+                else:
+                    out.append(_open(node) + _close(node) + (" " if j < len(words) and glue != "before" else ""))
             else:
                 out.append(_open(node))
                 open_.append(t)
             k += 1
         if j < len(words):
-            out.append(html.escape(words[j], quote=False) + " ")
+            word = words[j]
+            out.append(html.escape(word[:1] + "\0" + word[1:] if inside else word, quote=False).replace("\0", inside)
+                       + " ")
     close_until(len(words) + 1)
     while open_:
         out.append(_close(seg.tags[open_.pop()][0]))
@@ -254,9 +370,11 @@ class Fragment:
     """An HTML fragment cut into what stays (markup) and the segments to translate: :attr:`lines` (their text) go to
     the translator; :meth:`render` puts back its (translation, word alignment, each source word's own link)."""
 
-    def __init__(self, fragment: str) -> None:
+    def __init__(self, fragment: str, kinds: tuple[str, ...] = spans.DEFAULT) -> None:
         self.segments: list[Segment] = []
-        self.pieces = _segment(parse(fragment), self.segments)
+        self.pieces = _segment(parse(fragment), self.segments, kinds)
+        for seg in self.segments:
+            seg.glue()
         self.todo = [seg for seg in self.segments if seg.text.strip()]
         self.lines = [" ".join(seg.text.split()) for seg in self.todo]
 
@@ -279,9 +397,10 @@ class Fragment:
         return "".join(one(x) for x in self.pieces)
 
 
-def split(fragments: list[str]) -> tuple[list[Fragment], list[str]]:
-    """The fragments cut up, and all their segments' lines, in order (for one translation call)."""
-    parts = [Fragment(f) for f in fragments]
+def split(fragments: list[str], kinds: tuple[str, ...] = spans.DEFAULT) -> tuple[list[Fragment], list[str]]:
+    """The fragments cut up (``kinds``: the protected spans of their text), and all their segments' lines, in order
+    (for one translation call)."""
+    parts = [Fragment(f, kinds) for f in fragments]
     return parts, [x for p in parts for x in p.lines]
 
 
@@ -307,10 +426,10 @@ def _stripped(seg: Segment) -> Segment:
     cut = len(seg.text) - len(seg.text.lstrip())
     text = seg.text.strip()
     tags = [(n, max(0, s - cut), max(0, min(len(text), e - cut)), p) for n, s, e, p in seg.tags]
-    return Segment(text, tags, seg.nodes)
+    return Segment(text, tags, seg.nodes, seg.kinds, seg.glues)
 
 
-def _segment(node: Node, segments: list[Segment]) -> list[Node | Segment | str]:
+def _segment(node: Node, segments: list[Segment], kinds: tuple[str, ...]) -> list[Node | Segment | str]:
     """The node's content as HTML pieces (str), verbatim nodes and segments to translate, in order."""
     out: list[Node | Segment | str] = []
     current: Segment | None = None
@@ -321,11 +440,11 @@ def _segment(node: Node, segments: list[Segment]) -> list[Node | Segment | str]:
                 out.append(child)
                 continue
             out.append(_open(child))
-            out.extend(_segment(child, segments))
+            out.extend(_segment(child, segments, kinds))
             out.append(_close(child))
         else:
             if current is None:
-                current = Segment()
+                current = Segment(kinds=kinds)
                 segments.append(current)
                 out.append(current)
             current.add(child, -1)

@@ -6,7 +6,9 @@
 
 - **prepare** (:func:`prepare`): the request checked against what the engine can do (engine.require) and against HTML's
   rule (markup.refuse_others, in the front end's own words: :attr:`Request.names`); HTML fragments cut into the
-  segments that are translated (markup.split); the one rule for nbest and beam (config.beam_for_nbest); the settings
+  segments that are translated (markup.split); protected spans (spans.py: placeholders, URLs, the inline tags of a
+  format that has them) taken out of a plain text, which then goes through markup as a fragment does, so that they
+  are put back on their aligned words; the one rule for nbest and beam (config.beam_for_nbest); the settings
   resolved by the engine (its ``settings``: what it fixed when loaded); each text (or segment) cut into its
   sentences, and a sentence too long for the model into its clauses (sentences.py; ``decode.sentences``,
   ``decode.sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
@@ -15,7 +17,8 @@
   engine.plan (keep_plain), all of a request's sentences in one batch.
 - **finish** (:func:`finish`): the text of each hypothesis, its word alignment when asked, the sentences joined back
   as the input was written (their alignments made one), the markup put back, and the n-best shape: per input, its
-  ``nbest`` translations (HTML: one per fragment).
+  ``nbest`` translations (HTML: one per fragment); a protected text written back as text, with how many of its spans
+  it kept.
 
 A new request feature is a field of :class:`Request` and the code in one of the three steps that uses it; each front
 end maps its own field onto it.
@@ -33,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from . import sentences
+from . import sentences, spans
 from .config import DecodeConfig, Norms, beam_for_nbest
 from .engine import Engine, detokenize, encode, hypotheses, one_line, require, run, run_async
 from .repair import repaired
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from .tokenizer import Vocab
 
 FORMATS = ("text", "html")
+# the protected spans of translated texts, kept and lost, in this process (serve.py's /metrics)
+SPANS = {"kept": 0, "lost": 0}
 # the words aiayn's API uses for the options HTML refuses; the CLI and LibreTranslate's API give their own
 NAMES = {"nbest": "nbest", "alignments": "alignments", "constraints": "constraints", "glossary": "glossary",
          "format": "format html", "unit": "fragment"}
@@ -63,6 +68,10 @@ class Request:
     alignments: bool = False                            # each translation's word alignment too
     format: str = "text"
     names: Mapping[str, str] = field(default_factory=lambda: NAMES)  # the front end's words, for HTML's refusals
+    # the kinds of protected span (spans.KINDS) taken out of the text and put back on their aligned words; a plain
+    # text is protected where its translation is one line, with no alignments nor constraints asked, and the engine
+    # aligns (else its spans go to the model as they are)
+    protect: Sequence[str] = spans.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,7 @@ class Translation:
     text: str
     score: float = 0.0
     alignment: str | None = None
+    spans: tuple[int, int] = (0, 0)                     # (kept, total): the input's protected spans it holds
 
 
 @dataclass
@@ -84,12 +94,16 @@ class Prepared:
     lines: list[str]                                    # what is decoded: every text's sentences, in order
     ids: list[list[int]]                                # each sentence's source ids, encoded once
     cons: list[Constraints | None] | None
-    parts: list[Fragment] | None = None                 # format html: the fragments, to put the markup back
+    # format html, or protected spans: per text its fragment (None: a plain text, translated as it is), to put the
+    # markup back; and per text, a protected plain text's (leading space, trailing space, codes: spans.to_html)
+    parts: list[Fragment | None] | None = None
+    coded: list[tuple[str, str, list[spans.Open | spans.Empty]] | None] | None = None
+    linked: list[bool] = field(default_factory=list)   # per sentence: whether finish needs its word alignment
 
     @property
     def aligns(self) -> bool:
-        """Whether :func:`finish` runs the model again (word alignments; HTML places its tags by them)."""
-        return bool(self.lines) and (self.request.alignments or self.parts is not None)
+        """Whether :func:`finish` runs the model again (word alignments; markup places its tags by them)."""
+        return any(self.linked)
 
 
 def prepare(engine: Engine, request: Request) -> Prepared:
@@ -101,15 +115,21 @@ def prepare(engine: Engine, request: Request) -> Prepared:
     if r.format not in FORMATS:
         raise ValueError(f"format {r.format!r}: expected one of {', '.join(FORMATS)}")
     cons_asked = r.constraints is not None
-    parts, texts = None, list(r.texts)
+    kinds = spans.check(r.protect)
+    parts: list[Fragment | None] | None = None
+    coded, texts, tagged = None, list(r.texts), [False] * len(r.texts)
     if r.format == "html":
-        from .markup import refuse_others, split
+        from .markup import refuse_others
 
         asked = (("nbest", nbest > 1), ("alignments", r.alignments), ("constraints", cons_asked),
                  ("glossary", bool(r.glossary)))
         refuse_others({names[k]: on for k, on in asked if k in r.names}, names["format"], names["unit"])
         require(engine, "html")
-        parts, texts = split(texts)
+        parts, texts, tagged = _fragments(texts, texts, tuple(k for k in kinds if k != "tags"))
+    elif kinds and nbest == 1 and not (r.alignments or cons_asked or r.glossary) and engine.capabilities.alignments:
+        coded = [_code(t, kinds) for t in texts]
+        if any(coded):
+            parts, texts, tagged = _fragments(texts, [c and c[0] for c in coded], ())
     if r.alignments:
         require(engine, "alignments")
     if cons_asked or r.glossary:
@@ -119,7 +139,37 @@ def prepare(engine: Engine, request: Request) -> Prepared:
     decode = engine.settings(**beam_for_nbest(options, engine.decode.beam))
     pieces, ids = _sentences(engine, r, texts, decode)
     lines = [x for p in pieces for x in p.sentences]
-    return Prepared(r, decode, pieces, lines, ids, _constraints(engine, r, pieces, lines, decode), parts)
+    linked = [r.alignments or on for p, on in zip(pieces, tagged, strict=True) for _ in p.spans]
+    return Prepared(r, decode, pieces, lines, ids, _constraints(engine, r, pieces, lines, decode), parts,
+                    coded and [c and c[1] for c in coded], linked)
+
+
+def _code(text: str, kinds: tuple[str, ...]) -> tuple[str, tuple[str, str, list[spans.Open | spans.Empty]]] | None:
+    """A plain text with protected spans as an HTML fragment (spans.to_html; its edges' spaces apart), and what
+    puts it back; None for a text without any."""
+    core = text.strip()
+    pieces = spans.code(core, kinds)
+    if pieces is None:
+        return None
+    fragment, codes = spans.to_html(pieces)
+    return fragment, (text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):], codes)
+
+
+def _fragments(texts: list[str], html: Sequence[str | None],
+               kinds: tuple[str, ...]) -> tuple[list[Fragment | None], list[str], list[bool]]:
+    """Each text given as HTML (``html``: a fragment, or None for a plain text) cut into its segments (markup.Fragment,
+    ``kinds``: the protected spans of its text); what is translated (each fragment's segments, each plain text); and
+    whether each of those has tags to place (its word alignment is needed)."""
+    from .markup import Fragment
+
+    parts: list[Fragment | None] = []
+    lines, tagged = [], []
+    for text, fragment in zip(texts, html, strict=True):
+        part = None if fragment is None else Fragment(fragment, kinds)
+        parts.append(part)
+        lines += [text] if part is None else part.lines
+        tagged += [False] if part is None else [bool(seg.tags) for seg in part.todo]
+    return parts, lines, tagged
 
 
 def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfig) -> tuple[list[Pieces], list[list[int]]]:
@@ -178,10 +228,14 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     links: list[str | None] = [None] * len(flat)
     back: list[str | None] = [None] * len(flat)
     if p.aligns:
-        args = ([line for line, _, _ in flat], [h.tokens for _, _, h in flat])
-        links = list(engine.alignments(*args, ids=[x for _, x, _ in flat]))
+        need = [k for k, on in enumerate(on for on, hs in zip(p.linked, hyps, strict=True) for _ in hs) if on]
+        args = ([flat[k][0] for k in need], [flat[k][2].tokens for k in need])
+        for k, link in zip(need, engine.alignments(*args, ids=[flat[k][1] for k in need]), strict=True):
+            links[k] = link
         if p.parts is not None:                          # markup places a tag by the other way where this has none
-            back = list(engine.alignments(*args, source=True, ids=[x for _, x, _ in flat]))
+            for k, link in zip(need, engine.alignments(*args, source=True, ids=[flat[k][1] for k in need]),
+                               strict=True):
+                back[k] = link
     rows = iter(zip(texts, (h for _, _, h in flat), links, back, strict=True))
     per_line = [[next(rows) for _ in hs] for hs in hyps]
     target = engine.languages[1] if engine.languages else None
@@ -189,11 +243,32 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     for piece in p.pieces:
         mine, at = per_line[at:at + len(piece.spans)], at + len(piece.spans)
         joined.append(_joined(piece, mine, target, max(1, p.decode.nbest), p.request.alignments))
-    if p.parts is not None:
-        from .markup import join
+    if p.parts is None:
+        return [t for t, _ in joined]
+    return _rendered(p, joined)
 
-        return [[Translation(t)] for t in join(p.parts, [(t[0].text, t[0].alignment or "", b) for t, b in joined])]
-    return [t for t, _ in joined]
+
+def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[list[Translation]]:
+    """Each text's translation with its markup put back (markup.Fragment.render; a protected plain text read back as
+    text: spans.from_html), and how many of its protected spans it holds."""
+    assert p.parts is not None
+    out, rows = [], iter(joined)
+    for k, (text, part) in enumerate(zip(p.request.texts, p.parts, strict=True)):
+        if part is None:
+            out.append(next(rows)[0])
+            continue
+        mine = [next(rows) for _ in part.lines]
+        rendered = part.render([(t[0].text, t[0].alignment or "", b) for t, b in mine])
+        coded = p.coded[k] if p.coded is not None else None
+        if coded is not None:
+            lead, trail, codes = coded
+            rendered = lead + spans.text(spans.from_html(rendered, codes)).strip() + trail
+        kinds = tuple(x for x in p.request.protect if p.request.format == "text" or x != "tags")
+        kept = spans.kept(text, rendered, kinds)
+        SPANS["kept"] += kept[0]
+        SPANS["lost"] += kept[1] - kept[0]
+        out.append([Translation(rendered, sum(t[0].score for t, _ in mine), spans=kept)])
+    return out
 
 
 Row = tuple[str, "Hypothesis", "str | None", "str | None"]     # a sentence's text, hypothesis, links, links back
@@ -234,7 +309,8 @@ def leg(request: Request) -> Request:
     asked = [names[k] for k, on in (("alignments", request.alignments), ("glossary", bool(request.glossary))) if on]
     if asked:
         raise ValueError(f"{' and '.join(asked)} need a model that translates directly, not through a pivot language")
-    return Request(request.texts, {**request.options, "nbest": 1}, format=request.format, names=request.names)
+    return Request(request.texts, {**request.options, "nbest": 1}, format=request.format, names=request.names,
+                   protect=request.protect)
 
 
 def translate_through(engines: Sequence[Engine], request: Request) -> list[list[Translation]]:

@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 
 from aiayn.cli import main
-from aiayn.documents import DocumentError, translate_file
+from aiayn.documents.common import DocumentError
+from aiayn.documents.formats import translate_document
 
 from .test_serve import Server, _copy_lines
 
 docx = pytest.importorskip("docx", reason="python-docx: pip install aiayn[documents]")
 pysrt = pytest.importorskip("pysrt", reason="pysrt: pip install aiayn[documents]")
 toolkit = pytest.importorskip("translate.storage.factory", reason="translate-toolkit: pip install aiayn[documents]")
+
+
+def translate_file(src: Path, dst: Path, translate: Any) -> int:
+    return translate_document(src, dst, lambda texts, fmt, kinds: translate(texts, fmt)).texts
 
 
 def upper(texts: list[str], fmt: str) -> list[str]:

@@ -99,7 +99,7 @@ def test_placeholders_and_verbatim_elements_come_out_unchanged() -> None:
     ("<p>eins <i>zwei</p> drei", "<p>eins <i>zwei</i></p> drei"),
     ("a </b> b", "a b"),
     ("<div>x <img src=a.png alt='q\"'> y</div></span>", '<div>x <img src="a.png" alt="q&quot;"> y</div>'),
-    ("<b><i>a</b></i> <!-- c --> 5 &lt; 6", "<b><i>a</i></b> 5 &lt; 6"),
+    ("<b><i>a</b></i> <!-- c --> 5 &lt; 6", "<b><i>a</i></b> <!-- c --> 5 &lt; 6"),
 ])
 def test_broken_html_is_repaired_and_well_formed(broken: str, repaired: str) -> None:
     out = translate_html([broken], identity)[0]

@@ -8,8 +8,8 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
     GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
     POST /translate_file  file (multipart), source, target, api_key  ->  {"translatedFileUrl"}: the document
-                      translated in its own format (documents.py: txt, html, md, srt, po, xliff, docx, pptx, odt,
-                      odp, epub)
+                      translated in its own format (files.py, documents/: txt, html, xhtml, md, srt, vtt, po,
+                      xliff, docx, pptx, odt, odp, epub)
     GET  /download_file/NAME  ->  the translated file
     POST /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
 
@@ -25,15 +25,13 @@ models' source languages.
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
 import asyncio
-import re
-import secrets
 import threading
-from pathlib import Path
 from typing import Any
 
-from ..documents import FORMATS, DocumentError, kind, translate_file
+from ..documents.formats import EXTENSIONS
 from ..guards import ServiceError, brief, header_key, json_body, over_limits, same_key
 from ..pipeline import Request
+from .files import Files
 from .pairs import Models, Route, canonical, language_name
 
 
@@ -249,11 +247,11 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
         first = next((m.pair for m in models if m.pair), ("auto", "auto"))
         return {"charLimit": cfg.max_chars, "frontendTimeout": 500, "apiKeys": cfg.api_key is not None,
                 "keyRequired": cfg.api_key is not None, "suggestions": False, "filesTranslation": True,
-                "supportedFilesFormat": list(FORMATS),
+                "supportedFilesFormat": list(EXTENSIONS),
                 "language": {"source": {"code": first[0], "name": language_name(first[0])},
                              "target": {"code": first[1], "name": language_name(first[1])}}}
 
-    files = Files(models, cfg, limit)
+    files = Files(models, cfg, limit, lambda report: app.state.metrics.documented(report))
 
     @app.post("/translate_file")
     async def translate_file(request: Request) -> dict[str, Any]:
@@ -266,72 +264,3 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
     app.router.on_shutdown.append(files.close)
     app.add_api_route("/suggest", lambda: JSONResponse({"error": "Not implemented"}, status_code=501), methods=["POST"])
     return lambda request: translate(request, models, cfg, limit, detector)
-
-
-class Files:
-    """LibreTranslate's ``POST /translate_file`` (multipart ``file``, ``source``, ``target``, ``api_key``) and ``GET
-    /download_file/NAME``: the document translated in its own format (documents.py), its texts through the same
-    batcher as every request (in chunks, so that a long document does not hold up ``/translate``), the result kept
-    until the server stops under a name no one can guess (a random token and the file's name)."""
-
-    CHUNK = 32                                      # texts per request to the batcher
-
-    def __init__(self, models: Models, cfg: Any, limit: Any) -> None:
-        import tempfile
-
-        self.models, self.cfg, self.limit = models, cfg, limit
-        self.dir = tempfile.TemporaryDirectory(prefix="aiayn-files-")
-
-    def close(self) -> None:
-        self.dir.cleanup()
-
-    async def translate(self, request: Any) -> dict[str, Any]:
-        form = await request.form()
-        f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
-        check_key(api_key(f, request), self.cfg.api_key)
-        self.limit.check(request)
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            raise ServiceError(400, "Invalid request: missing file parameter")
-        for name in ("source", "target"):
-            if not isinstance(f.get(name), str) or not f[name]:
-                raise ServiceError(400, f"Invalid request: missing {name} parameter")
-        if canonical(f["source"]) == "auto":
-            raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
-        route = self.models.route(f["source"], f["target"])
-        name = re.sub(r"[^\w.-]", "_", Path(upload.filename or "file").name).lstrip(".") or "file"
-        try:
-            kind(Path(name))
-        except DocumentError as e:
-            raise ServiceError(400, f"Invalid request: {e}") from None
-        token = secrets.token_hex(16)
-        src, dst = Path(self.dir.name) / f"in-{token}-{name}", Path(self.dir.name) / f"{token}.{name}"
-        src.write_bytes(await upload.read())
-        loop = asyncio.get_running_loop()
-
-        async def texts(chunk: list[str], fmt: str) -> list[str]:
-            async with route.use():
-                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=LT_NAMES))
-                return [ts[0].text for ts in await route.translate(prepared)]
-
-        def translated(items: list[str], fmt: str) -> list[str]:
-            if len(items) > self.cfg.max_file_texts:
-                raise DocumentError(f"{name} has {len(items)} texts; at most {self.cfg.max_file_texts}")
-            return [t for i in range(0, len(items), self.CHUNK)
-                    for t in asyncio.run_coroutine_threadsafe(texts(items[i:i + self.CHUNK], fmt), loop).result()]
-
-        try:
-            await loop.run_in_executor(None, translate_file, src, dst, translated)
-        except DocumentError as e:
-            raise ServiceError(400, f"Invalid request: {e}") from None
-        finally:
-            src.unlink(missing_ok=True)
-        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{dst.name}"}
-
-    async def download(self, name: str) -> Any:
-        from fastapi.responses import FileResponse, JSONResponse
-
-        path = Path(self.dir.name) / name
-        if not re.fullmatch(r"[0-9a-f]{32}\.[\w.-]+", name) or not path.is_file():
-            return JSONResponse({"error": "File not found"}, status_code=404)
-        return FileResponse(path, filename=name.split(".", 1)[1])

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import repair
+from .. import repair, spans
 from ..config import DecodeConfig, check, setting
 from ..engine import Unsupported, require
 from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
@@ -74,6 +74,17 @@ class ServeConfig:
     max_chars: int = setting(2000, "characters per line", ge=1)
     max_file_texts: int = setting(20000, "texts (lines, paragraphs, cues, units) in a document sent to "
                                   "/translate_file (its bytes: --max-body-bytes)", ge=1)
+    max_file_expanded: int = setting(256 << 20, "bytes a document that is an archive (docx, pptx, odt, epub) may "
+                                     "unpack to, in all; checked from its directory before anything is unpacked, with "
+                                     "one part at most 64 MiB and each entry's ratio at most 100", ge=1)
+    file_workers: int = setting(2, "documents of /translate_file read and written at once, each in a thread of its "
+                                "own (their texts are decoded with every other request's)", ge=1)
+    file_queue: int = setting(8, "documents waiting for a free --file-workers thread; an upload past them gets 429",
+                              ge=0)
+    file_timeout_s: float = setting(300.0, "seconds a document sent to /translate_file has from its arrival before "
+                                    "504, its work then stopped (a document holds many requests' text: "
+                                    "docs/deploy.md)", gt=0, flag="--file-timeout")
+    file_ttl: float = setting(30.0, "minutes a translated document can be downloaded", gt=0)
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     cache: int = setting(10000, "sentences whose translations each model remembers, answered again without decoding "
                          "(memo.py; least recently used forgotten first; 0: none)", ge=0)
@@ -119,6 +130,21 @@ class _Repairs:
         yield family
 
 
+class _Spans:
+    """pipeline.SPANS (this process's) as the counter ``aiayn_protected_spans_total{outcome}``."""
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        from ..pipeline import SPANS
+
+        family = CounterMetricFamily("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
+                                     "translated texts, by outcome: kept, or lost", labels=["outcome"])
+        for outcome, n in sorted(SPANS.items()):
+            family.add_metric([outcome], n)
+        yield family
+
+
 class Metrics:
     """Prometheus metrics of one app (its own registry, so several apps can live in one process): its requests here,
     its decoding in batcher.DecodeMetrics."""
@@ -141,6 +167,18 @@ class Metrics:
                             "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
         self.registry.register(_Repairs())
+        self.registry.register(_Spans())
+        self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
+                                 ["format"], registry=self.registry)
+        self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "
+                                      "translated documents, by outcome: kept, or lost", ["outcome"],
+                                      registry=self.registry)
+
+    def documented(self, report: Any) -> None:
+        """A translated document's report (documents.common.Report) counted."""
+        self.documents.labels(report.format or "unknown").inc()
+        self.document_spans.labels("kept").inc(report.kept)
+        self.document_spans.labels("lost").inc(report.spans - report.kept)
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -178,7 +216,10 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
                                                   "a term is translated with its target term")),
         "alignments": (bool | None, Field(None, description="also each translation's word alignment, '0-0 1-2 ...'")),
         "format": (typing.Literal["text", "html"] | None, Field(None, description="html: each text is an HTML "
-                                                                "fragment, translated with its markup kept"))}
+                                                                "fragment, translated with its markup kept")),
+        "protect": (list[typing.Literal[spans.KINDS]] | None, Field(None, description="the kinds of protected span "  # type: ignore[valid-type]
+                    f"taken out of a text and put back on the aligned words (default: {', '.join(spans.DEFAULT)}; "
+                    "[]: none)"))}
     translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
                              **lexical)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),

@@ -1,0 +1,231 @@
+"""LibreTranslate's file door: ``POST /translate_file`` (multipart ``file``, ``source``, ``target``, ``api_key``;
+aiayn's own ``fuzzy``: false to trust the machine translations) and ``GET /download_file/NAME``.
+
+A document is translated in its own format (documents/formats.py), its texts through the same batcher as every
+request, in chunks, so that a long document shares the decoders with ``/translate`` instead of holding them. What
+keeps the door from being held or blown up by what comes through it:
+
+- **Its own workers.** Documents are read and written in a pool of their own (``--file-workers``), never in the
+  executor the decoding needs (word alignments, language detection): a burst of uploads cannot starve the work they
+  wait for. Past the workers and ``--file-queue`` waiting documents, an upload is answered 429 at once.
+- **A deadline.** Each document has ``--file-timeout`` seconds from its arrival: past it the answer is a 504, and the
+  work stops at its next chunk (the chunk being decoded is cancelled); shutting down cancels every document.
+- **Limits checked while reading** (documents/archive.py): an archive's unpacked size in all, per part, by its
+  compression ratio and in entries, from its central directory before anything is unpacked; the number of texts.
+- **Names.** The stored files are named by a random token and the format's extension; the client's name, sanitised
+  and shortened, is only what the download is called. Translations expire ``--file-ttl`` minutes after they are
+  made, and the folder is removed on shutdown; folders left by a server that died are removed at start.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
+import asyncio
+import concurrent.futures
+import logging
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..documents.common import DocumentError, Limits, Options, Report
+from ..documents.formats import find, translate_document
+from ..guards import ServiceError
+from ..pipeline import Request
+from .pairs import Models, canonical
+
+log = logging.getLogger(__name__)
+PREFIX = "aiayn-files-"
+
+
+class Stopped(Exception):
+    """A document's work stopped: its deadline passed, or the server is shutting down."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One document's work, which its request (or the server's shutdown) can stop."""
+
+    deadline: float
+    stopped: threading.Event = field(default_factory=threading.Event)
+    chunk: concurrent.futures.Future[Any] | None = None
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.chunk is not None:
+            self.chunk.cancel()
+
+    def check(self) -> None:
+        if self.stopped.is_set() or time.monotonic() > self.deadline:
+            raise Stopped
+
+
+def display_name(filename: str | None) -> str:
+    """What a download is called: the client's file name without folders or odd characters, its stem at most 64
+    characters, its extension kept."""
+    name = re.sub(r"[^\w.-]", "_", Path(filename or "file").name).lstrip(".") or "file"
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        stem, ext = name, ""
+    return (stem[:64] or "file") + (("." + ext[:16]) if dot else "")
+
+
+def sweep_stale(root: Path) -> int:
+    """Folders a server that is no longer running left in ``root`` (its process id in their name): removed."""
+    removed = 0
+    for d in root.glob(PREFIX + "*"):
+        m = re.match(PREFIX + r"(\d+)-", d.name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+        except PermissionError:
+            pass
+    return removed
+
+
+class Files:
+    """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``limit`` the per-client request limit,
+    ``metrics`` where a document's protected spans are counted."""
+
+    CHUNK = 32                                      # texts per request to the batcher
+
+    def __init__(self, models: Models, cfg: Any, limit: Any, counted: Any = None) -> None:
+        self.models, self.cfg, self.limit, self.counted = models, cfg, limit, counted
+        sweep_stale(Path(tempfile.gettempdir()))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        self.pool = concurrent.futures.ThreadPoolExecutor(cfg.file_workers, thread_name_prefix="aiayn-file")
+        self.jobs: set[Job] = set()
+        self.waiting = 0                            # documents taken and not yet finished (running or queued)
+        self.made: dict[str, tuple[Path, str, float]] = {}    # token -> (file, download name, when made)
+        self.limits = Limits(texts=cfg.max_file_texts, expanded=cfg.max_file_expanded)
+
+    def close(self) -> None:
+        """Every document stopped, the pool let go, the folder removed."""
+        for job in list(self.jobs):
+            job.stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def expire(self) -> None:
+        """Translations older than ``--file-ttl`` minutes removed."""
+        old = time.monotonic() - self.cfg.file_ttl * 60
+        for token, (path, _, made) in list(self.made.items()):
+            if made < old:
+                path.unlink(missing_ok=True)
+                del self.made[token]
+
+    async def translate(self, request: Any) -> dict[str, Any]:
+        from .libretranslate import LT_NAMES, api_key, check_key
+
+        arrived = time.monotonic()
+        self.expire()
+        form = await request.form()
+        f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
+        check_key(api_key(f, request), self.cfg.api_key)
+        self.limit.check(request)
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ServiceError(400, "Invalid request: missing file parameter")
+        for name in ("source", "target"):
+            if not isinstance(f.get(name), str) or not f[name]:
+                raise ServiceError(400, f"Invalid request: missing {name} parameter")
+        if canonical(f["source"]) == "auto":
+            raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
+        review = str(f.get("fuzzy", "true")).strip().lower() not in ("false", "0", "no", "off")
+        route = self.models.route(f["source"], f["target"])
+        name = display_name(upload.filename)
+        try:
+            find(Path(name))
+        except DocumentError as e:
+            raise ServiceError(400, f"Invalid request: {e}") from None
+        if self.waiting >= self.cfg.file_workers + self.cfg.file_queue:
+            raise ServiceError(429, f"Too many documents are being translated ({self.waiting}); try again later",
+                               {"Retry-After": "10"})
+        token = secrets.token_hex(16)
+        ext = Path(name).suffix.lower()
+        src, dst = self.dir / f"in-{token}{ext}", self.dir / f"{token}{ext}"
+        job = Job(arrived + self.cfg.file_timeout_s)
+        loop = asyncio.get_running_loop()
+
+        async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+            async with route.use():
+                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=LT_NAMES, protect=kinds))
+                return [ts[0].text for ts in await route.translate(prepared)]
+
+        def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+            out: list[str] = []
+            for i in range(0, len(items), self.CHUNK):
+                job.check()
+                job.chunk = asyncio.run_coroutine_threadsafe(texts(items[i:i + self.CHUNK], fmt, kinds), loop)
+                try:
+                    out += job.chunk.result()
+                except concurrent.futures.CancelledError:
+                    raise Stopped from None
+            return out
+
+        def work() -> Report:
+            try:
+                job.check()
+                options = Options(canonical(f["source"]), canonical(f["target"]), review)
+                return translate_document(src, dst, translated, self.limits, options, name=name)
+            finally:
+                src.unlink(missing_ok=True)
+
+        self.waiting += 1
+        self.jobs.add(job)
+        future: asyncio.Future[Report] | None = None
+        try:
+            with open(src, "wb") as out:
+                while data := await upload.read(1 << 20):
+                    out.write(data)
+            future = loop.run_in_executor(self.pool, work)
+            future.add_done_callback(lambda _: self._done(job))
+            report = await self._answer(future, job, name)
+        finally:
+            if future is None:                      # (it never started)
+                self._done(job)
+                src.unlink(missing_ok=True)
+        if self.counted is not None:
+            self.counted(report)
+        self.made[token] = (dst, name, time.monotonic())
+        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}.{name}"}
+
+    async def _answer(self, future: "asyncio.Future[Report]", job: Job, name: str) -> Report:
+        """The document's report, or the error its request is answered with (its work stopped)."""
+        late = ServiceError(504, f"{name} was not translated within {self.cfg.file_timeout_s:g} s (--file-timeout)")
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), max(0.0, job.deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            job.stop()
+            raise late from None
+        except asyncio.CancelledError:
+            job.stop()
+            raise
+        except Stopped:
+            raise late from None
+        except DocumentError as e:
+            raise ServiceError(400, f"Invalid request: {e}") from None
+
+    def _done(self, job: Job) -> None:
+        if job in self.jobs:
+            self.jobs.discard(job)
+            self.waiting -= 1
+
+    async def download(self, name: str) -> Any:
+        from fastapi.responses import FileResponse, JSONResponse
+
+        self.expire()
+        m = re.fullmatch(r"([0-9a-f]{32})\.[\w.-]+", name)
+        found = self.made.get(m.group(1)) if m else None
+        if found is None or not found[0].is_file():
+            return JSONResponse({"error": "File not found"}, status_code=404)
+        return FileResponse(found[0], filename=found[1])
+

@@ -1,0 +1,107 @@
+"""What the document tests share: a stand-in translation that goes through the same protection and markup code as
+the pipeline (words upper-cased, each word aligned with itself, or their order reversed), the corpus folder, and the
+formats' own validators (``msgfmt -c``, the XLIFF schemas, XML well-formedness)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiayn import spans
+from aiayn.documents.common import Report
+from aiayn.documents.formats import translate_document
+from aiayn.markup import Fragment
+
+FILES = Path(__file__).parent / "files"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _words(line: str, reverse: bool) -> tuple[str, str]:
+    words = line.split()
+    if not reverse:
+        return " ".join(w.upper() for w in words), " ".join(f"{i}-{i}" for i in range(len(words)))
+    n = len(words)
+    return " ".join(w.upper() for w in reversed(words)), " ".join(f"{i}-{n - 1 - i}" for i in range(n))
+
+
+def _fragment(html: str, kinds: tuple[str, ...], reverse: bool) -> str:
+    frag = Fragment(html, kinds)
+    return frag.render([(*_words(line, reverse), "") for line in frag.lines])
+
+
+def stand_in(texts: list[str], fmt: str, kinds: tuple[str, ...], reverse: bool = False) -> list[str]:
+    """What the pipeline makes of ``texts`` when its model upper-cases each word (``reverse``: and reverses their
+    order), aligned word for word: protected spans and markup through spans.py and markup.py, as pipeline.py does."""
+    out = []
+    for t in texts:
+        if fmt == "html":
+            out.append(_fragment(t, tuple(k for k in kinds if k != "tags"), reverse))
+            continue
+        pieces = spans.code(t.strip(), kinds)
+        if pieces is None:
+            out.append(_words(t, reverse)[0] if reverse else t.upper())
+            continue
+        html, codes = spans.to_html(pieces)
+        lead, trail = t[:len(t) - len(t.lstrip())], t[len(t.rstrip()):]
+        out.append(lead + spans.text(spans.from_html(_fragment(html, (), reverse), codes)).strip() + trail)
+    return out
+
+
+def reversed_stand_in(texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+    return stand_in(texts, fmt, kinds, reverse=True)
+
+
+def translated(src: Path, dst: Path, translate: Any = stand_in, **kw: Any) -> Report:
+    return translate_document(src, dst, translate, **kw)
+
+
+def corpus(name: str, tmp_path: Path) -> Path:
+    """A copy of a corpus file in ``tmp_path``."""
+    return Path(shutil.copy(FILES / name, tmp_path / name))
+
+
+def msgfmt(path: Path) -> None:
+    """``msgfmt -c`` on a catalogue: it passes (the test fails with msgfmt's words otherwise)."""
+    tool = shutil.which("msgfmt")
+    if tool is None:
+        pytest.skip("msgfmt (GNU gettext) is not installed: apt-get install gettext")
+    run = subprocess.run([tool, "-c", "-o", "/dev/null", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def xliff_schema(version: str) -> Any:
+    """The XLIFF 1.2 (transitional) or 2.0 schema, from ../shared/data/xliff (OASIS's, as Symfony ships them)."""
+    from lxml import etree
+
+    folder = SHARED / "xliff"
+    name = "xliff-core-1.2-transitional.xsd" if version == "1.2" else "xliff-core-2.0.xsd"
+    if not (folder / name).is_file():
+        pytest.skip(f"the XLIFF schemas are not in {folder} (OASIS's xsd files, from symfony/translation's "
+                    "Resources/schemas)")
+    text = (folder / name).read_text(encoding="utf-8")
+    local = (folder / "xml.xsd").as_uri()
+    text = text.replace("http://www.w3.org/2001/xml.xsd", local).replace(
+        "informativeCopiesOf3rdPartySchemas/w3c/xml.xsd", local)
+    return etree.XMLSchema(etree.fromstring(text.encode("utf-8"), base_url=folder.as_uri() + "/"))
+
+
+def valid(schema: Any, path: Path) -> None:
+    from lxml import etree
+
+    assert schema.validate(etree.parse(str(path))), [str(e) for e in schema.error_log][:5]
+
+
+def well_formed(data: bytes) -> Any:
+    from lxml import etree
+
+    return etree.fromstring(data, etree.XMLParser(resolve_entities=False))
+
+
+def text_of(html: str) -> str:
+    """The words of HTML or XML, its tags removed."""
+    return " ".join(re.sub(r"<[^>]*>", " ", html).split())

@@ -1,0 +1,155 @@
+"""Gettext catalogues (documents/catalogs.py): every placeholder back, ``msgfmt -c`` satisfied, machine output marked
+fuzzy, obsolete entries and translated ones untouched, the header and plural forms the target language's, any
+charset read. The corpus file (files/app.de.po) is a German-source catalogue shaped like bleachbit's, django-allauth's
+and xournalpp's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiayn import spans
+from aiayn.cli import main
+from aiayn.documents.common import Options
+
+from .helpers import corpus, msgfmt, reversed_stand_in, stand_in, translated
+
+toolkit = pytest.importorskip("translate.storage.pypo", reason="translate-toolkit: pip install aiayn[documents]")
+
+
+def units(path: Path) -> dict[str, object]:
+    store = toolkit.pofile.parsefile(str(path))
+    return {u.source: u for u in store.units if not u.isheader()}
+
+
+@pytest.mark.parametrize("translate", [stand_in, reversed_stand_in], ids=["in-order", "reversed"])
+def test_every_placeholder_comes_back_and_msgfmt_accepts_the_catalogue(tmp_path: Path, translate: object) -> None:
+    """Finding: 0 of 383 placeholders kept, msgfmt -c rejecting the output. Here each of {1}, %(count)s, %d, %1$s,
+    %%, {email}, ${prodname}, {USER} and an HTML link comes back exactly as often as in its msgid, even when the
+    translation reverses the words (printf's %d and %s then keep their order among themselves), and msgfmt -c
+    passes."""
+    src = corpus("app.de.po", tmp_path)
+    report = translated(src, tmp_path / "en.po", translate, options=Options("de", "en"))
+    assert report.spans == report.kept == 17          # (the link: its start and end tags, and a URL)
+    msgfmt(tmp_path / "en.po")
+    for source, u in units(tmp_path / "en.po").items():
+        if u.isobsolete() or not str(u.target):
+            continue
+        kinds = ("printf", "c-format", "percent", "brace", "dollar", "tags", "url")
+        want = sorted(str(source)[s:e] for s, e, _ in spans.find(str(source), kinds) if "%%" != str(source)[s:e])
+        got = sorted(str(u.target.strings[0] if u.hasplural() else u.target)[s:e] for s, e, _ in
+                     spans.find(str(u.target.strings[0] if u.hasplural() else u.target), kinds))
+        assert set(want) <= set(got), (source, u.target)
+    out = units(tmp_path / "en.po")
+    assert re.search(r"^FEHLER %1\$s IN ZEILE %2\$d$|^ZEILE IN %2\$d %1\$s FEHLER$|%1\$s.*%2\$d|%2\$d.*%1\$s",
+                     str(out["Fehler %1$s in Zeile %2$d"].target))
+    assert re.fullmatch(r"[^%]*%d[^%]*%s[^%]*100%%[^%]*", str(out["%d Dateien gelöscht, %s frei, 100%% fertig."].target))
+
+
+def test_machine_output_is_fuzzy_and_the_rest_of_the_catalogue_stays(tmp_path: Path) -> None:
+    """Findings: obsolete #~ entries translated, machine output not marked fuzzy, the header keeping Language: de."""
+    src = corpus("app.de.po", tmp_path)
+    translated(src, tmp_path / "en.po", options=Options("de", "en"))
+    text = (tmp_path / "en.po").read_text(encoding="utf-8")
+    assert '#~ msgid "Alte Meldung"\n#~ msgstr ""' in text and '#~ msgid "Noch eine alte %s Meldung"' in text
+    out = units(tmp_path / "en.po")
+    assert out["Speichern"].target == "Save" and out["Speichern"].isfuzzy()            # translated already: kept
+    assert out["Abbrechen"].target == "Cancel" and not out["Abbrechen"].isfuzzy()
+    new = [u for s, u in out.items() if s not in ("Speichern", "Abbrechen") and not u.isobsolete()]
+    assert new and all(u.isfuzzy() for u in new)
+    assert out["Datei öffnen"].getcontext() == "menu" and out["Datei öffnen"].target == "DATEI ÖFFNEN"
+    assert out["Dateisystem-Fehler: {1}"].getlocations() == ["src/control.cpp:235"]
+    assert "Language: en\\n" in text and "X-Generator: aiayn" in text
+    assert not re.search(r"PO-Revision-Date: 2024-01-03", text)
+    translated(src, tmp_path / "trusted.po", options=Options("de", "en", review=False))
+    trusted = units(tmp_path / "trusted.po")
+    assert not trusted["Datei öffnen"].isfuzzy() and trusted["Speichern"].isfuzzy()
+    msgfmt(tmp_path / "trusted.po")
+
+
+@pytest.mark.parametrize(("target", "forms"), [("fr", ["(n > 1)", 2]), ("ru", [None, 3]), ("ja", ["0", 1])])
+def test_plural_forms_are_the_target_languages(tmp_path: Path, target: str, forms: list[object]) -> None:
+    src = corpus("app.de.po", tmp_path)
+    translated(src, tmp_path / f"{target}.po", options=Options("de", target))
+    text = (tmp_path / f"{target}.po").read_text(encoding="utf-8")
+    assert f"nplurals={forms[1]};" in text and (forms[0] is None or f"plural={forms[0]};" in text)
+    plural = units(tmp_path / f"{target}.po")["Eine Datei"]
+    assert len(plural.target.strings) == forms[1] and all("%d" in s for s in plural.target.strings[-1:])
+    msgfmt(tmp_path / f"{target}.po")
+
+
+def test_a_template_becomes_a_catalogue_msgfmt_accepts(tmp_path: Path) -> None:
+    """xgettext's template header (charset=CHARSET, nplurals=INTEGER) replaced by real values."""
+    pot = tmp_path / "app.pot"
+    pot.write_text('''msgid ""
+msgstr ""
+"Project-Id-Version: PACKAGE VERSION\\n"
+"PO-Revision-Date: YEAR-MO-DA HO:MI+ZONE\\n"
+"Language: \\n"
+"MIME-Version: 1.0\\n"
+"Content-Type: text/plain; charset=CHARSET\\n"
+"Content-Transfer-Encoding: 8bit\\n"
+"Plural-Forms: nplurals=INTEGER; plural=EXPRESSION;\\n"
+
+#, c-format
+msgid "Eine Datei"
+msgid_plural "%d Dateien"
+msgstr[0] ""
+msgstr[1] ""
+
+msgid "Öffnen"
+msgstr ""
+''', encoding="utf-8")
+    translated(pot, tmp_path / "en.pot", options=Options("de", "en"))
+    text = (tmp_path / "en.pot").read_text(encoding="utf-8")
+    assert "charset=UTF-8" in text and "nplurals=2; plural=(n != 1);" in text and 'msgstr "ÖFFNEN"' in text
+    msgfmt(tmp_path / "en.pot")
+
+
+def test_a_latin1_catalogue_without_a_charset_line_is_read(tmp_path: Path) -> None:
+    """Finding: a latin-1 PO without a charset line was refused."""
+    po = tmp_path / "old.po"
+    po.write_bytes('msgid ""\nmsgstr ""\n"Language: de\\n"\n\nmsgid "Größe ändern"\nmsgstr ""\n\nmsgid "Schließen: %s"\n'
+                   'msgstr ""\n'.encode("latin-1"))
+    report = translated(po, tmp_path / "out.po", options=Options("de", "en"))
+    assert report.encoding in ("iso8859-1", "latin-1", "cp1252", "windows-1252", "iso-8859-1", "cp1250"), report
+    out = (tmp_path / "out.po").read_text(encoding="utf-8")
+    assert 'msgstr "GRÖSSE ÄNDERN"' in out and "charset=UTF-8" in out and "SCHLIESSEN: %s" in out
+    msgfmt(tmp_path / "out.po")
+
+
+def test_a_strings_line_breaks_and_edges_stay(tmp_path: Path) -> None:
+    """msgfmt -c requires a translation to begin and end with a line break where its msgid does."""
+    src = corpus("app.de.po", tmp_path)
+    translated(src, tmp_path / "en.po", reversed_stand_in)
+    out = units(tmp_path / "en.po")
+    key = next(k for k in out if str(k).startswith("Der Ordner"))
+    assert str(out[key].target).count("\n") == 2 and str(out[key].target).endswith("\n")
+
+
+def test_placeholders_on_the_command_line_and_through_a_real_model(tmp_path: Path, copy_model: Path) -> None:
+    """Finding: `printf 'Die Datei {1} wurde gelöscht.' | aiayn translate` lost {1}. The copy model, as the command
+    line runs it: a plain line keeps its {1}, %s and URL; --protect none gives them to the model, which drops them;
+    a catalogue keeps every placeholder and passes msgfmt -c."""
+    line = "a b {1} c d %s e https://x.org/f g\n"
+    run = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(copy_model), "--device", "cpu"],
+                         input=line, capture_output=True, text=True, check=True)
+    assert run.stdout.split() == "a b {1} c d %s e https://x.org/f g".split(), run.stdout
+    assert "3 of 3 kept" in run.stderr
+    bare = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(copy_model), "--device", "cpu",
+                           "--protect", "none"], input=line, capture_output=True, text=True, check=True)
+    assert "{1}" not in bare.stdout
+    po = tmp_path / "copy.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n#, c-format\nmsgid "a b %d c d"\n'
+                  'msgstr ""\n\nmsgid "e f {name} g h"\nmsgstr ""\n\n#, python-format\nmsgid "i %(n)s j a"\nmsgstr ""\n',
+                  encoding="utf-8")
+    assert main(["translate", "--model", str(copy_model), "--device", "cpu", "--input", str(po), "--output",
+                 str(tmp_path / "out.po"), "--quiet"]) == 0
+    out = units(tmp_path / "out.po")
+    assert [str(out[k].target).split() for k in ("a b %d c d", "e f {name} g h", "i %(n)s j a")] == \
+        [["a", "b", "%d", "c", "d"], ["e", "f", "{name}", "g", "h"], ["i", "%(n)s", "j", "a"]]
+    msgfmt(tmp_path / "out.po")
