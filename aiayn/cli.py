@@ -334,8 +334,24 @@ def cmd_translate(a: argparse.Namespace) -> int:
         from .constraints import Glossary
 
         glossary = Glossary.load(a.glossary)
+    _check_input(a)
     with _engines(a, settings) as engines:
         return _translate(a, engines, settings, nbest, names, glossary)
+
+
+def _check_input(a: argparse.Namespace) -> None:
+    """An --input file refused by name, before any model is loaded, where its bytes are not what it is read as (a
+    document's format, or text: documents/formats.py)."""
+    if a.input is None:
+        return
+    from .documents.encoding import refuse_binary
+    from .documents.formats import EXTENSIONS, check_content, find
+
+    if a.input.suffix.lower() in EXTENSIONS[1:] and a.format == "text":
+        check_content(a.input, find(a.input))
+    else:
+        with open(a.input, "rb") as f:
+            refuse_binary(f.read(4096), a.input.name)
 
 
 @contextlib.contextmanager
@@ -406,21 +422,15 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
 
 
 def _input(path: Path) -> BinaryIO:
-    """An input file of lines, refused by name where it is not text (a PDF, a zip: documents/encoding.py); one in
-    UTF-16 or UTF-32 (its byte-order mark says so) read as UTF-8."""
+    """An input file of lines (_check_input: text); one in UTF-16 or UTF-32 (its byte-order mark says so) read as
+    UTF-8."""
     import codecs
     import io
 
-    from .documents.encoding import bom, refuse_binary
+    from .documents.encoding import bom
 
     f = open(path, "rb")  # noqa: SIM115 - the caller closes it
-    head = f.peek(4096)[:4096] if hasattr(f, "peek") else b""
-    try:
-        refuse_binary(head, path.name)
-    except ValueError:
-        f.close()
-        raise
-    marked = bom(head)
+    marked = bom(f.peek(4)[:4])
     if marked in ("utf-16", "utf-32"):
         text = io.TextIOWrapper(f, encoding=marked, newline="")
         return io.BytesIO(text.read().encode("utf-8"))

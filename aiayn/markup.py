@@ -195,8 +195,9 @@ class Segment:
         if isinstance(node, str):
             text, at = re.sub(r"\s+", " ", node), 0
             if SEPARATOR.fullmatch(text):                            # " | " between two links: kept as it is
+                self.text += " " if text[:1] == " " and self.text[-1:] not in ("", " ") else ""
                 self.kept(html.escape(text.strip(), quote=False), parent)
-                self.text += " " if text[:1] == " " or text[-1:] == " " else ""
+                self.text += " " if text[-1:] == " " else ""
                 return
             for start, end, kind in spans.find(text, self.kinds):
                 self.text += text[at:start]
@@ -292,15 +293,23 @@ def _attr(node: Node, name: str) -> str | None:
     return next((v or "" for k, v in node.attrs if k == name), None) if node.tag == RAW else None
 
 
+def _tail(seg: Segment, t: int) -> str:
+    """The punctuation right after a tag that ended inside a word ("<a>Ende</a>."), which the word's translation
+    carries: put back outside the tag."""
+    _, start, end, _ = seg.tags[t]
+    m = re.match(r"[.,;:!?)]+", seg.text[end:]) if start < end and seg.text[end - 1:end].strip() else None
+    return html.escape(m.group(0), quote=False) if m else ""
+
+
 def _glue(before: str, after: str) -> str:
     """How a protected span touched its neighbours in the source, so that it touches them in the translation:
     "after" the word it ends (100%%, Datei{1}), "into:C" a word that starts with the punctuation C before it ("{1}",
-    (%d), "before" the word it starts ({count}x); "" with spaces either side."""
+    (%d), "before" the word or mark it comes before ({count}x, %name%!); "" with spaces either side."""
     if before and (before.isalnum() or before == "_"):
         return "after"
     if before and not before.isspace():
         return "into:" + before
-    if after and after.isalnum():
+    if after and not after.isspace():
         return "before"
     return ""
 
@@ -308,6 +317,41 @@ def _glue(before: str, after: str) -> str:
 def _inside(a: int, b: int, lo: int, hi: int) -> tuple[int, int]:
     a = min(max(a, lo), hi)
     return a, min(max(b, a), hi)
+
+
+class _Out:
+    """A segment's output as _emit writes it: words (each with its space), tags, and empty tags (protected spans,
+    void elements), so that a glued one touches its word and two that were apart in the source do not run together
+    ("%count%%s" would read as other placeholders)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.empties: dict[int, int] = {}                      # chunk -> where its tag stood in the source
+
+    def word(self, text: str) -> None:
+        self.chunks.append(text + " ")
+
+    def tag(self, text: str) -> None:
+        self.chunks.append(text)
+
+    def empty(self, markup: str, glue: str, last: bool, source: int) -> None:
+        if glue == "after":                                    # no space between it and the word it ends
+            k = len(self.chunks) - 1
+            while k >= 0 and self.chunks[k].startswith("</"):
+                k -= 1
+            if k >= 0 and k not in self.empties and self.chunks[k].endswith(" "):
+                self.chunks[k] = self.chunks[k][:-1]
+        k = len(self.chunks) - 1
+        if k in self.empties and not self.chunks[k].endswith(" ") and self.empties[k] != source:
+            self.chunks[k] += " "
+        self.chunks.append(markup + ("" if glue == "before" or last else " "))
+        self.empties[len(self.chunks) - 1] = source
+
+    def text(self) -> str:
+        text, before = "".join(self.chunks), ""
+        while text != before:                                  # spaces out of the elements they end
+            text, before = re.sub(r" (</[^>]+>)", r"\1 ", text), text
+        return text.strip()
 
 
 def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
@@ -323,12 +367,19 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
         return a, (-places[parent][1] + 0.5 if parent >= 0 else -float("inf")), t
 
     order = sorted(range(len(places)), key=key)
-    out: list[str] = []
-    open_: list[int] = []
+    out, open_ = _Out(), []
 
     def close_until(j: int) -> None:
         while open_ and places[open_[-1]][1] <= j:
-            out.append(_close(seg.tags[open_.pop()][0]))
+            t = open_.pop()
+            tail = _tail(seg, t)                                # "<a>Ende</a>.": the mark stays after the tag
+            c = out.chunks
+            last = next((k_ for k_ in range(len(c) - 1, -1, -1) if not c[k_].startswith("<")), None)
+            if tail and last is not None and c[last].endswith(tail + " ") and len(c[last]) > len(tail) + 1:
+                c[last] = c[last][:-len(tail) - 1]
+                out.tag(_close(seg.tags[t][0]) + tail + " ")
+            else:
+                out.tag(_close(seg.tags[t][0]))
 
     k = 0
     for j in range(len(words) + 1):
@@ -336,31 +387,23 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
         inside = ""                                             # glued into this word, after its first character
         while k < len(order) and places[order[k]][0] == j:
             t = order[k]
-            node = seg.tags[t][0]
-            glue = seg.glues[t] if t < len(seg.glues) else ""
-            if places[t][1] == j:                                # empty here: opened and closed at once
-                if glue == "after" and out and out[-1].endswith(" "):
-                    out[-1] = out[-1][:-1]
-                mark = glue[5:].rstrip(" ")
-                if glue.startswith("into:") and j < len(words) and words[j].startswith(mark) and len(words[j]) > 1:
-                    inside += _open(node) + (" " if glue.endswith(" ") else "")
-                else:
-                    out.append(_open(node) + _close(node) + (" " if j < len(words) and glue != "before" else ""))
-            else:
-                out.append(_open(node))
+            node, glue = seg.tags[t][0], seg.glues[t] if t < len(seg.glues) else ""
+            if places[t][1] != j:
+                out.tag(_open(node))
                 open_.append(t)
+            elif glue.startswith("into:") and j < len(words) and words[j].startswith(glue[5:].rstrip(" ")) and \
+                    len(words[j]) > 1:
+                inside += _open(node) + (" " if glue.endswith(" ") else "")
+            else:                                               # empty here: opened and closed at once
+                out.empty(_open(node) + _close(node), glue, j == len(words), seg.tags[t][1])
             k += 1
         if j < len(words):
             word = words[j]
-            out.append(html.escape(word[:1] + "\0" + word[1:] if inside else word, quote=False).replace("\0", inside)
-                       + " ")
+            out.word(html.escape(word[:1] + "\0" + word[1:] if inside else word, quote=False).replace("\0", inside))
     close_until(len(words) + 1)
     while open_:
-        out.append(_close(seg.tags[open_.pop()][0]))
-    text, before = "".join(out), ""
-    while text != before:                                      # spaces out of the elements they end
-        text, before = re.sub(r" (</[^>]+>)", r"\1 ", text), text
-    return text.strip()
+        out.tag(_close(seg.tags[open_.pop()][0]))
+    return out.text()
 
 
 # --- a fragment --------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ _PRINTF = (r"%(?:%|\{[A-Za-z_]\w*\}|<[A-Za-z_]\w*>[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z]|
 PRINTF = re.compile(r"(?<![\w%])" + _PRINTF)
 PRINTF_STRICT = re.compile(_PRINTF + r"|%L?\d+%?")         # and Qt's, KDE's and Boost's %1, %L1, %1%
 # %name% (Symfony, Windows environment variables)
-PERCENT = re.compile(r"%[A-Za-z_][\w.-]*%")
+PERCENT = re.compile(r"%[A-Za-z_][\w.-]+%")                 # (two characters at least: %s% is not one)
 # $name, ${name}, $name$ (shell, Perl, JavaScript templates, Windows-style installers)
 DOLLAR = re.compile(r"\$\{[^{}\s]*\}|\$[A-Za-z_]\w*\$?")
 URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\"']+[^\s<>\"'.,;:!?)\]}]|\bwww\.[\w-]+\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]}]")

@@ -38,6 +38,7 @@ class _Reader:
         self.c, self.pos = content, 0
         self.pieces: list[spans.Piece] = []
         self.opened: list[tuple[str, spans.Open]] = []
+        self.breaks: list[str] = []                   # each hard line break's mark, in order
 
     def take(self, raw: str) -> str:
         if not self.c.startswith(raw, self.pos):
@@ -80,8 +81,9 @@ class _Reader:
         self.pieces.append(spans.Close(o))
 
 
-def pieces(content: str, children: list[Any]) -> list[spans.Piece]:
-    """The pieces of one inline token (its source ``content``, its ``children``); _Mismatch if they do not match."""
+def pieces(content: str, children: list[Any]) -> tuple[list[spans.Piece], list[str]]:
+    """The pieces of one inline token (its source ``content``, its ``children``), and the marks of its hard line
+    breaks ("\\n" in the pieces); _Mismatch if they do not match."""
     r = _Reader(content)
     skip = False
     for t in children:
@@ -93,8 +95,9 @@ def pieces(content: str, children: list[Any]) -> list[spans.Piece]:
         elif t.type == "softbreak":
             r.take_re(re.compile(r"[ \t]*\n[ \t]*"))
             r.pieces.append(" ")
-        elif t.type == "hardbreak":
-            r.pieces.append(spans.Empty(r.take_re(re.compile(r"(?: {2,}|\\)\n[ \t]*"))))
+        elif t.type == "hardbreak":                   # a line of its own (markup.py: <br>), its mark kept
+            r.breaks.append(r.take_re(re.compile(r"(?: {2,}|\\)\n[ \t]*")))
+            r.pieces.append("\n")
         elif t.type.endswith("_open") and t.type != "link_open":
             r.open(t.type[:-5], r.take(t.markup))
         elif t.type.endswith("_close") and t.type != "link_close":
@@ -117,7 +120,7 @@ def pieces(content: str, children: list[Any]) -> list[spans.Piece]:
             raise _Mismatch(t.type)
     if r.pos != len(r.c) or r.opened:
         raise _Mismatch("end")
-    return _merged(r.pieces)
+    return _merged(r.pieces), r.breaks
 
 
 def _image(r: _Reader) -> str:
@@ -161,9 +164,11 @@ def _escape(text: str) -> str:
     return re.sub(r"([\\`*\[\]<]|(?<!\w)_|_(?!\w))", r"\\\1", text)
 
 
-def written(pieces: list[spans.Piece]) -> str:
-    """Pieces written back as Markdown: codes as they were, text escaped."""
-    return "".join(_escape(p) if isinstance(p, str) else spans.text([p]) for p in pieces)
+def written(pieces: list[spans.Piece], breaks: list[str] = ()) -> str:  # type: ignore[assignment]
+    """Pieces written back as Markdown: codes as they were, text escaped, a line break its hard break's mark."""
+    text = "".join(_escape(p) if isinstance(p, str) else spans.text([p]) for p in pieces)
+    marks = iter(breaks)
+    return re.sub(r" *\n *", lambda m: next(marks, "  \n").rstrip(" \t"), text)
 
 
 def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
@@ -177,7 +182,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         front = next((k + 1 for k in range(1, len(lines)) if lines[k].strip() in ("---", "...")), 0)
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
     tokens = md.parse("\n".join(lines[front:]))
-    blocks: list[tuple[int, str, list[spans.Piece]]] = []  # (first line, source, pieces)
+    blocks: list[tuple[int, str, list[spans.Piece], list[str]]] = []  # (first line, source, pieces, breaks)
     cells: dict[int, list[list[spans.Piece]]] = {}        # a table row's line -> its cells' pieces
     html_blocks: list[tuple[int, int, str]] = []          # (first line, end line, the block): through markup.py
     for k, t in enumerate(tokens):
@@ -186,18 +191,18 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         if t.type != "inline" or t.map is None or not t.content.strip():
             continue
         try:
-            mine = pieces(t.content, t.children or [])
+            mine, breaks = pieces(t.content, t.children or [])
         except _Mismatch:
-            mine = [t.content]                            # (its markup protected as tags)
+            mine, breaks = [t.content.replace("\n", " ")], []       # (its markup protected as tags)
         if tokens[k - 1].type in ("th_open", "td_open"):
             cells.setdefault(t.map[0] + front, []).append(mine)
         else:
-            blocks.append((t.map[0] + front, t.content, mine))
-    asked = [p for _, _, p in blocks] + [c for row in cells.values() for c in row]
+            blocks.append((t.map[0] + front, t.content, mine, breaks))
+    asked = [p for _, _, p, _ in blocks] + [c for row in cells.values() for c in row]
     out = iter(texts.coded(asked, (*texts.kinds, "tags")))
     dropped: set[int] = set()
-    for first, content, _ in blocks:
-        dropped |= _put(lines, first, content, written(next(out)))
+    for first, content, _, breaks in blocks:
+        dropped |= _put(lines, first, content, written(next(out), breaks))
     for (first, last, block), done in zip(html_blocks, texts.html([b for _, _, b in html_blocks]), strict=True):
         new = done.rstrip("\n").split("\n")
         lines[first] = "\n".join(new)                     # (one line may now hold several: joined at the end)

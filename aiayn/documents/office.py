@@ -227,6 +227,7 @@ class Line:
         runs = [e for e in items if e.tag == d.r and _is_text_run(e, d)]
         main = _main(runs, d) if runs else fallback
         out: list[Any] = []
+        pieces = _spaces_forward(pieces)
         k = 0
         while k < len(pieces):
             p = pieces[k]
@@ -254,6 +255,18 @@ class Line:
             else:
                 k += 1
         return _merge_runs(out, d)
+
+
+def _spaces_forward(pieces: list[spans.Piece]) -> list[spans.Piece]:
+    """A space alone between two codes given to the text after it (the run or link that follows), so that no run holds
+    a space and nothing else."""
+    out = list(pieces)
+    for k, p in enumerate(out):
+        if isinstance(p, str) and p and not p.strip() and k + 1 < len(out):
+            nxt = next((j for j in range(k + 1, len(out)) if isinstance(out[j], str)), None)
+            if nxt is not None and all(isinstance(x, spans.Open) for x in out[k + 1:nxt]):
+                out[k], out[nxt] = "", p + str(out[nxt])
+    return out
 
 
 def _holds(elements: list[Any], e: Any) -> bool:

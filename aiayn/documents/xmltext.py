@@ -114,6 +114,7 @@ class Document:
         for k, tok in enumerate(self.tokens):
             tok.end = self.tokens[k + 1].start if k + 1 < len(self.tokens) else len(data)
         self.elements = {el.first: el for el in self.root.iter()}
+        self.rules: Rules | None = None                   # what segments() cut it by
 
     def raw(self, a: int, b: int) -> bytes:
         """The bytes of tokens ``a`` to ``b`` (inclusive)."""
@@ -176,6 +177,7 @@ def segments(doc: Document, roots: Sequence[Element], rules: Rules) -> list[Segm
     """Every segment of the elements ``roots`` (each a container of blocks or text), with text to translate."""
     found: list[Segment] = []
     memo: dict[int, bool] = {}
+    doc.rules = rules
 
     def walk(el: Element) -> None:
         current: list[Element | int] = []
@@ -204,6 +206,9 @@ def _segment(doc: Document, nodes: list[Element | int], rules: Rules, found: lis
         if isinstance(node, int):
             tok = doc.tokens[node]
             pieces.append(re.sub(r"\s+", " ", tok.text) if tok.kind == "text" else spans.Empty((node, node)))
+            return
+        if rules.space(node):                                   # spacing: a space to the model, kept as it is
+            pieces.extend([" ", spans.Empty((node.first, node.last))])
             return
         if rules.skip(node) or not node.children or _holds_block(node, rules, memo):
             pieces.append(spans.Empty((node.first, node.last)))
@@ -281,6 +286,9 @@ def written(doc: Document, found: Sequence[Segment], pieces: Sequence[spans.Piec
             out.append(doc.raw(p.open.value[1], p.open.value[1]))    # its end tag
         else:
             a, b = p.value
+            if a in doc.elements and doc.rules is not None and doc.rules.space(doc.elements[a]) and out and \
+                    out[-1].endswith(b" "):
+                out[-1] = out[-1][:-1]                          # (the space it stood for, to the model)
             nested = [s for s in found if a < s.first and s.last < b and s.out is not None]
             out.append(render(doc, found, a, b) if nested else doc.raw(a, b))
     return b"".join(out)
