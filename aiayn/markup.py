@@ -175,7 +175,9 @@ class Segment:
     def kept(self, markup: str, parent: int, ordered: bool = False) -> None:
         """Markup taken out of the text (a protected span, a verbatim element): an empty element here; ``ordered``:
         its place among the ordered ones is its meaning (spans.py)."""
-        attrs = [("", markup)] + ([("ordered", "")] if ordered else [])
+        attrs: list[tuple[str, str | None]] = [("", markup)]
+        if ordered:
+            attrs.append(("ordered", ""))
         self.tags.append((Node(RAW, attrs), len(self.text), len(self.text), parent))
 
     def glue(self) -> None:
@@ -367,7 +369,7 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
         return a, (-places[parent][1] + 0.5 if parent >= 0 else -float("inf")), t
 
     order = sorted(range(len(places)), key=key)
-    out, open_ = _Out(), []
+    out, open_ = _Out(), list[int]()
 
     def close_until(j: int) -> None:
         while open_ and places[open_[-1]][1] <= j:

@@ -141,7 +141,7 @@ def prepare(engine: Engine, request: Request) -> Prepared:
     lines = [x for p in pieces for x in p.sentences]
     linked = [r.alignments or on for p, on in zip(pieces, tagged, strict=True) for _ in p.spans]
     return Prepared(r, decode, pieces, lines, ids, _constraints(engine, r, pieces, lines, decode), parts,
-                    coded and [c and c[1] for c in coded], linked)
+                    [c[1] if c else None for c in coded] if coded else None, linked)
 
 
 def _code(text: str, kinds: tuple[str, ...]) -> tuple[str, tuple[str, str, list[spans.Open | spans.Empty]]] | None:

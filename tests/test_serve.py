@@ -39,11 +39,12 @@ KEY = "s3cret-key"
 class Server:
     """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
 
-    def __init__(self, *flags: str, model: Path = LEGACY) -> None:
-        """``flags`` after the model; aiayn's own engine unless they name another (`--engine`)."""
+    def __init__(self, *flags: str, model: Path = LEGACY, env: dict[str, str] | None = None) -> None:
+        """``flags`` after the model; aiayn's own engine unless they name another (`--engine`); ``env``: more of its
+        environment."""
         self.port = free_port()
         flags = flags if "--engine" in flags else ("--engine", "torch", *flags)
-        env = {**os.environ, "AIAYN_API_KEY": ""}
+        env = {**os.environ, "AIAYN_API_KEY": "", **(env or {})}
         self.log = tempfile.TemporaryFile()
         self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
                            "--port", str(self.port), *flags], env=env,

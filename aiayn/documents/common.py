@@ -5,6 +5,7 @@ translation of a document takes, and :class:`Texts`, through which a format hand
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +154,7 @@ def balance(words: Sequence[str], widths: Sequence[int], n: int,
 
     cuts = best(0, n)[1] if n > 1 and best(0, n)[0] != float("inf") else ()
     bounds = [0, *cuts, len(words)]
-    return [list(words[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return [list(words[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def _edges(pieces: list[spans.Piece]) -> tuple[list[spans.Piece], list[spans.Piece], list[spans.Piece]]:

@@ -203,7 +203,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     dropped: set[int] = set()
     for first, content, _, breaks in blocks:
         dropped |= _put(lines, first, content, written(next(out), breaks))
-    for (first, last, block), done in zip(html_blocks, texts.html([b for _, _, b in html_blocks]), strict=True):
+    for (first, last, _), done in zip(html_blocks, texts.html([b for _, _, b in html_blocks]), strict=True):
         new = done.rstrip("\n").split("\n")
         lines[first] = "\n".join(new)                     # (one line may now hold several: joined at the end)
         dropped |= set(range(first + 1, last))
@@ -225,7 +225,8 @@ def _put(lines: list[str], first: int, content: str, translation: str) -> set[in
         line = lines[first + k]
         at = line.find(part) if part else len(line)
         if at < 0:
-            at = len(re.match(r"\s*(?:>\s?)*\s*(?:[-+*]\s+|\d+[.)]\s+)?(?:#{1,6}\s+)?", line).group(0))
+            m = re.match(r"\s*(?:>\s?)*\s*(?:[-+*]\s+|\d+[.)]\s+)?(?:#{1,6}\s+)?", line)
+            at = len(m.group(0)) if m else 0
         where.append((line[:at], line[at + len(part):] if k == len(source) - 1 else ""))
     counts = [1]                                           # source lines between hard breaks
     for part in source[:-1]:

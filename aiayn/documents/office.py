@@ -52,8 +52,9 @@ DRAWING = Dialect(A + "p", A + "r", A + "t", A + "rPr", frozenset(), frozenset({
                   frozenset({A + "endParaRPr"}), False)
 _CT = "application/vnd.openxmlformats-officedocument."
 DOCX_PARTS = {_CT + "wordprocessingml." + k for k in ("document.main+xml", "template.main+xml", "header+xml",
-                                                        "footer+xml", "footnotes+xml", "endnotes+xml", "comments+xml")} | {
-    "application/vnd.ms-word.document.macroEnabled.main+xml", "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"}
+                                                        "footer+xml", "footnotes+xml", "endnotes+xml", "comments+xml")}
+DOCX_PARTS |= {"application/vnd.ms-word.document.macroEnabled.main+xml",
+               "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"}
 PPTX_PARTS = {_CT + "presentationml.slide+xml", _CT + "presentationml.notesSlide+xml"}
 
 
@@ -276,11 +277,11 @@ def _holds(elements: list[Any], e: Any) -> bool:
 
 def _until_close(pieces: list[spans.Piece], k: int) -> tuple[list[spans.Piece], int]:
     """The pieces inside the Open at ``k``, and the index after its Close."""
-    o, depth, j = pieces[k], 0, k
-    while j < len(pieces):
-        if isinstance(pieces[j], spans.Close) and pieces[j].open is o:
+    o = pieces[k]
+    for j in range(k + 1, len(pieces)):
+        p = pieces[j]
+        if isinstance(p, spans.Close) and p.open is o:
             return pieces[k + 1:j], j + 1
-        j += 1
     return pieces[k + 1:], len(pieces)
 
 

@@ -101,8 +101,8 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     if todo and options.target:
         edits += _language(doc, version, options.target)
     data = doc.data
-    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
-        data = data[:start] + new + data[end:]
+    for at, until, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        data = data[:at] + new + data[until:]
     dst.write_bytes(data)
 
 

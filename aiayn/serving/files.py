@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,12 +94,15 @@ def sweep_stale(root: Path) -> int:
 
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``limit`` the per-client request limit,
-    ``metrics`` where a document's protected spans are counted."""
+    ``authorize`` LibreTranslate's key check of a request's fields, ``names`` its words for the options (pipeline),
+    ``counted`` what is told of each translated document's report (/metrics)."""
 
     CHUNK = 32                                      # texts per request to the batcher
 
-    def __init__(self, models: Models, cfg: Any, limit: Any, counted: Any = None) -> None:
+    def __init__(self, models: Models, cfg: Any, limit: Any, authorize: Callable[[dict[str, Any], Any], None],
+                 names: dict[str, str], counted: Callable[[Report], None] | None = None) -> None:
         self.models, self.cfg, self.limit, self.counted = models, cfg, limit, counted
+        self.authorize, self.names = authorize, names
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.file_workers, thread_name_prefix="aiayn-file")
@@ -123,20 +127,56 @@ class Files:
                 del self.made[token]
 
     async def translate(self, request: Any) -> dict[str, Any]:
-        from .libretranslate import LT_NAMES, api_key, check_key
-
         arrived = time.monotonic()
         self.expire()
+        upload, route, name, options = await self._asked(request)
+        if self.waiting >= self.cfg.file_workers + self.cfg.file_queue:
+            raise ServiceError(429, f"Too many documents are being translated ({self.waiting}); try again later",
+                               {"Retry-After": "10"})
+        token = secrets.token_hex(16)
+        ext = Path(name).suffix.lower()
+        src, dst = self.dir / f"in-{token}{ext}", self.dir / f"{token}{ext}"
+        job = Job(arrived + self.cfg.file_timeout_s)
+        translated = self._texts(route, job, asyncio.get_running_loop())
+
+        def work() -> Report:
+            try:
+                job.check()
+                return translate_document(src, dst, translated, self.limits, options, name=name)
+            finally:
+                src.unlink(missing_ok=True)
+
+        self.waiting += 1
+        self.jobs.add(job)
+        future: asyncio.Future[Report] | None = None
+        try:
+            with open(src, "wb") as out:
+                while data := await upload.read(1 << 20):
+                    out.write(data)
+            future = asyncio.get_running_loop().run_in_executor(self.pool, work)
+            future.add_done_callback(lambda f: self._done(job, f))
+            report = await self._answer(future, job, name)
+        finally:
+            if future is None:                      # (it never started)
+                self._done(job)
+                src.unlink(missing_ok=True)
+        if self.counted is not None:
+            self.counted(report)
+        self.made[token] = (dst, name, time.monotonic())
+        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}.{name}"}
+
+    async def _asked(self, request: Any) -> tuple[Any, Any, str, Options]:
+        """The upload, its route, the name it is called by and its options; ServiceError for a request refused."""
         form = await request.form()
         f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
-        check_key(api_key(f, request), self.cfg.api_key)
+        self.authorize(f, request)
         self.limit.check(request)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise ServiceError(400, "Invalid request: missing file parameter")
-        for name in ("source", "target"):
-            if not isinstance(f.get(name), str) or not f[name]:
-                raise ServiceError(400, f"Invalid request: missing {name} parameter")
+        for field_ in ("source", "target"):
+            if not isinstance(f.get(field_), str) or not f[field_]:
+                raise ServiceError(400, f"Invalid request: missing {field_} parameter")
         if canonical(f["source"]) == "auto":
             raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
         review = str(f.get("fuzzy", "true")).strip().lower() not in ("false", "0", "no", "off")
@@ -146,18 +186,14 @@ class Files:
             find(Path(name))
         except DocumentError as e:
             raise ServiceError(400, f"Invalid request: {e}") from None
-        if self.waiting >= self.cfg.file_workers + self.cfg.file_queue:
-            raise ServiceError(429, f"Too many documents are being translated ({self.waiting}); try again later",
-                               {"Retry-After": "10"})
-        token = secrets.token_hex(16)
-        ext = Path(name).suffix.lower()
-        src, dst = self.dir / f"in-{token}{ext}", self.dir / f"{token}{ext}"
-        job = Job(arrived + self.cfg.file_timeout_s)
-        loop = asyncio.get_running_loop()
+        return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review)
 
+    def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop) -> Callable[..., list[str]]:
+        """What a document's worker thread translates its texts with: chunks of them through the event loop's
+        route (and so the batcher), one at a time, the job checked before each."""
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             async with route.use():
-                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=LT_NAMES, protect=kinds))
+                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=self.names, protect=kinds))
                 return [ts[0].text for ts in await route.translate(prepared)]
 
         def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
@@ -171,32 +207,7 @@ class Files:
                     raise Stopped from None
             return out
 
-        def work() -> Report:
-            try:
-                job.check()
-                options = Options(canonical(f["source"]), canonical(f["target"]), review)
-                return translate_document(src, dst, translated, self.limits, options, name=name)
-            finally:
-                src.unlink(missing_ok=True)
-
-        self.waiting += 1
-        self.jobs.add(job)
-        future: asyncio.Future[Report] | None = None
-        try:
-            with open(src, "wb") as out:
-                while data := await upload.read(1 << 20):
-                    out.write(data)
-            future = loop.run_in_executor(self.pool, work)
-            future.add_done_callback(lambda _: self._done(job))
-            report = await self._answer(future, job, name)
-        finally:
-            if future is None:                      # (it never started)
-                self._done(job)
-                src.unlink(missing_ok=True)
-        if self.counted is not None:
-            self.counted(report)
-        self.made[token] = (dst, name, time.monotonic())
-        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}.{name}"}
+        return translated
 
     async def _answer(self, future: "asyncio.Future[Report]", job: Job, name: str) -> Report:
         """The document's report, or the error its request is answered with (its work stopped)."""
@@ -214,7 +225,10 @@ class Files:
         except DocumentError as e:
             raise ServiceError(400, f"Invalid request: {e}") from None
 
-    def _done(self, job: Job) -> None:
+    def _done(self, job: Job, future: "asyncio.Future[Report] | None" = None) -> None:
+        """A document's work over (its exception, if its request gave up waiting, read here: no one else will)."""
+        if future is not None and not future.cancelled():
+            future.exception()
         if job in self.jobs:
             self.jobs.discard(job)
             self.waiting -= 1

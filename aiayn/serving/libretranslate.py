@@ -251,7 +251,8 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
                 "language": {"source": {"code": first[0], "name": language_name(first[0])},
                              "target": {"code": first[1], "name": language_name(first[1])}}}
 
-    files = Files(models, cfg, limit, lambda report: app.state.metrics.documented(report))
+    files = Files(models, cfg, limit, lambda f, request: check_key(api_key(f, request), cfg.api_key), LT_NAMES,
+                  lambda report: app.state.metrics.documented(report))
 
     @app.post("/translate_file")
     async def translate_file(request: Request) -> dict[str, Any]:
@@ -261,6 +262,6 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
     async def download_file(name: str) -> Any:
         return await files.download(name)
 
-    app.router.on_shutdown.append(files.close)
+    app.state.files = files                       # (closed by serve.py's lifespan: on_shutdown is not run beside one)
     app.add_api_route("/suggest", lambda: JSONResponse({"error": "Not implemented"}, status_code=501), methods=["POST"])
     return lambda request: translate(request, models, cfg, limit, detector)

@@ -264,6 +264,8 @@ def create_app(models: "Models | Translator", cfg: ServeConfig | None = None,
         try:
             yield
         finally:                                 # uvicorn has answered every request in flight by now
+            if getattr(app.state, "files", None) is not None:
+                app.state.files.close()          # (documents stopped, their folder removed)
             for served in models:
                 await asyncio.get_running_loop().run_in_executor(None, served.close)
             state.clear()

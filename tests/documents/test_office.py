@@ -15,7 +15,7 @@ import pytest
 
 from aiayn.cli import main
 
-from .helpers import reversed_stand_in, stand_in, translated
+from .helpers import FILES, reversed_stand_in, stand_in, translated
 
 docx = pytest.importorskip("docx", reason="python-docx: pip install aiayn[dev]")
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -26,13 +26,7 @@ NS = ('xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
       'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
       'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
       'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" mc:Ignorable="wps"')
-BODY = """
-<w:p><w:r><w:t xml:space="preserve">Ein Hund</w:t></w:r><w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteReference w:id="1"/></w:r><w:r><w:t xml:space="preserve"> rennt über die Wiese.</w:t></w:r></w:p>
-<w:p><w:r><w:t xml:space="preserve">Lesen Sie die </w:t></w:r><w:hyperlink r:id="rIdLink"><w:r><w:rPr><w:rStyle w:val="Hyperlink"/></w:rPr><w:t>ausführliche Anleitung</w:t></w:r></w:hyperlink><w:r><w:t xml:space="preserve"> auf der Webseite.</w:t></w:r></w:p>
-<w:p><w:commentRangeStart w:id="0"/><w:r><w:t>Zwei Kinder spielen.</w:t></w:r><w:commentRangeEnd w:id="0"/><w:r><w:commentReference w:id="0"/></w:r></w:p>
-<w:p><w:r><w:t xml:space="preserve">Seite </w:t></w:r><w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>1</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r><w:r><w:t xml:space="preserve"> von vielen.</w:t></w:r><w:r><w:rPr><w:rStyle w:val="EndnoteReference"/></w:rPr><w:endnoteReference w:id="2"/></w:r></w:p>
-<w:p><w:r><w:t xml:space="preserve">Ein Kasten folgt </w:t></w:r><w:r><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><wp:inline><a:graphic><a:graphicData uri="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><wps:wsp><wps:txbx><w:txbxContent><w:p><w:r><w:t>Text im Kasten.</w:t></w:r></w:p></w:txbxContent></wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:inline></w:drawing></mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent><w:p><w:r><w:t>Text im Kasten.</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback></mc:AlternateContent></w:r><w:r><w:t xml:space="preserve">und mehr Text.</w:t></w:r></w:p>
-"""
+BODY = (FILES / "word-body.xml").read_text(encoding="utf-8")     # as Word writes one: notes, link, field, text box
 NOTES = {"footnotes": ('footnote', 1, "Eine Fußnote."), "endnotes": ('endnote', 2, "Eine Endnote."),
          "comments": ('comment', 0, "Ein Kommentar.")}
 TYPES = "application/vnd.openxmlformats-officedocument.wordprocessingml."
@@ -115,7 +109,7 @@ def test_word_notes_comments_links_fields_and_text_boxes(tmp_path: Path, transla
     assert len(boxes) == 2 and all("".join(t.text for t in p.iter(W + "t")) == (
         "TEXT IM KASTEN." if translate is stand_in else "KASTEN. IM TEXT") for p in boxes)
     assert [k for k, _ in _runs(paragraphs[4])].count("box") == 1
-    for part, (tag, _, text) in NOTES.items():
+    for part, (_, _, text) in NOTES.items():
         note = _part(tmp_path / "out.docx", f"word/{part}.xml")
         words = "".join(t.text for t in note.iter(W + "t")).split()
         assert sorted(words) == sorted(text.upper().split()), part
