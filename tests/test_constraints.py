@@ -110,7 +110,7 @@ def test_keep_plain_keeps_a_translation_that_already_holds_its_phrases(copy_mode
     what constrained search alone gives them (keep_plain=False), which holds the phrases. Constrained search would
     have changed some of the kept ones (dynamic beam allocation explores differently), so the rule is seen."""
     t = Translator.load(copy_model, device="cpu", beam=4, nbest=4)
-    lines = copy_dir.raw_lines("test", "src")[:20]
+    lines = copy_dir.raw_lines("test", "src")[:40]
     cons = [[" ".join(line.split()[:2])] if i % 2 else ["j j j j"] for i, line in enumerate(lines)]
     as_list = lambda hyps: [[(h.tokens, round(h.score, 4)) for h in hs] for hs in hyps]  # noqa: E731
     plain = as_list(t.translate_hypotheses(lines))
@@ -118,7 +118,9 @@ def test_keep_plain_keeps_a_translation_that_already_holds_its_phrases(copy_mode
     searched = as_list(t.translate_hypotheses(lines, constraints=cons, keep_plain=False))
     enc = t.vocab.tgt.encode
     holds = [all(contains(h, enc(c)[0]) for h, _ in hs) for hs, c in zip(plain, cons, strict=True)]
-    assert sum(holds) >= 5 and not any(holds[::2])              # "j j j j" is never copied
+    # (how many of the 20 odd lines' 4-best all begin as their line does depends on the CPU's float sums: 2 to 10 of
+    # them on the machines seen; the rule needs some of each)
+    assert 2 <= sum(holds) < 20 and not any(holds[::2])         # "j j j j" is never copied
     assert all(k == (p if held else s) for k, p, s, held in zip(kept, plain, searched, holds, strict=True))
     assert any(p != s for p, s, held in zip(plain, searched, holds, strict=True) if held)
     out, c = [h for h, _ in plain[1]], [Constraints(enc(cons[1])), Constraints(enc(cons[0]))]
