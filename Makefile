@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser tools test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,16 @@ browser:
 	  command -v apt-get >/dev/null 2>&1 || { echo "make browser: no apt-get here; install Chromium and chromedriver" >&2; exit 1; }; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromedriver --version
+
+# GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c` on every translated PO); without it they skip
+# and say so (under CI they fail)
+tools:
+	@command -v msgfmt >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
+	    echo "make tools: install gettext (msgfmt) as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
+	@msgfmt --version | head -1
 
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"

@@ -48,6 +48,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                  "text, word alignments and HTML, and the time each takes"),
     "documents": ("documents_bench", "a long Word document through aiayn translate --input/--output: time, paragraphs and "
                                      "bold runs in and out"),
+    "files": ("files_bench", "documents that come back whole (placeholders, inline tags, structure) on real files from "
+                             "public projects, and /translate_file under a burst of uploads and zip bombs"),
     "paragraphs": ("paragraphs", "consecutive test sentences joined into one input: BLEU and length with and without "
                                  "sentence splitting, against each sentence translated on its own"),
     "pivot": ("pivot_bench", "a pair translated through a pivot language (two models in turn) against a direct model "

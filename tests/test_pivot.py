@@ -29,7 +29,9 @@ def en_fr(copy_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def legs(en_fr: Path) -> list[Translator]:
-    return [Translator.load(LEGACY, device="cpu", beam=2, workers=1), Translator.load(en_fr, device="cpu", workers=1)]
+    # (both with beam 2, as `--beam 2` sets it for every model of a chain on the command line)
+    return [Translator.load(LEGACY, device="cpu", beam=2, workers=1),
+            Translator.load(en_fr, device="cpu", beam=2, workers=1)]
 
 
 def test_a_pivot_is_each_model_in_turn(legs: list[Translator]) -> None:

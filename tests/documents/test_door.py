@@ -87,6 +87,22 @@ def test_translate_file_answers_a_url_to_the_translated_document(server: Server,
     assert download(server, answer)[0] == 404
 
 
+def test_both_apis_protect_placeholders_and_count_them(server: Server) -> None:
+    """aiayn's API and LibreTranslate's keep a text's placeholders (aiayn's `protect: []` gives them to the model,
+    which drops them); /metrics counts what was kept of texts and of documents."""
+    status, _, answer = server.post("/translate", {"text": ["a b {1} c d %s e"]})
+    assert status == 200 and answer["translations"][0].split() == ["a", "b", "{1}", "c", "d", "%s", "e"], answer
+    status, _, answer = server.post("/translate", {"q": "e f {name} g h", "source": "in", "target": "out"})
+    assert status == 200 and answer["translatedText"].split() == ["e", "f", "{name}", "g", "h"], answer
+    status, _, answer = server.post("/translate", {"text": ["a b {1} c d"], "protect": []})
+    assert status == 200 and "{1}" not in answer["translations"][0], answer
+    assert server.post("/translate", {"text": ["a"], "protect": ["nope"]})[0] == 422
+    assert server.metric('aiayn_protected_spans_total{outcome="kept"}') >= 3
+    status, _ = upload(server, "p.po", b'msgid "a b %d c"\nmsgstr ""\n', fuzzy="false")
+    assert status == 200 and server.metric('aiayn_document_spans_total{outcome="kept"}') >= 1
+    assert server.metric('aiayn_documents_total{format="po"}') >= 1
+
+
 def _texts(path: Path) -> Any:
     """What a document says, read with its format's own library (to compare two translations of it)."""
     ext = path.suffix
