@@ -21,7 +21,8 @@ The rules, one place:
 - **An inline tag that held words holds at least one** (the one at the same relative place where none of its words
   is aligned; the last word of the sibling before it where that sibling has more than one and the words ran out),
   and an empty one never lands inside a sibling that starts where it stands: no link comes out empty where the
-  translation has words enough, and none inside another. A text between inline elements that only separates them
+  translation has words enough (where it has not, the tag keeps its own words, untranslated), and none inside
+  another. A text between inline elements that only separates them
   (``|``, ``·``, brackets) is kept as it is and placed as an empty element is.
 - **Protected spans** (spans.py: placeholders such as ``{name}``, ``%s``, ``%(name)s``, ``{{ name }}``, ``${x}``;
   URLs and e-mail addresses; the kinds a request asks for) come out unchanged: they are taken out of the text (the
@@ -235,6 +236,7 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
         if j < len(out_words):
             second.setdefault(i, set()).add(j)
     places: list[tuple[int, int]] = []                         # per tag: target words [a, b), a == b: before a
+    fills: dict[int, str] = {}                                 # a tag that held words and got none: its source text
     for _, start, end, parent in seg.tags:                     # parents before children, siblings in source order
         held = [i for i, (s, e) in enumerate(src_words) if s < end and e > start] if end > start else []
         js = sorted({j for i in held for j in aligned.get(i) or second.get(i) or ()})
@@ -277,9 +279,11 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
                 sa, sb = places[before[-1]]
                 places[before[-1]] = (sa, sb - 1)
                 a, b = sb - 1, sb
+        if held and a == b:                                   # no word at all: its own words, untranslated
+            fills[len(places)] = " ".join(seg.text[start:end].split())
         places.append((a, b))
     _in_order(seg, places)
-    return _emit(seg, out_words, places)
+    return _emit(seg, out_words, places, fills)
 
 
 def _in_order(seg: Segment, places: list[tuple[int, int]]) -> None:
@@ -356,7 +360,7 @@ class _Out:
         return text.strip()
 
 
-def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
+def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]], fills: dict[int, str] | None = None) -> str:
     """The words with the tags opened and closed at their places' ends, outermost first (places nest by place()); an
     empty tag at a place where a sibling starts comes before that sibling (inside the ancestor that starts there)."""
     def key(t: int) -> tuple[int, float, int]:
@@ -395,9 +399,11 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]]) -> str:
                 open_.append(t)
             elif glue.startswith("into:") and j < len(words) and words[j].startswith(glue[5:].rstrip(" ")) and \
                     len(words[j]) > 1:
-                inside += _open(node) + (" " if glue.endswith(" ") else "")
+                inside += (" " if inside and not inside.endswith(" ") else "") + _open(node) + \
+                    (" " if glue.endswith(" ") else "")
             else:                                               # empty here: opened and closed at once
-                out.empty(_open(node) + _close(node), glue, j == len(words), seg.tags[t][1])
+                fill = html.escape((fills or {}).get(t, ""), quote=False)
+                out.empty(_open(node) + fill + _close(node), glue, j == len(words), seg.tags[t][1])
             k += 1
         if j < len(words):
             word = words[j]

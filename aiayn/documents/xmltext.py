@@ -15,6 +15,7 @@ that holds blocks is an *island*: its blocks are segments of their own, translat
 
 from __future__ import annotations
 
+import html
 import re
 import xml.parsers.expat
 from collections.abc import Callable, Sequence
@@ -97,7 +98,15 @@ class Document:
             if stack:
                 stack[-1].children.append(len(self.tokens) - 1)
 
+        def skipped(name: str, parameter: bool) -> None:      # &nbsp; of a DTD not read: HTML's, or kept as it is
+            known = html.unescape(f"&{name};")
+            if parameter or known == f"&{name};":
+                other()
+            else:
+                text(known)
+
         parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, text
+        parser.SkippedEntityHandler = skipped
         parser.CommentHandler = parser.ProcessingInstructionHandler = other
         parser.StartCdataSectionHandler = parser.EndCdataSectionHandler = other
         parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)

@@ -70,7 +70,7 @@ SPAN = st.sampled_from(["{1}", "{name}", "%s", "%d", "%(count)s", "%1$s", "${pro
 WORD = st.sampled_from(["Hund", "rennt", "über", "die", "Wiese", "(", ")", '"', ",", ".", "und"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(st.lists(st.tuples(WORD, SPAN, st.sampled_from(["", " "])), min_size=1, max_size=8))
 def test_every_protected_span_comes_back_whatever_the_words_do(parts: list[tuple[str, str, str]]) -> None:
     """Property: a text of words and placeholders (glued to a mark before them or not), translated in order or
