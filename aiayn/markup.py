@@ -54,8 +54,10 @@ VERBATIM = {"script", "style", "pre", "code", "textarea"}
 RAW_TEXT = {"script", "style"}       # elements whose text HTML does not escape: written back as it was read
 MAX_DEPTH = 200                      # elements open at once, at most
 RAW = "#markup"                      # the tag of markup kept as it is (a placeholder, a comment)
+CLOSING = ".,;:!?)]}\"'»“”’"           # marks that end a word (a placeholder before them goes inside that word)
 # a text between inline elements that only separates them (" | ", " · ", "(", " / "): kept as it is, as a tag is,
-# rather than given to the model, which drops it (sentence punctuation is not one: the model needs it)
+# rather than given to the model, which drops it (sentence punctuation is not one: the model needs it; nor is the
+# text of an element, a permalink's "¶")
 SEPARATOR = re.compile(r"\s*[^\w\s.,;:!?'\"]{1,3}\s*")
 
 
@@ -192,12 +194,18 @@ class Segment:
                 self.text = self.text[:end] + self.text[end + 1:]
                 self.tags = [(n, s - (s > end), e - (e > end), p) for n, s, e, p in self.tags]
                 glue += " "
+            elif glue == "before" and self.text[start - 1:start] == " " and self.text[end:end + 1] in CLOSING \
+                    and start > 1 and node.tag in (RAW, "img"):     # ("über %s.": the model reads "über.")
+                marks = len(self.text[end:]) - len(self.text[end:].lstrip(CLOSING))
+                self.text = self.text[:start - 1] + self.text[start:]
+                self.tags = [(n, s - (s >= start), e - (e >= start), p) for n, s, e, p in self.tags]
+                glue = f"tail:{marks}"
             self.glues.append(glue)
 
     def add(self, node: Node | str, parent: int) -> None:
         if isinstance(node, str):
             text, at = re.sub(r"\s+", " ", node), 0
-            if SEPARATOR.fullmatch(text):                            # " | " between two links: kept as it is
+            if SEPARATOR.fullmatch(text) and parent < 0:             # " | " between two links: kept as it is
                 self.text += " " if text[:1] == " " and self.text[-1:] not in ("", " ") else ""
                 self.kept(html.escape(text.strip(), quote=False), parent)
                 self.text += " " if text[-1:] == " " else ""
@@ -252,16 +260,9 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
         elif held:                                             # words, none aligned: as many at the same place
             a = min(len(out_words) - 1, held[0] * len(out_words) // max(1, len(src_words)))
             b = a + min(len(held), len(out_words) - a)
-        else:                                                  # before the word aligned with the next source word
-            later = sorted({j for i, (s, _) in enumerate(src_words) if s >= end for j in aligned.get(i, ())})
-            a = b = later[0] if later else len(out_words)
-            glue = seg.glues[len(places)] if len(places) < len(seg.glues) else ""
-            if glue == "after":                                # (100%%: after the word aligned with 100)
-                prev = [j for i, (_, e) in enumerate(src_words) if e == start for j in aligned.get(i, ())]
-                a = b = max(prev) + 1 if prev else a
-            elif glue.startswith("into:"):                     # ("{1}": into the word aligned with the quotes)
-                into = [j for i, (s, e) in enumerate(src_words) if s < start <= e for j in aligned.get(i, ())]
-                a = b = min(into) if into else a
+        else:
+            a = b = _spot(seg.glues[len(places)] if len(places) < len(seg.glues) else "", start, end, src_words,
+                          aligned, len(out_words))
         lo, hi = places[parent] if parent >= 0 else (0, len(out_words))
         least = 1 if held and hi > lo else 0                   # a tag that held words holds one
         a, b = _inside(min(a, hi - least), max(b, a + least), lo, hi)     # inside its parent
@@ -284,6 +285,27 @@ def place(seg: Segment, target: str, links: Sequence[tuple[int, int]], more: Seq
         places.append((a, b))
     _in_order(seg, places)
     return _emit(seg, out_words, places, fills)
+
+
+def _spot(glue: str, start: int, end: int, src_words: list[tuple[int, int]], aligned: dict[int, set[int]],
+          n: int) -> int:
+    """Where an empty tag goes among the ``n`` target words: before the word aligned with the next source word, or
+    where its glue (Segment.glue) puts it."""
+    def near(keep: Callable[[int, int], bool]) -> list[int]:
+        return [j for i, (s, e) in enumerate(src_words) if keep(s, e) for j in aligned.get(i, ())]
+
+    later = sorted(near(lambda s, e: s >= end))
+    at = later[0] if later else n
+    if glue == "after":                                        # (100%%: after the word aligned with 100)
+        prev = near(lambda s, e: e == start)
+        return max(prev) + 1 if prev else at
+    if glue.startswith("into:"):                               # ("{1}": into the word aligned with the quotes)
+        into = near(lambda s, e: s < start <= e)
+        return min(into) if into else at
+    if glue.startswith("tail:"):                               # ("über %s.": before the mark ending that word)
+        into = near(lambda s, e: s < start < e)
+        return max(into) if into else at
+    return at
 
 
 def _in_order(seg: Segment, places: list[tuple[int, int]]) -> None:
@@ -390,8 +412,8 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]], fills: 
     k = 0
     for j in range(len(words) + 1):
         close_until(j)
-        inside = ""                                             # glued into this word, after its first character
-        while k < len(order) and places[order[k]][0] == j:
+        inside, tail, marks = "", "", 0                         # glued into this word: after its first character,
+        while k < len(order) and places[order[k]][0] == j:     # before its last marks
             t = order[k]
             node, glue = seg.tags[t][0], seg.glues[t] if t < len(seg.glues) else ""
             if places[t][1] != j:
@@ -401,17 +423,30 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]], fills: 
                     len(words[j]) > 1:
                 inside += (" " if inside and not inside.endswith(" ") else "") + _open(node) + \
                     (" " if glue.endswith(" ") else "")
+            elif glue.startswith("tail:") and j < len(words):
+                tail, marks = tail + " " + _open(node), int(glue[5:])
             else:                                               # empty here: opened and closed at once
                 fill = html.escape((fills or {}).get(t, ""), quote=False)
                 out.empty(_open(node) + fill + _close(node), glue, j == len(words), seg.tags[t][1])
             k += 1
         if j < len(words):
-            word = words[j]
-            out.word(html.escape(word[:1] + "\0" + word[1:] if inside else word, quote=False).replace("\0", inside))
+            out.word(_glued(words[j], inside, tail, marks))
     close_until(len(words) + 1)
     while open_:
         out.tag(_close(seg.tags[open_.pop()][0]))
     return out.text()
+
+
+def _glued(word: str, inside: str, tail: str, marks: int) -> str:
+    """A target word, escaped, with the protected spans glued into it: ``inside`` after its first character ("{1}"),
+    ``tail`` before the last ``marks`` marks that end it (over %s.), or after it if it ends in fewer."""
+    if tail:
+        ending = len(word) - len(word.rstrip(CLOSING))
+        cut = len(word) - marks if 0 < marks <= ending else len(word)
+        word = word[:cut] + "\1" + word[cut:]
+    if inside:
+        word = word[:1] + "\0" + word[1:]
+    return html.escape(word, quote=False).replace("\0", inside).replace("\1", tail)
 
 
 # --- a fragment --------------------------------------------------------------------------------------------------

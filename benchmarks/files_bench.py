@@ -238,6 +238,14 @@ def markdown(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     return out
 
 
+def _numeric(data: bytes) -> bytes:
+    """XHTML's named entities (&nbsp;, &para;) as character references, for a parser that does not read the DTD."""
+    from html.entities import name2codepoint
+
+    return re.sub(rb"&(\w+);", lambda m: b"&#%d;" % name2codepoint[m.group(1).decode()] if m.group(1).decode() in
+                  name2codepoint and m.group(1) not in (b"amp", b"lt", b"gt", b"quot", b"apos") else m.group(0), data)
+
+
 def html(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     from lxml import etree
 
@@ -246,8 +254,7 @@ def html(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     for page in sorted((data / "html").glob("*.html")):
         dst = tmp / f"en-{page.name}"
         seconds, summary = cli(model, page, dst)
-        # (the pages use XHTML's &nbsp;, which a parser that does not read the DTD does not know)
-        root, before = (etree.fromstring(p.read_bytes().replace(b"&nbsp;", b"&#160;")) for p in (dst, page))
+        root, before = (etree.fromstring(_numeric(p.read_bytes())) for p in (dst, page))
         links = [a for a in root.iter(x + "a") if a.get("href")]
         out[page.name] = {"links": len([a for a in before.iter(x + "a") if a.get("href")]), "links_out": len(links),
                           "links_empty": sum(not "".join(a.itertext()).strip() for a in links),
@@ -322,8 +329,11 @@ def epub(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     s = Server(model, tmp)
     out: dict[str, Any] = {}
     try:
-        for book in sorted((data / "epub").glob("*.epub")):
-            status, answer, seconds = s.upload(book.name, book.read_bytes())
+        for book in sorted((data / "epub").glob("*.epub"), key=lambda p: p.stat().st_size):
+            try:
+                status, answer, seconds = s.upload(book.name, book.read_bytes())
+            except OSError as e:                        # (past --max-body-bytes the server answers 413 and closes)
+                status, answer, seconds = 0, {"error": str(e)}, 0.0
             out[book.name] = {"bytes": book.stat().st_size, "status": status, "seconds": round(seconds, 1),
                               "error": answer.get("error")}
             print(book.name, out[book.name])
@@ -436,7 +446,11 @@ def main(argv: list[str]) -> None:
         for part in parts:
             folder = Path(tmp) / part
             folder.mkdir()
-            figures[part] = RUNS[part](a.model, a.data, folder)
+            try:
+                figures[part] = RUNS[part](a.model, a.data, folder)
+            except Exception as e:  # noqa: BLE001 - one part's failure recorded, the others still run
+                figures[part] = {"error": f"{type(e).__name__}: {e}"}
+                print(part, "failed:", figures[part]["error"])
     print(json.dumps(figures, indent=1, ensure_ascii=False))
     print(f"recorded {record.write('files', figures)}")
 

@@ -88,7 +88,7 @@ def test_placeholders_and_verbatim_elements_come_out_unchanged() -> None:
         return identity(lines)
 
     out = translate_html([frag], spy)[0]
-    assert seen == ["Hallo , du hast neue Nachrichten"]                  # the model never sees them
+    assert seen == ["Hallo, du hast neue Nachrichten"]                   # the model never sees them
     for kept in ("{name}", "%s", "<code>a &lt; b</code>", "{{ n }}", "%(x)s"):
         assert kept in out, out
     assert translate_html(["<pre>  keep\n  this </pre><script>if (a < b) {}</script>"], identity) == \
