@@ -198,7 +198,7 @@ def subtitles(model: str, data: Path, tmp: Path) -> dict[str, Any]:
         seconds, summary = cli(model, srt, dst)
         before = _cues(decode(srt.read_bytes(), srt.name)[0])
         after = _cues(dst.read_text(encoding="utf-8"))
-        tags = re.compile(r"<[^>]+>|\{\\[^}]*\}")
+        tags = re.compile(r"</?[A-Za-z][^<>]*>|\{\\[^}]*\}")                  # (not "2<3,5>1": text)
         out[srt.name] = {"cues": len(before), "cues_out": len(after),
                          "same_line_count": sum(len(a) == len(b) for a, b in zip(after, before, strict=False)),
                          "tags": sum(len(tags.findall("\n".join(c))) for c in before),
