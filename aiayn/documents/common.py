@@ -78,25 +78,19 @@ class Texts:
 
     def __call__(self, texts: list[str], kinds: Sequence[str] | None = None) -> list[str]:
         """Plain texts translated, the spans of ``kinds`` (default: the format's) protected."""
-        if not texts:
-            return []
-        self.count(len(texts))
-        kinds = self.kinds if kinds is None else tuple(kinds)
-        out = self.translate(texts, "text", kinds)
-        for source, target in zip(texts, out, strict=True):
-            kept, total = spans.kept(source, target, kinds)
-            self.report.kept += kept
-            self.report.spans += total
-        return out
+        return self._counted(texts, "text", self.kinds if kinds is None else tuple(kinds))
 
     def html(self, fragments: list[str]) -> list[str]:
         """HTML fragments translated (markup.py: their inline tags on the aligned words)."""
-        if not fragments:
+        return self._counted(fragments, "html", tuple(k for k in self.kinds if k != "tags"))
+
+    def _counted(self, texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+        """``texts`` translated as ``fmt``, counted, their protected spans kept and lost counted."""
+        if not texts:
             return []
-        self.count(len(fragments))
-        kinds = tuple(k for k in self.kinds if k != "tags")
-        out = self.translate(fragments, "html", kinds)
-        for source, target in zip(fragments, out, strict=True):
+        self.count(len(texts))
+        out = self.translate(texts, fmt, kinds)
+        for source, target in zip(texts, out, strict=True):
             kept, total = spans.kept(source, target, kinds)
             self.report.kept += kept
             self.report.spans += total
