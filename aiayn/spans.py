@@ -96,9 +96,15 @@ def check(kinds: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
+# what a text must hold for a span of some kind to be in it: most texts hold none, and are passed over at this cost
+_ANY = re.compile(r"[%{$<@]|://|www\.")
+
+
 def find(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str]]:
     """Each protected span of ``text``: (start, end, kind), in order, none inside another (the earliest, then the
     longest, wins)."""
+    if not _ANY.search(text):
+        return []
     kinds = set(kinds)
     found: list[tuple[int, int, str]] = []
     patterns = {"printf": PRINTF, "c-format": PRINTF_STRICT, "percent": PERCENT, "dollar": DOLLAR, "url": URL,

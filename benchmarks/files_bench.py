@@ -382,23 +382,30 @@ def _docx_base() -> bytes:
     return out.getvalue()
 
 
-def _with_entries(base: bytes, entries: dict[str, int]) -> bytes:
-    """``base`` with entries of zero bytes (name -> size), bzip2-packed."""
+def packed(base: bytes, entries: dict[str, bytes | int]) -> bytes:
+    """The archive ``base`` with ``entries`` (name -> its bytes, or a number of zero bytes written a block at a time)
+    added or replaced, bzip2-packed: a bomb of a few kilobytes."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(base)) as a, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for info in a.infolist():
-            z.writestr(info.filename, a.read(info), zipfile.ZIP_DEFLATED, 9)
-        for name, size in entries.items():
+            if info.filename not in entries:
+                z.writestr(info.filename, a.read(info), zipfile.ZIP_DEFLATED, 9)
+        for name, content in entries.items():
             info = zipfile.ZipInfo(name)
             info.compress_type = zipfile.ZIP_BZIP2
             with z.open(info, "w", force_zip64=True) as w:
+                if isinstance(content, bytes):
+                    w.write(content)
+                    continue
                 block = bytes(1 << 24)
-                for _ in range(size >> 24):
+                for _ in range(content >> 24):
                     w.write(block)
     return out.getvalue()
 
 
-def bombs(model: str, data: Path, tmp: Path) -> dict[str, Any]:
+def bomb_files(image: int = 2 << 30, images: int = 3, paragraphs: int = 3_000_000) -> dict[str, bytes]:
+    """A docx holding an image of ``image`` zero bytes, a pptx holding ``images`` of them, a docx of ``paragraphs``
+    empty paragraphs: each a few tens of kilobytes (the tests make smaller ones)."""
     import pptx
 
     deck = io.BytesIO()
@@ -406,15 +413,14 @@ def bombs(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     p.slides.add_slide(p.slide_layouts[6])
     p.save(deck)
     xml = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document xmlns:w="http://schemas.openxmlformats'
-           '.org/wordprocessingml/2006/main"><w:body>' + "<w:p/>" * 3_000_000 + "</w:body></w:document>").encode()
-    lines = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(_docx_base())) as a, zipfile.ZipFile(lines, "w", zipfile.ZIP_DEFLATED) as z:
-        for info in a.infolist():
-            z.writestr(info.filename, xml if info.filename == "word/document.xml" else a.read(info),
-                       zipfile.ZIP_BZIP2 if info.filename == "word/document.xml" else zipfile.ZIP_DEFLATED, 9)
-    made = {"image.docx": _with_entries(_docx_base(), {"word/media/image1.png": 2 << 30}),
-            "deck.pptx": _with_entries(deck.getvalue(), {f"ppt/media/image{k}.png": 2 << 30 for k in (1, 2, 3)}),
-            "paragraphs.docx": lines.getvalue()}
+           '.org/wordprocessingml/2006/main"><w:body>' + "<w:p/>" * paragraphs + "</w:body></w:document>").encode()
+    return {"image.docx": packed(_docx_base(), {"word/media/image1.png": image}),
+            "deck.pptx": packed(deck.getvalue(), {f"ppt/media/image{k}.png": image for k in range(1, images + 1)}),
+            "paragraphs.docx": packed(_docx_base(), {"word/document.xml": xml})}
+
+
+def bombs(model: str, data: Path, tmp: Path) -> dict[str, Any]:
+    made = bomb_files()
     s = Server(model, tmp)
     out: dict[str, Any] = {}
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
+from urllib.parse import unquote
 
 from . import xmltext
 from .archive import Archive
@@ -31,10 +32,7 @@ def chapters(archive: Archive, name: str) -> list[str]:
     for el in package.root.iter():
         props = el.attrs.get("properties", "").split()
         if el.local == "item" and el.attrs.get("media-type") == "application/xhtml+xml" and "nav" not in props:
-            href = posixpath.normpath(posixpath.join(base, el.attrs.get("href", "").split("#")[0]))
-            from urllib.parse import unquote
-
-            href = unquote(href)
+            href = unquote(posixpath.normpath(posixpath.join(base, el.attrs.get("href", "").split("#")[0])))
             if not archive.has(href):
                 raise DocumentError(f"{name}: the package lists {href}, which the archive does not hold")
             found.append(href)
@@ -43,11 +41,7 @@ def chapters(archive: Archive, name: str) -> list[str]:
 
 def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     with Archive(src, texts.limits, texts.name) as archive:
-        docs = [(part, xmltext.Document(archive.read(part), f"{texts.name}: {part}"))
-                for part in chapters(archive, texts.name)]
-        found = [xhtml_segments(doc) for _, doc in docs]
-        out = iter(texts.coded([seg.pieces for segs in found for seg in segs]))
-        for segs in found:
-            for seg in segs:
-                seg.out = next(out)
-        archive.write(dst, {part: xmltext.render(doc, segs) for (part, doc), segs in zip(docs, found, strict=True)})
+        docs = {part: xmltext.Document(archive.read(part), f"{texts.name}: {part}")
+                for part in chapters(archive, texts.name)}
+        archive.write(dst, xmltext.translate({part: (doc, xhtml_segments(doc)) for part, doc in docs.items()},
+                                             texts.coded))

@@ -37,10 +37,6 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             raise DocumentError(f"{texts.name} is not an OpenDocument file: it has no content.xml")
         docs = {part: xmltext.Document(archive.read(part), f"{texts.name}: {part}") for part in ROOTS
                 if archive.has(part)}
-        found = {part: xmltext.segments(doc, [el for el in doc.root.iter() if el.name == ROOTS[part]], RULES)
+        found = {part: (doc, xmltext.segments(doc, [el for el in doc.root.iter() if el.name == ROOTS[part]], RULES))
                  for part, doc in docs.items()}
-        out = iter(texts.coded([seg.pieces for segs in found.values() for seg in segs]))
-        for segs in found.values():
-            for seg in segs:
-                seg.out = next(out)
-        archive.write(dst, {part: xmltext.render(doc, found[part]) for part, doc in docs.items()})
+        archive.write(dst, xmltext.translate(found, texts.coded))

@@ -34,15 +34,13 @@ def declared(data: bytes) -> str | None:
 
 def translate_html(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     data = texts.read(src)
-    if _XML_ENCODING.match(data) or re.match(rb"(?:\xef\xbb\xbf)?\s*<\?xml\b", data):     # XHTML, if it is XML
+    if re.match(rb"(?:\xef\xbb\xbf)?\s*<\?xml\b", data):                       # XHTML, if it is XML
         try:
             doc = xmltext.Document(data, texts.name)
-        except DocumentError:
+        except DocumentError:                               # not well-formed: HTML after all
             doc = None
         if doc is not None:
-            texts.report.encoding = doc.encoding
-            dst.write_bytes(xmltext.translate(doc, xhtml_segments(doc), texts.coded))
-            return
+            return _xhtml(doc, dst, texts)
     text, texts.report.encoding = decode(data, texts.name, None if bom(data) else declared(data))
     out = texts.html([text])[0] if text.strip() else text
     out = re.sub(r"""(<meta\b[^>]*?charset\s*=\s*["']?\s*)[A-Za-z0-9._-]+""", r"\1utf-8", out, count=1, flags=re.I)
@@ -70,6 +68,9 @@ def xhtml_segments(doc: xmltext.Document) -> list[xmltext.Segment]:
 
 
 def translate_xhtml(src: Path, dst: Path, texts: Texts, options: Options) -> None:
-    doc = xmltext.Document(texts.read(src), texts.name)
+    _xhtml(xmltext.Document(texts.read(src), texts.name), dst, texts)
+
+
+def _xhtml(doc: xmltext.Document, dst: Path, texts: Texts) -> None:
     texts.report.encoding = doc.encoding
-    dst.write_bytes(xmltext.translate(doc, xhtml_segments(doc), texts.coded))
+    dst.write_bytes(xmltext.translate({"": (doc, xhtml_segments(doc))}, texts.coded)[""])

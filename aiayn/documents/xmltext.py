@@ -303,9 +303,11 @@ def written(doc: Document, found: Sequence[Segment], pieces: Sequence[spans.Piec
     return b"".join(out)
 
 
-def translate(doc: Document, found: list[Segment], texts: Callable[[list[list[spans.Piece]]], list[list[spans.Piece]]]
-              ) -> bytes:
-    """Each segment translated (``texts``: the format's :meth:`~.common.Texts.coded`), the file rewritten."""
+def translate(parts: dict[str, tuple[Document, list[Segment]]],
+              texts: Callable[[list[list[spans.Piece]]], list[list[spans.Piece]]]) -> dict[str, bytes]:
+    """Every segment of every document translated in one call (``texts``: the format's
+    :meth:`~.common.Texts.coded`), each document rewritten: part name -> (document, its segments) -> its bytes."""
+    found = [seg for _, segs in parts.values() for seg in segs]
     for seg, out in zip(found, texts([s.pieces for s in found]), strict=True):
         seg.out = out
-    return render(doc, found)
+    return {part: render(doc, segs) for part, (doc, segs) in parts.items()}

@@ -38,6 +38,7 @@ from .. import repair, spans
 from ..config import DecodeConfig, check, setting
 from ..engine import Unsupported, require
 from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
+from ..pipeline import SPANS
 from ..pipeline import Request as Asked
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
@@ -116,32 +117,22 @@ class ServeConfig:
                       processes=self.processes, cache=self.cache)
 
 
-class _Repairs:
-    """repair.COUNTS (this process's) as the counter ``aiayn_repair_sentences_total{kind, outcome}``."""
+@dataclass(frozen=True, eq=False)
+class _Counted:
+    """A dict of counts this process keeps (repair.COUNTS, pipeline.SPANS) as a Prometheus counter, read when scraped:
+    each key (a label value, or a tuple of them) one series."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    counts: dict[Any, int]
 
     def collect(self) -> Any:
         from prometheus_client.core import CounterMetricFamily
 
-        family = CounterMetricFamily("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
-                                     "copy of the source, a length out of line), by kind: flagged, and repaired",
-                                     labels=["kind", "outcome"])
-        for (kind, outcome), n in sorted(repair.COUNTS.items()):
-            family.add_metric([kind, outcome], n)
-        yield family
-
-
-class _Spans:
-    """pipeline.SPANS (this process's) as the counter ``aiayn_protected_spans_total{outcome}``."""
-
-    def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily
-
-        from ..pipeline import SPANS
-
-        family = CounterMetricFamily("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
-                                     "translated texts, by outcome: kept, or lost", labels=["outcome"])
-        for outcome, n in sorted(SPANS.items()):
-            family.add_metric([outcome], n)
+        family = CounterMetricFamily(self.name, self.help, labels=list(self.labels))
+        for key, n in sorted(self.counts.items()):
+            family.add_metric(list(key) if isinstance(key, tuple) else [key], n)
         yield family
 
 
@@ -166,8 +157,11 @@ class Metrics:
         self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
                             "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
-        self.registry.register(_Repairs())
-        self.registry.register(_Spans())
+        self.registry.register(_Counted("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
+                                        "copy of the source, a length out of line), by kind: flagged, and repaired",
+                                        ("kind", "outcome"), repair.COUNTS))
+        self.registry.register(_Counted("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
+                                        "translated texts, by outcome: kept, or lost", ("outcome",), SPANS))
         self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
                                  ["format"], registry=self.registry)
         self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "

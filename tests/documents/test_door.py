@@ -16,6 +16,7 @@ import pytest
 
 from aiayn.cli import main
 
+from ..conftest import wait_for
 from ..test_serve import Server, _copy_lines
 from .test_office import _word
 from .test_opendocument import _odt, _rich
@@ -172,32 +173,6 @@ def test_a_damaged_document_is_a_400_naming_its_part(server: Server, tmp_path: P
 # --- bombs ---------------------------------------------------------------------------------------------------------
 
 
-def _bomb(path: Path, entry: str, size: int, base: Path) -> Path:
-    """``base`` (a real docx or pptx) with one more entry of ``size`` zero bytes, bzip2-packed (a few KB)."""
-    with zipfile.ZipFile(base) as a, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as b:
-        for info in a.infolist():
-            b.writestr(info, a.read(info))
-        info = zipfile.ZipInfo(entry)
-        info.compress_type = zipfile.ZIP_BZIP2
-        with b.open(info, "w", force_zip64=True) as w:
-            block = bytes(1 << 24)
-            for _ in range(size >> 24):
-                w.write(block)
-    return path
-
-
-def _paragraphs(path: Path, n: int) -> Path:
-    """A docx whose document.xml holds ``n`` empty paragraphs (about 36 KB for 3 million)."""
-    xml = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document xmlns:w="http://schemas.'
-           'openxmlformats.org/wordprocessingml/2006/main"><w:body>' + "<w:p/>" * n + "</w:body></w:document>")
-    base = _word(path.parent)
-    with zipfile.ZipFile(base) as a, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as b:
-        for info in a.infolist():
-            b.writestr(info.filename, xml if info.filename == "word/document.xml" else a.read(info),
-                       zipfile.ZIP_BZIP2 if info.filename == "word/document.xml" else zipfile.ZIP_DEFLATED)
-    return path
-
-
 def _rss(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -206,23 +181,20 @@ def _rss(pid: int, field: str) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's memory from Linux's /proc")
-def test_bombs_are_refused_at_once_within_little_memory(copy_model: Path, tmp_path: Path) -> None:
+def test_bombs_are_refused_at_once_within_little_memory(copy_model: Path) -> None:
     """Findings: a 12 KB docx holding a 2 GB image cost 4.35 GB and 38 s; an 83 KB pptx 6.4 GB; a 36 KB docx of 3M
     paragraphs 118 s and 6 GB before its 400. Here each (the image 512 MiB, packed to a few KB with bzip2) is refused
-    within 2 s, naming why, and the server's peak memory stays within 300 MB of what it was idle."""
-    from .test_office import _deck
+    naming why, and the server's peak memory stays within 300 MB of what it was idle (how fast: the benchmark)."""
+    from benchmarks.files_bench import bomb_files  # type: ignore[import-not-found]
 
-    bombs = {"image.docx": _bomb(tmp_path / "image.docx", "word/media/image1.png", 512 << 20, _word(tmp_path)),
-             "deck.pptx": _bomb(tmp_path / "deck.pptx", "ppt/media/image1.png", 512 << 20, _deck(tmp_path)[0]),
-             "lines.docx": _paragraphs(tmp_path / "lines.docx", 3_000_000)}
+    bombs = bomb_files(image=512 << 20, images=1)
     s = Server("--no-processes", "--workers", "1", model=copy_model)
     try:
         idle = _rss(s.proc.pid, "VmRSS")
-        for name, path in bombs.items():
-            assert path.stat().st_size < 200_000, (name, path.stat().st_size)
-            start = time.monotonic()
-            status, answer = upload(s, name, path.read_bytes())
-            assert time.monotonic() - start < 2.0 and status == 400, (name, answer)
+        for name, content in bombs.items():                 # (how fast: benchmarks/files_bench.py, bombs)
+            assert len(content) < 200_000, (name, len(content))
+            status, answer = upload(s, name, content)
+            assert status == 400, (name, answer)
             assert "zip bomb" in answer["error"] or "unpacks to" in answer["error"], answer
         assert _rss(s.proc.pid, "VmHWM") - idle < 300 << 20
     finally:
@@ -233,7 +205,7 @@ def test_a_burst_of_uploads_is_answered_and_the_server_still_stops(copy_model: P
     """Finding: eight concurrent uploads of a small Markdown file deadlocked /translate_file (7 hung past 150 s, every
     later upload too, no 504, SIGTERM did not stop the server, 150 files left behind). Here 20 uploads at once of a
     Markdown file with bold and links (word alignments: the work that deadlocked) are each answered 200, 429 or 504
-    within --file-timeout + 5 s, the server then exits 0 on SIGTERM within 10 s, and its folder is gone; one left by
+    (none hangs), the server then exits 0 on SIGTERM, and its folder is gone; one left by
     a server that died is removed when the next one starts."""
     text = "\n\n".join(f"{line} **{line.split()[0]}** [{line.split()[-1]}](https://x.org/{k})"
                        for k, line in enumerate(_copy_lines(60, seed=3))).encode()
@@ -246,38 +218,38 @@ def test_a_burst_of_uploads_is_answered_and_the_server_still_stops(copy_model: P
                env={"TMPDIR": str(tmp)})
     try:
         assert not stale.exists()
-        start = time.monotonic()
-        with ThreadPoolExecutor(20) as pool:
+        with ThreadPoolExecutor(20) as pool:               # (each client gives up after 60 s: none may hang)
             results = list(pool.map(lambda k: upload(s, f"n{k}.md", text, timeout=60), range(20)))
-        took = time.monotonic() - start
         statuses = sorted(status for status, _ in results)
         assert set(statuses) <= {200, 429, 504} and statuses.count(200) >= 1, statuses
-        assert took < 20 + 5, took
         assert s.request("GET", "/health")[0] == 200
-        stopping = time.monotonic()
     finally:
-        code = s.stop()
-    assert code == 0 and time.monotonic() - stopping < 10
+        code = s.stop()                                     # (SIGTERM; after 60 s SIGKILL, whose code is not 0)
+    assert code == 0
     assert not list(tmp.glob("aiayn-files-*")), list(tmp.iterdir())
 
 
 def test_a_document_past_its_deadline_is_a_504_and_its_work_stops(copy_model: Path) -> None:
     """Finding: past --timeout an EPUB got a 504 and its work kept running (later requests 504, /translate 11 s).
-    Here a long document past --file-timeout 2 gets a 504 within a second of it, and a request sent then is answered
-    as fast as on an idle server, its decoding no longer shared with the abandoned document."""
+    Here a document far too long for --file-timeout 2 gets a 504 naming the setting, its decoding then stops (the
+    server's decoding steps stop growing, long before its texts were all translated), and the next request is
+    answered."""
     s = Server("--no-processes", "--workers", "1", "--file-timeout", "2", model=copy_model)
+    lines = _copy_lines(15000, seed=5)
     try:
-        t0 = time.monotonic()
-        s.post("/translate", {"text": ["a b c d e f"]})
-        idle = time.monotonic() - t0
-        lines = "\n".join(_copy_lines(4000, seed=5)).encode()
-        start = time.monotonic()
-        status, answer = upload(s, "long.txt", lines)
-        assert status == 504 and "--file-timeout" in answer["error"] and time.monotonic() - start < 3.5, answer
-        time.sleep(0.5)
-        t0 = time.monotonic()
+        status, answer = upload(s, "long.txt", "\n".join(lines).encode())
+        assert status == 504 and "--file-timeout" in answer["error"], answer
+        seen: list[float] = []
+
+        def still() -> bool:                       # the decoding steps the same as a moment ago
+            seen.append(s.metric("aiayn_decoding_steps_total"))
+            time.sleep(0.5)
+            return len(seen) > 1 and seen[-1] == seen[-2]
+
+        wait_for(still, "the abandoned document's decoding to stop", timeout=60)
+        translated = s.metric("aiayn_source_tokens_total")
+        assert translated < sum(len(line.split()) + 1 for line in lines) / 2, translated
         assert s.post("/translate", {"text": ["a b c d e f"]})[0] == 200
-        assert time.monotonic() - t0 < max(1.0, 5 * idle)
     finally:
         assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()[-3000:]
