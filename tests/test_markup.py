@@ -168,3 +168,19 @@ def test_a_real_model_keeps_the_markup(copier: Translator, copy_model: Path, wri
                  "--alignments", "--input", str(src), "--quiet"]) != 0
     assert "--format html gives one translation per line" in cli_error(capsys.readouterr().err, "translate")
 
+
+
+def test_a_menu_keeps_its_separators_and_no_link_comes_back_empty() -> None:
+    """Findings of issue 67: 16-18 links emptied per page of the Apache manual (a menu of links the model translates
+    into fewer words than it has links), its " | " separators dropped. The model is not given the separators, they
+    come back where they were, and a link whose words the translation has none for keeps its own."""
+    frag = '<p><a href="/a">Module</a> | <a href="/b">Direktiven</a> | <a href="/c">Glossar</a></p>'
+    seen: list[str] = []
+
+    def short(lines: list[str]) -> list[tuple[str, str, str]]:         # one word for the whole menu
+        seen.extend(lines)
+        return [("Modules", "0-0", "") for _ in lines]
+
+    out = translate_html([frag], short)[0]
+    assert seen == ["Module Direktiven Glossar"]
+    assert out == '<p><a href="/a">Modules</a> | <a href="/b">Direktiven</a> | <a href="/c">Glossar</a></p>'
