@@ -23,7 +23,8 @@ def test_srt_cues_keep_their_lines_tags_and_timings(tmp_path: Path) -> None:
     cues = pysrt.open(str(tmp_path / "en.srt"), encoding="utf-8")
     assert [c.text for c in cues] == ["<i>EIN HUND RENNT\nÜBER DIE WIESE.</i>",
                                       "{\\an8}ZWEI <b>KINDER</b> SPIELEN\nIM SAND AM STRAND.",
-                                      "- WO WARST DU DENN DIE GANZE ZEIT?\n- ZU HAUSE.", '<font color="#ffff00">EINE FRAU LIEST.</font>']
+                                      "- WO WARST DU DENN DIE GANZE ZEIT?\n- ZU HAUSE.",
+                                      '<font color="#ffff00">EINE FRAU LIEST.</font>']
     before = pysrt.open(str(src), encoding="utf-8")
     assert [(c.index, str(c.start), str(c.end)) for c in cues] == [(c.index, str(c.start), str(c.end)) for c in before]
     assert (tmp_path / "en.srt").read_bytes().count(b"\r\n") == src.read_bytes().count(b"\r\n")
