@@ -50,6 +50,7 @@ COMMANDS = {
     "average": "average the last N checkpoints of a run (paper §6.1)",
     "translate": "translate text (stdin -> stdout by default)",
     "evaluate": "translate a test set and score it with sacreBLEU (BLEU, chrF, TER)",
+    "calibrate": "fit a run's confidence (per sentence, in [0, 1]) on its validation split against sentence chrF",
     "demo": "prepare + train + evaluate + translate on the bundled Multi30k",
     "serve": "an HTTP translation service with a web page (needs aiayn[serve])",
     "export": "export a run to CTranslate2 or Hugging Face transformers (optionally checked)",
@@ -407,7 +408,8 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             kept[0], kept[1] = kept[0] + translations[0].spans[0], kept[1] + translations[0].spans[1]
             for t in translations:
                 text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
-                out.write(f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
+                out.write(_scored(i, t, text) if a.scores else f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else
+                          text + "\n")
             bar.update()
             flush()        # each line as soon as it and every earlier one are done
     finally:
@@ -419,6 +421,13 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     if kept[1]:
         log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept[0], kept[1])
     return 0
+
+
+def _scored(line: int, t: Any, text: str) -> str:
+    """--scores: one JSON object per translation (its input line, text, score and confidence)."""
+    conf = None if t.confidence is None else round(t.confidence, 4)
+    return json.dumps({"line": line, "text": text, "score": round(t.score, 4), "confidence": conf},
+                      ensure_ascii=False) + "\n"
 
 
 def _input(path: Path) -> BinaryIO:
@@ -498,6 +507,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                    help="the protected spans of a text, taken out before translating and put back on the aligned words "
                         f"(comma-separated, of {', '.join(spans.KINDS)}; none: off; default: {','.join(spans.DEFAULT)}). "
                         "A document's format says its own")
+    p.add_argument("--scores", action="store_true",
+                   help="one JSON object per translation: {line, text, score, confidence}; confidence in [0, 1] is "
+                        "the calibrated probability that it is acceptable (aiayn calibrate; docs/confidence.md)")
     p.add_argument("--no-fuzzy", action="store_true",
                    help="documents: trust the machine translations (a PO entry is not marked fuzzy, an XLIFF target is "
                         "'translated', not 'needs-review-translation')")
@@ -581,8 +593,60 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         print(f"BLEU {r['bleu']:.2f}  (lowercased {r['bleu_lc']:.2f})  chrF {r['chrf']:.2f}{ter}  "
               f"{r['sentences']} sentences in {r['seconds']:.1f} s")
         print(f"  {r['signature']}")
+        if r.get("confidence"):
+            c = r["confidence"]
+            print(f"  confidence: Pearson r {c['pearson']:.3f} with sentence chrF, ROC AUC {c['roc_auc']:.3f} for the "
+                  f"{c['below_threshold']:.1%} under chrF {c['threshold']:g} ({c['calibration']})")
         print(f"  hypotheses: {r['hypotheses']}")
     return 0
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from .data import DataDir, read_lines
+    from .evaluate import calibrate
+    from .interop.auto import load
+    from .rundir import RunDir
+
+    run = RunDir.locate(a.model)[0]
+    if a.src or a.ref:
+        if not (a.src and a.ref):
+            raise ValueError("--src and --ref go together: the lines to calibrate on and their references")
+        fit_on = (list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace")))
+        held = None
+    else:
+        info = run.data_info()
+        if "data_dir" not in info or not DataDir(info["data_dir"]).has_split("valid"):
+            raise ValueError(f"{run.path}: its data dir (data.json's data_dir) is not here; give --src and --ref")
+        data = DataDir(info["data_dir"])
+        fit_on = data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt")
+        held = (data.raw_lines("test", "src"), data.raw_lines("test", "tgt")) if data.has_split("test") else None
+    engine = load(a.model, a.engine)
+    try:
+        cal, report = calibrate(engine, *fit_on, a.threshold, held)
+    finally:
+        engine.close()
+    out = run.path / "calibration.json"
+    cal.save(out)
+    for name, what in (("fitted", "fitted on"), ("held_out", "held out")):
+        if name in report:
+            r = report[name]
+            print(f"{what}: {r['sentences']} sentences, Pearson r {r['pearson']:.3f} with sentence chrF, ROC AUC "
+                  f"{r['roc_auc']:.3f} for the {r['below_threshold']:.1%} under chrF {a.threshold:g}")
+    print(f"calibration: {out}")
+    return 0
+
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    from .confidence import THRESHOLD
+
+    p = _command(sub, cmd_calibrate)
+    p.add_argument("--model", required=True, type=Path, help="the run dir (its calibration.json is written there)")
+    p.add_argument("--engine", choices=("auto", "torch", "ctranslate2"), default="auto",
+                   help="the engine whose translations are calibrated (default: %(default)s, as translate)")
+    p.add_argument("--threshold", type=float, default=THRESHOLD,
+                   help="sentence chrF at or above which a translation is acceptable (default %(default)s)")
+    p.add_argument("--src", type=Path, help="lines to calibrate on (default: the run's validation split)")
+    p.add_argument("--ref", type=Path, help="their references")
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -867,7 +931,7 @@ def build_parser(only: str | None = "") -> argparse.ArgumentParser:
 
 ADDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "prepare": _add_prepare, "align": _add_align, "train": _add_train, "average": _add_average,
-    "translate": _add_translate, "evaluate": _add_evaluate, "demo": _add_demo, "serve": _add_serve,
+    "translate": _add_translate, "evaluate": _add_evaluate, "calibrate": _add_calibrate, "demo": _add_demo, "serve": _add_serve,
     "export": _add_export, "import": _add_import, "distill": _add_distill, "shortlist": _add_shortlist,
     "plot": _add_plot,
 }

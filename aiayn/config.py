@@ -209,6 +209,9 @@ class TrainConfig:
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1    # eps_ls of §5.4
+    concat: float = 0.0             # share of batches whose pairs are joined two or three to a row, each losing its
+    #                                 final stop on both sides half the time (data.Joiner; not in the paper): a
+    #                                 model that has seen sentences run together without stops translates them whole
     guided_alignment: float = 0.0   # weight of the guided-alignment loss (Garg et al. 2019; not in the paper): the
                                     # cross-entropy of model.alignment_heads' attention against the word links of
                                     # `aiayn align DATA`; 0 = off (0.05-0.1 in the literature)
@@ -243,7 +246,10 @@ class TrainConfig:
         _positive(self, "warmup", "max_steps", "max_epochs", "max_minutes", "keep_last", "patience",
                   "average_last", "loss_chunk_tokens", "threads", "valid_max_sentences", "clip_norm",
                   "lr_factor", "guided_alignment", zero_ok=True)
-        _probability(self, "label_smoothing", "adam_beta1", "adam_beta2")
+        _probability(self, "label_smoothing", "adam_beta1", "adam_beta2", "concat")
+        if self.concat and self.guided_alignment:
+            raise ValueError("TrainConfig.concat with guided_alignment: the alignment targets are a pair's own; "
+                             "set one of them to 0")
         if not 0.0 <= self.cooldown <= 1.0:
             raise ValueError(f"TrainConfig.cooldown={self.cooldown!r}: expected a fraction of the run in [0, 1]")
         if self.cooldown > 0 and not (self.max_steps or self.max_epochs or self.max_minutes):

@@ -583,17 +583,19 @@ class Batch:
 
 
 def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
-            guide: Callable[..., torch.Tensor] | None = None) -> Batch:
-    """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, lexicon.GuidedTargets)."""
+            guide: Callable[..., torch.Tensor] | None = None,
+            rows: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> Batch:
+    """Build a :class:`Batch` from example numbers (``guide``: the guided-alignment targets, lexicon.GuidedTargets),
+    or from ``rows`` made of them (:class:`Joiner`: sources and targets, ``indices`` then each row's first)."""
     import torch
 
-    B = len(indices)
-    ls, lt = src.lengths[indices] + 1, tgt.lengths[indices] + 1
+    xs, ys = rows or ([src[i] for i in indices], [tgt[i] for i in indices])
+    B = len(xs)
+    ls, lt = np.array([len(x) for x in xs]) + 1, np.array([len(y) for y in ys]) + 1
     s = np.full((B, int(ls.max())), PAD_ID, dtype=np.int64)
     t_in = np.full((B, int(lt.max())), PAD_ID, dtype=np.int64)
     t_out = np.full_like(t_in, PAD_ID)
-    for row, i in enumerate(indices):
-        x, y = src[i], tgt[i]
+    for row, (x, y) in enumerate(zip(xs, ys, strict=True)):
         s[row, : len(x)] = x
         s[row, len(x)] = EOS_ID
         t_in[row, 0] = BOS_ID
@@ -602,6 +604,49 @@ def collate(src: TokenArray, tgt: TokenArray, indices: np.ndarray,
         t_out[row, len(y)] = EOS_ID
     return Batch(torch.from_numpy(s), torch.from_numpy(t_in), torch.from_numpy(t_out), np.asarray(indices),
                  int(ls.sum()), int(lt.sum()), guide(indices, s, t_out, ls - 1, lt - 1) if guide else None)
+
+
+class Joiner:
+    """Concatenated training examples (``train.concat``; the augmentation of Marian's and Bergamot's pipelines, not the
+    paper's): a share ``rate`` of batches has its pairs joined two or three to a row (neighbours in a batch sorted by
+    length, so the batch keeps its token count), and each joined pair loses its final stop on both sides half the
+    time, so that the model learns to translate sentences run together, with or without their stops, whole. The
+    choices are drawn from (seed, epoch, position): a resumed run joins the same batches alike."""
+
+    def __init__(self, rate: float, seed: int, src_stops: set[int], tgt_stops: set[int], longest: int) -> None:
+        self.rate, self.seed, self.stops, self.longest = rate, seed, (src_stops, tgt_stops), longest
+
+    @staticmethod
+    def stop_ids(piece: Callable[[int], str | None], size: int) -> set[int]:
+        """The ids of a vocabulary's pieces that are a sentence's final stop (``.``, ``!``, ``?``, with or without
+        the word-start mark)."""
+        return {i for i in range(size) if (piece(i) or "").lstrip("\u2581") in (".", "!", "?", "。", "！", "？")}
+
+    def rows(self, src: TokenArray, tgt: TokenArray, indices: np.ndarray, epoch: int,
+             position: int) -> tuple[np.ndarray, tuple[list[np.ndarray], list[np.ndarray]]] | None:
+        """The rows of the batch ``indices`` (the batch's ``position`` in ``epoch``) joined, with each row's first
+        example number; None for a batch left as it is. A group longer than ``longest`` tokens a side (EOS/BOS
+        not counted) stays apart."""
+        rng = np.random.default_rng([self.seed, epoch, position, 7])
+        if self.rate <= 0 or len(indices) < 2 or rng.random() >= self.rate:
+            return None
+        k = int(rng.integers(2, 4))
+        xs, ys, firsts = [], [], []
+        for start in range(0, len(indices), k):
+            group = indices[start:start + k]
+            parts = [(src[i], tgt[i]) for i in group]
+            strip = rng.random(len(parts)) < 0.5
+            parts = [(x[:-1], y[:-1]) if cut and len(x) > 1 and len(y) > 1 and x[-1] in self.stops[0]
+                     and y[-1] in self.stops[1] else (x, y) for (x, y), cut in zip(parts, strip, strict=True)]
+            if max(sum(len(x) for x, _ in parts), sum(len(y) for _, y in parts)) > self.longest:
+                xs += [src[i] for i in group]
+                ys += [tgt[i] for i in group]
+                firsts += list(group)
+                continue
+            xs.append(np.concatenate([x for x, _ in parts]))
+            ys.append(np.concatenate([y for _, y in parts]))
+            firsts.append(group[0])
+        return np.asarray(firsts), (xs, ys)
 
 
 class TokenBatchSampler:

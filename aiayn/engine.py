@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
 
+    from .confidence import Calibration
     from .config import DecodeConfig, ModelConfig, Norms
     from .constraints import Constraints
     from .tokenizer import Vocab
@@ -42,6 +43,9 @@ class Hypothesis:
     tokens: list[int]      # without BOS and EOS
     score: float           # log-probability / length penalty (what beam search ranks by)
     logprob: float         # sum of token log-probabilities, EOS included
+    # the runner-up's (score, tokens), where the search kept one beside it (beam search, both engines): how torn
+    # the search was (confidence.features)
+    runner_up: tuple[float, list[int]] | None = None
 
 
 def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
@@ -198,6 +202,7 @@ class Engine(Protocol):
     workers: int                  # batches it decodes side by side
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
+    calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's
 
     @property
     def device(self) -> Device:

@@ -28,6 +28,10 @@ class Translates(Protocol):
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]: ...
 
+    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Any]:
+        """Each line's best pipeline.Translation (its text and confidence)."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +110,13 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
+    from .pipeline import one_line_each
+
     before = Counter(repair.COUNTS)
     t0 = time.perf_counter()
-    hyps = translator.translate(src_lines, **overrides)
+    out = translator.translations(src_lines, **overrides)
     seconds = time.perf_counter() - t0
+    hyps = one_line_each([[t] for t in out])
     repaired = {kind: {outcome: repair.COUNTS[(kind, outcome)] - before[(kind, outcome)]
                        for outcome in ("flagged", "repaired")} for kind in repair.KINDS}
     if hypotheses is not None:
@@ -117,7 +124,68 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
         hypotheses.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     s = score(hyps, ref_lines, lang, tokenize, ter)
     keep = ("bleu", "bleu_lc", "chrf", "ter", "signature", "tokenize", "references", "note")
-    return {**{k: s[k] for k in keep if k in s},
+    first = [str(x) for x in (ref_lines[0] if multi else ref_lines)]
+    return {**{k: s[k] for k in keep if k in s}, "confidence": _confidence(translator, out, hyps, first),
             "sentences": len(hyps), "seconds": round(seconds, 2),
             "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 1), "repair": repaired,
             "hypotheses": None if hypotheses is None else str(hypotheses)}
+
+
+def _confidence(translator: Any, out: Sequence[Any], hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any] | None:
+    """How the translations' confidences agree with their sentence chrF against the first references (None where
+    an engine gave none)."""
+    if not out or any(t.confidence is None for t in out):
+        return None
+    engines = getattr(translator, "engines", [translator])
+    cal = engines[-1].calibration
+    chrf = CHRF()
+    scores = [chrf.sentence_score(h, [r]).score for h, r in zip(hyps, refs, strict=True)]
+    return {**agreement([t.confidence for t in out], scores, cal.threshold), "threshold": cal.threshold,
+            "calibration": cal.source}
+
+
+def calibrate(engine: Any, sources: Sequence[str], references: Sequence[str], threshold: float,
+              held_out: tuple[Sequence[str], Sequence[str]] | None = None, **overrides: Any) -> tuple[Any, dict[str, Any]]:
+    """``aiayn calibrate``'s work: each source line translated as one sentence by ``engine`` (its run's settings,
+    ``overrides``), its features (confidence.features) against its sentence chrF, and a logistic regression fitted to
+    find those at or above ``threshold`` (confidence.fit). Returns the calibration and how well it does: Pearson's r of
+    its confidence with sentence chrF, and the ROC AUC of its confidence for finding the sentences below the
+    threshold, on the lines it was fitted on and on ``held_out`` (sources, references) where given."""
+    from .confidence import fit
+
+    x, chrf = sentence_features(engine, sources, references, **overrides)
+    cal = fit(x, [c >= threshold for c in chrf], threshold)
+    report = {"fitted": {**agreement(cal(x), chrf, threshold), "sentences": len(x)}, "engine": engine.engine,
+              "threshold": threshold}
+    if held_out is not None:
+        hx, hchrf = sentence_features(engine, *held_out, **overrides)
+        report["held_out"] = {**agreement(cal(hx), hchrf, threshold), "sentences": len(hx)}
+    cal.fitted = report
+    return cal, report
+
+
+def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[str],
+                      **overrides: Any) -> tuple[list[list[float]], list[float]]:
+    """Each line's features (confidence.features, each line one sentence) and the sentence chrF of its best
+    translation against its reference."""
+    from .pipeline import feature_rows
+
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
+    decode = engine.settings(**{**overrides, "nbest": 1})
+    ids = engine.encode(sources)
+    hyps = [hs[0] for hs in engine.hypotheses(ids, decode, None)]
+    texts = engine.detokenize([h.tokens for h in hyps])
+    chrf = CHRF()
+    return (feature_rows(engine, list(zip(sources, ids, strict=True)), hyps, texts),
+            [chrf.sentence_score(t, [r]).score for t, r in zip(texts, references, strict=True)])
+
+
+def agreement(confidence: Sequence[float], chrf: Sequence[float], threshold: float) -> dict[str, Any]:
+    """How well confidences tell good translations from bad: Pearson's r with sentence chrF, the ROC AUC of
+    1 - confidence for finding the sentences under ``threshold``, and their share."""
+    from .confidence import pearson, roc_auc
+
+    low = [c < threshold for c in chrf]
+    return {"pearson": round(pearson(confidence, chrf), 4), "roc_auc": round(roc_auc([-c for c in confidence], low), 4),
+            "below_threshold": round(sum(low) / max(1, len(low)), 4)}

@@ -37,12 +37,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import sentences, spans
+from .confidence import of_text
 from .config import DecodeConfig, Norms, beam_for_nbest
 from .engine import Engine, detokenize, encode, hypotheses, one_line, require, run, run_async
 from .repair import repaired
 from .sentences import Pieces
 
 if TYPE_CHECKING:
+    from .confidence import Calibration
     from .constraints import Constraints, Glossary
     from .engine import Hypothesis
     from .markup import Fragment
@@ -82,6 +84,7 @@ class Translation:
     score: float = 0.0
     alignment: str | None = None
     spans: tuple[int, int] = (0, 0)                     # (kept, total): the input's protected spans it holds
+    confidence: float | None = None                     # in [0, 1], its least sure sentence's (confidence.py)
 
 
 @dataclass
@@ -225,6 +228,7 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     p = prepared
     flat = [(line, x, h) for line, x, hs in zip(p.lines, p.ids, hyps, strict=True) for h in hs]
     texts = engine.detokenize([h.tokens for _, _, h in flat])
+    sure = confidences(engine, [(line, x) for line, x, _ in flat], [h for _, _, h in flat], texts)
     links: list[str | None] = [None] * len(flat)
     back: list[str | None] = [None] * len(flat)
     if p.aligns:
@@ -236,7 +240,7 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
             for k, link in zip(need, engine.alignments(*args, source=True, ids=[flat[k][1] for k in need]),
                                strict=True):
                 back[k] = link
-    rows = iter(zip(texts, (h for _, _, h in flat), links, back, strict=True))
+    rows = iter(zip(texts, (h for _, _, h in flat), links, back, sure, strict=True))
     per_line = [[next(rows) for _ in hs] for hs in hyps]
     target = engine.languages[1] if engine.languages else None
     joined, at = [], 0
@@ -259,6 +263,7 @@ def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[
             continue
         mine = [next(rows) for _ in part.lines]
         rendered = part.render([(t[0].text, t[0].alignment or "", b) for t, b in mine])
+        sure = of_text([t[0].confidence for t, _ in mine])
         coded = p.coded[k] if p.coded is not None else None
         if coded is not None:
             lead, trail, codes = coded
@@ -267,11 +272,30 @@ def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[
         kept = spans.kept(text, rendered, kinds)
         SPANS["kept"] += kept[0]
         SPANS["lost"] += kept[1] - kept[0]
-        out.append([Translation(rendered, sum(t[0].score for t, _ in mine), spans=kept)])
+        out.append([Translation(rendered, sum(t[0].score for t, _ in mine), spans=kept, confidence=sure)])
     return out
 
 
-Row = tuple[str, "Hypothesis", "str | None", "str | None"]     # a sentence's text, hypothesis, links, links back
+# a sentence's text, hypothesis, links, links back, confidence
+Row = tuple[str, "Hypothesis", "str | None", "str | None", float]
+
+
+def confidences(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hyps: Sequence[Hypothesis],
+                outputs: Sequence[str]) -> list[float]:
+    """Each hypothesis' confidence (confidence.py) by the engine's calibration, for its (source sentence, its ids)
+    and its text."""
+    return engine.calibration(feature_rows(engine, sources, hyps, outputs))
+
+
+def feature_rows(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hyps: Sequence[Hypothesis],
+                 outputs: Sequence[str]) -> list[list[float]]:
+    """confidence.features of each hypothesis (what :func:`confidences` and ``aiayn calibrate`` read)."""
+    from .confidence import features
+    from .repair import flag
+
+    unk, norms = engine.cfg.unk_id, engine.norms
+    return [features(x, h, norms, flag(line, x, text, h.tokens, norms), unk)
+            for (line, x), h, text in zip(sources, hyps, outputs, strict=True)]
 
 
 def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int,
@@ -279,18 +303,20 @@ def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int
     """One text's translations from its sentences' (the k-th of each joined into its k-th), and the first's links
     back (format html)."""
     if not rows:                                         # a blank text (its line breaks kept)
-        return [Translation(sentences.join(piece, [], target)[0], 0.0, "" if aligned else None)] * nbest, ""
+        return [Translation(sentences.join(piece, [], target)[0], 0.0, "" if aligned else None,
+                            confidence=1.0)] * nbest, ""
     if len(rows) == 1 and piece.spans[0] == (0, len(piece.text)):     # one sentence, all of the text: as it came
-        return [Translation(t, h.score, a) for t, h, a, _ in rows[0]], rows[0][0][3] or ""
+        return [Translation(t, h.score, a, confidence=c) for t, h, a, _, c in rows[0]], rows[0][0][3] or ""
     out, back = [], ""
     for k in range(len(rows[0])):
         mine = [r[min(k, len(r) - 1)] for r in rows]
-        outs = [t for t, _, _, _ in mine]
+        outs = [t for t, _, _, _, _ in mine]
         text, starts = sentences.join(piece, outs, target)
         link = None if mine[0][2] is None else sentences.merge_links(piece, outs, text, starts, [r[2] or "" for r in mine])
         if k == 0 and mine[0][3] is not None:
             back = sentences.merge_links(piece, outs, text, starts, [r[3] or "" for r in mine])
-        out.append(Translation(text, sum(h.score for _, h, _, _ in mine), link))
+        out.append(Translation(text, sum(h.score for _, h, _, _, _ in mine), link,
+                               confidence=of_text([c for _, _, _, _, c in mine])))
     return out, back
 
 
@@ -333,8 +359,13 @@ class Pivot:
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         """As :meth:`EngineBase.translate`, through every engine in turn."""
+        return one_line_each([[t] for t in self.translations(lines, **overrides)])
+
+    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
+        """As :meth:`EngineBase.translations`, through every engine in turn (the confidence: the last one's)."""
         cons = overrides.pop("constraints", None)
-        return one_line_each(translate_through(self.engines, Request(lines, {**overrides, "nbest": 1}, constraints=cons)))
+        return [t[0] for t in translate_through(self.engines, Request(lines, {**overrides, "nbest": 1},
+                                                                      constraints=cons))]
 
 
 def one_line_each(out: list[list[Translation]]) -> list[str]:
@@ -366,6 +397,7 @@ class EngineBase(ABC):
     languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
     norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
     calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
+    _calibration: Calibration | None = None
 
     @abstractmethod
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -407,8 +439,26 @@ class EngineBase(ABC):
         """One translation per input line, in order, each one line, by the pipeline (each line split into its
         sentences, unless ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field,
         ``constraints``."""
+        return one_line_each([[t] for t in self.translations(lines, **overrides)])
+
+    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
+        """As :meth:`translate`, each line's best :class:`Translation` (its text, score and confidence)."""
         cons = overrides.pop("constraints", None)
-        return one_line_each(translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1}, constraints=cons)))
+        return [t[0] for t in translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1},
+                                                                      constraints=cons))]
+
+    @property
+    def calibration(self) -> Calibration:
+        """Its calibration of confidence (confidence.py): set by its loader (the run's), else the package's."""
+        if self._calibration is None:
+            from .confidence import for_run
+
+            self._calibration = for_run(None)
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self._calibration = value
 
 
 # --- a stream of lines, in chunks --------------------------------------------------------------------------------

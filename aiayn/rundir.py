@@ -24,11 +24,14 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import checkpoint
 from .config import Norms, RunConfig
 from .tokenizer import Vocab
+
+if TYPE_CHECKING:
+    from .confidence import Calibration
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
 _STEP = re.compile(r"step_(\d+)")
@@ -159,6 +162,12 @@ class RunDir:
         """(source, target) language codes of the data the run was trained on, when recorded."""
         info = self.data_info()
         return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
+
+    def calibration(self) -> Calibration:
+        """Its calibration of confidence (confidence.for_run: its calibration.json, else the package's)."""
+        from .confidence import for_run
+
+        return for_run(self.path)
 
     def norms(self) -> Norms:
         """What the run's training data shows of its sentences (data.Norms; :func:`norms`)."""

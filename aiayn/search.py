@@ -390,6 +390,14 @@ def _ended(new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor, lenpen: fl
                                         top[r, c].tolist(), strict=True)]
 
 
+def _ranked(finished: list[Hypothesis], k: int) -> list[Hypothesis]:
+    """A sentence's k best finished hypotheses, best first, the best told its runner-up (Hypothesis.runner_up)."""
+    best = sorted(finished, key=lambda h: -h.score)[:k]
+    if len(best) > 1:
+        best[0] = dataclasses.replace(best[0], runner_up=(best[1].score, best[1].tokens))
+    return best
+
+
 def _join(cache: Cache, other: Cache) -> Cache:
     """``cache.join(other)``: the two are of one kind (a search's sentences share decode.static, in their batch_key)."""
     if isinstance(cache, StaticCache) and isinstance(other, StaticCache):
@@ -531,8 +539,7 @@ class BeamSearch:
         gone = done | dropped
         if not gone.any():
             return []
-        out = [(self.keys[i], sorted(self.finished[i], key=lambda h: -h.score)[:self.k])
-               for i in done.nonzero()[:, 0].tolist()]
+        out = [(self.keys[i], _ranked(self.finished[i], self.k)) for i in done.nonzero()[:, 0].tolist()]
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []

@@ -27,7 +27,7 @@ import torch
 from . import checkpoint, precision
 from .atomic import remove_debris
 from .config import ModelConfig, RunConfig, TrainConfig
-from .data import Batch, DataDir, TokenBatchSampler, collate
+from .data import Batch, DataDir, Joiner, TokenBatchSampler, collate
 from .distributed import Distributed
 from .engine import detokenize
 from .evaluate import score
@@ -158,6 +158,13 @@ class TrainStep:
 # --- validation -----------------------------------------------------------------------------------------------------
 
 
+def _joiner(data: DataDir, cfg: RunConfig) -> Joiner:
+    """The :class:`data.Joiner` of ``train.concat``, its stops read from the run's vocabulary."""
+    vocab, m = data.vocab(), cfg.model
+    return Joiner(cfg.train.concat, cfg.train.seed, Joiner.stop_ids(vocab.src.piece, m.src_vocab_size),
+                  Joiner.stop_ids(vocab.tgt.piece, m.tgt_vocab_size), m.max_positions - 2)
+
+
 def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, precision: str,
              hypotheses: Path | None = None) -> dict[str, float]:
     """Teacher-forced loss and perplexity on the validation split, and greedy-decoding BLEU (``valid_bleu``),
@@ -241,6 +248,7 @@ class Trainer:
         self.train_step = TrainStep.build(self.model, self.optimizer, t, self.device, self.precision, self.dist)
         self.train_src, self.train_tgt = self.data.split("train")
         self.guide = guided_targets(self.data) if t.guided_alignment else None   # lexicon.GuidedTargets
+        self.joiner = _joiner(self.data, self.cfg) if t.concat else None
         self.sampler = TokenBatchSampler(self.train_src.lengths + 1, self.train_tgt.lengths + 1, t.max_tokens,
                                          seed=t.seed, rank=self.dist.rank, world=self.dist.world)
         self.metrics = MetricsLog(self.run, enabled=self.dist.main, tensorboard=t.tensorboard, every=t.log_every_steps)
@@ -271,7 +279,7 @@ class Trainer:
                     self._end_epoch()
                     continue
                 group = batches[self.state.position : self.state.position + t.update_freq]
-                self._step([collate(self.train_src, self.train_tgt, idx, self.guide) for idx in group], len(batches))
+                self._step([self._batch(idx, self.state.position + k) for k, idx in enumerate(group)], len(batches))
                 with self.metrics.paused():
                     if self.state.step % t.valid_every_steps == 0:
                         self._validate()
@@ -283,6 +291,13 @@ class Trainer:
             restore()
         self._finish()
         return self.state
+
+    def _batch(self, indices: np.ndarray, position: int) -> Batch:
+        """The batch of these example numbers, at ``position`` in the epoch (joined: ``train.concat``)."""
+        joined = self.joiner and self.joiner.rows(self.train_src, self.train_tgt, indices, self.state.epoch, position)
+        if joined:
+            return collate(self.train_src, self.train_tgt, joined[0], rows=joined[1])
+        return collate(self.train_src, self.train_tgt, indices, self.guide)
 
     def _step(self, batches: list[Batch], per_epoch: int) -> None:
         """One update through :class:`TrainStep`, then the state, the clock and the metrics log."""

@@ -141,7 +141,7 @@ class Translator(pipeline.EngineBase):
         log.debug("loaded %s", t.checkpoint)
         decode = t.config.decode.replace(**settings)
         me = cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
-        me.languages, me.norms = t.run.languages(), t.run.norms()
+        me.languages, me.norms, me.calibration = t.run.languages(), t.run.norms(), t.run.calibration()
         return me
 
     def _can_compile(self, decode: DecodeConfig) -> None:

@@ -68,7 +68,7 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
     Shortlist.for_run(run.path, decode.shortlist)           # checked (its vocabulary map is in the conversion)
     out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
     me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
-    me.languages, me.norms = run.languages(), run.norms()
+    me.languages, me.norms, me.calibration = run.languages(), run.norms(), run.calibration()
     if not me.parameters:                                   # a conversion made before they were recorded
         me.parameters = parameter_count(ckpt)
     return me
@@ -94,7 +94,7 @@ class AutoTranslator(EngineBase):
         self.serving = serving
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
-        self.languages, self.norms = fast.languages, fast.norms
+        self.languages, self.norms, self.calibration = fast.languages, fast.norms, fast.calibration
         self.lock = threading.Lock()
         self.loaded: Any = None                          # aiayn's own engine, once it is needed
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import precision as precisions
+from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, Norms, Precision
 from ..engine import Capabilities, Hypothesis, max_length, require, with_fixed
 from ..pipeline import EngineBase
@@ -116,6 +117,7 @@ class CTranslate2Translator(EngineBase):
         self.parameters: int = int(info.get("parameters", 0))    # the model's (0: not recorded, auto.ctranslate2)
         self.languages: tuple[str, str] | None = None
         self.norms = Norms()
+        self.calibration = for_run(None)            # (the package's; a run's: its loader sets it)
 
     @classmethod
     def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
@@ -136,6 +138,7 @@ class CTranslate2Translator(EngineBase):
         langs = info.get("languages")
         me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
         me.norms = Norms.from_dict(info.get("norms")) or Norms()
+        me.calibration = for_run(out)               # (export copies the run's calibration.json)
         return me
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -162,15 +165,18 @@ class CTranslate2Translator(EngineBase):
         engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
         d = decode
         piece, most = self.vocab.src.piece, self.cfg.max_positions
+        # beam search keeps the runner-up beside the best (confidence.features): asking for it costs nothing
+        wanted = max(1, d.nbest)
+        asked = max(wanted, 2) if d.beam > 1 and not d.sampling else wanted
         options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
-                       num_hypotheses=max(1, d.nbest), return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
+                       num_hypotheses=asked, return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
                        batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
                        suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
         results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
                                       lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
-        return [[Hypothesis([self.ids[p] for p in tokens], score, score) for tokens, score in zip(hyps, scores, strict=True)]
+        return [_hypotheses([[self.ids[p] for p in tokens] for tokens in hyps], scores, d.lenpen, wanted)
                 for hyps, scores in results]
 
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
@@ -250,3 +256,12 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
     return [(r.hypotheses[:n], list(r.scores)[:n]) for r in results]
 
 
+
+
+def _hypotheses(tokens: list[list[int]], scores: list[float], lenpen: float, wanted: int) -> list[Hypothesis]:
+    """A line's ``wanted`` hypotheses from CTranslate2's, best first: its score is log p / |Y| ** lenpen with |Y|
+    counting EOS, from which the log-probability; the best told its runner-up where there is one."""
+    out = [Hypothesis(t, s, s * (len(t) + 1) ** lenpen) for t, s in zip(tokens, scores, strict=True)]
+    if len(out) > 1:
+        out[0] = Hypothesis(out[0].tokens, out[0].score, out[0].logprob, (out[1].score, out[1].tokens))
+    return out[:wanted]

@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import torch
 
+from ..confidence import FILE as CALIBRATION
 from ..config import ModelConfig, Precision
 from ..engine import max_length, one_line
 from ..evaluate import score
@@ -79,6 +80,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
         _to_ctranslate2(t, out, quantization, info)
     else:
         _to_huggingface(t, out, info)
+    if (t.run.path / CALIBRATION).is_file():                # its confidence, read by CTranslate2Translator.from_export
+        shutil.copyfile(t.run.path / CALIBRATION, out / CALIBRATION)
     return out
 
 

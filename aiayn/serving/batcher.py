@@ -123,7 +123,7 @@ class Job:
         """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the
         log-probability."""
         if self.decode.beam == 1:
-            hyps = [Hypothesis(h.tokens, h.logprob, h.logprob) for h in hyps]
+            hyps = [Hypothesis(h.tokens, h.logprob, h.logprob, h.runner_up) for h in hyps]
         return hyps[: max(1, self.decode.nbest)]
 
 

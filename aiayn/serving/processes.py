@@ -233,10 +233,10 @@ class ProcessTranslator(EngineBase):
                 run, _ = RunDir.locate(path)
                 config = run.config()
                 self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
-                self.languages, self.norms = run.languages(), run.norms()
+                self.languages, self.norms, self.calibration = run.languages(), run.norms(), run.calibration()
             else:
                 self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
-                self.languages, self.norms = like.languages, like.norms
+                self.languages, self.norms, self.calibration = like.languages, like.norms, like.calibration
         except BaseException:
             self.pool.kill()
             raise
