@@ -336,8 +336,8 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
         glossary = Glossary.load(a.glossary)
     _check_input(a)
-    with _engines(a, settings) as engines:
-        return _translate(a, engines, settings, nbest, names, glossary)
+    with _engines(a, settings) as engines, _fallback(a) as fallback:
+        return _translate(a, engines, settings, nbest, names, glossary, fallback)
 
 
 def _check_input(a: argparse.Namespace) -> None:
@@ -370,13 +370,29 @@ def _engines(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[A
             engine.close()
 
 
+@contextlib.contextmanager
+def _fallback(a: argparse.Namespace) -> Iterator[list[Any]]:
+    """--fallback RUN's engine (with its run's own settings), closed at the end; none without it."""
+    from .interop.auto import load
+
+    engine = load(a.fallback, a.engine, processes=a.processes) if a.fallback else None
+    try:
+        yield [engine] if engine is not None else []
+    finally:
+        if engine is not None:
+            engine.close()
+
+
 def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, Any], nbest: int, names: dict[str, str],
-               glossary: Any) -> int:
+               glossary: Any, fallback: list[Any]) -> int:
     """cmd_translate's work, once its engines are loaded."""
     from tqdm import tqdm
 
     from .documents.formats import EXTENSIONS
-    from .pipeline import Request, leg, prepare, stream, translate_through
+    from .pipeline import FALLBACK, Request, leg, prepare, stream, translate_with_fallback
+
+    def translate_through(engines: list[Any], request: Request) -> Any:
+        return translate_with_fallback(engines, fallback, request, a.min_confidence)
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
         return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names,
@@ -388,8 +404,11 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     prepare(engines[-1], asked)
     if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and a.format == "text":  # a document (.txt: lines)
         languages = (engines[0].languages or (None, None))[0], (engines[-1].languages or (None, None))[1]
-        return _translate_document(a, nbest, languages, lambda texts, fmt, kinds: [t[0].text for t in translate_through(
-            engines, replace(request(texts), format=fmt, protect=kinds))])
+        from .documents.common import Scored
+
+        return _translate_document(a, nbest, languages, lambda texts, fmt, kinds: [
+            Scored(t[0].text, t[0].confidence) for t in translate_through(
+                engines, replace(request(texts), format=fmt, protect=kinds))])
     inp = _input(a.input) if a.input else sys.stdin.buffer
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -420,6 +439,9 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             out.close()
     if kept[1]:
         log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept[0], kept[1])
+    if fallback:
+        log.info("--fallback: %d line%s under confidence %g translated again, %d bettered", FALLBACK["sent"],
+                 "" if FALLBACK["sent"] == 1 else "s", a.min_confidence, FALLBACK["kept"])
     return 0
 
 
@@ -473,7 +495,8 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
 
     try:
         report = translate_document(a.input, a.output, chunked,
-                                    options=Options(languages[0], languages[1], review=not a.no_fuzzy))
+                                    options=Options(languages[0], languages[1], review=not a.no_fuzzy,
+                                                    min_confidence=a.min_confidence))
     finally:
         bar.close()
     n = report.texts
@@ -512,8 +535,26 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                         "the calibrated probability that it is acceptable (aiayn calibrate; docs/confidence.md)")
     p.add_argument("--no-fuzzy", action="store_true",
                    help="documents: trust the machine translations (a PO entry is not marked fuzzy, an XLIFF target is "
-                        "'translated', not 'needs-review-translation')")
+                        "'translated', not 'needs-review-translation') but those less sure than --min-confidence")
+    p.add_argument("--fallback", type=Path, metavar="RUN",
+                   help="a stronger model (the teacher behind a student, or the same run, the first decoded with "
+                        "--beam 1) that translates again each line less sure than --min-confidence; its translation "
+                        "is kept where it is surer. It decodes with its run's settings")
+    p.add_argument("--min-confidence", type=_unit, default=0.5, metavar="X",
+                   help="a translation less sure than X (in [0, 1]: docs/confidence.md) is translated again by "
+                        "--fallback, and in a document with --no-fuzzy marked for review all the same (default "
+                        "%(default)s)")
     _add_processes_flag(p)
+
+
+def _unit(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]") from None
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]")
+    return x
 
 
 def _kinds(value: str) -> tuple[str, ...]:

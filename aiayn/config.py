@@ -337,6 +337,9 @@ class DecodeConfig:
     sentence_tokens: int = setting(0, "a sentence longer than this many source tokens is cut at its clauses before "
                                    "translation, never truncated (0 = the longest source sentence the model was "
                                    "trained on, as its run records it)", ge=0, per_request=True, per_sentence=True)
+    runon: bool = setting(True, "with sentences: cut a sentence where a word that opens sentences in the training data "
+                          "(German Ein, Zwei, Die; English A, The) stands capitalized inside it: text run on without "
+                          "its full stops (sentences.cut_runon)", per_request=True, per_sentence=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)
@@ -395,15 +398,21 @@ class Norms:
     """What a model's training data shows of its sentences, for what it is given and what it gives: the longest
     source sentence (tokens; longer ones are cut at their clauses, sentences.py), the target/source length ratio of
     pairs of at least MIN_TOKENS source tokens (its 0.1st and 99.9th percentiles; a translation outside them is
-    flagged, repair.py) and the share of pairs whose target is their source (a model trained to copy is not
-    flagged for copying). Counted by data.DataDir.norms; written in a run's data.json by training (rundir.RunDir.norms)."""
+    flagged, repair.py), the share of pairs whose target is their source (a model trained to copy is not
+    flagged for copying), and the source's **openers**: the words that, capitalized, stand almost only at the start of
+    a sentence (German ``Ein``, ``Zwei``, ``Die``; English ``A``, ``The``), where run-on text without its stops is cut
+    (sentences.cut_runon). Counted by data.DataDir.norms; written in a run's data.json by training
+    (rundir.RunDir.norms)."""
 
     MIN_TOKENS: ClassVar[int] = 5
     SAMPLE: ClassVar[int] = 100_000                    # pairs compared for copies, at most
+    OPENER_MIN: ClassVar[int] = 10                     # an opener starts this many training sentences at least,
+    OPENER_SHARE: ClassVar[float] = 0.8                # and this share of its uses starts one
 
     longest_src: int | None = None
     ratio: tuple[float, float] | None = None
     copies: float = 0.0
+    openers: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -414,7 +423,8 @@ class Norms:
         try:
             r = d.get("ratio")
             return Norms(None if d.get("longest_src") is None else int(d["longest_src"]),
-                         None if r is None else (float(r[0]), float(r[1])), float(d.get("copies", 0.0)))
+                         None if r is None else (float(r[0]), float(r[1])), float(d.get("copies", 0.0)),
+                         tuple(str(w) for w in d.get("openers", ())))
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
 

@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 FORMATS = ("text", "html")
 # the protected spans of translated texts, kept and lost, in this process (serve.py's /metrics)
 SPANS = {"kept": 0, "lost": 0}
+# the confidence of every text translated in this process (serve.py's /metrics histogram): how many fall at or
+# below each bound (and above the one before), and their sum
+CONFIDENCE_BOUNDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+CONFIDENCE: dict[str, Any] = {"counts": [0] * len(CONFIDENCE_BOUNDS), "sum": 0.0}
 # the words aiayn's API uses for the options HTML refuses; the CLI and LibreTranslate's API give their own
 NAMES = {"nbest": "nbest", "alignments": "alignments", "constraints": "constraints", "glossary": "glossary",
          "format": "format html", "unit": "fragment"}
@@ -181,6 +185,10 @@ def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfi
     lang = engine.languages[0] if engine.languages else None
     pieces = [sentences.split(t, lang) if decode.sentences and not (r.constraints and r.constraints[i])
               else sentences.whole(t) for i, t in enumerate(texts)]
+    if decode.sentences and decode.runon and engine.norms.openers:
+        openers = frozenset(engine.norms.openers)
+        pieces = [p if r.constraints and r.constraints[i] else sentences.cut_runon(p, openers)
+                  for i, p in enumerate(pieces)]
     ids = engine.encode([x for p in pieces for x in p.sentences])
     limit = decode.sentence_tokens or engine.norms.longest_src or 0
     if not (decode.sentences and limit and any(len(x) > limit for x in ids)):
@@ -247,9 +255,20 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     for piece in p.pieces:
         mine, at = per_line[at:at + len(piece.spans)], at + len(piece.spans)
         joined.append(_joined(piece, mine, target, max(1, p.decode.nbest), p.request.alignments))
-    if p.parts is None:
-        return [t for t, _ in joined]
-    return _rendered(p, joined)
+    out = [t for t, _ in joined] if p.parts is None else _rendered(p, joined)
+    _observe(out)
+    return out
+
+
+def _observe(out: list[list[Translation]]) -> None:
+    """Each text's confidence counted in :data:`CONFIDENCE`."""
+    import bisect
+
+    for ts in out:
+        c = ts[0].confidence if ts else None
+        if c is not None:
+            CONFIDENCE["counts"][min(bisect.bisect_left(CONFIDENCE_BOUNDS, c), len(CONFIDENCE_BOUNDS) - 1)] += 1
+            CONFIDENCE["sum"] += c
 
 
 def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[list[Translation]]:
@@ -345,6 +364,31 @@ def translate_through(engines: Sequence[Engine], request: Request) -> list[list[
     for engine in engines[:-1]:
         request = replace(request, texts=[ts[0].text for ts in translate(engine, leg(request))])
     return translate(engines[-1], request)
+
+
+# texts sent on to a fallback model in this process (translate_with_fallback), and those whose translation it bettered
+FALLBACK = {"sent": 0, "kept": 0}
+
+
+def translate_with_fallback(engines: Sequence[Engine], fallback: Sequence[Engine], request: Request,
+                            min_confidence: float) -> list[list[Translation]]:
+    """The request translated by ``engines`` (:func:`translate_through`), and each text less sure than
+    ``min_confidence`` translated again by ``fallback`` (a stronger model: the teacher behind a student, a bigger
+    beam), whose translations are kept where they are surer. The first stays the fast one; the second sees only the
+    texts that need it. No ``fallback``: the first's alone."""
+    out = translate_through(engines, request)
+    low = [i for i, ts in enumerate(out) if ts and ts[0].confidence is not None and ts[0].confidence < min_confidence]
+    if not (fallback and low):
+        return out
+    cons = request.constraints
+    again = translate_through(fallback, replace(request, texts=[request.texts[i] for i in low],
+                                                constraints=None if cons is None else [cons[i] for i in low]))
+    FALLBACK["sent"] += len(low)
+    for i, ts in zip(low, again, strict=True):
+        if (ts[0].confidence or 0.0) > (out[i][0].confidence or 0.0):
+            out[i] = ts
+            FALLBACK["kept"] += 1
+    return out
 
 
 class Pivot:

@@ -20,6 +20,7 @@ A checkpoint directory's own contents (weights, optimizer state, ...) are checkp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -199,6 +200,11 @@ def norms(info: dict[str, Any]) -> Norms:
     from .data import DataDir
 
     recorded = Norms.from_dict(info["norms"]) if "norms" in info else None
+    if recorded is not None and "openers" not in info["norms"] and "data_dir" in info:   # (recorded before them)
+        try:
+            return dataclasses.replace(recorded, openers=DataDir(info["data_dir"]).openers())
+        except (OSError, ValueError):
+            return recorded
     if recorded is not None:
         return recorded
     try:

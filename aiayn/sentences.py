@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 # languages written without spaces between sentences (their translations are joined without one)
@@ -95,6 +95,28 @@ def _add(spans: list[tuple[int, int]], text: str, a: int, b: int) -> None:
         b -= 1
     if a < b:
         spans.append((a, b))
+
+
+def cut_runon(pieces: Pieces, openers: Collection[str]) -> Pieces:
+    """Each sentence cut before every word of ``openers`` (config.Norms: words that, capitalized, start a sentence
+    and almost nothing else) inside it: sentences run on without their full stops, which no splitter can find. Not
+    after a word that ends in a clause or quote mark (``Er sagte: Die``), nor after another opener, nor so that a
+    part would be a lone word."""
+    if not openers:
+        return pieces
+    spans: list[tuple[int, int]] = []
+    for a, b in pieces.spans:
+        words = list(re.finditer(r"\S+", pieces.text[a:b]))
+        cuts = [a + w.start() for k, w in enumerate(words) if 2 <= k <= len(words) - 2 and w.group() in openers
+                and words[k - 1].group() not in openers and words[k - 1].group()[-1] not in _NO_CUT_AFTER]
+        edges = [a, *cuts, b]
+        for x, y in zip(edges, edges[1:], strict=False):
+            _add(spans, pieces.text, x, y)
+    return Pieces(pieces.text, tuple(spans))
+
+
+# a run-on cut is not made after a word ending in one of these (a clause goes on, a quotation starts)
+_NO_CUT_AFTER = frozenset(",;:-–—(\"'„“«»‚‘/&")
 
 
 def cut_long(pieces: Pieces, too_long: Callable[[str], bool]) -> Pieces:

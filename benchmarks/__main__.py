@@ -52,6 +52,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                              "public projects, and /translate_file under a burst of uploads and zip bombs"),
     "paragraphs": ("paragraphs", "consecutive test sentences joined into one input: BLEU and length with and without "
                                  "sentence splitting, against each sentence translated on its own"),
+    "runon": ("runon", "captions without their final stops joined several to an input, against the same captions one "
+                       "by one: BLEU and length lost, per share of stops removed and captions joined"),
+    "confidence": ("confidence_bench", "calibrated confidence per sentence: Pearson r with sentence chrF and ROC AUC "
+                                       "for the sentences under the threshold, on the run it was fitted on and others; "
+                                       "its cost in decoding time; a fallback cascade's BLEU and speed"),
     "pivot": ("pivot_bench", "a pair translated through a pivot language (two models in turn) against a direct model "
                              "of the same size and budget: BLEU, chrF, speed"),
     "repair": ("repair_bench", "degenerate output on a test set: sentences flagged (loop, copy, length) and BLEU with "

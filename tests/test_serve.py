@@ -347,6 +347,11 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#translations li")) == 2)
         items = d.find_elements(By.CSS_SELECTOR, "#translations li")
         assert "a b c d e" in items[0].text and "j i h g" in items[1].text
+        for item in items:                      # each line's confidence shown, and a line under one half marked
+            sure = float(item.get_attribute("data-confidence"))
+            assert 0.0 <= sure <= 1.0
+            assert f"{round(100 * sure)}%" in item.find_element(By.CSS_SELECTOR, ".confidence").text
+            assert ("unsure" in item.get_attribute("class").split()) == (sure < 0.5)
         d.find_element(By.XPATH, "//summary[text()='glossary']").click()     # c must come out as "j j j"
         d.find_element(By.ID, "glossary").send_keys("c = j j j")
         d.find_element(By.ID, "translate").click()

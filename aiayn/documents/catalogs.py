@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .common import DocumentError, Options, Texts
+from .common import DocumentError, Options, Texts, confidence, needs_review
 from .encoding import decode
 
 # the flags that say a string's printf directives are meant as such (gettext's *-format flags)
@@ -107,7 +107,11 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         strings.append(mine)
         for s in mine:
             asks += [(k, core, kinds(u, texts.kinds)) for _, core, _ in _lines(s) if core]
-    out = iter(_translate_grouped(texts, asks))
+    done_asks = _translate_grouped(texts, asks)
+    sure: dict[int, list[float | None]] = {}
+    for (k, _, _), text in zip(asks, done_asks, strict=True):
+        sure.setdefault(k, []).append(confidence(text))
+    out = iter(done_asks)
     for k, u in enumerate(todo):
         done = [_put_back(s, out) for s in strings[k]]
         if u.hasplural():
@@ -115,7 +119,9 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             u.target = multistring([plural] if n == 1 else [singular, *[plural] * (n - 1)])
         else:
             u.target = done[0]
-        if options.review:
+        mine = sure.get(k, [])
+        known = [c for c in mine if c is not None]
+        if needs_review(options, min(known) if known else None):
             u.markfuzzy(True)
     if todo:
         _header(store, options, forms if not translated_plural else None)

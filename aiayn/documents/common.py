@@ -13,7 +13,25 @@ from pathlib import Path
 from .. import spans
 
 # (texts, "text" or "html", the kinds of protected span of their text: spans.KINDS) -> their translations, in order
+# (each a str, or a Scored one that says how sure it is)
 Translate = Callable[[list[str], str, tuple[str, ...]], list[str]]
+
+
+class Scored(str):
+    """A translation that carries its confidence (in [0, 1]: confidence.py), as a front end's :data:`Translate`
+    gives it; a format that marks entries for review reads it (:func:`confidence`)."""
+
+    confidence: float | None
+
+    def __new__(cls, text: str, confidence: float | None) -> Scored:
+        me = super().__new__(cls, text)
+        me.confidence = confidence
+        return me
+
+
+def confidence(text: object) -> float | None:
+    """How sure a translation is, where its front end said (:class:`Scored`)."""
+    return getattr(text, "confidence", None)
 
 
 class DocumentError(ValueError):
@@ -40,6 +58,7 @@ class Options:
     source: str | None = None           # the language codes, where known (a PO header's Language, XLIFF's trgLang)
     target: str | None = None
     review: bool = True                 # machine translations marked for review (PO: fuzzy; XLIFF: its states)
+    min_confidence: float = 0.5         # with review off, those less sure than this are marked all the same
 
 
 @dataclass
@@ -55,6 +74,11 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
+def needs_review(options: Options, sure: float | None) -> bool:
+    """Whether a machine translation this sure is marked for review (review off and its confidence not known: not)."""
+    return options.review or sure is not None and sure < options.min_confidence
+
+
 class Texts:
     """A format's texts to the translation (the front end's :data:`Translate`), counted and bounded."""
 
@@ -62,6 +86,7 @@ class Texts:
         self.translate, self.limits, self.name = translate, limits, name
         self.kinds = tuple(kinds)                        # the format's protected spans (formats.Format.spans)
         self.report = Report()
+        self.confidence: list[float | None] = []         # per item of the last call to coded(): how sure it is
 
     def read(self, src: Path) -> bytes:
         """A file's bytes (one that is parsed whole: text, XML), within :attr:`Limits.part`."""
@@ -103,17 +128,20 @@ class Texts:
         edges = [_edges(pieces) for pieces in items]
         items = [core for _, core, _ in edges]
         out: list[list[spans.Piece]] = [list(pieces) for pieces in items]      # (no text: as it was)
+        self.confidence = [1.0] * len(items)
         worded = [k for k, pieces in enumerate(items) if _plain(pieces).strip()]
         plain = [k for k in worded if all(isinstance(p, str) for p in items[k])]
         for k, text in zip(plain, self([_plain(items[k]) for k in plain], kinds), strict=True):
-            out[k] = [text]
+            out[k] = [str(text)]
+            self.confidence[k] = confidence(text)
         marked = [k for k in worded if k not in set(plain)]
         if marked:
             self.count(len(marked))
             coded = [spans.to_html(items[k]) for k in marked]
             html = self.translate([h for h, _ in coded], "html", tuple(k for k in kinds if k != "tags"))
             for k, (_, codes), fragment in zip(marked, coded, html, strict=True):
-                out[k] = spans.from_html(fragment, codes)
+                out[k] = spans.from_html(str(fragment), codes)
+                self.confidence[k] = confidence(fragment)
                 kept, total = spans.kept(_plain(items[k]), _plain(out[k]), kinds)
                 self.report.kept += kept + sum(1 for p in out[k] if isinstance(p, (spans.Open, spans.Empty)))
                 self.report.spans += total + len(codes)

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from . import xmltext
-from .common import DocumentError, Options, Texts
+from .common import DocumentError, Options, Texts, needs_review
 
 V12, V20 = "urn:oasis:names:tc:xliff:document:1.2", "urn:oasis:names:tc:xliff:document:2.0"
 RULES = xmltext.Rules(block=lambda el: False, skip=lambda el: el.local in ("ph", "bpt", "ept", "it", "cp"))
@@ -74,9 +74,10 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     out = texts.coded([seg.pieces for _, seg in todo])
     edits: list[tuple[int, int, bytes]] = []                 # (start, end, bytes): [start, end) replaced
     enc = doc.encoding
-    state = ("initial" if options.review else "translated") if version == "2.0" else \
-        ("needs-review-translation" if options.review else "translated")
-    for ((holder, source, target), seg), pieces in zip(todo, out, strict=True):
+    for ((holder, source, target), seg), pieces, sure in zip(todo, out, texts.confidence, strict=True):
+        review = needs_review(options, sure)
+        state = ("initial" if review else "translated") if version == "2.0" else \
+            ("needs-review-translation" if review else "translated")
         seg.out = pieces
         prefix = re.match(rb"<([\w.-]+:)?source", doc.raw(source.first, source.first))
         tag = (prefix.group(1) or b"").decode(enc) + "target" if prefix else "target"

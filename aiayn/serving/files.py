@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..documents.common import DocumentError, Limits, Options, Report
+from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
 from ..guards import ServiceError
 from ..pipeline import Request
@@ -194,7 +194,7 @@ class Files:
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             async with route.use():
                 prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=self.names, protect=kinds))
-                return [ts[0].text for ts in await route.translate(prepared)]
+                return [Scored(ts[0].text, ts[0].confidence) for ts in await route.translate(prepared)]
 
         def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             out: list[str] = []

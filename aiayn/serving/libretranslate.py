@@ -3,8 +3,10 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
 
     POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text
                       or html: markup.py), alternatives (n-best; text only), api_key
-                      ->  {"translatedText": ..., "detectedLanguage", "alternatives", "pivot" (aiayn's: a pair
-                      translated through a third language names it)}
+                      ->  {"translatedText": ..., "detectedLanguage", "alternatives", aiayn's own "confidence" (in
+                      [0, 1]: confidence.py) and "alternativesConfidence" (one per alternative, which stay strings
+                      for the clients that know them), "pivot" (aiayn's: a pair translated through a third language
+                      names it)}
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
     GET  /languages   ->  [{"code", "name", "targets"}]          GET /frontend/settings
     POST /translate_file  file (multipart), source, target, api_key  ->  {"translatedFileUrl"}: the document
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..documents.formats import EXTENSIONS
 from ..guards import ServiceError, brief, header_key, json_body, over_limits, same_key
-from ..pipeline import Request
+from ..pipeline import Request, Translation
 from .files import Files
 from .pairs import Models, Route, canonical, language_name
 
@@ -164,14 +166,19 @@ def _sentences(f: dict[str, Any]) -> bool:
 
 
 async def _translate_items(served: Route, items: list[str], alternatives: int, fmt: str,
-                           sentences: bool) -> list[list[str]]:
+                           sentences: bool) -> list[list[Translation]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
     async with served.use():
         prepared = served.prepare(400, lambda: Request(items, {"nbest": 1 + alternatives, "sentences": sentences},
                                                        format=fmt, names=LT_NAMES))
-        texts = [[t.text for t in ts] for ts in await served.translate(prepared)]
-    return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in texts]
+        out = await served.translate(prepared)
+    return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in out]
+
+
+def _sure(t: Translation) -> float | None:
+    """A translation's confidence as the API gives it (aiayn's field: in [0, 1], 4 decimals)."""
+    return None if t.confidence is None else round(t.confidence, 4)
 
 
 async def _detect(detector: Detector, text: str, among: list[str]) -> list[dict[str, Any]]:
@@ -202,17 +209,22 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
         detected = [(await _detect(detector, t, among))[0] if len(t) > 40 else overall for t in items]
     routes = [models.route(d["language"] if d else None, target) for d in detected] if detected else \
         [models.route(source, target)] * len(items)
-    results: list[list[str]] = [[] for _ in items]
+    results: list[list[Translation]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
         for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, sentences),
                             strict=True):
             results[i] = texts
-    answer: dict[str, Any] = {"translatedText": [r[0] for r in results] if batch else results[0][0]}
+    texts = [[t.text for t in r] for r in results]
+    sure = [[_sure(t) for t in r] for r in results]
+    # (aiayn's own fields, which LibreTranslate's clients pass over: how sure each translation is, in [0, 1])
+    answer: dict[str, Any] = {"translatedText": [r[0] for r in texts] if batch else texts[0][0],
+                              "confidence": [r[0] for r in sure] if batch else sure[0][0]}
     if detected:
         answer["detectedLanguage"] = detected if batch else detected[0]
     if alternatives:
-        answer["alternatives"] = [r[1:] for r in results] if batch else results[0][1:]
+        answer["alternatives"] = [r[1:] for r in texts] if batch else texts[0][1:]
+        answer["alternativesConfidence"] = [r[1:] for r in sure] if batch else sure[0][1:]
     vias = [list(r.via) for r in routes]
     if any(vias):                                 # (aiayn's own field: the languages a pivot went through)
         answer["pivot"] = vias if batch else vias[0]

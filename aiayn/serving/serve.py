@@ -38,7 +38,7 @@ from .. import repair, spans
 from ..config import DecodeConfig, check, setting
 from ..engine import Unsupported, require
 from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
-from ..pipeline import SPANS
+from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, SPANS
 from ..pipeline import Request as Asked
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
@@ -118,6 +118,23 @@ class ServeConfig:
 
 
 @dataclass(frozen=True, eq=False)
+class _Confidence:
+    """pipeline.CONFIDENCE (every translated text's confidence, in this process) as a Prometheus histogram."""
+
+    def collect(self) -> Any:
+        from prometheus_client.core import HistogramMetricFamily
+
+        counts, total = CONFIDENCE["counts"], 0
+        buckets = []
+        for bound, n in zip(CONFIDENCE_BOUNDS, counts, strict=True):
+            total += n
+            buckets.append(("+Inf" if bound == 1.0 else f"{bound:g}", total))
+        yield HistogramMetricFamily("aiayn_confidence", "the confidence of translated texts (in [0, 1], calibrated: "
+                                    "confidence.py); a text's is its least sure sentence's", buckets=buckets,
+                                    sum_value=CONFIDENCE["sum"])
+
+
+@dataclass(frozen=True, eq=False)
 class _Counted:
     """A dict of counts this process keeps (repair.COUNTS, pipeline.SPANS) as a Prometheus counter, read when scraped:
     each key (a label value, or a tuple of them) one series."""
@@ -160,6 +177,7 @@ class Metrics:
         self.registry.register(_Counted("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
                                         "copy of the source, a length out of line), by kind: flagged, and repaired",
                                         ("kind", "outcome"), repair.COUNTS))
+        self.registry.register(_Confidence())
         self.registry.register(_Counted("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
                                         "translated texts, by outcome: kept, or lost", ("outcome",), SPANS))
         self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
@@ -374,11 +392,14 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
             prepared = served.prepare(422, lambda: _asked(req))
             out = await served.translate(prepared)
         pivot = {"pivot": list(served.via)} if served.via else {}        # the languages it went through, if any
+        sure = [[None if t.confidence is None else round(t.confidence, 4) for t in ts] for ts in out]
         if req.format == "html":
-            return {"translations": [ts[0].text for ts in out], **pivot}
+            return {"translations": [ts[0].text for ts in out], "confidence": [c[0] for c in sure], **pivot}
         nbest = (req.nbest or 1) > 1
-        answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4)} for t in ts]
-                                                   if nbest else ts[0].text for ts in out], **pivot}
+        answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4), "confidence": c}
+                                                    for t, c in zip(ts, cs, strict=True)]
+                                                   if nbest else ts[0].text for ts, cs in zip(out, sure, strict=True)],
+                                  **({} if nbest else {"confidence": [c[0] for c in sure]}), **pivot}
         if req.alignments:
             answer["alignments"] = [[t.alignment for t in ts] if nbest else ts[0].alignment for ts in out]
         return answer

@@ -44,6 +44,8 @@ function status(text, isError = false) {
   $("status").className = isError ? "error" : "";
 }
 
+const UNSURE = 0.5;   // a line whose confidence is below this is marked for checking
+
 async function translate() {
   const lines = $("source").value.split("\n");
   const beam = Math.max(1, Math.min(16, parseInt($("beam").value, 10) || 4));
@@ -51,7 +53,7 @@ async function translate() {
   status("translating…");
   const t0 = performance.now();
   try {
-    const { translations, pivot } = await call("/translate", { text: lines, beam, ...pair(), ...glossary() });
+    const { translations, confidence, pivot } = await call("/translate", { text: lines, beam, ...pair(), ...glossary() });
     const list = $("translations");
     list.replaceChildren();
     translations.forEach((text, i) => {
@@ -59,6 +61,19 @@ async function translate() {
       const li = document.createElement("li");
       li.dataset.source = lines[i];
       li.append(text);
+      const sure = confidence ? confidence[i] : null;
+      if (sure !== null && sure !== undefined) {
+        // the calibrated probability that the line is acceptable (docs/confidence.md): under one half, marked
+        li.dataset.confidence = sure;
+        const badge = document.createElement("span");
+        badge.className = "confidence";
+        badge.textContent = `${Math.round(100 * sure)}%`;
+        li.append(" ", badge);
+        if (sure < UNSURE) {
+          li.classList.add("unsure");
+          li.title = "low confidence: check this translation";
+        }
+      }
       const src = document.createElement("span");
       src.className = "src";
       src.textContent = lines[i];
