@@ -28,13 +28,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from .config import Norms
-    from .engine import Hypothesis
+
+
+class Hypothesis(Protocol):
+    """What the features read of a search's best hypothesis (engine.Hypothesis)."""
+
+    tokens: list[int]
+    score: float
+    logprob: float
+    runner_up: tuple[float, list[int]] | None
 
 # sentence chrF at or above which a translation is acceptable: on Multi30k's validation captions, 50 chrF is about
 # where a caption's meaning stops coming through (a wrong subject or verb, or half of it missing) in the sentences

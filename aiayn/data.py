@@ -546,29 +546,8 @@ class DataDir:
         return Norms(int(ls.max(initial=0)),
                      None if ratio is None else (round(float(np.quantile(ratio, 0.001)), 3),
                                                  round(float(np.quantile(ratio, 0.999)), 3)),
-                     round(float(copies), 4), self.openers(src))
+                     round(float(copies), 4), count_openers(src, self.vocab().src))
 
-    def openers(self, src: TokenArray | None = None) -> tuple[str, ...]:
-        """The training source's openers (:class:`Norms`): words of one piece, capitalized, that start at least
-        Norms.OPENER_MIN sentences and whose uses start one at least Norms.OPENER_SHARE of the time."""
-        if src is None:
-            if not self.has_split("train"):
-                return ()
-            src = self.split("train")[0]
-        tokenizer = self.vocab().src
-        size = tokenizer.vocab_size
-        first, total = np.zeros(size, np.int64), np.zeros(size, np.int64)
-        for ids, offsets in zip(src.ids, src.offsets, strict=True):
-            starts = np.asarray(offsets[:-1])[np.diff(offsets) > 0]
-            first += np.bincount(np.asarray(ids[starts], np.int64), minlength=size)[:size]
-            total += np.bincount(np.asarray(ids, np.int64), minlength=size)[:size]
-        words = []
-        for i in np.nonzero((first >= Norms.OPENER_MIN) & (first >= Norms.OPENER_SHARE * total))[0]:
-            piece = tokenizer.piece(int(i))
-            word = piece[1:] if piece.startswith("\u2581") else ""
-            if len(word) >= 1 and word.isalpha() and word[0].isupper():
-                words.append(word)
-        return tuple(sorted(words))
 
     def raw(self, split: str, side: str) -> Path:
         """The raw text file of an evaluation split (``side`` is 'src' or 'tgt')."""
@@ -577,6 +556,24 @@ class DataDir:
     def raw_lines(self, split: str, side: str) -> list[str]:
         """The lines of :meth:`raw`."""
         return list(read_lines(self.raw(split, side)))
+
+
+def count_openers(src: TokenArray, tokenizer: Tokenizer) -> tuple[str, ...]:
+    """A training source's openers (config.Norms): words of one piece, capitalized, that start at least
+    Norms.OPENER_MIN sentences and whose uses start one at least Norms.OPENER_SHARE of the time."""
+    size = tokenizer.vocab_size
+    first, total = np.zeros(size, np.int64), np.zeros(size, np.int64)
+    for ids, offsets in zip(src.ids, src.offsets, strict=True):
+        starts = np.asarray(offsets[:-1])[np.diff(offsets) > 0]
+        first += np.bincount(np.asarray(ids[starts], np.int64), minlength=size)[:size]
+        total += np.bincount(np.asarray(ids, np.int64), minlength=size)[:size]
+    words = []
+    for i in np.nonzero((first >= Norms.OPENER_MIN) & (first >= Norms.OPENER_SHARE * total))[0]:
+        piece = tokenizer.piece(int(i))
+        word = piece[1:] if piece.startswith("\u2581") else ""
+        if word.isalpha() and word[0].isupper():
+            words.append(word)
+    return tuple(sorted(words))
 
 
 # --- batches ---------------------------------------------------------------------------------------------------

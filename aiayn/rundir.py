@@ -25,14 +25,11 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import checkpoint
 from .config import Norms, RunConfig
 from .tokenizer import Vocab
-
-if TYPE_CHECKING:
-    from .confidence import Calibration
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
 _STEP = re.compile(r"step_(\d+)")
@@ -164,12 +161,6 @@ class RunDir:
         info = self.data_info()
         return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
 
-    def calibration(self) -> Calibration:
-        """Its calibration of confidence (confidence.for_run: its calibration.json, else the package's)."""
-        from .confidence import for_run
-
-        return for_run(self.path)
-
     def norms(self) -> Norms:
         """What the run's training data shows of its sentences (data.Norms; :func:`norms`)."""
         return norms(self.data_info())
@@ -197,12 +188,14 @@ class RunDir:
 def norms(info: dict[str, Any]) -> Norms:
     """From a run's data.json: its data's norms as recorded (runs from before they were: counted in its data dir, when
     that is still there; else none)."""
-    from .data import DataDir
+    from .data import DataDir, count_openers
 
     recorded = Norms.from_dict(info["norms"]) if "norms" in info else None
     if recorded is not None and "openers" not in info["norms"] and "data_dir" in info:   # (recorded before them)
         try:
-            return dataclasses.replace(recorded, openers=DataDir(info["data_dir"]).openers())
+            data = DataDir(info["data_dir"])
+            return dataclasses.replace(recorded, openers=count_openers(data.split("train")[0], data.vocab().src)
+                                       if data.has_split("train") else ())
         except (OSError, ValueError):
             return recorded
     if recorded is not None:

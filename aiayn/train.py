@@ -160,9 +160,9 @@ class TrainStep:
 
 def _joiner(data: DataDir, cfg: RunConfig) -> Joiner:
     """The :class:`data.Joiner` of ``train.concat``, its stops read from the run's vocabulary."""
-    vocab, m = data.vocab(), cfg.model
-    return Joiner(cfg.train.concat, cfg.train.seed, Joiner.stop_ids(vocab.src.piece, m.src_vocab_size),
-                  Joiner.stop_ids(vocab.tgt.piece, m.tgt_vocab_size), m.max_positions - 2)
+    vocab = data.vocab()
+    return Joiner(cfg.train.concat, cfg.train.seed, Joiner.stop_ids(vocab.src.piece, vocab.src.vocab_size),
+                  Joiner.stop_ids(vocab.tgt.piece, vocab.tgt.vocab_size), cfg.model.max_positions - 2)
 
 
 def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.device, precision: str,

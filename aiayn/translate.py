@@ -18,6 +18,7 @@ import torch
 
 from . import pipeline, precision
 from .checkpoint import load_weights
+from .confidence import for_run
 from .config import DecodeConfig, ModelConfig, RunConfig
 from .constraints import Constraints, check_fits, missing, refuse_constraints
 from .engine import Capabilities, Hypothesis, decode_batches, hypotheses, max_length, with_fixed
@@ -141,7 +142,7 @@ class Translator(pipeline.EngineBase):
         log.debug("loaded %s", t.checkpoint)
         decode = t.config.decode.replace(**settings)
         me = cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
-        me.languages, me.norms, me.calibration = t.run.languages(), t.run.norms(), t.run.calibration()
+        me.languages, me.norms, me.calibration = t.run.languages(), t.run.norms(), for_run(t.run.path)
         return me
 
     def _can_compile(self, decode: DecodeConfig) -> None:

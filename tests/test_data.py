@@ -406,3 +406,39 @@ def test_equal_rows_counts_what_comparing_each_sentence_counts(tmp_path: Path) -
     src, tgt = TokenArray(stems["a"], "uint16"), TokenArray(stems["b"], "uint16")
     for n in (0, 1, 17, 299, 300, 301, 450, 600, 10_000):
         assert src.equal_rows(tgt, n) == sum(np.array_equal(src[i], tgt[i]) for i in range(min(n, len(src))))
+
+
+def test_concat_joins_neighbours_and_strips_their_stops_on_both_sides_only(multi30k_dir: DataDir) -> None:
+    """train.concat (data.Joiner): a batch's pairs joined two or three to a row, each losing its final stop on both
+    sides or neither, the same for the same (seed, epoch, position) (a resumed run), no row past the model's length."""
+    from aiayn.config import RunConfig, TrainConfig
+    from aiayn.data import Joiner
+    from aiayn.train import _joiner
+
+    cfg = RunConfig(train=TrainConfig(concat=0.99))
+    joiner = _joiner(multi30k_dir, cfg)
+    vocab = multi30k_dir.vocab()
+    assert {vocab.src.piece(i) for i in joiner.stops[0]} >= {"."}
+    src, tgt = multi30k_dir.split("train")
+    batch = np.arange(20, 32)
+    firsts, (xs, ys) = joiner.rows(src, tgt, batch, epoch=3, position=7)
+    again = joiner.rows(src, tgt, batch, epoch=3, position=7)
+    assert [x.tolist() for x in again[1][0]] == [x.tolist() for x in xs]
+    assert 2 <= len(batch) / len(xs) <= 3 and sum(map(len, xs)) <= sum(len(src[i]) for i in batch)
+    stripped = 0
+    for first, x, y in zip(firsts, xs, ys, strict=True):
+        group = [int(i) for i in batch[list(batch).index(first):][: round(len(batch) / len(xs))]]
+        text_x, text_y = vocab.src.decode([x.tolist()])[0], vocab.tgt.decode([y.tolist()])[0]
+        assert vocab.src.decode([src[group[0]].tolist()])[0].rstrip(".") in text_x
+        stripped += text_x.count(".") < sum(vocab.src.decode([src[i].tolist()])[0].count(".") for i in group)
+        assert text_x.count(".") - text_y.count(".") == sum(
+            vocab.src.decode([src[i].tolist()])[0].count(".") - vocab.tgt.decode([tgt[i].tolist()])[0].count(".")
+            for i in group)                                               # stops go on both sides at once
+    assert stripped
+    assert Joiner(0.0, 1, set(), set(), 100).rows(src, tgt, batch, 0, 0) is None        # off
+    short = Joiner(0.99, 1, set(), set(), 5)                              # a group too long stays apart
+    assert len(short.rows(src, tgt, batch, 3, 7)[1][0]) == len(batch)
+    with pytest.raises(ValueError, match="concat with guided_alignment"):
+        TrainConfig(concat=0.2, guided_alignment=0.5)
+    with pytest.raises(ValueError, match="concat=1.5"):
+        TrainConfig(concat=1.5)

@@ -255,3 +255,19 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
     help_ = subprocess.run([sys.executable, "-c", no_torch, "translate", "--help"], capture_output=True, text=True,
                            timeout=60)
     assert help_.returncode == 0 and "--engine" in help_.stdout
+
+
+def test_ctranslate2_gives_the_runner_up_and_the_log_probability_aiayn_gives(run: Path) -> None:
+    """The confidence reads the best hypothesis' log-probability and its runner-up (confidence.features): CTranslate2
+    is asked for two hypotheses where one is wanted, and its length-normalised score turned back into the sum of
+    log-probabilities, as aiayn's own search has them."""
+    lines = ["a b c d e", "j i h g", "c c d"]
+    fast = ctranslate2(run, device="cpu", beam=4)
+    own = Translator.load(run, device="cpu", beam=4, workers=1)
+    got, want = fast.translate_hypotheses(lines), own.translate_hypotheses(lines)
+    for (g,), (w,) in zip(got, want, strict=True):
+        assert g.tokens == w.tokens and g.logprob == pytest.approx(w.logprob, abs=2e-3)
+        assert g.runner_up is not None and w.runner_up is not None
+        assert g.runner_up[0] == pytest.approx(w.runner_up[0], abs=2e-3)
+    sure = [t.confidence for t in fast.translations(lines)]
+    assert sure == pytest.approx([t.confidence for t in own.translations(lines)], abs=1e-3)

@@ -79,15 +79,17 @@ def _multipart(fields: dict[str, str], boundary: str = "aiaynBoundary42") -> tup
 
 def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator]) -> None:
     want = oracles["de-en"].translate(GERMAN)
+    sure = [round(t.confidence, 4) for t in oracles["de-en"].translations(GERMAN)]    # (aiayn's own field)
     form = urllib.parse.urlencode({"q": GERMAN[0], "source": "de", "target": "en", "format": "text",
                                    "api_key": ""}).encode()
     # Discourse / libretranslatepy: url-encoded form
-    assert _send(two, "/translate", form, "application/x-www-form-urlencoded")[2] == {"translatedText": want[0]}
+    assert _send(two, "/translate", form, "application/x-www-form-urlencoded")[2] == {"translatedText": want[0],
+                                                                                       "confidence": sure[0]}
     # Nextcloud: multipart with an empty api_key; TranslateYou: everything in the query string of an empty POST
     body, ctype = _multipart({"q": GERMAN[1], "source": "de", "target": "en", "api_key": ""})
-    assert _send(two, "/translate", body, ctype)[2] == {"translatedText": want[1]}
+    assert _send(two, "/translate", body, ctype)[2] == {"translatedText": want[1], "confidence": sure[1]}
     assert _send(two, "/translate", query={"q": GERMAN[0], "source": "de", "target": "en"})[2] == \
-        {"translatedText": want[0]}
+        {"translatedText": want[0], "confidence": sure[0]}
     # the query string wins over the form, as in LibreTranslate (Flask's request.values)
     assert _send(two, "/translate", form, "application/x-www-form-urlencoded", {"target": "xx"})[0] == 400
     # Mastodon / Weblate: a JSON batch (api_key null), with source auto and alternatives
@@ -97,16 +99,19 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
     assert [d["language"] for d in got["detectedLanguage"]] == ["de", "de"]
     best3 = translate(oracles["de-en"], Request(GERMAN, {"beam": max(3, oracles["de-en"].decode.beam), "nbest": 3}))
     assert got["alternatives"] == [[t.text for t in ts[1:]] for ts in best3]      # (the pipeline's n-best)
+    assert got["alternativesConfidence"] == [[round(t.confidence, 4) for t in ts[1:]] for ts in best3]
+    assert got["confidence"] == [round(ts[0].confidence, 4) for ts in best3]
     # aliases (zh-Hans is zh, pt-BR is pb) and the language names; /detect with q in the query string (Nextcloud)
     assert canonical("zh-Hans") == "zh" and canonical("pt-BR") == "pb" and canonical(" DE ") == "de"
     assert _send(two, "/detect", query={"q": ENGLISH, "api_key": ""})[2][0]["language"] == "en"
     # Nextcloud asks /frontend/settings first; aiayn's own API on the same path, routed by its fields
     settings = _send(two, "/frontend/settings", method="GET")[2]
     assert settings["keyRequired"] is False and settings["language"]["source"] == {"code": "de", "name": "German"}
-    assert two.post("/translate", {"text": GERMAN, "source": "de", "target": "en"})[2] == {"translations": want}
+    assert two.post("/translate", {"text": GERMAN, "source": "de", "target": "en"})[2] == {"translations": want,
+                                                                                          "confidence": sure}
     copies = _copy_lines(2)
-    assert two.post("/translate", {"text": copies, "target": "de"})[2] == \
-        {"translations": oracles["en-de"].translate(copies)}
+    assert two.post("/translate", {"text": copies, "target": "de"})[2]["translations"] == \
+        oracles["en-de"].translate(copies)
 
 
 def test_html_in_both_apis(two: Server, oracles: dict[str, Translator]) -> None:
@@ -116,9 +121,10 @@ def test_html_in_both_apis(two: Server, oracles: dict[str, Translator]) -> None:
     want = oracles["en-de"].translate_html(frags)
     assert "<b>" in want[0] and '<a href="/x">' in want[1] and "<i>" in want[2]
     status, _, got = two.post("/translate", {"q": frags, "source": "en", "target": "de", "format": "html"})
-    assert status == 200 and got == {"translatedText": want}, got
+    sure = [round(ts[0].confidence, 4) for ts in translate(oracles["en-de"], Request(frags, format="html"))]
+    assert status == 200 and got == {"translatedText": want, "confidence": sure}, got
     status, headers, got = two.post("/translate", {"text": frags, "target": "de", "format": "html"})
-    assert status == 200 and got == {"translations": want}, got
+    assert status == 200 and got == {"translations": want, "confidence": sure}, got
     assert headers["access-control-allow-origin"] == "*"                      # CORS on answers (serve.Guard)
     status, _, got = two.post("/translate", {"text": frags, "target": "de", "format": "html", "nbest": 2, "beam": 2})
     assert status == 422 and "format html gives one translation" in got["error"]

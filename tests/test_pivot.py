@@ -77,7 +77,8 @@ def server(en_fr: Path) -> Iterator[Server]:
 def test_a_server_routes_a_pair_through_its_pivot_and_says_so(server: Server, legs: list[Translator]) -> None:
     want = Pivot(legs).translate(GERMAN, beam=2)
     status, _, body = server.post("/translate", {"text": GERMAN, "source": "de", "target": "fr", "beam": 2})
-    assert status == 200 and body == {"translations": want, "pivot": ["en"]}, body
+    sure = [round(t.confidence, 4) for t in Pivot(legs).translations(GERMAN, beam=2)]    # (the last leg's)
+    assert status == 200 and body == {"translations": want, "confidence": sure, "pivot": ["en"]}, body
     status, _, body = server.post("/translate", {"q": GERMAN[0], "source": "de", "target": "fr", "alternatives": 1})
     _, _, own = server.post("/translate", {"text": GERMAN[:1], "source": "de", "target": "fr", "nbest": 2})
     assert status == 200 and body["pivot"] == ["en"], body                           # LibreTranslate's API, the same

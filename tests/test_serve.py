@@ -132,8 +132,9 @@ def test_round_trip_n_lines_in_n_out(server: Server) -> None:
     assert out[1] == out[2] == ""                                    # blank lines give blank lines
     status, _, body = server.post("/translate", {"text": ["Ein Hund.", ""], "beam": 3, "nbest": 2}, KEY)
     assert status == 200 and [len(x) for x in body["translations"]] == [2, 2]
-    assert {"text", "score"} == set(body["translations"][0][0])
-    assert server.post("/translate", {"text": []}, KEY)[2] == {"translations": []}
+    assert {"text", "score", "confidence"} == set(body["translations"][0][0])
+    assert all(0 <= h["confidence"] <= 1 for hs in body["translations"] for h in hs)
+    assert server.post("/translate", {"text": []}, KEY)[2] == {"translations": [], "confidence": []}
 
 
 def test_every_limit_is_a_clear_json_error(server: Server) -> None:
@@ -242,7 +243,8 @@ def test_info_and_metrics(server: Server) -> None:
     assert info["decode"]["beam"] == 1 and "api_key" not in info["limits"]              # aiayn/configs/copy.yaml
     _, _, text = server.request("GET", "/metrics", headers={"X-API-Key": KEY})
     for name in ("aiayn_requests_total", "aiayn_request_seconds_bucket", "aiayn_batch_lines_bucket",
-                 "aiayn_target_tokens_total", "aiayn_decoding_steps_total", "aiayn_queue_lines"):
+                 "aiayn_target_tokens_total", "aiayn_decoding_steps_total", "aiayn_queue_lines",
+                 "aiayn_confidence_bucket", "aiayn_confidence_sum"):
         assert name in text.decode()
     assert 'aiayn_requests_total{path="/translate",status="401"}' in text.decode()
 

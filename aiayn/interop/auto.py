@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import MODEL, parameter_count
+from ..confidence import for_run
 from ..config import DecodeConfig
 from ..engine import Capabilities, Hypothesis, with_fixed
 from ..pipeline import EngineBase
@@ -68,7 +69,7 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
     Shortlist.for_run(run.path, decode.shortlist)           # checked (its vocabulary map is in the conversion)
     out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
     me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
-    me.languages, me.norms, me.calibration = run.languages(), run.norms(), run.calibration()
+    me.languages, me.norms, me.calibration = run.languages(), run.norms(), for_run(run.path)
     if not me.parameters:                                   # a conversion made before they were recorded
         me.parameters = parameter_count(ckpt)
     return me

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..confidence import for_run
 from ..config import DecodeConfig
 from ..engine import Capabilities, Engine, Hypothesis, Stop, Stopped, decode_batches, with_fixed
 from ..pipeline import EngineBase
@@ -233,7 +234,7 @@ class ProcessTranslator(EngineBase):
                 run, _ = RunDir.locate(path)
                 config = run.config()
                 self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
-                self.languages, self.norms, self.calibration = run.languages(), run.norms(), run.calibration()
+                self.languages, self.norms, self.calibration = run.languages(), run.norms(), for_run(run.path)
             else:
                 self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
                 self.languages, self.norms, self.calibration = like.languages, like.norms, like.calibration
