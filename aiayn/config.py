@@ -399,20 +399,27 @@ class Norms:
     source sentence (tokens; longer ones are cut at their clauses, sentences.py), the target/source length ratio of
     pairs of at least MIN_TOKENS source tokens (its 0.1st and 99.9th percentiles; a translation outside them is
     flagged, repair.py), the share of pairs whose target is their source (a model trained to copy is not
-    flagged for copying), and the source's **openers**: the words that, capitalized, stand almost only at the start of
-    a sentence (German ``Ein``, ``Zwei``, ``Die``; English ``A``, ``The``), where run-on text without its stops is cut
-    (sentences.cut_runon). Counted by data.DataDir.norms; written in a run's data.json by training
-    (rundir.RunDir.norms)."""
+    flagged for copying), the 5th percentile of that ratio (``short``: a translation under it may have dropped a
+    sentence run on without its stop: pipeline.guarded), and the source's **starters**: capitalized words that start
+    training sentences, each with the share of its uses that start one (German ``Ein`` 0.995, ``Leute`` 0.29); the
+    **openers**, those at OPENER_SHARE or more, are where run-on text is cut (sentences.cut_runon). Counted by
+    data.DataDir.norms; written in a run's data.json by training (rundir.RunDir.norms)."""
 
     MIN_TOKENS: ClassVar[int] = 5
     SAMPLE: ClassVar[int] = 100_000                    # pairs compared for copies, at most
-    OPENER_MIN: ClassVar[int] = 10                     # an opener starts this many training sentences at least,
-    OPENER_SHARE: ClassVar[float] = 0.8                # and this share of its uses starts one
+    OPENER_MIN: ClassVar[int] = 10                     # a starter starts this many training sentences at least,
+    STARTER_SHARE: ClassVar[float] = 0.05              # and this share of its uses starts one;
+    OPENER_SHARE: ClassVar[float] = 0.8                # an opener, this share
 
     longest_src: int | None = None
     ratio: tuple[float, float] | None = None
     copies: float = 0.0
-    openers: tuple[str, ...] = ()
+    short: float | None = None
+    starters: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        return tuple(w for w, share in self.starters if share >= Norms.OPENER_SHARE)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -424,7 +431,8 @@ class Norms:
             r = d.get("ratio")
             return Norms(None if d.get("longest_src") is None else int(d["longest_src"]),
                          None if r is None else (float(r[0]), float(r[1])), float(d.get("copies", 0.0)),
-                         tuple(str(w) for w in d.get("openers", ())))
+                         None if d.get("short") is None else float(d["short"]),
+                         tuple((str(w), float(s)) for w, s in d.get("starters", ())))
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
 

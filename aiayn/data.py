@@ -546,7 +546,8 @@ class DataDir:
         return Norms(int(ls.max(initial=0)),
                      None if ratio is None else (round(float(np.quantile(ratio, 0.001)), 3),
                                                  round(float(np.quantile(ratio, 0.999)), 3)),
-                     round(float(copies), 4), count_openers(src, self.vocab().src))
+                     round(float(copies), 4), None if ratio is None else round(float(np.quantile(ratio, 0.05)), 3),
+                     count_starters(src, self.vocab().src))
 
 
     def raw(self, split: str, side: str) -> Path:
@@ -558,9 +559,9 @@ class DataDir:
         return list(read_lines(self.raw(split, side)))
 
 
-def count_openers(src: TokenArray, tokenizer: Tokenizer) -> tuple[str, ...]:
-    """A training source's openers (config.Norms): words of one piece, capitalized, that start at least
-    Norms.OPENER_MIN sentences and whose uses start one at least Norms.OPENER_SHARE of the time."""
+def count_starters(src: TokenArray, tokenizer: Tokenizer) -> tuple[tuple[str, float], ...]:
+    """A training source's starters (config.Norms): words of one piece, capitalized, that start at least
+    Norms.OPENER_MIN sentences and whose uses start one at least Norms.STARTER_SHARE of the time, with that share."""
     size = tokenizer.vocab_size
     first, total = np.zeros(size, np.int64), np.zeros(size, np.int64)
     for ids, offsets in zip(src.ids, src.offsets, strict=True):
@@ -568,11 +569,11 @@ def count_openers(src: TokenArray, tokenizer: Tokenizer) -> tuple[str, ...]:
         first += np.bincount(np.asarray(ids[starts], np.int64), minlength=size)[:size]
         total += np.bincount(np.asarray(ids, np.int64), minlength=size)[:size]
     words = []
-    for i in np.nonzero((first >= Norms.OPENER_MIN) & (first >= Norms.OPENER_SHARE * total))[0]:
+    for i in np.nonzero((first >= Norms.OPENER_MIN) & (first >= Norms.STARTER_SHARE * total))[0]:
         piece = tokenizer.piece(int(i))
         word = piece[1:] if piece.startswith("\u2581") else ""
         if word.isalpha() and word[0].isupper():
-            words.append(word)
+            words.append((word, round(float(first[i] / total[i]), 3)))
     return tuple(sorted(words))
 
 

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import torch
 
+from .confidence import FILE as CALIBRATION
+from .confidence import THRESHOLD
 from .config import resolve
 from .corpora import fetch
 from .data import DataDir, PrepareOptions, prepare
-from .evaluate import evaluate
+from .evaluate import calibrate, evaluate
 from .precision import cpu_has_fast_bf16
 from .rundir import RunDir
 from .runtime import configure
@@ -132,9 +134,15 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     translator = Translator.load(run.path)
     src_lines, refs = data.raw_lines("test", "src"), data.raw_lines("test", "tgt")
     s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)
+    log.info("      calibrating its confidence on the validation split (aiayn calibrate)")
+    cal, fitted = calibrate(translator, data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt"), THRESHOLD,
+                            (src_lines, refs))
+    cal.save(run.path / CALIBRATION)
+    translator.calibration = cal
     result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
               "sentences": s["sentences"], "decode_seconds": round(s["seconds"], 1), "train_minutes":
-              round(trainer.state.seconds / 60, 1), "steps": trainer.state.step, "run_dir": str(run)}
+              round(trainer.state.seconds / 60, 1), "steps": trainer.state.step, "run_dir": str(run),
+              "confidence": fitted["held_out"]}
     run.demo_file.write_text(json.dumps(result, indent=2) + "\n")
     log.info("[4/4] a few translations:")
     samples = SAMPLES if src == "de" else src_lines[:3]
@@ -143,6 +151,10 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     log.info("\ntest_2016_flickr: BLEU %.2f (lowercased %.2f), chrF %.2f, %d sentences in %.1f s, %d updates\n  %s"
              "\n  %s", s["bleu"], s["bleu_lc"], s["chrf"], s["sentences"], s["seconds"], trainer.state.step,
              s["signature"], told)
+    c = fitted["held_out"]
+    log.info("confidence on test_2016_flickr (calibrated on the validation split): Pearson r %.3f with sentence chrF, "
+             "ROC AUC %.3f for the %.1f%% under chrF %g", c["pearson"], c["roc_auc"], 100 * c["below_threshold"],
+             THRESHOLD)
     log.info("run dir: %s\n  metrics: %s\n  hypotheses: %s\n  translate more: aiayn translate --model %s",
              run, run.metrics, s["hypotheses"], run)
     log.info("demo finished in %.1f minutes", (time.perf_counter() - t0) / 60)

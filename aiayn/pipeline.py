@@ -220,8 +220,12 @@ def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None =
     """Each prepared sentence's hypotheses, from the engine itself (the server's batchers decode the same ids), those
     that degenerate decoded again (:func:`repairs`)."""
     p = prepared
-    return run(repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop)),
-               lambda ids, decode, cons: engine.hypotheses(ids, decode, cons, stop))
+
+    def again(ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None) -> Any:
+        return engine.hypotheses(ids, decode, cons, stop)
+
+    return run(guarded(engine, p, run(repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop)), again)),
+               again)
 
 
 def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
@@ -229,6 +233,61 @@ def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
     """repair.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
     p = prepared
     return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize)
+
+
+# sentences the length guard cut (guarded), and those whose parts it kept, in this process
+GUARD = {"cut": 0, "kept": 0}
+
+
+def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
+        Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
+    """The length guard, a plan as repairs is: a sentence translated shorter than ``norms.short`` (the 5th percentile
+    of the training data's length ratio) times its source, at least 2 x Norms.MIN_TOKENS long, may be run-on text whose
+    boundary neither the splitter nor an opener found, and the model dropped part of it. It is cut before its likeliest
+    starter (sentences.best_cut), the two parts translated, and they are kept where they are surer than the whole
+    (their confidences' mean, weighted by their source tokens): ``prepared`` then has two sentences where it had one.
+    Only with ``decode.runon``, for plain text (no HTML, constraints, n-best or sampling)."""
+    p, norms, d = prepared, engine.norms, prepared.decode
+    if not (d.sentences and d.runon and norms.short and norms.starters) or p.cons is not None or p.parts is not None \
+            or d.nbest > 1 or d.sampling:
+        return hyps
+    starters = dict(norms.starters)
+    todo = [(j, at) for j, (line, x, hs) in enumerate(zip(p.lines, p.ids, hyps, strict=True))
+            if hs and len(x) >= 2 * Norms.MIN_TOKENS and len(hs[0].tokens) < norms.short * len(x)
+            and (at := sentences.best_cut(line, starters)) is not None]
+    if not todo:
+        return hyps
+    parts = [s for j, at in todo for s in (p.lines[j][:at].rstrip(), p.lines[j][at:].lstrip())]
+    ids = engine.encode(parts)
+    new = yield ids, d, None
+    whole = confidences(engine, [(p.lines[j], p.ids[j]) for j, _ in todo], [hyps[j][0] for j, _ in todo],
+                        engine.detokenize([hyps[j][0].tokens for j, _ in todo]))
+    sure = confidences(engine, list(zip(parts, ids, strict=True)), [hs[0] for hs in new],
+                       engine.detokenize([hs[0].tokens for hs in new]))
+    GUARD["cut"] += len(todo)
+    for k in reversed(range(len(todo))):                 # (from the last: a cut moves the sentences after it)
+        (j, at), (a, b), (na, nb) = todo[k], sure[2 * k:2 * k + 2], (len(ids[2 * k]), len(ids[2 * k + 1]))
+        if (a * na + b * nb) / max(1, na + nb) > whole[k]:
+            _cut_sentence(p, j, at, ids[2 * k:2 * k + 2])
+            hyps[j:j + 1] = new[2 * k:2 * k + 2]
+            GUARD["kept"] += 1
+    return hyps
+
+
+def _cut_sentence(p: Prepared, j: int, at: int, ids: list[list[int]]) -> None:
+    """Sentence ``j`` of a prepared request made two, cut at character ``at`` of it (guarded)."""
+    first = 0
+    for i, piece in enumerate(p.pieces):
+        if j < first + len(piece.spans):
+            a, b = piece.spans[j - first]
+            line = p.lines[j]
+            left, right = line[:at].rstrip(), line[at:].lstrip()
+            start = a + len(line) - len(right)
+            spans = (*piece.spans[:j - first], (a, a + len(left)), (start, b), *piece.spans[j - first + 1:])
+            p.pieces[i] = Pieces(piece.text, spans)
+            p.lines[j:j + 1], p.ids[j:j + 1], p.linked[j:j + 1] = [left, right], ids, [p.linked[j]] * 2
+            return
+        first += len(piece.spans)
 
 
 def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> list[list[Translation]]:
@@ -426,6 +485,7 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
     the model's other work (word alignments) off the event loop."""
     hyps = await run_async(repairs(engine, prepared, await decoder(prepared.ids, prepared.decode, prepared.cons)),
                            decoder)
+    hyps = await run_async(guarded(engine, prepared, hyps), decoder)
     if not prepared.aligns:
         return finish(engine, prepared, hyps)
     import asyncio  # (here: the command line has no event loop, nor imports one)

@@ -188,14 +188,13 @@ class RunDir:
 def norms(info: dict[str, Any]) -> Norms:
     """From a run's data.json: its data's norms as recorded (runs from before they were: counted in its data dir, when
     that is still there; else none)."""
-    from .data import DataDir, count_openers
+    from .data import DataDir
 
     recorded = Norms.from_dict(info["norms"]) if "norms" in info else None
-    if recorded is not None and "openers" not in info["norms"] and "data_dir" in info:   # (recorded before them)
+    if recorded is not None and "starters" not in info["norms"] and "data_dir" in info:   # (recorded before them)
         try:
-            data = DataDir(info["data_dir"])
-            return dataclasses.replace(recorded, openers=count_openers(data.split("train")[0], data.vocab().src)
-                                       if data.has_split("train") else ())
+            counted = DataDir(info["data_dir"]).norms()
+            return dataclasses.replace(recorded, short=counted.short, starters=counted.starters)
         except (OSError, ValueError):
             return recorded
     if recorded is not None:

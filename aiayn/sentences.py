@@ -115,6 +115,20 @@ def cut_runon(pieces: Pieces, openers: Collection[str]) -> Pieces:
     return Pieces(pieces.text, tuple(spans))
 
 
+def best_cut(sentence: str, starters: dict[str, float]) -> int | None:
+    """Where in ``sentence`` a run-on sentence most likely begins (pipeline.guarded): before the word of ``starters``
+    (config.Norms: a capitalized word and the share of its uses that start a sentence) with the largest share, under
+    cut_runon's rules; None without one."""
+    words = list(re.finditer(r"\S+", sentence))
+    best: tuple[float, int] | None = None
+    for k, w in enumerate(words):
+        share = starters.get(w.group())
+        if share is not None and 2 <= k <= len(words) - 2 and words[k - 1].group()[-1] not in _NO_CUT_AFTER:
+            if best is None or share > best[0]:
+                best = (share, w.start())
+    return None if best is None else best[1]
+
+
 # a run-on cut is not made after a word ending in one of these (a clause goes on, a quotation starts)
 _NO_CUT_AFTER = frozenset(",;:-–—(\"'„“«»‚‘/&")
 

@@ -257,12 +257,13 @@ def test_run_on_text_is_cut_before_its_openers_only() -> None:
 
 
 def test_the_openers_are_counted_from_the_training_source(multi30k_dir: Any) -> None:
-    from aiayn.data import count_openers
-
-    openers = count_openers(multi30k_dir.split("train")[0], multi30k_dir.vocab().src)
-    assert {"Ein", "Eine", "Zwei", "Drei"} <= set(openers)
-    assert not {"Mann", "Hund", "Frau", "Männer"} & set(openers)      # capitalized nouns start sentences rarely
-    assert Norms.from_dict(multi30k_dir.norms().to_dict()).openers == openers
+    norms = multi30k_dir.norms()
+    openers, starters = set(norms.openers), dict(norms.starters)
+    assert {"Ein", "Eine", "Zwei", "Drei"} <= openers
+    assert not {"Mann", "Hund", "Frau", "Männer"} & openers          # capitalized nouns start sentences rarely
+    assert 0.05 <= starters["Leute"] < 0.8 and "Mann" not in starters and starters["Ein"] > 0.99
+    assert norms.ratio is not None and norms.short is not None and norms.ratio[0] < norms.short < 1.0
+    assert Norms.from_dict(norms.to_dict()) == norms
 
 
 def test_evaluate_says_how_the_confidence_agrees_with_sentence_chrf(tmp_path: Path,
@@ -280,3 +281,35 @@ def test_evaluate_says_how_the_confidence_agrees_with_sentence_chrf(tmp_path: Pa
     c = json.loads(capsys.readouterr().out)["confidence"]
     assert -1 <= c["pearson"] <= 1 and c["calibration"] == str(BUNDLED) and c["threshold"] == 50
     assert 0 <= c["below_threshold"] <= 1 and (math.isnan(c["roc_auc"]) or 0 <= c["roc_auc"] <= 1)
+
+
+class _ByLength:
+    """A calibration that is surer of shorter sources (``shorter``) or of longer ones."""
+
+    def __init__(self, shorter: bool) -> None:
+        self.shorter, self.source, self.threshold = shorter, "test", 50.0
+
+    def __call__(self, rows: Any) -> list[float]:
+        n = [row[NAMES.index("log_src_len")] for row in rows]
+        return [1 / (1 + x) if self.shorter else x / (1 + x) for x in n]
+
+
+@pytest.mark.parametrize("shorter", [True, False])
+def test_the_length_guard_cuts_a_short_translation_at_its_likeliest_starter_and_keeps_the_surer(
+        shorter: bool) -> None:
+    import dataclasses
+
+    from aiayn.pipeline import GUARD
+
+    t = Translator.load(LEGACY, device="cpu", beam=3, workers=1)
+    t.calibration = _ByLength(shorter)                                # type: ignore[assignment]
+    text = "Ein Mann mit einem roten Hut fährt mit dem Fahrrad Zwei kleine Hunde spielen im Schnee am Strand"
+    whole, left, right = t.translate([text, text[:text.index("Zwei")], text[text.index("Zwei"):]], runon=False)
+    # every translation counts as short here; "Zwei" a starter but no opener (cut_runon leaves it)
+    t.norms = dataclasses.replace(t.norms, short=100.0, starters=(("Zwei", 0.3), ("Hut", 0.01)))
+    before = dict(GUARD)
+    out = translate(t, Request([text]))[0][0]
+    assert GUARD["cut"] == before["cut"] + 1
+    assert out.text == (f"{left} {right}" if shorter else whole)
+    assert GUARD["kept"] == before["kept"] + shorter
+    assert translate(t, Request([text], {"runon": False}))[0][0].text == whole      # off with runon
