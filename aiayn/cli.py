@@ -636,10 +636,15 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         print(f"  {r['signature']}")
         if r.get("confidence"):
             c = r["confidence"]
-            print(f"  confidence: Pearson r {c['pearson']:.3f} with sentence chrF, ROC AUC {c['roc_auc']:.3f} for the "
+            print(f"  confidence: Pearson r {_n(c['pearson'])} with sentence chrF, ROC AUC {_n(c['roc_auc'])} for the "
                   f"{c['below_threshold']:.1%} under chrF {c['threshold']:g} ({c['calibration']})")
         print(f"  hypotheses: {r['hypotheses']}")
     return 0
+
+
+def _n(x: float | None) -> str:
+    """A measure as printed (None: it cannot be measured there, one class missing)."""
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
@@ -671,8 +676,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     for name, what in (("fitted", "fitted on"), ("held_out", "held out")):
         if name in report:
             r = report[name]
-            print(f"{what}: {r['sentences']} sentences, Pearson r {r['pearson']:.3f} with sentence chrF, ROC AUC "
-                  f"{r['roc_auc']:.3f} for the {r['below_threshold']:.1%} under chrF {a.threshold:g}")
+            print(f"{what}: {r['sentences']} sentences, Pearson r {_n(r['pearson'])} with sentence chrF, ROC AUC "
+                  f"{_n(r['roc_auc'])} for the {r['below_threshold']:.1%} under chrF {a.threshold:g}")
     print(f"calibration: {out}")
     return 0
 

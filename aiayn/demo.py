@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -106,6 +107,22 @@ def expectation(src: str, tgt: str, minutes: float) -> str:
             f"minutes ({record}); this machine has {cores} cores, and a busier or slower one makes fewer updates")
 
 
+def _calibrated(translator: Translator, data: DataDir, run: RunDir,
+                held_out: tuple[list[str], list[str]]) -> dict[str, Any] | None:
+    """The run's confidence calibrated on its validation split (as ``aiayn calibrate``), and how it does on
+    ``held_out``; None, said, where it cannot be (a model so short-trained that no sentence is good)."""
+    log.info("      calibrating its confidence on the validation split (aiayn calibrate)")
+    try:
+        cal, fitted = calibrate(translator, data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt"), THRESHOLD,
+                                held_out)
+    except ValueError as e:
+        log.warning("      no calibration: %s", e)
+        return None
+    cal.save(run.path / CALIBRATION)
+    translator.calibration = cal
+    return dict(fitted["held_out"])
+
+
 def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: list[str] | None = None,
              updates: int = UPDATES) -> dict:
     """The whole job (the module's docstring). It is a program of its own: it tunes the process (runtime.configure)
@@ -134,15 +151,11 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     translator = Translator.load(run.path)
     src_lines, refs = data.raw_lines("test", "src"), data.raw_lines("test", "tgt")
     s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)
-    log.info("      calibrating its confidence on the validation split (aiayn calibrate)")
-    cal, fitted = calibrate(translator, data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt"), THRESHOLD,
-                            (src_lines, refs))
-    cal.save(run.path / CALIBRATION)
-    translator.calibration = cal
+    fitted = _calibrated(translator, data, run, (src_lines, refs))
     result = {"bleu": s["bleu"], "bleu_lc": s["bleu_lc"], "chrf": s["chrf"], "signature": s["signature"],
               "sentences": s["sentences"], "decode_seconds": round(s["seconds"], 1), "train_minutes":
               round(trainer.state.seconds / 60, 1), "steps": trainer.state.step, "run_dir": str(run),
-              "confidence": fitted["held_out"]}
+              "confidence": fitted}
     run.demo_file.write_text(json.dumps(result, indent=2) + "\n")
     log.info("[4/4] a few translations:")
     samples = SAMPLES if src == "de" else src_lines[:3]
@@ -151,10 +164,10 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     log.info("\ntest_2016_flickr: BLEU %.2f (lowercased %.2f), chrF %.2f, %d sentences in %.1f s, %d updates\n  %s"
              "\n  %s", s["bleu"], s["bleu_lc"], s["chrf"], s["sentences"], s["seconds"], trainer.state.step,
              s["signature"], told)
-    c = fitted["held_out"]
-    log.info("confidence on test_2016_flickr (calibrated on the validation split): Pearson r %.3f with sentence chrF, "
-             "ROC AUC %.3f for the %.1f%% under chrF %g", c["pearson"], c["roc_auc"], 100 * c["below_threshold"],
-             THRESHOLD)
+    if fitted:
+        log.info("confidence on test_2016_flickr (calibrated on the validation split): Pearson r %s with sentence "
+                 "chrF, ROC AUC %s for the %.1f%% under chrF %g", fitted["pearson"], fitted["roc_auc"],
+                 100 * fitted["below_threshold"], THRESHOLD)
     log.info("run dir: %s\n  metrics: %s\n  hypotheses: %s\n  translate more: aiayn translate --model %s",
              run, run.metrics, s["hypotheses"], run)
     log.info("demo finished in %.1f minutes", (time.perf_counter() - t0) / 60)

@@ -154,6 +154,10 @@ def calibrate(engine: Any, sources: Sequence[str], references: Sequence[str], th
     from .confidence import fit
 
     x, chrf = sentence_features(engine, sources, references, **overrides)
+    good = sum(c >= threshold for c in chrf)
+    if good in (0, len(chrf)):
+        raise ValueError(f"{'none' if good == 0 else 'every one'} of the {len(chrf)} sentences scores chrF {threshold:g} "
+                         "or more: a calibration cannot tell good from bad there; choose another --threshold")
     cal = fit(x, [c >= threshold for c in chrf], threshold)
     report = {"fitted": {**agreement(cal(x), chrf, threshold), "sentences": len(x)}, "engine": engine.engine,
               "threshold": threshold}
@@ -186,6 +190,11 @@ def agreement(confidence: Sequence[float], chrf: Sequence[float], threshold: flo
     1 - confidence for finding the sentences under ``threshold``, and their share."""
     from .confidence import pearson, roc_auc
 
+    import math
+
+    def kept(x: float) -> float | None:                 # (NaN, where one class is missing: None, for JSON)
+        return None if math.isnan(x) else round(x, 4)
+
     low = [c < threshold for c in chrf]
-    return {"pearson": round(pearson(confidence, chrf), 4), "roc_auc": round(roc_auc([-c for c in confidence], low), 4),
+    return {"pearson": kept(pearson(confidence, chrf)), "roc_auc": kept(roc_auc([-c for c in confidence], low)),
             "below_threshold": round(sum(low) / max(1, len(low)), 4)}
