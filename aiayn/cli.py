@@ -751,7 +751,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from . import __version__
     from .runtime import cpu_workers
-    from .serving.pairs import Models
+    from .serving.pairs import Models, Served
     from .serving.serve import ServeConfig, serve
 
     settings = _given(a, "serve")
@@ -763,6 +763,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     # aiayn's engine on a CPU: in worker processes, so that this process needs no PyTorch (auto: when it is needed)
     processes = cpu_workers(cfg.workers) if a.engine in ("torch", "auto") and cfg.processes else 0
     models = Models.load(a.model, a.engine, cfg.memory_budget > 0, processes, **_given(a, "decode"), workers=workers)
+    if cfg.fallback:
+        models.add_fallback(Served.load(cfg.fallback, a.engine, True, processes, workers=workers), cfg.min_confidence)
     serve(models, cfg, {"version": __version__})
     return 0
 

@@ -436,18 +436,31 @@ def translate_with_fallback(engines: Sequence[Engine], fallback: Sequence[Engine
     beam), whose translations are kept where they are surer. The first stays the fast one; the second sees only the
     texts that need it. No ``fallback``: the first's alone."""
     out = translate_through(engines, request)
-    low = [i for i, ts in enumerate(out) if ts and ts[0].confidence is not None and ts[0].confidence < min_confidence]
-    if not (fallback and low):
-        return out
+    low = unsure(out, min_confidence)
+    if fallback and low:
+        kept_surer(out, low, translate_through(fallback, only(request, low)))
+    return out
+
+
+def unsure(out: list[list[Translation]], min_confidence: float) -> list[int]:
+    """The inputs whose (best) translation is less sure than ``min_confidence``."""
+    return [i for i, ts in enumerate(out) if ts and ts[0].confidence is not None and ts[0].confidence < min_confidence]
+
+
+def only(request: Request, which: Sequence[int]) -> Request:
+    """The request for some of its texts only (their constraints with them)."""
     cons = request.constraints
-    again = translate_through(fallback, replace(request, texts=[request.texts[i] for i in low],
-                                                constraints=None if cons is None else [cons[i] for i in low]))
+    return replace(request, texts=[request.texts[i] for i in which],
+                   constraints=None if cons is None else [cons[i] for i in which])
+
+
+def kept_surer(out: list[list[Translation]], low: Sequence[int], again: list[list[Translation]]) -> None:
+    """The fallback's translations ``again`` of the inputs ``low`` put in ``out`` where they are surer (counted)."""
     FALLBACK["sent"] += len(low)
     for i, ts in zip(low, again, strict=True):
         if (ts[0].confidence or 0.0) > (out[i][0].confidence or 0.0):
             out[i] = ts
             FALLBACK["kept"] += 1
-    return out
 
 
 class Pivot:

@@ -317,3 +317,27 @@ def test_the_length_guard_cuts_a_short_translation_at_its_likeliest_starter_and_
     assert out.text == (f"{left} {right}" if shorter else whole)
     assert GUARD["kept"] == before["kept"] + shorter
     assert translate(t, Request([text], {"runon": False}))[0][0].text == whole      # off with runon
+
+
+def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:
+    """aiayn serve --fallback RUN --min-confidence X: a text less sure than X translated again by the fallback model,
+    kept where surer, in both APIs, counted in /metrics; a fallback for a pair no model serves is refused by name."""
+    import shutil
+
+    from .test_serve import Server
+
+    first, back = tmp_path / "first", tmp_path / "back"
+    for run, bias in ((first, -4.0), (back, 4.0)):                   # the first unsure of all, the fallback sure
+        shutil.copytree(LEGACY, run, ignore=shutil.ignore_patterns("engines"))
+        Calibration([0.0] * len(NAMES), bias, [0.0] * len(NAMES), [1.0] * len(NAMES)).save(run / "calibration.json")
+    s = Server("--no-processes", "--engine", "torch", "--fallback", str(back), "--min-confidence", "0.5", model=first)
+    try:
+        status, _, body = s.post("/translate", {"text": LINES[:2]})
+        assert status == 200 and body["confidence"] == [round(1 / (1 + math.exp(-4.0)), 4)] * 2, body
+        status, _, lt = s.post("/translate", {"q": LINES[0], "source": "de", "target": "en"})
+        assert status == 200 and lt["confidence"] == body["confidence"][0]
+        _, _, text = s.request("GET", "/metrics")
+        assert 'aiayn_fallback_texts_total{outcome="sent"} 3.0' in text.decode()
+        assert 'aiayn_fallback_texts_total{outcome="kept"} 3.0' in text.decode()
+    finally:
+        assert s.stop() == 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from ..engine import Engine, Unsupported
 from ..guards import ServiceError, cut
 from ..interop import auto
-from ..pipeline import Prepared, Request, Translation, leg, prepare, translate_async
+from ..pipeline import Prepared, Request, Translation, kept_surer, leg, only, prepare, translate_async, unsure
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
@@ -80,6 +80,8 @@ class Served:
     processes: int = 0                          # aiayn's engine in this many worker processes (auto: once needed)
     threads: bool = False                       # worker processes could not be started here: threads from now on
     asked: str = "torch"                        # the --engine asked for (info["engine"]: the one that decodes)
+    fallback: Served | None = None              # a stronger model for its unsure texts (aiayn serve --fallback)
+    min_confidence: float = 0.5                 # under which a text goes to it
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
@@ -178,9 +180,16 @@ class Served:
             raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
 
     async def translate(self, prepared: Prepared) -> list[list[Translation]]:
-        """A prepared request's translations, its lines decoded by the batcher beside every other request's."""
+        """A prepared request's translations, its lines decoded by the batcher beside every other request's; those less
+        sure than ``min_confidence`` translated again by the ``fallback`` model, its translation kept where surer
+        (pipeline.translate_with_fallback's rule, counted in its FALLBACK)."""
         assert self.decoder is not None, "the server has not started"
-        return await translate_async(self.translator, prepared, self.decoder)
+        out = await translate_async(self.translator, prepared, self.decoder)
+        back, low = self.fallback, unsure(out, self.min_confidence)
+        if back is not None and low:
+            async with back.use():
+                kept_surer(out, low, await back.translate(back.prepare(400, lambda: only(prepared.request, low))))
+        return out
 
     def memory_bytes(self) -> int:
         """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on
@@ -305,6 +314,20 @@ class Models:
         """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool);
         ``processes``: as Served.load's."""
         return cls([Served.load(p, engine, lazy, processes, **decode) for p in run_dirs(paths)])
+
+    def add_fallback(self, back: Served, min_confidence: float) -> None:
+        """``back`` (loaded when the server starts) translates again the unsure texts of each model of its language
+        pair (any one model where it records none); ValueError where it serves none."""
+        if back.pair is not None:
+            mine = [s for s in self.served if s.pair == back.pair]
+        else:
+            mine = list(self.served) if len(self) == 1 else []
+        if not mine:
+            raise ValueError(f"--fallback {back.info.get('path')}: it translates {'-'.join(back.pair or ('?', '?'))}, "
+                             f"which no --model serves")
+        back.name += " (fallback)"
+        for s in mine:
+            s.fallback, s.min_confidence = back, min_confidence
 
     def __iter__(self) -> Any:
         return iter(self.served)

@@ -38,7 +38,7 @@ from .. import repair, spans
 from ..config import DecodeConfig, check, setting
 from ..engine import Unsupported, require
 from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
-from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, SPANS
+from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, FALLBACK, SPANS
 from ..pipeline import Request as Asked
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
@@ -106,6 +106,10 @@ class ServeConfig:
                                    ge=0)
     req_limit: int = setting(0, "translation requests per minute from one client (its API key, else its address) "
                              "before 429, in both APIs, as LibreTranslate's --req-limit (0: no limit)", ge=0)
+    fallback: str | None = setting(None, "a stronger model's run dir (the teacher behind a student, or the same run "
+                                   "with a wider beam in its recipe): each text less sure than --min-confidence is "
+                                   "translated again by it, and its translation kept where surer (docs/confidence.md)")
+    min_confidence: float = setting(0.5, "with --fallback: the confidence under which a text goes to it", ge=0, le=1)
 
     def __post_init__(self) -> None:
         check(self)
@@ -178,6 +182,9 @@ class Metrics:
                                         "copy of the source, a length out of line), by kind: flagged, and repaired",
                                         ("kind", "outcome"), repair.COUNTS))
         self.registry.register(_Confidence())
+        self.registry.register(_Counted("aiayn_fallback_texts", "texts less sure than --min-confidence, by outcome: "
+                                        "sent to the --fallback model, and those whose translation it bettered",
+                                        ("outcome",), FALLBACK))
         self.registry.register(_Counted("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
                                         "translated texts, by outcome: kept, or lost", ("outcome",), SPANS))
         self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
@@ -272,6 +279,8 @@ def create_app(models: "Models | Translator", cfg: ServeConfig | None = None,
         else:
             for served in models:
                 start(served)
+        for back in {id(s.fallback): s.fallback for s in models if s.fallback is not None}.values():
+            start(back)                          # (a fallback is loaded at start, whatever the budget)
         state["ready"] = True
         try:
             yield
