@@ -33,7 +33,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import sentences, spans
@@ -425,6 +425,8 @@ def translate_through(engines: Sequence[Engine], request: Request) -> list[list[
     return translate(engines[-1], request)
 
 
+# the request options a fallback keeps: how a text is cut and repaired, not how it is searched
+PER_TEXT = tuple(f.name for f in fields(DecodeConfig) if f.metadata.get("per_sentence"))
 # texts sent on to a fallback model in this process (translate_with_fallback), and those whose translation it bettered
 FALLBACK = {"sent": 0, "kept": 0}
 
@@ -448,9 +450,11 @@ def unsure(out: list[list[Translation]], min_confidence: float) -> list[int]:
 
 
 def only(request: Request, which: Sequence[int]) -> Request:
-    """The request for some of its texts only (their constraints with them)."""
+    """The request for a fallback model: some of its texts only (their constraints with them), and of its options those
+    that say how a text is taken and given (nbest, the sentence rules): the fallback decodes with its run's settings."""
     cons = request.constraints
-    return replace(request, texts=[request.texts[i] for i in which],
+    kept = {k: v for k, v in request.options.items() if k in ("nbest", *PER_TEXT)}
+    return replace(request, texts=[request.texts[i] for i in which], options=kept,
                    constraints=None if cons is None else [cons[i] for i in which])
 
 

@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", help="the cascade's first (fast) model")
     p.add_argument("--fallback", help="the cascade's fallback (stronger) model")
     p.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    p.add_argument("--first-beam", type=int, help="the first model's beam (default: its run's; 1: greedy)")
     p.add_argument("--engine", default="auto")
     a = p.parse_args(argv)
     from aiayn.data import DataDir
@@ -133,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()
     if a.first and a.fallback:
-        first, fallback = load(a.first, a.engine), load(a.fallback, a.engine)
+        first = load(a.first, a.engine, **({"beam": a.first_beam} if a.first_beam else {}))
+        fallback = load(a.fallback, a.engine)
         try:
-            out["cascade"] = {"first": a.first, "fallback": a.fallback, **cascade(first, fallback, src, ref,
-                                                                                  a.thresholds)}
+            out["cascade"] = {"first": a.first, "first_beam": first.decode.beam, "fallback": a.fallback,
+                              "fallback_beam": fallback.decode.beam, **cascade(first, fallback, src, ref, a.thresholds)}
         finally:
             first.close()
             fallback.close()

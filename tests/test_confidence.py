@@ -341,3 +341,18 @@ def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:
         assert 'aiayn_fallback_texts_total{outcome="kept"} 3.0' in text.decode()
     finally:
         assert s.stop() == 0
+
+
+def test_translate_fallback_on_the_command_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from aiayn.cli import main
+
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(LINES) + "\n")
+    with caplog.at_level(logging.INFO):
+        assert main(["translate", "--model", str(LEGACY), "--engine", "torch", "--no-processes", "--beam", "1",
+                     "--fallback", str(LEGACY), "--min-confidence", "1", "--input", str(src), "--output",
+                     str(tmp_path / "out.txt")]) == 0
+    assert "--fallback: 3 lines under confidence 1 translated again" in caplog.text
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
