@@ -979,7 +979,8 @@ def build_parser(only: str | None = "") -> argparse.ArgumentParser:
 
 ADDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "prepare": _add_prepare, "align": _add_align, "train": _add_train, "average": _add_average,
-    "translate": _add_translate, "evaluate": _add_evaluate, "calibrate": _add_calibrate, "demo": _add_demo, "serve": _add_serve,
+    "translate": _add_translate, "evaluate": _add_evaluate, "calibrate": _add_calibrate, "demo": _add_demo,
+    "serve": _add_serve,
     "export": _add_export, "import": _add_import, "distill": _add_distill, "shortlist": _add_shortlist,
     "plot": _add_plot,
 }

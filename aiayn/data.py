@@ -39,7 +39,7 @@ if TYPE_CHECKING:          # (imported where batches are made: reading a data di
 
 from .atomic import atomic_dir
 from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Norms
-from .tokenizer import Tokenizer, Vocab, stored_name
+from .tokenizer import AnyTokenizer, Tokenizer, Vocab, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -559,7 +559,7 @@ class DataDir:
         return list(read_lines(self.raw(split, side)))
 
 
-def count_starters(src: TokenArray, tokenizer: Tokenizer) -> tuple[tuple[str, float], ...]:
+def count_starters(src: TokenArray, tokenizer: AnyTokenizer) -> tuple[tuple[str, float], ...]:
     """A training source's starters (config.Norms): words of one piece, capitalized, that start at least
     Norms.OPENER_MIN sentences and whose uses start one at least Norms.STARTER_SHARE of the time, with that share."""
     size = tokenizer.vocab_size
@@ -570,7 +570,7 @@ def count_starters(src: TokenArray, tokenizer: Tokenizer) -> tuple[tuple[str, fl
         total += np.bincount(np.asarray(ids, np.int64), minlength=size)[:size]
     words = []
     for i in np.nonzero((first >= Norms.OPENER_MIN) & (first >= Norms.STARTER_SHARE * total))[0]:
-        piece = tokenizer.piece(int(i))
+        piece = tokenizer.piece(int(i)) or ""
         word = piece[1:] if piece.startswith("\u2581") else ""
         if word.isalpha() and word[0].isupper():
             words.append((word, round(float(first[i] / total[i]), 3)))

@@ -188,9 +188,9 @@ def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[
 def agreement(confidence: Sequence[float], chrf: Sequence[float], threshold: float) -> dict[str, Any]:
     """How well confidences tell good translations from bad: Pearson's r with sentence chrF, the ROC AUC of
     1 - confidence for finding the sentences under ``threshold``, and their share."""
-    from .confidence import pearson, roc_auc
-
     import math
+
+    from .confidence import pearson, roc_auc
 
     def kept(x: float) -> float | None:                 # (NaN, where one class is missing: None, for JSON)
         return None if math.isnan(x) else round(x, 4)

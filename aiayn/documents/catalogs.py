@@ -119,8 +119,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             u.target = multistring([plural] if n == 1 else [singular, *[plural] * (n - 1)])
         else:
             u.target = done[0]
-        mine = sure.get(k, [])
-        known = [c for c in mine if c is not None]
+        known = [c for c in sure.get(k, []) if c is not None]
         if needs_review(options, min(known) if known else None):
             u.markfuzzy(True)
     if todo:

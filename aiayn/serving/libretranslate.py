@@ -212,9 +212,9 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     results: list[list[Translation]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
-        for i, texts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, sentences),
-                            strict=True):
-            results[i] = texts
+        for i, ts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, sentences),
+                         strict=True):
+            results[i] = ts
     texts = [[t.text for t in r] for r in results]
     sure = [[_sure(t) for t in r] for r in results]
     # (aiayn's own fields, which LibreTranslate's clients pass over: how sure each translation is, in [0, 1])
