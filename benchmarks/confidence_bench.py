@@ -100,7 +100,7 @@ def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], threshold
         rows[f"cascade_{x:g}"] = run(f"first, under {x:g} to the fallback", [first], [fallback], x)
     teacher = rows["teacher"]
     for name, row in rows.items():
-        if name.startswith("cascade"):
+        if name != "teacher":
             row["bleu_vs_teacher"] = round(row["bleu"] - teacher["bleu"], 2)
             row["speed_vs_teacher"] = round(row["sentences_per_s"] / teacher["sentences_per_s"], 2)
     return rows
