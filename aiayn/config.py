@@ -339,7 +339,9 @@ class DecodeConfig:
                                    "trained on, as its run records it)", ge=0, per_request=True, per_sentence=True)
     runon: bool = setting(True, "with sentences: cut a sentence where a word that opens sentences in the training data "
                           "(German Ein, Zwei, Die; English A, The) stands capitalized inside it: text run on without "
-                          "its full stops (sentences.cut_runon)", per_request=True, per_sentence=True)
+                          "its full stops (sentences.cut_runon); and one translated too short for its source at its "
+                          "likeliest starter, the parts kept if surer (pipeline.guarded)", per_request=True,
+                          per_sentence=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)
