@@ -391,6 +391,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     from .documents.formats import EXTENSIONS
     from .pipeline import FALLBACK, Request, leg, prepare, stream, translate_with_fallback
 
+    before = dict(FALLBACK)                                 # (this process's counts: this command's are the change)
     def translate_through(engines: list[Any], request: Request) -> Any:
         return translate_with_fallback(engines, fallback, request, a.min_confidence)
 
@@ -440,9 +441,14 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     if kept[1]:
         log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept[0], kept[1])
     if fallback:
-        log.info("--fallback: %d line%s under confidence %g translated again, %d bettered", FALLBACK["sent"],
-                 "" if FALLBACK["sent"] == 1 else "s", a.min_confidence, FALLBACK["kept"])
+        _said_fallback({k: FALLBACK[k] - before[k] for k in FALLBACK}, a.min_confidence)
     return 0
+
+
+def _said_fallback(counts: dict[str, int], min_confidence: float) -> None:
+    sent = counts["sent"]
+    log.info("--fallback: %d line%s under confidence %g translated again, %d bettered", sent, "" if sent == 1 else "s",
+             min_confidence, counts["kept"])
 
 
 def _scored(line: int, t: Any, text: str) -> str:

@@ -301,7 +301,7 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
     # differ in it may share one
     assert {f.name for f in dataclasses.fields(DecodeConfig) if f.metadata["per_sentence"]} == \
         {"max_len_a", "max_len_b", "nbest", "keep_plain", "sentences", "sentence_tokens",
-                                                                    "repair"}
+                                                                    "repair", "runon"}
 
 
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(

@@ -66,11 +66,11 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
             lt = {"source": "de", "target": "en"}
             for path, payload, answer in (
                     ("/translate", {"text": ["<br>", "<p> <b></b> </p>"], "format": "html"},
-                     {"translations": ["<br>", "<p> <b></b> </p>"]}),
+                     {"translations": ["<br>", "<p> <b></b> </p>"], "confidence": [1.0, 1.0]}),   # nothing to doubt
                     ("/translate", {"text": ["", "   "], "beam": 2, "nbest": 2},
-                     {"translations": [[{"text": "", "score": 0.0}] * 2] * 2}),
-                    ("/translate", {"q": "<br>", "format": "html", **lt}, {"translatedText": "<br>"}),
-                    ("/translate", {"q": ["", " \n "], **lt}, {"translatedText": ["", "\n"]})):
+                     {"translations": [[{"text": "", "score": 0.0, "confidence": 1.0}] * 2] * 2}),
+                    ("/translate", {"q": "<br>", "format": "html", **lt}, {"translatedText": "<br>", "confidence": 1.0}),
+                    ("/translate", {"q": ["", " \n "], **lt}, {"translatedText": ["", "\n"], "confidence": [1.0, 1.0]})):
                 seconds, (status, _, body) = _timed(lambda: s.post(path, payload))   # noqa: B023
                 assert status == 200 and body == answer, (payload, body)
                 assert seconds < 1.0, f"{payload} took {seconds:.2f} s behind a busy worker"

@@ -80,8 +80,8 @@ class Served:
     processes: int = 0                          # aiayn's engine in this many worker processes (auto: once needed)
     threads: bool = False                       # worker processes could not be started here: threads from now on
     asked: str = "torch"                        # the --engine asked for (info["engine"]: the one that decodes)
-    fallback: Served | None = None              # a stronger model for its unsure texts (aiayn serve --fallback)
-    min_confidence: float = 0.5                 # under which a text goes to it
+    fallback: Served | None = None              # a stronger model for its texts less sure than min_confidence
+    min_confidence: float = 0.5                 # (aiayn serve --fallback, --min-confidence)
 
     @classmethod
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
@@ -180,20 +180,12 @@ class Served:
             raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
 
     async def translate(self, prepared: Prepared) -> list[list[Translation]]:
-        """A prepared request's translations, its lines decoded by the batcher beside every other request's; those less
-        sure than ``min_confidence`` translated again by the ``fallback`` model, its translation kept where surer
-        (pipeline.translate_with_fallback's rule, counted in its FALLBACK)."""
+        """Its lines decoded by the batcher beside every other request's; the unsure ones by the fallback (_fall_back)."""
         assert self.decoder is not None, "the server has not started"
-        out = await translate_async(self.translator, prepared, self.decoder)
-        back, low = self.fallback, unsure(out, self.min_confidence)
-        if back is not None and low:
-            async with back.use():
-                kept_surer(out, low, await back.translate(back.prepare(400, lambda: only(prepared.request, low))))
-        return out
+        return await _fall_back(self, prepared, await translate_async(self.translator, prepared, self.decoder))
 
     def memory_bytes(self) -> int:
-        """The bytes of the model's weights and buffers, as loaded (int8 layers count their packed weights; on
-        CTranslate2, its model file)."""
+        """The bytes of its weights and buffers as loaded (int8: packed weights; CTranslate2: its model file)."""
         return self.translator.memory_bytes()
 
     def describe(self) -> dict[str, Any]:
@@ -283,6 +275,16 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
                 raise
             found += inside
     return found
+
+
+async def _fall_back(served: Served, prepared: Prepared, out: list[list[Translation]]) -> list[list[Translation]]:
+    """``out`` with the texts less sure than ``served.min_confidence`` translated again by its ``fallback`` model, kept
+    where surer (pipeline.translate_with_fallback's rule, counted in its FALLBACK)."""
+    back, low = served.fallback, unsure(out, served.min_confidence)
+    if back is not None and low:
+        async with back.use():
+            kept_surer(out, low, await back.translate(back.prepare(400, lambda: only(prepared.request, low))))
+    return out
 
 
 class Models:
