@@ -32,12 +32,6 @@ LONG = "Ein Mann fährt mit dem Fahrrad über eine Brücke."
 SLOW = {"text": [LONG] * 512, "beam": 16, "min_len": 120, "max_len_b": 256}
 
 
-def _timed(call: Any) -> tuple[float, Any]:
-    t0 = time.monotonic()
-    out = call()
-    return time.monotonic() - t0, out
-
-
 # --- findings 1 and 2: bounded work, and empty work answered at once --------------------------------------------------
 
 
@@ -52,17 +46,34 @@ def test_length_settings_beyond_the_servers_caps_are_refused_by_name() -> None:
         assert s.stop() == 0
 
 
+# every line of SLOW decoded to its end would produce at least this many target tokens (min_len, EOS)
+SLOW_TOKENS = len(SLOW["text"]) * (SLOW["min_len"] + 1)
+
+
+def _abandoned_and_freed(s: Server) -> None:
+    """SLOW's lines were stopped unfinished (``aiayn_stopped_lines``), not decoded to their end, and the only worker
+    answers a short request. A deadline only guards against a hang: how fast is the benchmarks' to say."""
+    deadline = time.monotonic() + 120
+    while s.metric("aiayn_stopped_lines_total") < len(SLOW["text"]):
+        assert time.monotonic() < deadline, "the abandoned batch was never stopped"
+        time.sleep(0.05)
+    status, _, body = s.post("/translate", {"text": ["Hund"], "beam": 1})
+    assert status == 200, body
+    assert s.metric("aiayn_target_tokens_total") < SLOW_TOKENS, "the abandoned batch was decoded to its end"
+
+
 @pytest.mark.parametrize("mode", [("--processes",), ("--no-processes", "--no-join")], ids=["processes", "threads"])
 def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: tuple[str, ...]) -> None:
     """With the only decoding worker busy on a request that decodes for many seconds: HTML without text, and lines
-    that are all blank, are answered at once in both APIs; the request's 504 comes at its timeout; and within a
-    second of it the worker is free (a short request is answered), not still decoding the abandoned batch."""
+    that are all blank, are answered in both APIs while it is still decoding; the request's 504 comes at its timeout;
+    and its batch is stopped, not decoded to its end, so that the worker is free for the next request. The test
+    checks what happened, never how long it took, so that a busy machine cannot fail it."""
     s = Server(*mode, "--workers", "1", "--timeout", "3", "--max-lines", "512")
     try:
         with ThreadPoolExecutor(1) as pool:
-            t0 = time.monotonic()
             slow = pool.submit(s.post, "/translate", SLOW)
-            time.sleep(0.5)                                                  # it is being decoded
+            while s.metric("aiayn_requests_in_flight") < 1:                  # it is being decoded
+                time.sleep(0.05)
             lt = {"source": "de", "target": "en"}
             for path, payload, answer in (
                     ("/translate", {"text": ["<br>", "<p> <b></b> </p>"], "format": "html"},
@@ -71,16 +82,12 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
                      {"translations": [[{"text": "", "score": 0.0, "confidence": 1.0}] * 2] * 2}),
                     ("/translate", {"q": "<br>", "format": "html", **lt}, {"translatedText": "<br>", "confidence": 1.0}),
                     ("/translate", {"q": ["", " \n "], **lt}, {"translatedText": ["", "\n"], "confidence": [1.0, 1.0]})):
-                seconds, (status, _, body) = _timed(lambda: s.post(path, payload))   # noqa: B023
+                status, _, body = s.post(path, payload)
                 assert status == 200 and body == answer, (payload, body)
-                assert seconds < 1.0, f"{payload} took {seconds:.2f} s behind a busy worker"
+                assert not slow.done(), f"{payload} waited for the busy worker"
             status, _, body = slow.result()
-            timed_out = time.monotonic()
-            assert status == 504 and timed_out - t0 < 6, (status, timed_out - t0)
-        seconds, (status, _, body) = _timed(lambda: s.post("/translate", {"text": ["Hund"], "beam": 1}))
-        assert status == 200, body
-        assert time.monotonic() - timed_out < 1.0, (f"the worker was still busy {seconds:.2f} s after its request's "
-                                                    "504")
+            assert status == 504, (status, body)
+        _abandoned_and_freed(s)
     finally:
         assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()[-3000:]
@@ -88,20 +95,18 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
 
 @pytest.mark.parametrize("mode", [("--processes",), ("--no-processes", "--no-join")], ids=["processes", "threads"])
 def test_a_client_that_goes_away_frees_its_worker(mode: tuple[str, ...]) -> None:
-    """A client that closes its connection while its request is decoded: the batch stops, and the only worker
-    answers the next request within a second."""
+    """A client that closes its connection while its request is decoded: the batch stops unfinished, and the only
+    worker answers the next request."""
     s = Server(*mode, "--workers", "1", "--timeout", "60", "--max-lines", "512")
     try:
         body = json.dumps(SLOW).encode()
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                   str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(0.5)                                                  # it is being decoded
+        while s.metric("aiayn_requests_in_flight") < 1:                      # it is being decoded
+            time.sleep(0.05)
         c.close()
-        gone = time.monotonic()
-        status, _, answer = s.post("/translate", {"text": ["Hund"], "beam": 1})
-        assert status == 200, answer
-        assert time.monotonic() - gone < 1.0, f"the worker was busy {time.monotonic() - gone:.2f} s after its client left"
+        _abandoned_and_freed(s)
     finally:
         assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()[-3000:]
@@ -267,15 +272,13 @@ def test_slow_clients_get_a_408_and_the_server_stays_responsive(plain: Server) -
     slow += [half_sent(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:5]) for _ in range(3)]  # body
     slow += [socket.create_connection(("127.0.0.1", plain.port), timeout=10)]                              # nothing
-    t0 = time.monotonic()
     assert plain.post("/translate", {"text": ["Hund"]})[0] == 200                  # not held up by them
     for c in slow:
         answer = b""
         while chunk := c.recv(4096):                                            # until the server closes it
             answer += chunk
         c.close()
-        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert time.monotonic() - t0 < 5, "the slow connections were held for longer than their read timeout"
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]      # closed by the read timeout (recv: 10 s)
     assert plain.request("GET", "/health")[0] == 200
 
 

@@ -302,9 +302,9 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
 
 
 def test_a_worker_process_that_dies_is_a_one_line_error_at_once(run_dir: Path, tmp_path: Path) -> None:
-    """A worker killed while `aiayn translate` decodes: the other stops too, and the command exits 2 within seconds
-    (it restarted the worker and decoded the rest of the input first), with a line naming it, no traceback, and no
-    worker left behind."""
+    """A worker killed while `aiayn translate` decodes: the other stops too, and the command exits 2 at once (it does
+    not restart the worker and decode the rest of the input first: its output stays unfinished), with a line naming
+    it, no traceback, and no worker left behind."""
     import signal
     import subprocess
     import sys
@@ -322,12 +322,11 @@ def test_a_worker_process_that_dies_is_a_one_line_error_at_once(run_dir: Path, t
         workers = workers_of(p.pid)
         assert len(workers) == 2
         os.kill(workers[0], signal.SIGKILL)
-        killed = time.monotonic()
         err = p.communicate(timeout=120)[1]
-        took = time.monotonic() - killed
     finally:
         p.kill()
-    assert p.returncode == 2 and "Traceback" not in err and took < 5, (took, err)
+    assert p.returncode == 2 and "Traceback" not in err, err
+    assert len(out.read_text(encoding="utf-8").splitlines()) < 20000, "it went on decoding after the worker died"
     assert err.strip() == f"aiayn translate: error: decoding worker process {workers[0]} died (exit code -9)", err
     time.sleep(1)
     assert not any(Path(f"/proc/{w}").exists() and b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()

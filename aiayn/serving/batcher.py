@@ -55,7 +55,9 @@ class DecodeMetrics:
             cache_lookups=Counter("aiayn_cache_lookups", "sentences looked up in the translations remembered (memo.py)",
                                   by, registry=registry),
             cache_hits=Counter("aiayn_cache_hits", "sentences answered from the translations remembered", by,
-                               registry=registry))
+                               registry=registry),
+            stopped=Counter("aiayn_stopped_lines", "lines left undecoded or stopped unfinished: their requests "
+                            "timed out or went away", by, registry=registry))
 
     def model(self, name: str) -> ModelMetrics:
         return ModelMetrics(**{k: family.labels(name) for k, family in self.families.items()})
@@ -74,6 +76,7 @@ class ModelMetrics:
     queue_lines: Any
     cache_lookups: Any
     cache_hits: Any
+    stopped: Any
 
     def step(self, sentences: int, seconds: float) -> None:
         """One decoding step of ``sentences`` sentences."""
@@ -166,6 +169,7 @@ def _step(search: BeamSearch, running: dict[Any, Job], metrics: ModelMetrics) ->
     gone = {s for s in search.keys if s is not None and running[s].cancelled}
     if gone:
         search.drop(gone)
+        metrics.stopped.inc(len(gone))
     import torch
 
     t0 = time.perf_counter()
@@ -262,7 +266,9 @@ class Batcher:
                                   in_flight + self.queue[0].tokens <= self.limits.max_batch_tokens):
                 job = self.queue.pop(0)
                 self.waiting_lines -= len(job.ids)
-                if not job.cancelled:
+                if job.cancelled:
+                    self.metrics.stopped.inc(len(job.ids))
+                else:
                     taken.append(job)
                     in_flight += job.tokens
                     idle = False
@@ -372,6 +378,7 @@ class WholeBatcher:
         while self.busy < self.workers and self.waiting:
             first = next((j for j in self.waiting if not j.cancelled), None)
             if first is None:
+                self.metrics.stopped.inc(self.waiting_lines)
                 self.waiting, self.waiting_lines = [], 0
                 break
             batch: list[Job] = []
@@ -383,7 +390,9 @@ class WholeBatcher:
                 if job.cancelled or alike and (not batch or tokens + job.tokens <= most):
                     self.waiting.remove(job)
                     self.waiting_lines -= len(job.ids)
-                    if not job.cancelled:
+                    if job.cancelled:
+                        self.metrics.stopped.inc(len(job.ids))
+                    else:
                         batch.append(job)
                         tokens += job.tokens
             self.busy += 1
@@ -402,6 +411,7 @@ class WholeBatcher:
                                                 cons if any(c is not None for c in cons) else None, stop=stop)
         except Stopped:                                   # nobody waits for these requests' answers any more
             log.info("a batch of %d lines stopped: its requests timed out or went away", len(ids))
+            self.metrics.stopped.inc(len(ids))
             return
         except Exception as e:  # noqa: BLE001 - these requests get the error; serving goes on
             log.exception("decoding a batch failed")
