@@ -9,13 +9,28 @@ UPDATES ?=
 
 .PHONY: setup browser tools test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
+# Each target installs only what it needs, each part once (a stamp per part, redone when pyproject.toml changes):
+# make setup / make demo the package alone; make test its tests' parts; lint and typecheck the checkers; docs, bench
+# and walkthrough their own. PIP=uv installs with uv (from PyPI, into the venv: it resolves and downloads in parallel)
+# where its index serves the CPU build of torch; pip is the default, as it reads pip.conf (a mirror, constraints).
+PIP     ?= pip
+ifeq ($(PIP),uv)
+INSTALL  = $(BIN)/uv pip install -q --python $(BIN)/python
+else
+INSTALL  = $(BIN)/python -m pip install -q
+endif
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(if $(filter uv,$(PIP)),$(BIN)/python -m pip install -q uv,$(BIN)/python -m pip install -q --upgrade pip)
 	# torch first: the CPU wheel (a plain `pip install torch` pulls a multi-GB CUDA build)
-	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(INSTALL) "$(TORCH)"
+	$(INSTALL) -e .
 	touch $(STAMP)
+
+$(VENV)/.installed-%: $(STAMP)
+	$(INSTALL) -e ".[$*]"
+	touch $@
 
 setup: $(STAMP)
 
@@ -42,28 +57,28 @@ tools:
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"
 # The tests marked ci (the documentation site, the walkthroughs run through) are CI's: make test-ci, or make test-all.
-test: $(STAMP)
+test: $(VENV)/.installed-test
 	@$(BIN)/python -m pytest tests -m "not ci" $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
 
-test-ci: $(STAMP)
+test-ci: $(VENV)/.installed-test $(VENV)/.installed-docs
 	@$(BIN)/python -m pytest tests -m ci $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-ci: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
 
-test-all: $(STAMP)
+test-all: $(VENV)/.installed-test $(VENV)/.installed-docs
 	$(BIN)/python -m pytest tests $(ARGS)
 
 # Every README table names the recorded result its figures come from, and that file holds them.
-check-claims: $(STAMP)
+check-claims: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/test_claims.py
 
-test-fast: $(STAMP)
+test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests -m "not slow"
 
-lint: $(STAMP)
+lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check aiayn tests benchmarks docs/walkthrough
 
-typecheck: $(STAMP)
+typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy aiayn
 
 demo: $(STAMP)
@@ -71,8 +86,7 @@ demo: $(STAMP)
 
 # Any benchmark by name (python -m benchmarks lists them): make bench NAME=serve ARGS="--model ... --src ..."
 NAME ?= throughput
-bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[bench]"
+bench: $(VENV)/.installed-bench
 	@# OpenNMT-py pins torch<2.3: its code goes to benchmarks/.peers without dependencies (see peers.py)
 	$(BIN)/python -m pip install -q --upgrade --no-deps --target benchmarks/.peers "OpenNMT-py==3.5.1" \
 		"pyonmttok>=1.37,<2" configargparse || echo "OpenNMT-py could not be installed; its rows will say so"
@@ -80,8 +94,7 @@ bench: $(STAMP)
 
 # The walkthrough, both editions, executed in full (the tests run them in a fast mode) into executed notebooks
 # and HTML pages with their figures: build/walkthrough/walkthrough{,.zh}.{ipynb,html}
-walkthrough: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[walkthrough]"
+walkthrough: $(VENV)/.installed-walkthrough
 	mkdir -p build/walkthrough
 	for ed in walkthrough walkthrough.zh; do \
 	  $(BIN)/jupytext --quiet --to ipynb -o build/walkthrough/$$ed.ipynb docs/walkthrough/$$ed.py && \
@@ -93,8 +106,7 @@ walkthrough: $(STAMP)
 
 # The documentation site (docs/conf.py), offline, strict: a warning (a broken link or reference, a failed walkthrough
 # cell) fails the build. Open build/docs/index.html.
-docs: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[docs]"
+docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs
 	@echo "built: build/docs/index.html"
 

@@ -15,13 +15,13 @@ if TYPE_CHECKING:
     from .model import Transformer, make_model
     from .rundir import RunDir
     from .runtime import configure
-    from .translate import Translator
+    from .translator import Translator
 
 __version__ = "0.1.0"
 
 # each public name: the module it comes from
 _HOMES = {"ModelConfig": "config", "TrainConfig": "config", "DecodeConfig": "config", "RunConfig": "config",
-          "Transformer": "model", "make_model": "model", "Translator": "translate", "RunDir": "rundir",
+          "Transformer": "model", "make_model": "model", "Translator": "translator", "RunDir": "rundir",
           "configure": "runtime"}
 
 __all__ = ["ModelConfig", "TrainConfig", "DecodeConfig", "RunConfig", "Transformer", "make_model", "Translator",

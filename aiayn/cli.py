@@ -267,10 +267,11 @@ def _add_decode_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = (),
     setting."""
     from .config import DecodeConfig
 
-    p.add_argument("--engine", choices=("auto", "torch", "ctranslate2"), default="auto",
-                   help="torch: aiayn's own; ctranslate2: the model converted for CTranslate2 on first use, cached in "
-                        "the run dir (needs aiayn[export]); auto: CTranslate2 where it is installed, aiayn's own for "
-                        "what it cannot do (constraints, attention maps), said when used (default: %(default)s)")
+    p.add_argument("--engine", default="auto",
+                   help="a name in engines/auto.py's table: torch: aiayn's own; ctranslate2: the model converted for "
+                        "CTranslate2 on first use, cached in the run dir (needs aiayn[export]); auto: CTranslate2 where "
+                        "it is installed, aiayn's own for what it cannot do (constraints, attention maps), said when "
+                        "used (default: %(default)s)")
     if several == "pairs":
         p.add_argument("--model", required=True, type=Path, action="append",
                        help="a run dir (or a checkpoint dir inside one, or a directory of run dirs); repeat it to "
@@ -358,7 +359,7 @@ def _check_input(a: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def _engines(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any]]:
     """The engine of each --model (more than one: a pivot, each in turn), closed at the end (worker processes end)."""
-    from .interop.auto import load
+    from .engines.auto import load
 
     engines: list[Any] = []
     try:
@@ -373,7 +374,7 @@ def _engines(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[A
 @contextlib.contextmanager
 def _fallback(a: argparse.Namespace) -> Iterator[list[Any]]:
     """--fallback RUN's engine (with its run's own settings), closed at the end; none without it."""
-    from .interop.auto import load
+    from .engines.auto import load
 
     engine = load(a.fallback, a.engine, processes=a.processes) if a.fallback else None
     try:
@@ -655,8 +656,8 @@ def _n(x: float | None) -> str:
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
     from .data import DataDir, read_lines
+    from .engines.auto import load
     from .evaluate import calibrate
-    from .interop.auto import load
     from .rundir import RunDir
 
     run = RunDir.locate(a.model)[0]
@@ -693,7 +694,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
 
     p = _command(sub, cmd_calibrate)
     p.add_argument("--model", required=True, type=Path, help="the run dir (its calibration.json is written there)")
-    p.add_argument("--engine", choices=("auto", "torch", "ctranslate2"), default="auto",
+    p.add_argument("--engine", default="auto",
                    help="the engine whose translations are calibrated (default: %(default)s, as translate)")
     p.add_argument("--threshold", type=float, default=THRESHOLD,
                    help="sentence chrF at or above which a translation is acceptable (default %(default)s)")
@@ -842,8 +843,8 @@ def cmd_import(a: argparse.Namespace) -> int:
     """Read a Hugging Face MarianMTModel with its MarianTokenizer (a local directory, or a hub name such as
     Helsinki-NLP/opus-mt-de-en) into a run directory that translate, evaluate, serve, export and train --init-from
     use."""
+    from .engines.torch import load_trained
     from .interop.pretrained import import_model
-    from .translate import load_trained
 
     out = import_model(a.source, a.out, a.format, a.src, a.tgt, a.force)
     t = load_trained(out)

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from .config import DecodeConfig
-from .guards import brief
+from .quoting import brief
 
 State = tuple[int, tuple[int, ...]]        # (bit i set: phrase i produced, the tokens of the phrase under way)
 

@@ -28,7 +28,7 @@ from .precision import cpu_has_fast_bf16
 from .rundir import RunDir
 from .runtime import configure
 from .train import Trainer
-from .translate import Translator
+from .translator import Translator
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from typing import Any
 from .config import check, setting
 from .data import DataDir, DataError, PrepareOptions, Source, prepare
 from .distributed import Distributed
+from .engines.torch import TorchEngine
 from .precision import cpu_has_fast_bf16
 from .rundir import RunDir
 from .runtime import resolve_device
-from .translate import Translator
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def distill(teacher: str | Path, data: str | Path, out: str | Path, opts: Distil
     opts = opts or DistillOptions()
     out, d = Path(out), DataDir(data)
     decode.setdefault("precision", teacher_precision(decode.get("device") or "auto"))
-    translator = Translator.load(teacher, **decode)
+    translator = TorchEngine.load(teacher, **decode)
     dist = Distributed.from_env()
     dist.setup(translator.device)
     work = out.parent / f"{out.name}.work"
@@ -90,7 +90,7 @@ def distill(teacher: str | Path, data: str | Path, out: str | Path, opts: Distil
     return out
 
 
-def _settings(teacher: str | Path, d: DataDir, t: Translator, opts: DistillOptions) -> dict[str, Any]:
+def _settings(teacher: str | Path, d: DataDir, t: TorchEngine, opts: DistillOptions) -> dict[str, Any]:
     """What the shards in a work dir depend on: a work dir made with other settings is not resumed."""
     checkpoint = RunDir.locate(teacher)[1]
     weights = {f.name: [f.stat().st_size, f.stat().st_mtime] for f in sorted(checkpoint.iterdir()) if f.is_file()}
@@ -119,7 +119,7 @@ def _shard(work: Path, i: int) -> Path:
     return work / f"shard-{i:06d}.jsonl"
 
 
-def _translate_shards(t: Translator, d: DataDir, work: Path, todo: list[int], size: int, shards: int,
+def _translate_shards(t: TorchEngine, d: DataDir, work: Path, todo: list[int], size: int, shards: int,
                       show: bool) -> None:
     """Translate shards ``todo`` of the training sources, each into its file (source, output, mean log-prob)."""
     from tqdm import tqdm
@@ -155,7 +155,7 @@ def _dropped_because(row: dict[str, Any], opts: DistillOptions) -> str | None:
 
 
 def _assemble(teacher: str | Path, d: DataDir, work: Path, out: Path, shards: int, opts: DistillOptions,
-              t: Translator) -> None:
+              t: TorchEngine) -> None:
     """The shards (and the original pairs, if kept) as text, then ``prepare`` with the teacher's tokenizer."""
     src_lang, tgt_lang = d.src, d.tgt
     text = work / "text"

@@ -16,21 +16,14 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from . import repair
 
-
-class Translates(Protocol):
-    """What evaluate needs: an engine (translate.Translator, ...) or engines in a chain (pipeline.Pivot)."""
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]: ...
-
-    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Any]:
-        """Each line's best pipeline.Translation (its text and confidence)."""
-        ...
+# What evaluate translates with: an engine (engines/), engines in a chain (pipeline.Pivot) or a translator.Translator
+Translates = Any
 
 
 log = logging.getLogger(__name__)
@@ -110,11 +103,11 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
-    from .pipeline import one_line_each
+    from .pipeline import one_line_each, translations
 
     before = Counter(repair.COUNTS)
     t0 = time.perf_counter()
-    out = translator.translations(src_lines, **overrides)
+    out = translations(translator, src_lines, **overrides)
     seconds = time.perf_counter() - t0
     hyps = one_line_each([[t] for t in out])
     repaired = {kind: {outcome: repair.COUNTS[(kind, outcome)] - before[(kind, outcome)]

@@ -30,26 +30,23 @@ import collections
 import queue
 import re
 import threading
-from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import sentences, spans
 from .confidence import of_text
 from .config import DecodeConfig, Norms, beam_for_nbest
-from .engine import Engine, detokenize, encode, hypotheses, one_line, require, run, run_async
+from .engines.base import Engine, one_line, require, run, run_async
 from .repair import repaired
 from .sentences import Pieces
 
 if TYPE_CHECKING:
-    from .confidence import Calibration
     from .constraints import Constraints, Glossary
-    from .engine import Hypothesis
+    from .engines.base import Hypothesis
     from .markup import Fragment
     from .repair import Call
-    from .tokenizer import Vocab
 
 FORMATS = ("text", "html")
 # the protected spans of translated texts, kept and lost, in this process (serve.py's /metrics)
@@ -478,14 +475,24 @@ class Pivot:
         self.engine = " → ".join(e.engine for e in self.engines)
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        """As :meth:`EngineBase.translate`, through every engine in turn."""
+        """As translator.Translator.translate, through every engine in turn."""
         return one_line_each([[t] for t in self.translations(lines, **overrides)])
 
     def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
-        """As :meth:`EngineBase.translations`, through every engine in turn (the confidence: the last one's)."""
+        """As :func:`translations`, through every engine in turn (the confidence: the last one's)."""
         cons = overrides.pop("constraints", None)
         return [t[0] for t in translate_through(self.engines, Request(lines, {**overrides, "nbest": 1},
                                                                       constraints=cons))]
+
+
+def translations(engine: Engine | Pivot, lines: Sequence[str], **overrides: Any) -> list[Translation]:
+    """Each line's best :class:`Translation` (its text, score and confidence) by ``engine`` (or engines in a chain),
+    each line split into its sentences unless ``sentences=False``; ``overrides``: DecodeConfig fields, ``constraints``
+    (per line, target phrases its translation contains)."""
+    if isinstance(engine, Pivot):
+        return engine.translations(lines, **overrides)
+    cons = overrides.pop("constraints", None)
+    return [t[0] for t in translate(engine, Request(lines, {**overrides, "nbest": 1}, constraints=cons))]
 
 
 def one_line_each(out: list[list[Translation]]) -> list[str]:
@@ -508,78 +515,6 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
     import asyncio  # (here: the command line has no event loop, nor imports one)
 
     return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
-
-
-class EngineBase(ABC):
-    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
-    ``decode_lines``, which each engine writes: engine.Engine says what they do), written once."""
-
-    vocab: Vocab
-    languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
-    norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
-    calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
-    _calibration: Calibration | None = None
-
-    @abstractmethod
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        """engine.Engine's."""
-
-    @abstractmethod
-    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
-                    decode: DecodeConfig) -> list[Constraints | None] | None:
-        """engine.Engine's."""
-
-    @abstractmethod
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """engine.Engine's."""
-
-    def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
-        return encode(self.vocab, lines)
-
-    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
-        return detokenize(self.vocab, token_lists)
-
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
-                   cons: Sequence[Constraints | None] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """Each line's hypotheses by engine.plan, its calls made by ``decode_lines``."""
-        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
-
-    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
-                             constraints: Sequence[Sequence[str] | None] | None = None,
-                             **overrides: object) -> list[list[Hypothesis]]:
-        """``decode.nbest`` hypotheses of each line, each line one sentence as given (no splitting: :func:`translate`
-        splits), in order. ``constraints``: per line, target phrases its translation must contain (constraints.py;
-        an engine that can keep them)."""
-        decode = self.settings(decode, **overrides)
-        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        """One translation per input line, in order, each one line, by the pipeline (each line split into its
-        sentences, unless ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field,
-        ``constraints``."""
-        return one_line_each([[t] for t in self.translations(lines, **overrides)])
-
-    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
-        """As :meth:`translate`, each line's best :class:`Translation` (its text, score and confidence)."""
-        cons = overrides.pop("constraints", None)
-        return [t[0] for t in translate(cast("Engine", self), Request(lines, {**overrides, "nbest": 1},
-                                                                      constraints=cons))]
-
-    @property
-    def calibration(self) -> Calibration:
-        """Its calibration of confidence (confidence.py): set by its loader (the run's), else the package's."""
-        if self._calibration is None:
-            from .confidence import for_run
-
-            self._calibration = for_run(None)
-        return self._calibration
-
-    @calibration.setter
-    def calibration(self, value: Calibration) -> None:
-        self._calibration = value
 
 
 # --- a stream of lines, in chunks --------------------------------------------------------------------------------

@@ -128,10 +128,10 @@ def training_curves(metrics: Path, path: Path) -> Path:
 
 def attention(run_dir: Path, sentence: str, out_dir: Path) -> list[Path]:
     """One PNG per attention kind (encoder self, decoder self, cross), a grid of layers x heads each."""
-    from .translate import Translator
+    from .engines.torch import TorchEngine
 
     plt = _plt()
-    a = Translator.load(run_dir).attention(sentence, beam=1)
+    a = TorchEngine.load(run_dir).attention(sentence, beam=1)
     out, src_tok, tgt_in, tgt_out = a["translation"], a["source"], a["target_in"], a["target_out"]
     paths = []
     for name, layers, rows, cols in (("encoder", a["encoder"], src_tok, src_tok),

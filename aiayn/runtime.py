@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:          # (imported where used: the command line on CTranslate2 runs without PyTorch)
     import torch
 
-    from .engine import Device
+    from .engines.base import Device
 
 
 @functools.cache

@@ -35,7 +35,7 @@ from torch import Tensor
 from .cache import DecoderCache, StaticCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
-from .engine import Hypothesis, Stop, Stopped, max_length
+from .engines.base import Hypothesis, Stop, Stopped, max_length
 from .model import Transformer, static_step
 from .shortlist import Output, Shortlist, output_for
 

@@ -29,7 +29,8 @@ from .atomic import remove_debris
 from .config import ModelConfig, RunConfig, TrainConfig
 from .data import Batch, DataDir, Joiner, TokenBatchSampler, collate
 from .distributed import Distributed
-from .engine import detokenize
+from .engines.base import detokenize
+from .engines.torch import translate_ids
 from .evaluate import score
 from .lexicon import guided_targets
 from .loss import SequenceLoss
@@ -39,7 +40,6 @@ from .optim import cooldown_factor, make_optimizer, noam_lr
 from .precision import autocast
 from .rundir import RunDir
 from .runtime import eval_mode, resolve_device
-from .translate import translate_ids
 
 log = logging.getLogger(__name__)
 

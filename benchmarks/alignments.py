@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sample", type=int, default=20)
     a = ap.parse_args(argv)
 
+    from aiayn import Translator
     from aiayn.align import agreement, align, format_links, method
     from aiayn.rundir import RunDir
-    from aiayn.translate import Translator
 
     t = Translator.load(a.model, device="cpu")
     s, g = RunDir.locate(a.model)[0].languages() or ("de", "en")

@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-beam", type=int, help="the first model's beam (default: its run's; 1: greedy)")
     p.add_argument("--engine", default="auto")
     a = p.parse_args(argv)
+    from aiayn import Translator
     from aiayn.data import DataDir
-    from aiayn.interop.auto import load
     from aiayn.rundir import RunDir
 
     data = DataDir(RunDir.locate(a.model[0])[0].data_info()["data_dir"])
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"data": str(data.path), "split": "test", "cpu": platform.processor() or platform.machine(),
                            "quality": {}}
     for k, model in enumerate(a.model):
-        engine = load(model, a.engine)
+        engine = Translator.load(model, a.engine)
         try:
             out["quality"][model] = q = quality(engine, src, ref)
             print(f"{model}: Pearson r {q['pearson']:.3f}, ROC AUC {q['roc_auc']:.3f} ({q['calibration']})", flush=True)
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()
     if a.first and a.fallback:
-        first = load(a.first, a.engine, **({"beam": a.first_beam} if a.first_beam else {}))
-        fallback = load(a.fallback, a.engine)
+        first = Translator.load(a.first, a.engine, **({"beam": a.first_beam} if a.first_beam else {}))
+        fallback = Translator.load(a.fallback, a.engine)
         try:
             out["cascade"] = {"first": a.first, "first_beam": first.decode.beam, "fallback": a.fallback,
                               "fallback_beam": fallback.decode.beam, **cascade(first, fallback, src, ref, a.thresholds)}

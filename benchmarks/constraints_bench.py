@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
+    from aiayn import Translator
     from aiayn.evaluate import score
     from aiayn.rundir import RunDir
-    from aiayn.translate import Translator
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]

@@ -32,7 +32,7 @@ def _timed(run: Any) -> tuple[Any, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from aiayn.interop.auto import load
+    from aiayn import Translator
     from aiayn.pipeline import Request, translate
 
     p = argparse.ArgumentParser(prog="python -m benchmarks engines", description=__doc__.split("\n\n")[0])
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [x for x in a.src.read_text(encoding="utf-8").splitlines() if x.strip()][: a.lines]
     rng = random.Random(1)
     html = [tag_line(x, rng)[0] for x in lines]
-    engines = {name: load(a.model, name, device="cpu", precision="fp32") for name in ("torch", "ctranslate2")}
+    engines = {name: Translator.load(a.model, name, device="cpu", precision="fp32") for name in ("torch", "ctranslate2")}
     out: dict[str, dict[str, Any]] = {}
     for name, e in engines.items():
         aligned, s1 = _timed(lambda e=e: translate(e, Request(lines, alignments=True)))

@@ -6,7 +6,7 @@
 Exports the run (``aiayn export --format ctranslate2 --quantization Q``), then translates --src with
 aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 (compute type Q), greedy and
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
-passes after a warm-up. Both decode with aiayn's length rule (source length + 50, ct2.CTranslate2Translator.from_export).
+passes after a warm-up. Both decode with aiayn's length rule (source length + 50, ct2.CTranslate2Engine.from_export).
 Prints sentences/s, BLEU of each, and the share of identical lines as a Markdown table, and records the
 same rows as ``results/export-<date>.json`` (record.py).
 """
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from aiayn import Translator, configure
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.evaluate import score
-    from aiayn.interop.ct2 import CTranslate2Translator
     from aiayn.interop.export import export
 
     configure()
@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> None:
         for beam in (1, a.beam):
             for workers in (1, 2):
                 # the same length rule as aiayn (source length + 50), the same forbidden tokens and length penalty
-                ct = CTranslate2Translator.from_export(out, "int8" if a.quantization == "int8" else "fp32",
+                ct = CTranslate2Engine.from_export(out, "int8" if a.quantization == "int8" else "fp32",
                                                        workers=workers, threads=max(1, cores // workers))
 
-                def run_ct2(ct: CTranslate2Translator = ct, beam: int = beam) -> list[str]:
+                def run_ct2(ct: CTranslate2Engine = ct, beam: int = beam) -> list[str]:
                     return ct.translate(src, beam=beam)
 
                 def run_ours(beam: int = beam, workers: int = workers) -> list[str]:

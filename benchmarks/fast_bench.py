@@ -31,7 +31,7 @@ import record  # noqa: E402
 
 
 def _translate(decoder: Any, lines: list[str], beam: int, shortlist: bool) -> list[str]:
-    """Translate with aiayn's Translator or CTranslate2 (ct2.CTranslate2Translator): the same call."""
+    """Translate with aiayn's Translator or CTranslate2 (ct2.CTranslate2Engine): the same call."""
     return list(decoder.translate(lines, beam=beam, shortlist=shortlist))
 
 
@@ -39,9 +39,9 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
           engines: list[str], lang: str | None, tmp: Path) -> list[dict[str, Any]]:
     import torch
 
+    from aiayn import Translator
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.evaluate import score
-    from aiayn.interop.auto import load
-    from aiayn.interop.ct2 import CTranslate2Translator
     from aiayn.interop.export import export
     from aiayn.shortlist import Shortlist
 
@@ -57,9 +57,9 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
                     torch.set_num_threads(w)
                     if engine == "aiayn":
                         # as `aiayn translate` decodes: 2+ workers are processes
-                        t = load(run, "torch", processes=True, precision=precision, device="cpu", workers=w)
+                        t = Translator.load(run, "torch", processes=True, precision=precision, device="cpu", workers=w)
                     else:
-                        ct2 = CTranslate2Translator.from_export(out, "int8" if precision == "int8" else "fp32",
+                        ct2 = CTranslate2Engine.from_export(out, "int8" if precision == "int8" else "fp32",
                                                                 workers=w, threads=1)
                     for beam in (1, 4):
                         for shortlist in ((False, True) if has_list else (False,)):

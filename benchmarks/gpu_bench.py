@@ -76,7 +76,7 @@ def _passes(engine: Any, lines: list[str], beam: int, **settings: Any) -> tuple[
 
 def decoding(run: str, lines: list[str], refs: list[str], device: str, precision: str, budget: float,
              figures: dict[str, Any], save: Any, peers: bool = True) -> None:
-    from aiayn.translate import Translator
+    from aiayn import Translator
 
     t = Translator.load(run, device=device, precision=precision)
     rows: list[dict[str, Any]] = figures.setdefault("decoding", [])
@@ -97,7 +97,7 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
     if not peers:
         return
     try:
-        from aiayn.interop.auto import ctranslate2
+        from aiayn.engines.auto import ctranslate2
 
         fast = ctranslate2(run, device=device, precision=precision)
     except Exception as e:  # noqa: BLE001 - recorded: why CTranslate2 did not run on this GPU

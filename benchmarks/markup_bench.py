@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import gzip
 
+    from aiayn import Translator
     from aiayn.evaluate import score
     from aiayn.rundir import RunDir
-    from aiayn.translate import Translator
 
     s, g = RunDir.locate(a.model)[0].languages() or ("de", "en")
     src = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]

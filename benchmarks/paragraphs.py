@@ -86,12 +86,12 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     ap.add_argument("--libretranslate", action="store_true", help="also through LibreTranslate's API (k > 1)")
     a = ap.parse_args(argv)
-    from aiayn.interop.auto import load
+    from aiayn import Translator
     from aiayn.pipeline import Request, translate
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()
-    engine = load(a.model, a.engine)
+    engine = Translator.load(a.model, a.engine)
     alone = engine.translate(src, sentences=False)
     rows: dict[str, Any] = {}
     for per in a.per:

@@ -29,17 +29,17 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--ref", required=True)
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     a = ap.parse_args(argv)
+    from aiayn import Translator
     from aiayn.data import read_lines
     from aiayn.evaluate import evaluate
-    from aiayn.interop.auto import load
     from aiayn.pipeline import Pivot
     from aiayn.rundir import RunDir
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
     lang = RunDir.locate(a.direct)[0].target_language()
     rows: dict[str, Any] = {}
-    for name, translator in (("direct", load(a.direct, a.engine)),
-                             ("pivot", Pivot([load(m, a.engine) for m in a.chain]))):
+    for name, translator in (("direct", Translator.load(a.direct, a.engine)),
+                             ("pivot", Pivot([Translator.load(m, a.engine) for m in a.chain]))):
         r = evaluate(translator, src, ref, lang=lang)
         rows[name] = {k: r[k] for k in ("bleu", "bleu_lc", "chrf", "seconds", "sentences_per_s", "signature")}
         print(f"{name:7} BLEU {r['bleu']:6.2f}  lowercased {r['bleu_lc']:6.2f}  chrF {r['chrf']:6.2f}  "

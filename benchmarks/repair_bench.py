@@ -29,13 +29,13 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     ap.add_argument("--beam", type=int, nargs="+", default=[1, 4])
     a = ap.parse_args(argv)
+    from aiayn import Translator
     from aiayn.data import read_lines
     from aiayn.evaluate import evaluate
-    from aiayn.interop.auto import load
     from aiayn.rundir import RunDir
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
-    engine = load(a.model, a.engine)
+    engine = Translator.load(a.model, a.engine)
     lang = RunDir.locate(a.model)[0].target_language()
     rows: dict[str, Any] = {"norms": engine.norms.to_dict()}
     for beam in a.beam:

@@ -99,15 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", default="auto")
     p.add_argument("--guard", action="store_true", help="also with the length guard on")
     a = p.parse_args(argv)
+    from aiayn import Translator
     from aiayn.data import DataDir
-    from aiayn.interop.auto import load
     from aiayn.rundir import RunDir
 
     data = DataDir(a.data or RunDir.locate(a.model[0])[0].data_info()["data_dir"])
     sets = {name: (data.raw_lines(name, "src"), data.raw_lines(name, "tgt")) for name in ("test", "valid")}
     out: dict[str, Any] = {"data": str(data.path), "per": a.per, "strip": a.strip, "engine": a.engine, "models": {}}
     for model in a.model:
-        engine = load(model, a.engine)
+        engine = Translator.load(model, a.engine)
         print(f"{model} ({engine.engine})", flush=True)
         mine: dict[str, Any] = {}
         try:

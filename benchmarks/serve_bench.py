@@ -207,9 +207,9 @@ def latency(a: argparse.Namespace, port: int, lines: list[str]) -> dict[str, flo
     same line in this process (the library call the CLI makes, without its start-up), alternating line by line so
     that both see the same moment of a shared VM."""
     sys.path.insert(0, str(ROOT))
-    from aiayn.interop.auto import load as load_engine
+    from aiayn import Translator
 
-    translator = load_engine(a.model, a.engine, precision=a.precision)
+    translator = Translator.load(a.model, a.engine, precision=a.precision)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     served, direct = [], []
     for line in lines:
@@ -258,9 +258,9 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
     from prometheus_client import CollectorRegistry
 
     from aiayn import Translator
+    from aiayn.engines.torch import source_batch, source_ids
     from aiayn.search import beam_search
     from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
-    from aiayn.translate import source_batch, source_ids
 
     torch.set_num_threads(1)
     t = Translator.load(a.model, device="cpu", precision=a.precision, workers=1)

@@ -32,10 +32,10 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     import torch
 
+    from aiayn import Translator
     from aiayn.data import DataDir
     from aiayn.evaluate import score
     from aiayn.lexicon import build
-    from aiayn.translate import Translator
 
     torch.set_num_threads(1)
     d = DataDir(a.data)

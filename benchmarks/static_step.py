@@ -85,7 +85,7 @@ class Steps:
     def __init__(self, model_path: str, rows: int, src_len: int, steps: int) -> None:
         import torch
 
-        from aiayn.translate import Translator
+        from aiayn import Translator
 
         torch.manual_seed(0)
         self.model_path, self.rows, self.steps = model_path, rows, steps
@@ -137,7 +137,7 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, 
     import torch
     import torch._inductor.config as inductor
 
-    from aiayn.translate import Translator
+    from aiayn import Translator
 
     st = Steps(model_path, rows, src_len, steps)
     m, toks = st.m, st.toks
@@ -245,7 +245,7 @@ def report(model_path: str, rows: int, src_len: int, steps: int) -> dict[str, An
 def end_to_end(model_path: str, src: str, n: int, beam: int = 1) -> dict[str, Any]:
     import gzip
 
-    from aiayn.translate import Translator
+    from aiayn import Translator
 
     opener = gzip.open if src.endswith(".gz") else open
     with opener(src, "rt", encoding="utf-8") as f:

@@ -12,7 +12,7 @@ all engines do the same work whatever their random weights predict. Prints one J
 ``map_in_threads`` (what ``aiayn translate --workers`` does), the same threads around HF ``generate``,
 and CTranslate2's own ``inter_threads=N, intra_threads=cores/N``.
 
-``--model RUN --src FILE``: the run's :class:`aiayn.translate.Translator` on real sentences (batched by tokens,
+``--model RUN --src FILE``: the run's :class:`aiayn.Translator` on real sentences (batched by tokens,
 sorted by length), for each of ``--precisions`` and ``--beams``, with the incremental cache and recomputing the
 decoder over the whole prefix at every step (:class:`Uncached`); both must give identical translations, and the
 ratio is the cache's speed-up. Prints a table; records it as ``results/translate-trained-<date>.json``.
@@ -217,7 +217,7 @@ ENGINES = {"aiayn": run_aiayn, "aiayn (no cache)": functools.partial(run_aiayn, 
 
 def trained(a: argparse.Namespace) -> None:
     """--model: the run's Translator with and without the cache, on real sentences; recorded."""
-    from aiayn.translate import Translator
+    from aiayn import Translator
 
     lines = open(a.src, encoding="utf-8").read().splitlines()
     refs = open(a.ref, encoding="utf-8").read().splitlines() if a.ref else None

@@ -102,12 +102,41 @@ def test_groups_are_entered_through_their_modules() -> None:
     imports nothing, so that importing one module of a group (the CLI's `--engine` choice) does not load the others
     (FastAPI, CTranslate2). The paper's core stays flat."""
     groups = [p.parent for p in PACKAGE.glob("*/__init__.py")]
-    assert {g.name for g in groups} == {"serving", "interop", "documents"}
+    assert {g.name for g in groups} == {"serving", "interop", "documents", "engines"}
     for group in groups:
         tree = ast.parse((group / "__init__.py").read_text())
         assert ast.get_docstring(tree) and len(tree.body) == 1, f"{group.name}/__init__.py does more than name its entrance"
     core = {"model", "attention", "cache", "loss", "optim", "config"}
     assert core <= {name for name in _modules() if "." not in name}
+
+
+def _reached(name: str, rules: dict[str, dict[str, str]], kinds: tuple[str, ...]) -> set[str]:
+    """The modules ``name`` imports, and those they import, through imports of the given kinds."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for dep, how in rules[todo.pop()].items():
+            if how in kinds and dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_engines_import_neither_the_pipeline_nor_serving_and_the_core_not_serving() -> None:
+    """An engine is called by the pipeline and by the server's batchers, never the other way (a request does not
+    climb back up): no module of engines/ imports the pipeline or anything of serving/, not even in a function or for
+    its types, nor reaches them through what it imports at load time. Nothing but the server's own modules and the
+    command line imports serving/."""
+    rules = _documented_rules()
+    for name in (n for n in rules if n.startswith("engines.")):
+        direct = set(rules[name])
+        loaded = _reached(name, rules, ("",))
+        for found in (direct, loaded):
+            climbs = sorted(m for m in found if m == "pipeline" or m.startswith("serving."))
+            assert not climbs, f"{name} imports {climbs}: an engine knows neither the pipeline nor the server"
+    for name, deps in rules.items():
+        if not name.startswith("serving.") and name != "cli":
+            assert not [d for d in deps if d.startswith("serving.")], f"{name} imports the server ({sorted(deps)})"
 
 
 def test_no_import_cycles() -> None:
@@ -156,10 +185,10 @@ def test_only_data_py_and_tokenizer_py_spell_data_directory_paths() -> None:
     keeps its SentencePiece model under a name of its own (export.EXPORT_SPM), and transformers' MarianTokenizer
     reads a vocab.json of its own (written by export.py, read by pretrained.py)."""
     owners = {"manifest.json": {"data.py"}, "vocab.json": {"tokenizer.py", "export.py", "pretrained.py"},
-              "spm.model": {"tokenizer.py", "ct2.py"},
+              "spm.model": {"tokenizer.py", "ctranslate2.py"},
               "spm.src.model": {"tokenizer.py"}, "spm.tgt.model": {"tokenizer.py"}}
     assert _spelled_outside(owners) == []
-    assert (PACKAGE / "interop" / "ct2.py").read_text().count('"spm.model"') == 1
+    assert (PACKAGE / "engines" / "ctranslate2.py").read_text().count('"spm.model"') == 1
 
 
 def test_only_rundir_spells_run_directory_paths() -> None:

@@ -15,7 +15,7 @@ import pytest
 from aiayn import Translator
 from aiayn.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
 from aiayn.config import Norms
-from aiayn.engine import Hypothesis
+from aiayn.engines.base import Hypothesis
 from aiayn.pipeline import FALLBACK, Request, translate, translate_with_fallback
 from aiayn.sentences import Pieces, cut_runon, split
 

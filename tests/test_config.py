@@ -150,7 +150,7 @@ def test_the_bf16_probe_measures_both_precisions() -> None:
 def test_ctranslate2_auto_follows_what_ctranslate2_has(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a CPU where CTranslate2 lists no bfloat16, auto was bf16 (from the flags) and every translation failed."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from aiayn.interop.ct2 import precision_of
+    from aiayn.engines.ctranslate2 import precision_of
     from aiayn.runtime import DeviceName
 
     cpu, gpu = DeviceName("cpu"), DeviceName("cuda", 0)

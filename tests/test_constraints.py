@@ -18,8 +18,8 @@ from aiayn import Translator
 from aiayn.cli import main
 from aiayn.constraints import Constraints, Glossary, allocate, contains, missing, unmet
 from aiayn.data import DataDir
+from aiayn.engines.torch import source_batch, source_ids
 from aiayn.search import BeamSearch, beam_search
-from aiayn.translate import source_batch, source_ids
 
 from .conftest import cli_error
 

@@ -14,13 +14,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn import ModelConfig, Transformer
+from aiayn import ModelConfig, Transformer, Translator
 from aiayn.cli import main
 from aiayn.data import DataDir
 from aiayn.precision import resolve
 from aiayn.runtime import resolve_device
 from aiayn.search import beam_search, greedy
-from aiayn.translate import Translator
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aiayn import Translator
 from aiayn.cli import main
 from aiayn.data import DataDir, DataError
 from aiayn.distill import DistillOptions, distill
-from aiayn.translate import Translator
 
 from .conftest import cli_error, free_port, spawn, wait_for
 

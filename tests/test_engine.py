@@ -18,16 +18,17 @@ from aiayn import Translator
 from aiayn.checkpoint import MODEL
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
+from aiayn.engines.processes import ProcessEngine
+from aiayn.engines.torch import TorchEngine
 from aiayn.rundir import RunDir
 from aiayn.serving.pairs import Served
-from aiayn.serving.processes import ProcessTranslator
 
 from .conftest import cli_error, workers_of
 from .test_serve import Server, _copy_lines
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional aiayn[export] extra")
-from aiayn.interop.auto import AutoTranslator, ctranslate2, decode_processes, load  # noqa: E402
-from aiayn.interop.ct2 import OPTIONS  # noqa: E402
+from aiayn.engines.auto import AutoEngine, ctranslate2, decode_processes, load  # noqa: E402
+from aiayn.engines.ctranslate2 import OPTIONS  # noqa: E402
 
 
 @pytest.fixture()
@@ -41,7 +42,7 @@ def test_every_decoding_setting_maps_to_ctranslate2_or_is_refused_by_name(run: P
     assert set(OPTIONS) == {f.name for f in dataclasses.fields(DecodeConfig)}
     with pytest.raises(ValueError, match="length_norm='gnmt'"):
         ctranslate2(run, length_norm="gnmt")
-    c = ctranslate2(run, device="cpu")
+    c = Translator(ctranslate2(run, device="cpu"))
     with pytest.raises(ValueError, match="sampling with beam=4"):
         c.translate(["a b c"], sampling=True, beam=4)
     with pytest.raises(ValueError, match="precision="):
@@ -52,7 +53,7 @@ def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     lines = _copy_lines(40) + ["", "   "]
     torch_ = Translator.load(run, device="cpu", workers=1)
-    c = ctranslate2(run, device="cpu")
+    c = Translator(ctranslate2(run, device="cpu"))
     cache = RunDir(run).engine_cache("ctranslate2")
     made = sorted(d.name for d in cache.iterdir())
     assert len(made) == 1 and (cache / made[0] / "check.json").is_file()      # checked on the validation lines
@@ -79,7 +80,7 @@ def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp
 
 def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> None:
     lines = _copy_lines(20)
-    before = ctranslate2(run, device="cpu").translate(lines)
+    before = Translator(ctranslate2(run, device="cpu")).translate(lines)
     cache = RunDir(run).engine_cache("ctranslate2")
     old = sorted(d.name for d in cache.iterdir())
     ckpt = RunDir.locate(run)[1]
@@ -87,7 +88,7 @@ def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> Non
     name = next(k for k in weights if k.endswith("out_proj.weight") and k.startswith("decoder"))
     weights[name] = torch.zeros_like(weights[name])                       # a different model
     save_file(weights, str(ckpt / MODEL))
-    after = ctranslate2(run, device="cpu")
+    after = Translator(ctranslate2(run, device="cpu"))
     new = sorted(d.name for d in cache.iterdir())
     assert len(new) == 1 and new != old                                   # converted again, the stale one removed
     assert after.translate(lines) == Translator.load(run, device="cpu", workers=1).translate(lines) != before
@@ -117,8 +118,8 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
     """ctranslate2_limited groups lines by a limit rounded up (few large calls); a line whose search ran on to
     within a token of its own limit is decoded again under it. With limits tight enough to cut many lines short, on
     a model made worse (searches that wander, beams that end unevenly), every line equals its own-limit call's."""
-    from aiayn.engine import max_length
-    from aiayn.interop.ct2 import ctranslate2_limited
+    from aiayn.engines.base import max_length
+    from aiayn.engines.ctranslate2 import ctranslate2_limited
 
     ckpt = RunDir.locate(run)[1]
     weights = load_file(str(ckpt / MODEL))
@@ -158,15 +159,15 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     own = Translator.load(run, device="cpu", workers=1)
     base = ["translate", "--model", str(run), "--device", "cpu", "--input", str(src), "--output", str(out), "--quiet"]
     assert main(base) == 0
-    assert out.read_text().splitlines() == ctranslate2(run, device="cpu").translate(lines)
+    assert out.read_text().splitlines() == Translator(ctranslate2(run, device="cpu")).translate(lines)
     assert "--engine auto: CTranslate2" in caplog.text and "aiayn's own engine decodes it" not in caplog.text
     assert main([*base, "--alignments"]) == 0
     assert [tuple(r.split(" ||| ")) for r in out.read_text().splitlines()] == own.translate_aligned(lines)
     phrases = [[_absent(line)] for line in lines]                        # what the copy task would not write
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(p) + "\n" for p in phrases))
     started: list[int] = []                         # aiayn's engine for auto: in worker processes, as --engine torch
-    real_load = ProcessTranslator.load
-    monkeypatch.setattr(ProcessTranslator, "load", classmethod(
+    real_load = ProcessEngine.load
+    monkeypatch.setattr(ProcessEngine, "load", classmethod(
         lambda cls, path, n, **kw: started.append(n) or real_load(path, n, **kw)))
     assert main([*base, "--beam", "4", "--constraints", str(tmp_path / "c.jsonl")]) == 0
     assert out.read_text().splitlines() == own.translate(lines, beam=4, constraints=phrases)
@@ -178,7 +179,7 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     assert main(["evaluate", "--model", str(run), "--device", "cpu", "--src", str(src), "--ref", str(src)]) == 0
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ctranslate2" else real(name, *a))
-    assert isinstance(load(run, "auto", device="cpu"), Translator)
+    assert isinstance(load(run, "auto", device="cpu"), TorchEngine)
     assert "CTranslate2 is not installed" in caplog.text
 
 
@@ -209,7 +210,7 @@ def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attentio
     served = Served.load(run, "auto", lazy=True, device="cpu")          # unloaded (--memory-budget) and loaded again
     for _ in range(2):
         served.open()
-        assert isinstance(served.translator, AutoTranslator) and served.describe()["engine"] == "ctranslate2"
+        assert isinstance(served.translator, AutoEngine) and served.describe()["engine"] == "ctranslate2"
         served.close()
 
 
@@ -269,5 +270,5 @@ def test_ctranslate2_gives_the_runner_up_and_the_log_probability_aiayn_gives(run
         assert g.tokens == w.tokens and g.logprob == pytest.approx(w.logprob, abs=2e-3)
         assert g.runner_up is not None and w.runner_up is not None
         assert g.runner_up[0] == pytest.approx(w.runner_up[0], abs=2e-3)
-    sure = [t.confidence for t in fast.translations(lines)]
+    sure = [t.confidence for t in Translator(fast).translations(lines)]
     assert sure == pytest.approx([t.confidence for t in own.translations(lines)], abs=1e-3)

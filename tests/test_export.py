@@ -199,18 +199,18 @@ def test_the_ctranslate2_engine_decodes_with_the_runs_minimum_length(tmp_path: P
     """CTranslate2's own default forbids EOS at the first step, aiayn's min_len 0 allows it: the engine passes the
     run's min_len, so beam search ends the same way in both (a distilled student once differed on 41 of 300 lines)."""
     pytest.importorskip("ctranslate2")
-    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
 
     # eos 5: a line whose best first token is EOS (an empty output); greedy only (beam 4 on this random model is an
     # open difference between the engines when EOS leads at the first step, issue 40's note)
     for min_len, eos, beams in ((0, 5.0, (1,)), (6, 1.0, (1, 4))):
         run = make_run(tmp_path / f"run{min_len}", decode={"min_len": min_len}, eos=eos)
         out = export(run, "ctranslate2", tmp_path / f"ct2-{min_len}")
-        engine, t = CTranslate2Translator.from_export(out), Translator.load(run, device="cpu")
+        engine, t = CTranslate2Engine.from_export(out), Translator.load(run, device="cpu")
         assert engine.min_len == min_len
         for beam in beams:
             ours = t.translate(LINES, beam=beam)
-            assert engine.translate(LINES, beam=beam) == ours
+            assert Translator(engine).translate(LINES, beam=beam) == ours
             lengths = [len(h[0].tokens) for h, src in zip(t.translate_hypotheses(LINES, beam=beam), LINES, strict=True)
                        if src.strip()]
             assert min(lengths) >= min_len

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.guards import RequestLimit, ServiceError, same_key
+from aiayn.serving.guards import RequestLimit, ServiceError, same_key
 
 from .test_serve import KEY, Server
 
@@ -152,7 +152,7 @@ def test_the_request_limit_forgets_idle_clients_and_holds_a_bounded_table(monkey
             self.client = type("Client", (), {"host": host})()
 
     now = [1000.0]
-    monkeypatch.setattr("aiayn.guards.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("aiayn.serving.guards.time.monotonic", lambda: now[0])
     monkeypatch.setattr(RequestLimit, "MOST", 5)
     limit = RequestLimit(2, keyed=False)
     for i in range(20):
@@ -325,7 +325,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
             return [[ord(c) for c in line] for line in lines]          # decodable back into the line
 
         def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
-            from aiayn.engine import Hypothesis
+            from aiayn.engines.base import Hypothesis
 
             calls.append((["".join(map(chr, x)) for x in ids], decode))
             time.sleep(seconds)
@@ -379,7 +379,7 @@ def test_the_queue_limit_counts_the_requests_own_lines() -> None:
 
 
 def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_ended() -> None:
-    from aiayn.interop.ct2 import ctranslate2_limited
+    from aiayn.engines.ctranslate2 import ctranslate2_limited
 
     asked: list[dict[str, Any]] = []
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from sacrebleu.metrics import BLEU
 
+from aiayn import Translator
 from aiayn.cli import main
 from aiayn.data import DataDir
 from aiayn.evaluate import bleu_tokenizer, score
 from aiayn.pipeline import stream
 from aiayn.rundir import RunDir
 from aiayn.tokenizer import HFTokenizer, Tokenizer
-from aiayn.translate import Translator
 
 from .conftest import spawn
 

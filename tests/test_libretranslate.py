@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
-from aiayn.guards import ServiceError
 from aiayn.pipeline import Request, translate
+from aiayn.serving.guards import ServiceError
 from aiayn.serving.pairs import Models, Served, canonical
 
 from .conftest import relabeled

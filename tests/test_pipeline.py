@@ -11,7 +11,7 @@ import pytest
 
 from aiayn import Translator
 from aiayn.config import DecodeConfig
-from aiayn.engine import Unsupported, require
+from aiayn.engines.base import Unsupported, require
 from aiayn.pipeline import Request, prepare, translate_async
 from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits, WholeBatcher
 
@@ -60,12 +60,12 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
 
 
 def test_what_an_engine_cannot_do_is_refused_by_name(legacy: Translator) -> None:
-    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
 
     for feature in ("constraints", "alignments", "html", "attention"):
         require(legacy, feature)                                  # aiayn's own engine does all of it
         with pytest.raises(Unsupported, match="need aiayn's own engine"):
-            require(CTranslate2Translator.__new__(CTranslate2Translator), feature)
+            require(CTranslate2Engine.__new__(CTranslate2Engine), feature)
 
 
 def test_one_rule_for_nbest_and_the_beam() -> None:
@@ -83,7 +83,7 @@ def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their
     """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
     keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
     from aiayn.constraints import Constraints
-    from aiayn.engine import Hypothesis, plan, run
+    from aiayn.engines.base import Hypothesis, plan, run
 
     calls: list[tuple[list[list[int]], Any]] = []
 
@@ -130,7 +130,7 @@ def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(l
 
 def test_one_rule_for_a_requests_size() -> None:
     """guards.over_limits, what both APIs refuse (each in its own words): too many lines, else the first line too long."""
-    from aiayn.guards import over_limits
+    from aiayn.serving.guards import over_limits
 
     assert over_limits(["ab", "abc"], 2, 3) is None
     assert over_limits(["a"] * 3, 2, 3) == ("lines", 3, -1)

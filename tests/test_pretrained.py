@@ -20,9 +20,9 @@ import torch
 from aiayn import Translator
 from aiayn.cli import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
+from aiayn.engines.torch import load_trained
 from aiayn.interop.export import export
 from aiayn.interop.pretrained import PretrainedError, import_model, model_config
-from aiayn.translate import load_trained
 from tests.test_export import make_run
 
 transformers = pytest.importorskip("transformers")

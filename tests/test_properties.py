@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from aiayn import Translator
 from aiayn import tokenizer as tokenizer_module
 from aiayn.config import resolve
 from aiayn.data import DataError, PrepareOptions, Source, prepare
 from aiayn.tokenizer import Tokenizer
-from aiayn.translate import Translator
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"
 SETTINGS = dict(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

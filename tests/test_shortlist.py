@@ -13,13 +13,14 @@ import pytest
 import torch
 from torch import nn
 
+from aiayn import Translator
 from aiayn.cli import main
 from aiayn.data import DataDir
+from aiayn.engines.torch import source_batch, source_ids
 from aiayn.lexicon import build
 from aiayn.quantize import int8
 from aiayn.search import BeamSearch
 from aiayn.shortlist import Shortlist, restricted
-from aiayn.translate import Translator, source_batch, source_ids
 
 from .conftest import cli_error
 
@@ -135,7 +136,7 @@ def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Pat
 def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy_dir: DataDir,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")
-    from aiayn.interop.ct2 import CTranslate2Translator
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.interop.export import VMAP, export
 
     t = Translator.load(run, precision="fp32", device="cpu")
@@ -147,7 +148,7 @@ def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy
     out = export(reduced, "ctranslate2", tmp_path / "ct2")
     vmap = (out / VMAP).read_text(encoding="utf-8").splitlines()
     assert vmap[0].startswith("\t") and len(vmap) > 5          # the always-allowed tokens, then one line per token
-    ours_t, engine = Translator.load(reduced, precision="fp32", device="cpu"), CTranslate2Translator.from_export(out)
+    ours_t, engine = Translator.load(reduced, precision="fp32", device="cpu"), Translator(CTranslate2Engine.from_export(out))
     for beam in (1, 4):
         ours = [ours_t.translate([line], beam=beam, shortlist=True)[0] for line in lines]    # one line per batch,
         theirs = [engine.translate([line], beam=beam, shortlist=True)[0] for line in lines]  # as in both engines

@@ -16,13 +16,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn import checkpoint
+from aiayn import Translator, checkpoint
 from aiayn.cli import main
 from aiayn.config import resolve
 from aiayn.data import DataDir, collate
 from aiayn.optim import noam_lr
 from aiayn.train import Trainer, TrainStep
-from aiayn.translate import Translator
 
 from .conftest import cli_error, spawn, train_steps
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from aiayn import Translator
 from aiayn.cli import main
 from aiayn.data import DataDir
+from aiayn.engines.torch import TorchEngine
 from aiayn.evaluate import score
 from aiayn.rundir import RunDir
 from aiayn.runtime import eval_mode, map_in_threads
-from aiayn.translate import Translator
 
 from .conftest import workers_of
 
@@ -251,29 +252,29 @@ def test_int8_without_torch_ao_quantization_is_a_clear_error(monkeypatch: pytest
 
 
 def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run_dir: Path, tmp_path: Path) -> None:
-    """`aiayn translate`'s default on a CPU (processes.ProcessTranslator.load): the lines cut into batches as aiayn's
+    """`aiayn translate`'s default on a CPU (processes.ProcessEngine.load): the lines cut into batches as aiayn's
     engine cuts them (engine.decode_batches), shared out among worker processes, give the hypotheses of threads in one
     process, each line in its place; the process that starts them imports no PyTorch; a worker that cannot load its
     model is a one-line error naming why."""
     import subprocess
     import sys
 
-    from aiayn.engine import decode_batches
-    from aiayn.interop.auto import load
-    from aiayn.serving.processes import ProcessTranslator
+    from aiayn.engines.auto import load
+    from aiayn.engines.base import decode_batches
+    from aiayn.engines.processes import ProcessEngine
 
     lines = AWKWARD + [f"Ein Mann {i} " + "und ein Hund " * (i % 5) for i in range(30)]
     t = Translator.load(run_dir, workers=2)
     p = load(run_dir, "torch", processes=True, workers=2, device="cpu")
     try:
-        assert isinstance(p, ProcessTranslator) and len(set(p.pids)) == 2 and str(p.device) == "cpu"
+        assert isinstance(p, ProcessEngine) and len(set(p.pids)) == 2 and str(p.device) == "cpu"
         for beam, nbest in ((1, 1), (3, 2)):
             settings = {"beam": beam, "nbest": nbest, "batch_tokens": 40, "max_len_b": 8}
             assert len(decode_batches(p.encode(lines), 64, p.settings(**settings))) > 4
             want, got = t.translate_hypotheses(lines, **settings), p.translate_hypotheses(lines, **settings)
             assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
             assert [h.score for hs in got for h in hs] == pytest.approx([h.score for hs in want for h in hs], abs=1e-5)
-        assert p.translate(lines, max_len_b=8) == t.translate(lines, max_len_b=8)
+        assert Translator(p).translate(lines, max_len_b=8) == t.translate(lines, max_len_b=8)
     finally:
         p.close()
     assert all(not q.is_alive() for q, _ in p.pool.processes)
@@ -338,7 +339,7 @@ def test_where_worker_processes_cannot_start_threads_decode(run_dir: Path, monke
     """A machine that cannot start them (no shared-memory semaphores: some sandboxes): a warning, then threads."""
     import multiprocessing.context
 
-    from aiayn.interop.auto import load
+    from aiayn.engines.auto import load
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError(38, "Function not implemented")
@@ -346,8 +347,9 @@ def test_where_worker_processes_cannot_start_threads_decode(run_dir: Path, monke
     monkeypatch.setattr(multiprocessing.context.SpawnContext, "Event", refuse, raising=False)
     with caplog.at_level(logging.WARNING):
         t = load(run_dir, "torch", processes=True, workers=2, device="cpu")
-    assert isinstance(t, Translator) and "worker processes could not be started" in caplog.text
-    assert t.translate(["Ein Mann."], max_len_b=4) == Translator.load(run_dir).translate(["Ein Mann."], max_len_b=4)
+    assert isinstance(t, TorchEngine) and "worker processes could not be started" in caplog.text
+    want = Translator.load(run_dir).translate(["Ein Mann."], max_len_b=4)
+    assert Translator(t).translate(["Ein Mann."], max_len_b=4) == want
 
 
 def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
@@ -371,7 +373,7 @@ def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir
         served = Served.load(run_dir, "torch", processes=2, device="cpu")
         served.start(limits, DecodeMetrics(CollectorRegistry()).model("test"))
     try:
-        assert isinstance(served.translator, Translator) and isinstance(served.batcher, Batcher)
+        assert isinstance(served.translator, TorchEngine) and isinstance(served.batcher, Batcher)
         assert caplog.text.count("worker processes could not be started") == 1
         t = served.translator
         got = asyncio.run(served.batcher.translate(t.encode(["Ein Mann."]), t.decode))
@@ -380,7 +382,7 @@ def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir
         served.close()
     with caplog.at_level(logging.WARNING):
         served.open()                # loaded again (--memory-budget unloads idle models): threads at once, no new try
-    assert isinstance(served.translator, Translator) and caplog.text.count("worker processes could not be started") == 1
+    assert isinstance(served.translator, TorchEngine) and caplog.text.count("worker processes could not be started") == 1
 
 
 def test_eval_mode_turns_dropout_off_anywhere_and_leaves_a_model_in_eval_mode_untouched() -> None:

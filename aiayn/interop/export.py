@@ -32,14 +32,14 @@ import torch
 
 from ..confidence import FILE as CALIBRATION
 from ..config import ModelConfig, Precision
-from ..engine import max_length, one_line
+from ..engines.base import Engine, max_length, one_line
+from ..engines.ctranslate2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Engine
+from ..engines.torch import TorchEngine, Trained, load_trained
 from ..evaluate import score
 from ..model import Transformer
 from ..rundir import RunDir
 from ..shortlist import Shortlist, write_vmap
 from ..tokenizer import table_of
-from ..translate import Trained, Translator, load_trained
-from .ct2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Translator
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,13 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
             "max_positions": m.max_positions, "languages": t.run.languages(), "norms": t.run.norms().to_dict(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
-            "model": m.to_dict(),                                          # (CTranslate2Translator.from_export)
+            "model": m.to_dict(),                                          # (CTranslate2Engine.from_export)
             "parameters": sum(p.numel() for p in t.model.parameters())}
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
     else:
         _to_huggingface(t, out, info)
-    if (t.run.path / CALIBRATION).is_file():                # its confidence, read by CTranslate2Translator.from_export
+    if (t.run.path / CALIBRATION).is_file():                # its confidence, read by CTranslate2Engine.from_export
         shutil.copyfile(t.run.path / CALIBRATION, out / CALIBRATION)
     return out
 
@@ -376,10 +376,17 @@ def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -
     return out
 
 
+def engine_translate(engine: Engine, lines: Sequence[str], beam: int) -> list[str]:
+    """Each line's best translation by ``engine`` through the pipeline, one line each (as ``aiayn translate``)."""
+    from ..pipeline import one_line_each, translations
+
+    return one_line_each([[t] for t in translations(engine, lines, beam=beam)])
+
+
 def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:
-    """Translate with the CTranslate2 export in ``out`` (:meth:`CTranslate2Translator.from_export`)."""
+    """Translate with the CTranslate2 export in ``out`` (:meth:`CTranslate2Engine.from_export`)."""
     precision = {v: k for k, v in COMPUTE.items()}.get(compute_type, "fp32")
-    return CTranslate2Translator.from_export(out, cast("Precision", precision)).translate(lines, beam=beam)
+    return engine_translate(CTranslate2Engine.from_export(out, cast("Precision", precision)), lines, beam)
 
 
 def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[str]:
@@ -420,13 +427,13 @@ def check(path: str | Path, fmt: str, out: str | Path, lines: Sequence[str], ref
         raise ExportError(f"cannot check format {fmt!r}: expected one of {', '.join(ENGINES)}")
     out = Path(out)
     quantization = json.loads((out / INFO).read_text()).get("quantization", "float32")
-    aiayn = Translator.load(path, device="cpu", precision="fp32")
+    aiayn = TorchEngine.load(path, device="cpu", precision="fp32")
     # both engines rank finished hypotheses by log p / |Y| ** lenpen: aiayn's length_norm="length"
     result: dict[str, Any] = {"format": fmt, "sentences": len(lines), "quantization": quantization,
                               "length_norm": aiayn.decode.length_norm}
     lang = RunDir.locate(path)[0].target_language()
     for beam in beams:
-        ours = aiayn.translate(lines, beam=beam)
+        ours = engine_translate(aiayn, lines, beam)
         theirs = ENGINES[fmt](out, lines, beam)
         # identical up to surrounding whitespace, which Hugging Face's tokenizer strips when it decodes
         same = sum(a.strip() == b.strip() for a, b in zip(ours, theirs, strict=True))

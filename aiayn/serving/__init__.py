@@ -2,7 +2,7 @@
 
 Its entrance is :mod:`aiayn.serving.serve` (``serve``, ``ServeConfig``), given the models to serve
 (:class:`aiayn.serving.pairs.Models`). Inside: aiayn's own API (serve.py), LibreTranslate's API (libretranslate.py),
-the loaded models per language pair (pairs.py), the batchers that join requests into searches (batcher.py), the
-worker processes that decode (processes.py) and the web page (static/). A request's translation itself is not
+the loaded models per language pair (pairs.py), the batchers that join requests into searches (batcher.py) and the
+web page (static/); the engines that decode are :mod:`aiayn.engines`. A request's translation itself is not
 here: it is :mod:`aiayn.pipeline`, the same for the command line and both APIs.
 """

@@ -23,14 +23,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
-from ..engine import Hypothesis, Stopped, plan, run_async
-from ..guards import ServiceError
+from ..engines.base import Engine, Hypothesis, Search, Stopped, plan, run_async
 from ..runtime import ThreadShare, resolve_workers
+from .guards import ServiceError
 
-if TYPE_CHECKING:      # (imported where used: a server whose engine decodes in worker processes needs no PyTorch)
+if TYPE_CHECKING:
     from ..constraints import Constraints
-    from ..search import BeamSearch
-    from ..translate import Translator
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +110,7 @@ class Job:
         self.cancelled = True
         self.loop.call_soon_threadsafe(_resolve, self.future, error)
 
-    def start(self, translator: Translator) -> list[int]:
+    def start(self, translator: Engine) -> list[int]:
         """A sampling request decoded whole (as ``aiayn translate`` does; stopped if the request goes away); the
         indices of the lines left to decode (no line is blank: engine.plan)."""
         self.results, self.left = [None] * len(self.ids), len(self.ids)
@@ -161,7 +159,7 @@ def _resolve(future: asyncio.Future[list[Any]], outcome: Any) -> None:
             future.set_result(outcome)
 
 
-def _step(search: BeamSearch, running: dict[Any, Job], metrics: ModelMetrics) -> bool:
+def _step(search: Search, running: dict[Any, Job], metrics: ModelMetrics) -> bool:
     """One decoding step of one of a decoding thread's searches: drop the sentences whose request is gone, answer
     those now done. False when the search is empty afterwards."""
     if not search.active:
@@ -170,12 +168,9 @@ def _step(search: BeamSearch, running: dict[Any, Job], metrics: ModelMetrics) ->
     if gone:
         search.drop(gone)
         metrics.stopped.inc(len(gone))
-    import torch
-
     t0 = time.perf_counter()
     try:
-        with torch.inference_mode():
-            done = search.step()
+        done = search.step()
     except Exception as e:  # noqa: BLE001 - every request in this search gets the error; serving goes on
         log.exception("decoding step failed")
         for s in search.keys:
@@ -208,7 +203,7 @@ class Limits:
 class Batcher:
     """The decoding threads and the queue of lines waiting to join them (the module's docstring says how)."""
 
-    def __init__(self, translator: Translator, limits: Limits, metrics: ModelMetrics) -> None:
+    def __init__(self, translator: Engine, limits: Limits, metrics: ModelMetrics) -> None:
         self.translator, self.limits, self.metrics = translator, limits, metrics
         self.workers = resolve_workers(limits.workers, translator.device)
         self.threads = ThreadShare()           # the CPU's intra-op threads, shared among the decoding threads
@@ -277,7 +272,7 @@ class Batcher:
 
     def _decode_loop(self) -> None:
         """One decoding thread: admit, step every running search once, answer what is done; until stopped."""
-        searches: dict[tuple[Any, ...], BeamSearch] = {}
+        searches: dict[tuple[Any, ...], Search] = {}
         running: dict[Any, Job] = {}                  # sentence key (job, line) -> its job, for drops
         while True:
             jobs = self.take(sum(job.tokens for job in set(running.values())), idle=not running)
@@ -297,16 +292,11 @@ class Batcher:
             t.join()
 
 
-def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...], BeamSearch],
+def admit(engine: Engine, jobs: list[Job], searches: dict[tuple[Any, ...], Search],
           running: dict[Any, Job], metrics: ModelMetrics) -> None:
     """Start the lines of ``jobs`` in ``searches`` (by DecodeConfig.batch_key); the lines of jobs with the same
-    settings join their running search in one admission (one encoder call)."""
-    import torch
-
-    from ..search import BeamSearch
-    from ..translate import source_batch, source_ids
-
-    t = translator
+    settings join their running search in one admission (one encoder call: the engine's ``admit``)."""
+    t = engine
     groups: dict[DecodeConfig, tuple[list[list[int]], list[tuple[Job, int]], list[Constraints | None]]] = {}
     for job in jobs:
         metrics.src_tokens.inc(job.tokens)
@@ -327,11 +317,9 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
         search = searches.get(decode.batch_key())
         if search is not None and search.active:
             metrics.joined.inc(len(keys))
-        search = search or searches.setdefault(decode.batch_key(), BeamSearch(t.model, decode, t.shortlist))
+        search = search or searches.setdefault(decode.batch_key(), t.search(decode))
         try:
-            seqs = [source_ids(t.model, x) for x in ids]
-            with torch.inference_mode():       # the model is in its inference precision already (Translator)
-                search.admit(source_batch(t.model, seqs, t.device), keys, decode, constraints=cons)
+            t.admit(search, ids, keys, decode, cons)
         except Exception as e:  # noqa: BLE001
             log.exception("admitting requests failed")
             for job, _ in keys:
@@ -341,8 +329,8 @@ def admit(translator: Translator, jobs: list[Job], searches: dict[tuple[Any, ...
 
 
 class WholeBatcher:
-    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Translator; aiayn's in worker
-    processes: processes.ProcessTranslator): when one of the
+    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Engine; aiayn's in worker
+    processes: processes.ProcessEngine): when one of the
     ``workers`` decoding threads is free, the requests waiting with the same settings (within max_batch_tokens) are
     decoded together as one batch. Runs in the event loop's thread; the batches in the engine's."""
 

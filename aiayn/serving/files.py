@@ -35,8 +35,8 @@ from typing import Any
 
 from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
-from ..guards import ServiceError
 from ..pipeline import Request
+from .guards import ServiceError
 from .pairs import Models, canonical
 
 log = logging.getLogger(__name__)

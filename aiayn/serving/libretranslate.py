@@ -31,9 +31,10 @@ import threading
 from typing import Any
 
 from ..documents.formats import EXTENSIONS
-from ..guards import ServiceError, brief, header_key, json_body, over_limits, same_key
 from ..pipeline import Request, Translation
+from ..quoting import brief
 from .files import Files
+from .guards import ServiceError, header_key, json_body, over_limits, same_key
 from .pairs import Models, Route, canonical, language_name
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import DecodeConfig
     from ..constraints import Constraints
-    from ..engine import Hypothesis
+    from ..engines.base import Hypothesis
 
 Decoder = Callable[[list[list[int]], "DecodeConfig", "list[Constraints | None] | None"],
                    Awaitable[list[list["Hypothesis"]]]]

@@ -19,17 +19,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..engine import Engine, Unsupported
-from ..guards import ServiceError, cut
-from ..interop import auto
+from ..engines import auto
+from ..engines.base import Engine, Unsupported
 from ..pipeline import Prepared, Request, Translation, kept_surer, leg, only, prepare, translate_async, unsure
+from ..quoting import cut
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
+from .guards import ServiceError
 from .memo import Memo
 
 if TYPE_CHECKING:
-    from ..translate import Translator
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Served:
     def load(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0, **decode: Any) -> Served:
         """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
         (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU, where it decodes
-        (auto: when needed), in that many worker processes (processes.ProcessTranslator), not in this process."""
+        (auto: when needed), in that many worker processes (processes.ProcessEngine), not in this process."""
         run, ckpt = RunDir.locate(path)
         pair = (canonical(langs[0]), canonical(langs[1])) if (langs := run.languages()) else None
         me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
@@ -153,7 +154,7 @@ class Served:
         threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
         t = self.translator
         if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not (self.processes or self.threads):
-            from .processes import in_processes  # (loaded in this process: the workers' alone from now on)
+            from ..engines.processes import in_processes  # (loaded in this process: the workers' alone from now on)
 
             workers = in_processes(self.info["checkpoint"], t, resolve_workers(limits.workers, t.device), self.settings)
             self.current = t = workers or t
@@ -161,7 +162,7 @@ class Served:
         if not t.capabilities.stepwise:                     # worker processes, CTranslate2: whole batches
             self.batcher = WholeBatcher(t, limits, metrics)
         else:                                               # stepwise: aiayn's own engine, its model in this process
-            self.batcher = Batcher(cast("Translator", t), limits, metrics)
+            self.batcher = Batcher(t, limits, metrics)
         self.decoder = Memo(limits.cache, metrics).wrap(self.batcher.translate)
 
     def prepare(self, status: int, request: Callable[[], Request]) -> Prepared:

@@ -36,16 +36,17 @@ from typing import TYPE_CHECKING, Any
 
 from .. import repair, spans
 from ..config import DecodeConfig, check, setting
-from ..engine import Unsupported, require
-from ..guards import RequestLimit, ServiceError, brief, cut, header_key, json_body, over_limits, same_key, timed_protocol
+from ..engines.base import Unsupported, require
 from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, FALLBACK, SPANS
 from ..pipeline import Request as Asked
+from ..quoting import brief, cut
 from . import libretranslate
 from .batcher import DecodeMetrics, Limits
+from .guards import RequestLimit, ServiceError, header_key, json_body, over_limits, same_key, timed_protocol
 from .pairs import Models, Pool, Served
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
-    from ..translate import Translator
+    from ..engines.torch import TorchEngine
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -246,10 +247,10 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     return translate, attention
 
 
-def create_app(models: "Models | Translator", cfg: ServeConfig | None = None,
+def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
                description: dict[str, Any] | None = None) -> Any:
-    """The ASGI app serving ``models`` (or one Translator). ``description``: extra fields for /info (version; with
-    a Translator, its languages and checkpoint)."""
+    """The ASGI app serving ``models`` (or one TorchEngine). ``description``: extra fields for /info (version; with
+    a TorchEngine, its languages and checkpoint)."""
     from fastapi import FastAPI
 
     cfg, description = cfg or ServeConfig(), dict(description or {})
@@ -600,7 +601,7 @@ def _describe(err: Any, known: Iterable[str]) -> str:
     return f"{cut(where)}: {err.get('msg')}"
 
 
-def serve(models: "Models | Translator", cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
+def serve(models: "Models | TorchEngine", cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:
     """Run the service until SIGTERM or Ctrl-C: then no new connections, the requests in flight are answered,
     and it returns (exit status 0; a second Ctrl-C stops at once)."""
     import uvicorn

@@ -1,4 +1,4 @@
-"""Translator: text in, text out, N lines in -> N lines out, always in order.
+"""aiayn's own engine (``--engine torch``): the trained model decoding in this process, N lines in -> N lines out, in order.
 
 Lines are encoded with the run's SentencePiece model, sorted by length and cut into batches of
 about ``batch_tokens`` source tokens (so padding stays small), decoded with beam search (or greedy
@@ -16,21 +16,21 @@ from typing import Any
 
 import torch
 
-from . import pipeline, precision
-from .checkpoint import load_weights
-from .confidence import for_run
-from .config import DecodeConfig, ModelConfig, RunConfig
-from .constraints import Constraints, check_fits, missing, refuse_constraints
-from .engine import Capabilities, Hypothesis, decode_batches, hypotheses, max_length, with_fixed
-from .guards import brief
-from .model import TracedSteps, Transformer
-from .precision import autocast
-from .quantize import weight_bytes
-from .rundir import RunDir
-from .runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from .search import Stop, decode_batch
-from .shortlist import Shortlist
-from .tokenizer import Vocab
+from .. import precision
+from ..checkpoint import load_weights
+from ..confidence import for_run
+from ..config import DecodeConfig, ModelConfig, RunConfig
+from ..constraints import Constraints, check_fits, missing, refuse_constraints
+from ..model import TracedSteps, Transformer
+from ..precision import autocast
+from ..quantize import weight_bytes
+from ..quoting import brief
+from ..rundir import RunDir
+from ..runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
+from ..search import BeamSearch, Stop, decode_batch
+from ..shortlist import Shortlist
+from ..tokenizer import Vocab
+from .base import Capabilities, EngineBase, Hypothesis, Search, decode_batches, hypotheses, max_length, with_fixed
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def translate_ids(
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
-    whoever made it, as :class:`Translator` does); ``precision``: a training precision to autocast its fp32 weights to
+    whoever made it, as :class:`TorchEngine` does); ``precision``: a training precision to autocast its fp32 weights to
     (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``);
     ``constraints``: each input's lexical constraints, or None (constraints.py); ``stop``: search.Stopped is raised
     once it is true (checked before each decoding step).
@@ -107,7 +107,7 @@ def translate_ids(
     return results
 
 
-class Translator(pipeline.EngineBase):
+class TorchEngine(EngineBase):
     """aiayn's own engine (engine.Engine): a trained model with its tokenizer and decoding settings,
     ``translate(lines) -> lines``.
 
@@ -134,7 +134,7 @@ class Translator(pipeline.EngineBase):
         self.workers = resolve_workers(self.decode.workers, self.device)      # batches decoded side by side
 
     @classmethod
-    def load(cls, path: str | Path, **settings: Any) -> Translator:
+    def load(cls, path: str | Path, **settings: Any) -> TorchEngine:
         """From a run dir (its averaged/, best/ or last/ checkpoint) or a checkpoint dir inside one, with the
         run's decoding settings; ``settings``: any :class:`DecodeConfig` field (``device``, ``precision``,
         ``beam``, ...) to override (None values are ignored)."""
@@ -152,8 +152,8 @@ class Translator(pipeline.EngineBase):
                              "without it")
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        """The decoding settings (``decode``, default this Translator's) with some fields overridden (None values are
-        ignored). The device and the precision are fixed when the Translator is made."""
+        """The decoding settings (``decode``, default this engine's) with some fields overridden (None values are
+        ignored). The device and the precision are fixed when the engine is made."""
         return with_fixed(self.decode, decode, overrides)
 
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
@@ -185,7 +185,7 @@ class Translator(pipeline.EngineBase):
         tokens ``outputs``, from the encoder-decoder attention (the heads trained to align, else the layer that aligns
         best: align.method; blank: ""). ``source``: the other way, each source word's best target word (markup.py
         places a tag by it where the first way has none); ``ids``: the lines' source ids, if they are encoded already."""
-        from .align import align, format_links, method
+        from ..align import align, format_links, method
 
         ids = self.encode(lines) if ids is None else ids
         layer, shift, heads = method(self.model)
@@ -193,15 +193,17 @@ class Translator(pipeline.EngineBase):
                       self.device, source, heads)
         return [format_links(x) for x in links]
 
-    def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:
-        """(translation, word alignment) of each line: :meth:`translate` and :meth:`alignments`."""
-        out = pipeline.translate(self, pipeline.Request(lines, {**overrides, "nbest": 1}, alignments=True))
-        return [(t[0].text, t[0].alignment or "") for t in out]
+    def search(self, decode: DecodeConfig) -> BeamSearch:
+        """An empty search.BeamSearch with ``decode``'s settings, for a server to admit sentences to between its steps
+        (capability ``stepwise``)."""
+        return BeamSearch(self.model, decode, self.shortlist)
 
-    def translate_html(self, fragments: Sequence[str], **overrides: Any) -> list[str]:
-        """Each HTML fragment translated, its markup kept (markup.py: the rules; the inline tags placed by the word
-        alignment, :meth:`alignments`)."""
-        return [t[0].text for t in pipeline.translate(self, pipeline.Request(fragments, overrides, format="html"))]
+    def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
+              cons: list[Constraints | None] | None) -> None:
+        """Encoded lines join ``search`` (one of :meth:`search`'s) between two of its steps: one encoder call."""
+        assert isinstance(search, BeamSearch)
+        seqs = [source_ids(self.model, x) for x in ids]
+        search.admit(source_batch(self.model, seqs, self.device), keys, decode, constraints=cons)
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         """``line`` translated (any decoding overrides), with every attention probability the model computed for it
@@ -245,7 +247,7 @@ def line_constraints(vocab: Vocab, cfg: ModelConfig, lines: Sequence[str], phras
     return out
 
 
-def attention_maps(t: Translator, line: str, hyp: Hypothesis) -> dict[str, Any]:
+def attention_maps(t: TorchEngine, line: str, hyp: Hypothesis) -> dict[str, Any]:
     """``line`` and its translation ``hyp`` with every attention probability the model computes for them: pieces of
     the source (with EOS), of the decoder's input (BOS, y_1 ..) and of its output (y_1 .., EOS), and per layer and
     head the encoder self-attention (S x S), decoder self-attention (T x T) and encoder-decoder attention (T x S) as

@@ -1,6 +1,6 @@
-"""Which engine decodes: ``--engine torch`` (aiayn's own, translate.Translator), ``ctranslate2`` (the run's model on
-CTranslate2, ct2.CTranslate2Translator: converted on first use by export.py and cached in the run dir) or ``auto``, the
-command line's default (:class:`AutoTranslator`: CTranslate2 where it is installed, aiayn's own engine for what
+"""Which engine decodes: ``--engine torch`` (aiayn's own, torch.TorchEngine), ``ctranslate2`` (the run's model on
+CTranslate2, ct2.CTranslate2Engine: converted on first use by export.py and cached in the run dir) or ``auto``, the
+command line's default (:class:`AutoEngine`: CTranslate2 where it is installed, aiayn's own engine for what
 CTranslate2 cannot do). :func:`load` makes any of them from a run dir. Like ct2.py this module needs no PyTorch until
 aiayn's own engine is asked for, or a conversion is to be made.
 """
@@ -16,14 +16,13 @@ from typing import Any
 from ..checkpoint import MODEL, parameter_count
 from ..confidence import for_run
 from ..config import DecodeConfig
-from ..engine import Capabilities, Hypothesis, with_fixed
-from ..pipeline import EngineBase
 from ..rundir import RunDir
 from ..runtime import cpu_only, cpu_workers
 from ..shortlist import Shortlist
-from .ct2 import CTranslate2Translator, ctranslate2_refuses, device_of, precision_of
+from .base import Capabilities, Engine, EngineBase, Hypothesis, with_fixed
+from .ctranslate2 import CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
 
-__all__ = ["ENGINES", "AutoTranslator", "ctranslate2", "decode_processes", "load"]
+__all__ = ["ENGINES", "AutoEngine", "ctranslate2", "decode_processes", "load"]
 log = logging.getLogger(__name__)
 
 
@@ -53,29 +52,29 @@ def converted(path: str | Path, quantization: str | None) -> Path:
     stale."""
     run, ckpt, out = conversion_of(path, quantization)
     if not (out / "model.bin").is_file():
-        from .export import convert
+        from ..interop.export import convert
 
         convert(run, ckpt, out, quantization)
     return out
 
 
-def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Translator:
+def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Engine:
     """CTranslate2 on run dir (or checkpoint) ``path``, with the run's decoding settings and any overrides (as
-    Translator.load): its conversion, made on first use and cached (:func:`converted`)."""
+    TorchEngine.load): its conversion, made on first use and cached (:func:`converted`)."""
     run, ckpt = RunDir.locate(path)
     cfg = run.config()
     decode = cfg.decode.replace(**settings)
     ctranslate2_refuses(decode)
     Shortlist.for_run(run.path, decode.shortlist)           # checked (its vocabulary map is in the conversion)
     out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
-    me = CTranslate2Translator(out, run.vocab(), cfg.model, decode)
+    me = CTranslate2Engine(out, run.vocab(), cfg.model, decode)
     me.languages, me.norms, me.calibration = run.languages(), run.norms(), for_run(run.path)
     if not me.parameters:                                   # a conversion made before they were recorded
         me.parameters = parameter_count(ckpt)
     return me
 
 
-class AutoTranslator(EngineBase):
+class AutoEngine(EngineBase):
     """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
     own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
     maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
@@ -85,7 +84,7 @@ class AutoTranslator(EngineBase):
     engine = "ctranslate2"
     capabilities = Capabilities(constraints=True, alignments=True, attention=True)
 
-    def __init__(self, fast: CTranslate2Translator, path: str | Path, settings: dict[str, Any],
+    def __init__(self, fast: CTranslate2Engine, path: str | Path, settings: dict[str, Any],
                  processes: bool = False, serving: int = 0) -> None:
         """``processes``: aiayn's own engine, when needed, decodes in worker processes where :func:`decode_processes`
         says so (as ``--engine torch``); ``serving``: a server's, in that many (see :func:`load`)."""
@@ -126,7 +125,7 @@ class AutoTranslator(EngineBase):
             self.fast.decode_lines(ids, decode, None, stop)
 
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
-        from ..translate import line_constraints
+        from .torch import line_constraints
 
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
@@ -150,11 +149,8 @@ class AutoTranslator(EngineBase):
             self.loaded.close()
 
 
-ENGINES = ("auto", "torch", "ctranslate2")
-
-
 def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
-    """How many worker processes aiayn's engine decodes in for ``aiayn translate`` (processes.ProcessTranslator),
+    """How many worker processes aiayn's engine decodes in for ``aiayn translate`` (processes.ProcessEngine),
     told before PyTorch is imported: ``decode.workers`` (0: one per core, at most 4) on a CPU, or 0 (decode in this
     process) where that is 1, on a GPU, or when sampling (whose random draws stay in one process)."""
     decode = RunDir.locate(path)[0].config().decode.replace(**settings)
@@ -162,38 +158,53 @@ def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
     return workers if workers > 1 and cpu_only(decode.device) and not decode.sampling else 0
 
 
-def load(path: str | Path, engine: str = "torch", processes: bool = False, serving: int = 0, **settings: Any) -> Any:
-    """The engine ``engine`` names for run dir ``path``: a Translator (torch), a CTranslate2Translator (ctranslate2),
-    or with auto an AutoTranslator where CTranslate2 is installed and a Translator where it is not (logged).
-    ``processes``: aiayn's engine, where it decodes, decodes in worker processes where :func:`decode_processes` says
-    so (a ProcessTranslator: its model is the workers', loaded while this process goes on without PyTorch).
-    ``serving``: a server's: aiayn's engine, where it decodes, in that many worker processes, each started again if it
-    dies (0: as ``processes`` says). Where processes cannot be started, it decodes in this process (logged)."""
-    if engine not in ENGINES:
-        raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if engine == "auto":
-        import importlib.util
+def _auto(path: str | Path, processes: bool, serving: int, **settings: Any) -> Engine:
+    """CTranslate2 where it is installed and can decode with ``settings`` (an AutoEngine, aiayn's own engine beside
+    it for what it cannot do), else aiayn's own (logged)."""
+    import importlib.util
 
-        if importlib.util.find_spec("ctranslate2") is None:
-            log.info("--engine auto: aiayn's own engine (CTranslate2 is not installed: pip install 'aiayn[export]')")
-            engine = "torch"
-        else:
-            try:
-                fast = ctranslate2(path, **settings)
-            except ValueError as e:                   # settings it cannot decode with
-                log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
-                engine = "torch"
-            else:
-                log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
-                return AutoTranslator(fast, path, {k: v for k, v in settings.items() if v is not None}, processes,
-                                      serving)
-    if engine == "ctranslate2":
-        return ctranslate2(path, **settings)
+    if importlib.util.find_spec("ctranslate2") is None:
+        log.info("--engine auto: aiayn's own engine (CTranslate2 is not installed: pip install 'aiayn[export]')")
+        return _torch(path, processes, serving, **settings)
+    try:
+        fast = ctranslate2(path, **settings)
+    except ValueError as e:                   # settings it cannot decode with
+        log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
+        return _torch(path, processes, serving, **settings)
+    log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
+    return AutoEngine(fast, path, {k: v for k, v in settings.items() if v is not None}, processes, serving)
+
+
+def _torch(path: str | Path, processes: bool, serving: int, **settings: Any) -> Engine:
+    """aiayn's own engine: in worker processes where ``serving`` or ``processes`` (:func:`decode_processes`) say so
+    and they can be started, else in this process."""
     if workers := serving or (decode_processes(path, settings) if processes else 0):
-        from ..serving.processes import in_processes
+        from .processes import in_processes
 
         if (in_workers := in_processes(path, None, workers, settings, split=not serving)) is not None:
             return in_workers
-    from ..translate import Translator
+    from .torch import TorchEngine
 
-    return Translator.load(path, **settings)
+    return TorchEngine.load(path, **settings)
+
+
+def _ctranslate2(path: str | Path, processes: bool, serving: int, **settings: Any) -> Engine:
+    return ctranslate2(path, **settings)
+
+
+# --engine NAME -> its loader (path, processes, serving, **settings): a new engine is its module and its line here
+ENGINES: dict[str, Callable[..., Engine]] = {"auto": _auto, "torch": _torch, "ctranslate2": _ctranslate2}
+
+
+def load(path: str | Path, engine: str = "torch", processes: bool = False, serving: int = 0,
+         **settings: Any) -> Engine:
+    """The engine ``engine`` names (:data:`ENGINES`) for run dir ``path``: a TorchEngine (torch), a
+    CTranslate2Engine (ctranslate2), or with auto an AutoEngine where CTranslate2 is installed and a TorchEngine where
+    it is not (logged). ``processes``: aiayn's engine, where it decodes, decodes in worker processes where
+    :func:`decode_processes` says so (a ProcessEngine: its model is the workers', loaded while this process goes on
+    without PyTorch). ``serving``: a server's: aiayn's engine, where it decodes, in that many worker processes, each
+    started again if it dies (0: as ``processes`` says). Where processes cannot be started, it decodes in this process
+    (logged)."""
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    return ENGINES[engine](path, processes, serving, **settings)

@@ -4,7 +4,7 @@ decoding never waits on another thread for Python's GIL, which the threads of on
 free worker the requests waiting (batcher.WholeBatcher), as it does with CTranslate2's translators; the command line
 hands each of its calls' batches to the next free worker. docs/deploy.md and docs/performance.md measure both ways.
 
-Each batch is decoded by Translator.decode_lines in the worker, so its output is ``aiayn translate --no-processes``'.
+Each batch is decoded by TorchEngine.decode_lines in the worker, so its output is ``aiayn translate --no-processes``'.
 A worker is reached through its own pipe: a batch out, its hypotheses back. A batch whose requests have all timed out
 or gone away is stopped: the server sets the worker's stop event, which its search checks before each decoding step,
 so the worker is free again within a step.
@@ -27,16 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..confidence import for_run
 from ..config import DecodeConfig
-from ..engine import Capabilities, Engine, Hypothesis, Stop, Stopped, decode_batches, with_fixed
-from ..pipeline import EngineBase
 from ..rundir import RunDir
 from ..runtime import DeviceName, cores
+from .base import Capabilities, Engine, EngineBase, Hypothesis, Stop, Stopped, decode_batches, with_fixed
 
 if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
     from ..constraints import Constraints
 
 log = logging.getLogger(__name__)
-WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its Translator's methods
+WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its TorchEngine's methods
 
 
 def _serve(conn: Connection, path: str, settings: dict[str, Any], threads: int, stop: Any) -> None:
@@ -57,11 +56,11 @@ def _work(conn: Connection, path: str, settings: dict[str, Any], threads: int, s
     import torch
 
     from ..runtime import configure
-    from ..translate import Translator
+    from .torch import TorchEngine
 
     configure(threads)
     try:
-        translator = Translator.load(path, **{**settings, "workers": 1})
+        translator = TorchEngine.load(path, **{**settings, "workers": 1})
     except Exception as e:  # noqa: BLE001 - the process that started it says what went wrong
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
@@ -133,7 +132,7 @@ class Workers:
 
     def call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
              stop: Stop | None = None, whole: bool = False) -> Any:
-        """``method`` of the next free worker's Translator (one of :data:`WORK`), called with ``args``; ``whole``:
+        """``method`` of the next free worker's TorchEngine (one of :data:`WORK`), called with ``args``; ``whole``:
         the caller's only batch (``split``), which gets every core when no other is being decoded."""
         i = self.free.get()
         if self.broken:
@@ -204,7 +203,7 @@ class Workers:
             p.kill()
 
 
-class ProcessTranslator(EngineBase):
+class ProcessEngine(EngineBase):
     """aiayn's engine with its model in worker processes (engine.Engine, :class:`Workers`): each decodes one batch at
     a time, and computes the word alignments and attention maps asked of it; this process keeps only the tokenizer and
     the settings (no model, and no PyTorch unless it had them already). A worker that dies fails the batch it had (a
@@ -221,7 +220,7 @@ class ProcessTranslator(EngineBase):
 
     def __init__(self, path: str | Path, like: Engine | None, workers: int, settings: dict[str, Any],
                  split: bool = False) -> None:
-        """``like``: the engine loaded from ``path`` in this process (or a closed ProcessTranslator: a server
+        """``like``: the engine loaded from ``path`` in this process (or a closed ProcessEngine: a server
         started again), whose tokenizer and settings are kept; None: read from the run dir, and the device,
         precision and model's size from the first worker (:meth:`load`). ``split``: see the class."""
         settings = {k: v for k, v in settings.items() if v is not None}
@@ -247,10 +246,10 @@ class ProcessTranslator(EngineBase):
         self.precision = like.precision if like is not None else hello["precision"]
 
     @classmethod
-    def load(cls, path: str | Path, processes: int, **settings: Any) -> ProcessTranslator:
+    def load(cls, path: str | Path, processes: int, **settings: Any) -> ProcessEngine:
         """aiayn's engine on run dir (or checkpoint) ``path`` in ``processes`` workers, for a caller that makes one
-        call at a time (``aiayn translate``): as translate.Translator.load with the same settings, its output that of
-        one Translator decoding with as many threads (``workers``)."""
+        call at a time (``aiayn translate``): as torch.TorchEngine.load with the same settings, its output that of
+        one TorchEngine decoding with as many threads (``workers``)."""
         return cls(path, None, processes, settings, split=True)
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -258,18 +257,18 @@ class ProcessTranslator(EngineBase):
 
     def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                     decode: DecodeConfig) -> list[Constraints | None] | None:
-        from ..translate import line_constraints  # (PyTorch: the constraints' tensors)
+        from .torch import line_constraints  # (PyTorch: the constraints' tensors)
 
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        """As Translator.alignments, in a worker process."""
+        """As TorchEngine.alignments, in a worker process."""
         return list(self.pool.call("alignments", (list(lines), [list(o) for o in outputs], source,
                                                   None if ids is None else [list(x) for x in ids]), len(lines)))
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        """As Translator.attention, in a worker process."""
+        """As TorchEngine.attention, in a worker process."""
         return dict(self.pool.call("attention", (line,), 1, kwargs=overrides))
 
     def memory_bytes(self) -> int:
@@ -284,7 +283,7 @@ class ProcessTranslator(EngineBase):
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:
-        """As Translator.decode_lines, in the next free worker process (``split``: each batch in the next free one);
+        """As TorchEngine.decode_lines, in the next free worker process (``split``: each batch in the next free one);
         ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
         (engine.Stopped is raised here)."""
         def one(batch: list[int], whole: bool = False) -> list[list[Hypothesis]]:
@@ -315,12 +314,12 @@ class ProcessTranslator(EngineBase):
 
 
 def in_processes(path: str | Path, like: Engine | None, n: int, settings: dict[str, Any],
-                 split: bool = False) -> ProcessTranslator | None:
-    """aiayn's engine in ``n`` worker processes (``split``: for the command line, :meth:`ProcessTranslator.load`), or
+                 split: bool = False) -> ProcessEngine | None:
+    """aiayn's engine in ``n`` worker processes (``split``: for the command line, :meth:`ProcessEngine.load`), or
     None, with a warning naming ``path``, where they cannot be started (a sandbox without shared-memory semaphores,
     say): the caller decodes in threads."""
     try:
-        return ProcessTranslator.load(path, n, **settings) if split else ProcessTranslator(path, like, n, settings)
+        return ProcessEngine.load(path, n, **settings) if split else ProcessEngine(path, like, n, settings)
     except OSError as e:
         log.warning("%s decodes in threads: worker processes could not be started (%s)", path, e)
         return None

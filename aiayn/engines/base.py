@@ -1,23 +1,26 @@
 """What every decoding engine is to the code that drives it, and what each can do.
 
-The engines: aiayn's own (translate.Translator), CTranslate2 (ct2.CTranslate2Translator) and aiayn's in worker
-processes (processes.ProcessTranslator). Code outside them asks an engine what it can do (its :class:`Capabilities`),
+The engines: aiayn's own (torch.TorchEngine), CTranslate2 (ctranslate2.CTranslate2Engine) and aiayn's in worker
+processes (processes.ProcessEngine). Code outside them asks an engine what it can do (its :class:`Capabilities`),
 never which class it is, and a request an engine cannot serve is refused by name here (:func:`require`).
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from ..config import Norms
 
 if TYPE_CHECKING:
 
-    from .confidence import Calibration
-    from .config import DecodeConfig, ModelConfig, Norms
-    from .constraints import Constraints
-    from .tokenizer import Vocab
+    from ..confidence import Calibration
+    from ..config import DecodeConfig, ModelConfig
+    from ..constraints import Constraints
+    from ..tokenizer import Vocab
 
 
 class Device(Protocol):
@@ -57,7 +60,7 @@ def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
 
 def decode_batches(ids: Sequence[Sequence[int]], max_positions: int, decode: DecodeConfig) -> list[list[int]]:
     """How aiayn's engine cuts lines into batches, in one place for the engines that must cut them alike (in this
-    process, translate.translate_ids; across worker processes, processes.ProcessTranslator): the lines' indices sorted
+    process, translate.translate_ids; across worker processes, processes.ProcessEngine): the lines' indices sorted
     by their source length as the encoder takes it (cut to ``max_positions`` - 1 tokens, then EOS), cut so that each
     batch's line count x its longest line <= ``decode.batch_tokens`` / ``decode.beam``."""
     lengths = [min(len(x), max_positions - 1) + 1 for x in ids]
@@ -83,7 +86,7 @@ class Capabilities:
     attention: bool = False     # every attention map of a translation (model.attention_maps: the page)
     stepwise: bool = False      # its searches run step by step in this process (search.BeamSearch), so a server can
     #                             batch at the decoding step (batcher.Batcher); else it decodes whole batches
-    processes: bool = False     # its model can be loaded in worker processes (processes.ProcessTranslator)
+    processes: bool = False     # its model can be loaded in worker processes (processes.ProcessEngine)
 
 
 # what each capability lets a request ask for, in the words of the refusal
@@ -141,7 +144,7 @@ def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Cons
         mine = None
     hyps = yield lines, (None if mine is not None and decode.keep_plain else mine)
     if mine is not None and decode.keep_plain:
-        from .constraints import unmet
+        from ..constraints import unmet
 
         redo = unmet([[h.tokens for h in hs] for hs in hyps], mine)
         again = (yield [lines[j] for j in redo], [mine[j] for j in redo]) if redo else []
@@ -190,6 +193,20 @@ def detokenize(vocab: Vocab, token_lists: list[list[int]]) -> list[str]:
     return [one_line(t) for t in vocab.tgt.decode(token_lists)]
 
 
+class Search(Protocol):
+    """A stepwise search (search.BeamSearch) as a server drives it: sentences admitted between steps through their
+    engine's ``admit``, dropped when their request is gone, and answered as each is done."""
+
+    keys: list[Any]           # each row's key (None: a row that left)
+
+    @property
+    def active(self) -> int: ...
+
+    def drop(self, keys: set[Any]) -> None: ...
+
+    def step(self) -> list[tuple[Any, list[Hypothesis]]]: ...
+
+
 class Engine(Protocol):
     """The interface of an engine (the module's docstring names them)."""
 
@@ -200,6 +217,7 @@ class Engine(Protocol):
     decode: DecodeConfig          # the settings it was loaded with
     precision: str
     workers: int                  # batches it decodes side by side
+    calls_at_once: int            # calls a caller may make side by side to advantage (pipeline.stream)
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
     calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's
@@ -245,6 +263,16 @@ class Engine(Protocol):
         """A line's translation with every attention map (capability ``attention``)."""
         ...
 
+    def search(self, decode: DecodeConfig) -> Search:
+        """A stepwise search with ``decode``'s settings, empty (capability ``stepwise``)."""
+        ...
+
+    def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
+              cons: list[Constraints | None] | None) -> None:
+        """Encoded lines (none blank) join ``search`` between two of its steps, named by ``keys`` in its results
+        (capability ``stepwise``)."""
+        ...
+
     def memory_bytes(self) -> int:
         """The bytes of its weights as loaded."""
         ...
@@ -262,3 +290,72 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
     """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
     ``hypotheses`` is)."""
     return run(plan(ids, decode, cons), lambda lines, c: engine.decode_lines(lines, decode, c, stop))
+
+
+class EngineBase(ABC):
+    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
+    ``decode_lines``, which each engine writes: engine.Engine says what they do), written once."""
+
+    vocab: Vocab
+    languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
+    norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
+    calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
+    _calibration: Calibration | None = None
+
+    @abstractmethod
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        """engine.Engine's."""
+
+    @abstractmethod
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        """engine.Engine's."""
+
+    @abstractmethod
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
+                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """engine.Engine's."""
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""
+        return encode(self.vocab, lines)
+
+    def detokenize(self, token_lists: list[list[int]]) -> list[str]:
+        return detokenize(self.vocab, token_lists)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
+                   cons: Sequence[Constraints | None] | None,
+                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """Each line's hypotheses by engine.plan, its calls made by ``decode_lines``."""
+        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
+
+    def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
+                             constraints: Sequence[Sequence[str] | None] | None = None,
+                             **overrides: object) -> list[list[Hypothesis]]:
+        """``decode.nbest`` hypotheses of each line, each line one sentence as given (no splitting: the pipeline
+        splits), in order. ``constraints``: per line, target phrases its translation must contain (constraints.py;
+        an engine that can keep them)."""
+        decode = self.settings(decode, **overrides)
+        return self.hypotheses(self.encode(lines), decode, self.constraints(lines, constraints, decode))
+
+    def search(self, decode: DecodeConfig) -> Search:
+        """engine.Engine's; only an engine that is ``stepwise`` has searches."""
+        raise Unsupported(f"the {getattr(self, 'engine', '?')} engine decodes whole batches, not step by step")
+
+    def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
+              cons: list[Constraints | None] | None) -> None:
+        """engine.Engine's (see :meth:`search`)."""
+        raise Unsupported(f"the {getattr(self, 'engine', '?')} engine decodes whole batches, not step by step")
+
+    @property
+    def calibration(self) -> Calibration:
+        """Its calibration of confidence (confidence.py): set by its loader (the run's), else the package's."""
+        if self._calibration is None:
+            from ..confidence import for_run
+
+            self._calibration = for_run(None)
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self._calibration = value

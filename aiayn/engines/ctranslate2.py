@@ -1,6 +1,6 @@
-"""CTranslate2, the C++ engine, as one of aiayn's engines: :class:`CTranslate2Translator`, the one CTranslate2 class,
+"""CTranslate2, the C++ engine, as one of aiayn's engines: :class:`CTranslate2Engine`, the one CTranslate2 class,
 on a run's conversion (auto.ctranslate2: made by export.py on first use and cached in the run dir) or on an export of
-its own (``aiayn export``, :meth:`CTranslate2Translator.from_export`), decoding with aiayn's tokenizer, length rule
+its own (``aiayn export``, :meth:`CTranslate2Engine.from_export`), decoding with aiayn's tokenizer, length rule
 and pipeline.
 
 This module needs no PyTorch: with CTranslate2 installed and the conversion made, ``aiayn translate`` starts and
@@ -18,12 +18,11 @@ from typing import Any
 from .. import precision as precisions
 from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, Norms, Precision
-from ..engine import Capabilities, Hypothesis, max_length, require, with_fixed
-from ..pipeline import EngineBase
 from ..runtime import DeviceName, cores, cpu_workers
 from ..tokenizer import Vocab
+from .base import Capabilities, EngineBase, Hypothesis, max_length, require, with_fixed
 
-__all__ = ["OPTIONS", "CTranslate2Translator", "ctranslate2_limited"]
+__all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
 log = logging.getLogger(__name__)
 
 INFO = "aiayn-export.json"          # in every export (export.py): where it came from, its length rule and length penalty
@@ -87,7 +86,7 @@ def ctranslate2_refuses(decode: DecodeConfig) -> None:
         raise ValueError(f"sampling with beam={decode.beam}: CTranslate2 samples with beam 1 only")
 
 
-class CTranslate2Translator(EngineBase):
+class CTranslate2Engine(EngineBase):
     """A run's model on CTranslate2 (engine.Engine; it decodes whole batches, without constraints or attention): its
     tokenizer is aiayn's, so its text is produced as aiayn's is."""
 
@@ -121,7 +120,7 @@ class CTranslate2Translator(EngineBase):
 
     @classmethod
     def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
-                    **settings: Any) -> CTranslate2Translator:
+                    **settings: Any) -> CTranslate2Engine:
         """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
         length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
         type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
@@ -186,7 +185,7 @@ class CTranslate2Translator(EngineBase):
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        """As Translator.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
+        """As TorchEngine.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
         align.method reads, written into the conversion) while it decodes each line forced to its translation's
         tokens: the same probabilities as aiayn's, so the same links."""
         import numpy as np

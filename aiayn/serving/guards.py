@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
-QUOTE = 40          # characters of a refused value an error message quotes
+from ..quoting import cut
 
 
 class ServiceError(Exception):
@@ -37,17 +37,6 @@ class ServiceError(Exception):
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
-
-
-def cut(text: str, most: int = QUOTE) -> str:
-    """``text`` for an error message: at most ``most`` characters of it, and how long it was if longer."""
-    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
-
-
-def brief(value: Any, most: int = QUOTE) -> str:
-    """``value`` quoted for an error message: the repr of at most ``most`` characters of it (:func:`cut`)."""
-    text = value if isinstance(value, str) else str(value)
-    return repr(text[:most]) + cut(text, most)[len(text[:most]):]
 
 
 async def json_body(request: Any) -> Any:
