@@ -135,3 +135,56 @@ def test_one_rule_for_a_requests_size() -> None:
     assert over_limits(["ab", "abc"], 2, 3) is None
     assert over_limits(["a"] * 3, 2, 3) == ("lines", 3, -1)
     assert over_limits(["ab", "abcd", "abcdef"], 3, 3) == ("characters", 4, 1)
+
+
+# --- a new engine: one module and its line in engines/auto.py's table ------------------------------------------------
+
+
+def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """An engine written against the protocol alone (here: one that copies its source, the seeds' copy task) and put
+    in ENGINES is served by every front end: the Python API, `aiayn translate --engine NAME` (sentences, blank lines,
+    confidence), and it is refused by name for what it cannot do. Nothing else changes."""
+    from aiayn.cli import main
+    from aiayn.config import Norms
+    from aiayn.engines import auto
+    from aiayn.engines.base import Capabilities, EngineBase, Hypothesis, with_fixed
+    from aiayn.rundir import RunDir
+
+    class Copier(EngineBase):
+        engine, capabilities, workers, precision = "copy", Capabilities(), 1, "fp32"
+
+        def __init__(self, path: Path, **settings: Any) -> None:
+            run = RunDir.locate(path)[0]
+            self.vocab, self.cfg = run.vocab(), run.config().model
+            self.decode, self.norms = run.config().decode.replace(**settings), Norms()
+            self.device = type("Cpu", (), {"type": "cpu", "__str__": lambda self: "cpu"})()
+
+        def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+            return with_fixed(self.decode, decode, overrides)
+
+        def constraints(self, lines: Any, phrases: Any, decode: DecodeConfig) -> None:
+            return None
+
+        def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> Any:
+            return [[Hypothesis(list(x), -0.1 * len(x), -0.1 * len(x))] * max(1, decode.nbest) for x in ids]
+
+        def memory_bytes(self) -> int:
+            return 0
+
+        def model_info(self) -> tuple[dict[str, Any], int]:
+            return self.cfg.to_dict(), 0
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setitem(auto.ENGINES, "copy", lambda path, processes, serving, **settings: Copier(path, **settings))
+    lines = ["Ein Hund rennt. Zwei Katzen schlafen.", "", "Hallo Welt"]
+    assert Translator.load(LEGACY, engine="copy").translate(lines) == lines
+    with pytest.raises(Unsupported, match="constraints"):
+        Translator.load(LEGACY, engine="copy").translate(lines, constraints=[["Hund"], None, None])
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["translate", "--model", str(LEGACY), "--engine", "copy", "--input", str(src), "--output", str(out),
+                 "--quiet"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == lines
