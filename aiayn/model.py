@@ -15,10 +15,9 @@ What this file leaves to others: Eq. (1) with its masks and fast kernels (attent
 from __future__ import annotations
 
 import math
-import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -28,7 +27,7 @@ from .cache import DecoderCache, KeyValueCache, NewPositions
 from .config import ModelConfig
 from .dropout import Dropout, add_dropout
 
-__all__ = ["Transformer", "make_model", "static_step", "attention", "AttentionMaps"]
+__all__ = ["Transformer", "make_model", "attention", "AttentionMaps"]
 
 
 # --- §3.2.1 Scaled dot-product attention -----------------------------------------------------------------
@@ -97,20 +96,6 @@ class MultiHeadAttention(nn.Module):
             out, probs = fast_attention(q, k, v, mask, causal, self.p_attn, self.training), None
         B, H, T, K = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * K)), probs, past_kv   # Concat(heads) W^O
-
-    def static_self(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention of the newest position over a cache of fixed length (static-shape decoding, static_step):
-        x (N, 1, D), k_cache and v_cache (N, H, T, K), ``earlier`` (N, 1, 1, T) additive: 0 at the positions each row
-        decoded before, -inf elsewhere. The new position's own key and value attend as one more column, so nothing is
-        written here. -> the output (N, 1, D), and the new key and value (N, H, 1, K) for the caller to write."""
-        q, k, v = self._heads(self.qkv_proj(x), 3)
-        scale = q.shape[-1] ** -0.5
-        scores = torch.cat([torch.matmul(q, k_cache.transpose(-2, -1)) * scale + earlier,
-                            (q * k).sum(-1, keepdim=True) * scale], -1)                 # (N, H, 1, T + 1)
-        p = torch.softmax(scores, dim=-1)
-        out = torch.matmul(p[..., :-1], v_cache) + p[..., -1:] * v                    # (N, H, 1, K)
-        N, H, T, K = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(N, T, H * K)), k, v
 
 
 # --- §3.3 Position-wise feed-forward networks --------------------------------------------------------------
@@ -286,19 +271,12 @@ class DecoderLayer(nn.Module):
                        self_mask=self_mask[0] if self_mask else None)
         return x
 
-    def static_step(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, earlier: Tensor,
-                    memory_kv: tuple[Tensor, Tensor], src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """:meth:`forward` of the newest position x (N, 1, D) with a self-attention cache of fixed length
-        (:meth:`MultiHeadAttention.static_self`) -> (N, 1, D) and the position's key and value (N, H, 1, K)."""
-        y, k, v = self.self_attn.static_self(self.res_self.before(x), k_cache, v_cache, earlier)
-        x = self.res_self.after(x, y)
-        y, _, _ = self.cross_attn(self.res_cross.before(x), mask=src_mask, memory_kv=memory_kv)
-        x = self.res_cross.after(x, y)
-        return self.res_ffn.after(x, self.ffn(self.res_ffn.before(x))), k, v
 
+class Steps(Protocol):
+    """A model's decoding step in another form (steps.TracedSteps: recorded by torch.jit.trace), by the number of rows
+    per source and whether rows joined late (the self-attention mask): the arguments are :func:`step_hidden`'s."""
 
-# one trace at a time: what the tracer warns of is caught through the warnings module, whose state is the process's
-_TRACING = threading.Lock()
+    def step(self, g: int, masked: bool) -> Callable[..., Tensor]: ...
 
 
 # --- The model (Figure 1) -------------------------------------------------------------------------------------
@@ -344,7 +322,7 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie != "none":
             self.out_proj.weight = self.tgt_embed.lut.weight
-        self.traced: TracedSteps | None = None      # decode_step, traced (inference alone)
+        self.traced: Steps | None = None      # decode_step, traced (inference alone: steps.TracedSteps)
 
     def reset_parameters(self) -> None:
         """Initialization of the paper's reference code (tensor2tensor), also used by fairseq.
@@ -470,106 +448,18 @@ def log_probs(logits: Tensor) -> Tensor:
     return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
 
 
-def step_hidden(parts: Transformer | DecoderStep, tokens: Tensor, vectors: Tensor, src_mask: Tensor,
+def step_hidden(parts: Any, tokens: Tensor, vectors: Tensor, src_mask: Tensor,
                 *args: Tensor) -> Tensor:
     """The body of a decoding step over tensors alone: tokens (N,) and their positions' vectors
     (PositionalEncoding.at: (1, D), or (N, 1, D) where rows joined late) -> the final LayerNorm's output (N, 1, D).
     ``args``: six per decoder layer (DecoderLayer.step's: where the new position's key and value go, the keys and
     values it attends to, the encoder-decoder keys and values), then the self-attention mask where rows joined late.
-    ``parts``: the model, or the :class:`DecoderStep` that holds its decoder's modules under the same names."""
+    ``parts``: the model, or the steps.DecoderStep that holds its decoder's modules under the same names."""
     x = parts.tgt_pos.add(parts.tgt_embed(tokens[:, None]), vectors)                    # (N, 1, D)
     mask = args[6 * len(parts.decoder):]
     for i, layer in enumerate(parts.decoder):
         x = layer.step(x, *args[6 * i: 6 * i + 6], src_mask, *mask)
     return parts.dec_norm(x)
-
-
-class DecoderStep(nn.Module):
-    """A decoding step from the tokens to the log-probabilities over the whole vocabulary (:func:`step_hidden`, then
-    the output layer) as a module over tensors alone: the form ``torch.jit.trace`` records (:class:`TracedSteps`).
-    It holds the model's own decoder-side modules (taken after any quantization, which copies: quantize.int8)."""
-
-    def __init__(self, model: Transformer) -> None:
-        super().__init__()
-        self.tgt_embed, self.tgt_pos, self.decoder = model.tgt_embed, model.tgt_pos, model.decoder
-        self.dec_norm, self.out_proj = model.dec_norm, model.out_proj
-
-    def forward(self, tokens: Tensor, vectors: Tensor, src_mask: Tensor, *args: Tensor) -> Tensor:
-        """-> (N, V) log-probabilities; the arguments are :func:`step_hidden`'s."""
-        return log_probs(self.out_proj(step_hidden(self, tokens, vectors, src_mask, *args)))[:, 0]
-
-
-class TracedSteps:
-    """A model's decoding step (:class:`DecoderStep`) as recorded by ``torch.jit.trace``: the same operators, without
-    the Python between them. One trace for each number of rows per source, with and without the self-attention
-    mask, each made after its first ``after`` uses. translate.Translator decodes with them on CPUs
-    (``model.traced = TracedSteps(model)``; docs/performance.md); a model whose weights change must not. Steps over
-    a shortlist's output layer stay plain."""
-
-    def __init__(self, model: Transformer, after: int = 256) -> None:
-        """``after``: calls of a step before it is traced (:class:`_TracedStep`)."""
-        self.module, self.after = DecoderStep(model), after
-        self.steps: dict[tuple[int, bool], _TracedStep] = {}
-
-    def step(self, g: int, masked: bool) -> Callable[..., Tensor]:
-        """The step for g rows per source, with or without the self-attention mask."""
-        key = (g, masked)
-        step = self.steps.get(key)
-        return step if step is not None else self.steps.setdefault(key, _TracedStep(self.module, self.after))
-
-
-class _TracedStep:
-    """A DecoderStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
-    traced from then on. Tracing and the executor's first optimized run cost ~0.18 s for the demo model (int8), and
-    a traced step saves ~0.7-1.6 ms (docs/performance.md): ``after`` = 256 calls, about where the steps run plain
-    have cost what the trace will, so a short run (a one-line translation, a small file) never pays it, and a long
-    one pays at most about twice the least it could have.
-
-    A trace records the branches the step took: those on its shapes (attention.py's rows per source g, one query, no
-    causal triangle) and on the mask's presence, which the key of :meth:`TracedSteps.step` fixes. The tracer
-    warns of each ("Converting a tensor to a Python boolean"); any other warning (a number that would be fixed in the
-    record), or a PyTorch without ``torch.jit.trace``, leaves the step untraced."""
-
-    def __init__(self, module: DecoderStep, after: int) -> None:
-        self.step: Callable[..., Tensor] = module.forward
-        self.module, self.untraced, self.traced = module, after, False
-
-    def __call__(self, *args: Tensor) -> Tensor:
-        if self.untraced > 0:
-            self.untraced -= 1
-        elif not self.traced:
-            try:
-                with _TRACING, warnings.catch_warnings(record=True) as caught:   # (one trace at a time: _TRACING)
-                    warnings.simplefilter("always")
-                    traced = torch.jit.trace(self.module, args, check_trace=False)  # (it runs the step once)
-                if all(not issubclass(w.category, torch.jit.TracerWarning)
-                       or str(w.message).startswith("Converting a tensor to a Python boolean") for w in caught):
-                    self.step = traced
-            except Exception:  # noqa: BLE001 - no tracing here: the plain step, as untraced
-                pass
-            self.traced = True
-        return self.step(*args)
-
-
-def static_step(model: Transformer, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor,
-                memory_k: Tensor, memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``model.decode_step`` with shapes that do not change from step to step (cache.StaticCache decodes with it,
-    compiled by search.compiled_step for ``decode.compile``; a function beside the class, which holds the training
-    and the dynamic step): tokens (N,) at positions ``pos`` (N,) (each row's own: sentences that joined later are at
-    earlier positions); the self-attention caches of every layer allocated at their length limit, k_cache and
-    v_cache (L, N, H, T, K), of which each row reads its positions before its ``pos``; the encoder-decoder keys and
-    values memory_k and memory_v (L, N, H, S, K); src_mask (N, 1, 1, S) additive. -> log-probabilities (N, V) and
-    the new keys and values (L, N, H, 1, K), which the caller writes at ``pos``."""
-    x = model.tgt_embed(tokens[:, None])
-    x = x + model.tgt_pos.table().index_select(0, pos).to(x.dtype)[:, None]                 # (N, 1, D)
-    earlier = torch.where(torch.arange(k_cache.shape[3], device=tokens.device) < pos[:, None], 0.0,
-                          float("-inf")).to(x.dtype)[:, None, None]                           # (N, 1, 1, T)
-    keys, values = [], []
-    for i, layer in enumerate(model.decoder):
-        x, k, v = layer.static_step(x, k_cache[i], v_cache[i], earlier, (memory_k[i], memory_v[i]), src_mask)
-        keys.append(k)
-        values.append(v)
-    return model.generator(model.dec_norm(x))[:, 0], torch.stack(keys), torch.stack(values)
 
 
 def make_model(

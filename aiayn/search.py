@@ -36,8 +36,9 @@ from .cache import DecoderCache, StaticCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
 from .engines.base import Hypothesis, Stop, Stopped, max_length
-from .model import Transformer, static_step
+from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
+from .steps import static_step
 
 
 def _check(stop: Stop | None) -> None:

@@ -217,7 +217,7 @@ def eager_static(monkeypatch: pytest.MonkeyPatch) -> None:
     import functools
 
     from aiayn import search
-    from aiayn.model import static_step
+    from aiayn.steps import static_step
 
     monkeypatch.setattr(search, "compiled_step", lambda m: functools.partial(static_step, m))
 
@@ -502,8 +502,8 @@ def test_traced_steps_decode_exactly_as_the_plain_step_does(model: Transformer, 
     import copy
 
     from aiayn.constraints import Constraints
-    from aiayn.model import TracedSteps
     from aiayn.quantize import int8 as quantize
+    from aiayn.steps import TracedSteps
 
     m = quantize(model) if int8 else copy.deepcopy(model)
     src = torch.cat([_src(seed, 6) for seed in (0, 1, 7)])
@@ -539,7 +539,7 @@ def test_a_step_that_cannot_be_traced_safely_runs_untraced(model: Transformer, m
     import copy
     import warnings
 
-    from aiayn.model import TracedSteps
+    from aiayn.steps import TracedSteps
 
     real = torch.jit.trace
 

@@ -21,7 +21,7 @@ from ..checkpoint import load_weights
 from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, RunConfig
 from ..constraints import Constraints, check_fits, missing, refuse_constraints
-from ..model import TracedSteps, Transformer
+from ..model import Transformer
 from ..precision import autocast
 from ..quantize import weight_bytes
 from ..quoting import brief
@@ -29,6 +29,7 @@ from ..rundir import RunDir
 from ..runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
 from ..search import BeamSearch, Stop, decode_batch
 from ..shortlist import Shortlist
+from ..steps import TracedSteps
 from ..tokenizer import Vocab
 from .base import Capabilities, EngineBase, Hypothesis, Search, decode_batches, hypotheses, max_length, with_fixed
 
