@@ -110,13 +110,3 @@ def parse_links(text: str, where: str = "alignment") -> Links:
             raise ValueError(f"{where}: {pair!r} is not an alignment link i-j")
         out.append((int(i), int(j)))
     return out
-
-
-def agreement(predicted: Sequence[Links], reference: Sequence[Links]) -> dict[str, float]:
-    """Precision, recall and AER of ``predicted`` against ``reference`` links over a corpus (percent)."""
-    a = g = both = 0
-    for p, r in zip(predicted, reference, strict=True):
-        ps, rs = set(p), set(r)
-        a, g, both = a + len(ps), g + len(rs), both + len(ps & rs)
-    return {"precision": round(100 * both / max(1, a), 2), "recall": round(100 * both / max(1, g), 2),
-            "aer": round(100 * (1 - 2 * both / max(1, a + g)), 2)}

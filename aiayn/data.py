@@ -727,17 +727,3 @@ class TokenBatchSampler:
 
     def __len__(self) -> int:
         return len(self.epoch_batches(0))
-
-    def iter_from(self, epoch: int, position: int = 0) -> Iterator[np.ndarray]:
-        """The batches of ``epoch`` from ``position`` on (resuming mid-epoch)."""
-        yield from self.epoch_batches(epoch)[position:]
-
-
-def padding_fraction(batches: list[np.ndarray], src_lengths: np.ndarray, tgt_lengths: np.ndarray) -> float:
-    """Padding tokens / all tokens (both sides) over ``batches``, with EOS/BOS counted as tokens."""
-    pad = real = 0
-    for b in batches:
-        for lengths in (src_lengths[b] + 1, tgt_lengths[b] + 1):
-            real += int(lengths.sum())
-            pad += int(lengths.max()) * len(b) - int(lengths.sum())
-    return pad / max(1, pad + real)

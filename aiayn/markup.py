@@ -499,14 +499,6 @@ def join(parts: list[Fragment], translated: list[tuple[str, str, str]]) -> list[
     return out
 
 
-def translate_html(fragments: list[str],
-                   translate: Callable[[list[str]], list[tuple[str, str, str]]]) -> list[str]:
-    """Each fragment translated: ``translate(lines)`` gives (translation, word alignment, the links of each source
-    word to its own best target word) of each line (align.py), called once for all the fragments' segments."""
-    parts, lines = split(fragments)
-    return join(parts, translate(lines))
-
-
 def _stripped(seg: Segment) -> Segment:
     """The segment with its text stripped at both ends (the tags' ranges shifted to match)."""
     cut = len(seg.text) - len(seg.text.lstrip())

@@ -18,6 +18,7 @@ import argparse
 import gzip
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
 
     from aiayn import Translator
-    from aiayn.align import agreement, align, format_links, method
+    from aiayn.align import align, format_links, method
     from aiayn.rundir import RunDir
 
     t = Translator.load(a.model, device="cpu")
@@ -117,3 +118,16 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+Links = Sequence[tuple[int, int]]
+
+
+def agreement(predicted: Sequence[Links], reference: Sequence[Links]) -> dict[str, float]:
+    """Precision, recall and AER of ``predicted`` against ``reference`` links over a corpus (percent)."""
+    a = g = both = 0
+    for p, r in zip(predicted, reference, strict=True):
+        ps, rs = set(p), set(r)
+        a, g, both = a + len(ps), g + len(rs), both + len(ps & rs)
+    return {"precision": round(100 * both / max(1, a), 2), "recall": round(100 * both / max(1, g), 2),
+            "aer": round(100 * (1 - 2 * both / max(1, a + g)), 2)}

@@ -1,7 +1,7 @@
 """Data preparation: time and memory on Multi30k and on a 10x replicated Multi30k, and the encoding
 throughput of the prepare pipeline against raw SentencePiece encoding of the same lines, the round trip
 decode(encode(line)) == line over every bundled Multi30k line, and the padding of training batches at
-max_tokens 4096 (data.padding_fraction over the token-bucketed batches of epoch 0).
+max_tokens 4096 (padding_fraction over the token-bucketed batches of epoch 0).
 
     python -m benchmarks prepare
 
@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 BUNDLED = HERE.parent / "aiayn" / "bundled" / "multi30k"
@@ -69,7 +70,7 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
 
 def round_trip_and_padding(data_dir: Path) -> dict:
     """Share of Multi30k lines that survive decode(encode(line)); padding of the training batches."""
-    from aiayn.data import DataDir, TokenBatchSampler, padding_fraction, read_lines
+    from aiayn.data import DataDir, TokenBatchSampler, read_lines
 
     d = DataDir(data_dir)
     tok = d.vocab().src
@@ -116,3 +117,13 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def padding_fraction(batches: list[Any], src_lengths: Any, tgt_lengths: Any) -> float:
+    """Padding tokens / all tokens (both sides) over ``batches``, with EOS/BOS counted as tokens."""
+    pad = real = 0
+    for b in batches:
+        for lengths in (src_lengths[b] + 1, tgt_lengths[b] + 1):
+            real += int(lengths.sum())
+            pad += int(lengths.max()) * len(b) - int(lengths.sum())
+    return pad / max(1, pad + real)

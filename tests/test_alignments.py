@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from aiayn import Translator
-from aiayn.align import agreement, align, format_links, parse_links, token_links, word_links, words
+from aiayn.align import align, format_links, parse_links, token_links, word_links, words
 from aiayn.cli import main
 from aiayn.lexicon import symmetrize
+from benchmarks.alignments import agreement
 
 
 def test_pieces_make_words_where_sentencepiece_marks_a_start() -> None:

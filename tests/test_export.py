@@ -207,7 +207,7 @@ def test_the_ctranslate2_engine_decodes_with_the_runs_minimum_length(tmp_path: P
         run = make_run(tmp_path / f"run{min_len}", decode={"min_len": min_len}, eos=eos)
         out = export(run, "ctranslate2", tmp_path / f"ct2-{min_len}")
         engine, t = CTranslate2Engine.from_export(out), Translator.load(run, device="cpu")
-        assert engine.min_len == min_len
+        assert engine.decode.min_len == min_len
         for beam in beams:
             ours = t.translate(LINES, beam=beam)
             assert Translator(engine).translate(LINES, beam=beam) == ours

@@ -286,7 +286,7 @@ def test_slow_clients_get_a_408_and_the_server_stays_responsive(plain: Server) -
 
 
 def test_translate_no_elements_are_kept_out_of_the_text() -> None:
-    from aiayn.markup import translate_html
+    from .test_markup import translate_html
 
     seen: list[str] = []
 

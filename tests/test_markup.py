@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,16 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli import main
-from aiayn.markup import VOID, translate_html
+from aiayn.markup import VOID, join, split
 
 from .conftest import cli_error
+
+
+def translate_html(fragments: list[str], translate: Callable[[list[str]], list[tuple[str, str, str]]]) -> list[str]:
+    """markup.py's two halves around a translation: each fragment translated by ``translate(lines)``, which gives
+    (translation, word alignment, each source word's links to its own best target word) of each segment's line."""
+    parts, lines = split(fragments)
+    return join(parts, translate(lines))
 
 
 class _Strict(HTMLParser):

@@ -151,10 +151,6 @@ class CTranslate2Engine(EngineBase):
     def model_info(self) -> tuple[dict[str, Any], int]:
         return self.cfg.to_dict(), self.parameters
 
-    @property
-    def min_len(self) -> int:
-        return self.decode.min_len
-
     def close(self) -> None:
         """Nothing to release before the process ends."""
 

@@ -126,10 +126,6 @@ class Workers:
         theirs.close()
         return p, mine
 
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p, _ in self.processes]
-
     def call(self, method: str, args: tuple[Any, ...], lines: int, kwargs: dict[str, Any] | None = None,
              stop: Stop | None = None, whole: bool = False) -> Any:
         """``method`` of the next free worker's TorchEngine (one of :data:`WORK`), called with ``args``; ``whole``:
@@ -276,10 +272,6 @@ class ProcessEngine(EngineBase):
 
     def model_info(self) -> tuple[dict[str, Any], int]:
         return self.info
-
-    @property
-    def pids(self) -> list[int]:
-        return self.pool.pids
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Stop | None = None) -> list[list[Hypothesis]]:
