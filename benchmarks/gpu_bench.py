@@ -131,7 +131,7 @@ def training(run: str, data: str, device: str, steps: int, max_tokens: int, budg
                     f"valid_every_steps={steps}", "valid_bleu=false", "valid_each_epoch=false",
                     f"save_every_steps={steps}", "average_last=0", "tensorboard=false"]
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "aiayn.cli", "train", "--data", data, "--out",
+            proc = subprocess.run([sys.executable, "-m", "aiayn", "train", "--data", data, "--out",
                                    str(Path(tmp) / "run"), "--config", str(config), "--set", *sets],
                                   capture_output=True, text=True, timeout=max(60, _left(budget) - 30))
             wall = time.perf_counter() - t0

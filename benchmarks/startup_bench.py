@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 import record  # noqa: E402
 
 LINE = "Ein Mann fährt mit dem Fahrrad über eine Brücke.\n"
-NO_TORCH = "import sys; sys.modules['torch'] = None; from aiayn.cli import main; sys.exit(main(sys.argv[1:]))"
+NO_TORCH = "import sys; sys.modules['torch'] = None; from aiayn.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
 def timed(cmd: list[str], stdin: str, tree: str | None = None) -> tuple[float, str]:

@@ -65,7 +65,7 @@ def copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> P
     """A run dir trained on the copy task with aiayn/configs/copy.yaml (about 40 s on 2 cores): it copies >= 99% of
     held-out strings (tests/test_train.py), so its translations differ from line to line and the right one is known
     (the input). Its training time is in ``copy_model / "seconds"``."""
-    from aiayn.cli import main
+    from aiayn.cli.main import main
     from aiayn.config import RECIPES
 
     run = tmp_path_factory.mktemp("runs") / "copy"

@@ -12,7 +12,7 @@ import torch
 
 from aiayn import Translator
 from aiayn.align import align, format_links, parse_links, token_links, word_links, words
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.lexicon import symmetrize
 from benchmarks.alignments import agreement
 

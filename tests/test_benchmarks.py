@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -118,7 +118,7 @@ def test_the_run_s_own_calibration_is_the_one_used(legacy: Translator, tmp_path:
 
 def test_translate_scores_prints_json_lines_with_the_confidence(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from aiayn.cli import main
+    from aiayn.cli.main import main
 
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n")
@@ -130,7 +130,7 @@ def test_translate_scores_prints_json_lines_with_the_confidence(tmp_path: Path,
 
 
 def test_min_confidence_out_of_range_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    from aiayn.cli import main
+    from aiayn.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["translate", "--model", str(LEGACY), "--min-confidence", "1.5"])
@@ -141,7 +141,7 @@ def test_calibrate_fits_on_the_lines_given_and_stores_it_in_the_run(tmp_path: Pa
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
-    from aiayn.cli import main
+    from aiayn.cli.main import main
 
     run = tmp_path / "run"
     shutil.copytree(LEGACY, run, ignore=shutil.ignore_patterns("engines"))
@@ -273,7 +273,7 @@ def test_evaluate_says_how_the_confidence_agrees_with_sentence_chrf(tmp_path: Pa
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     import gzip
 
-    from aiayn.cli import main
+    from aiayn.cli.main import main
 
     here = Path(__file__).parent.parent / "aiayn" / "bundled" / "multi30k"
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
@@ -346,7 +346,7 @@ def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:
 def test_translate_fallback_on_the_command_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from aiayn.cli import main
+    from aiayn.cli.main import main
 
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n")

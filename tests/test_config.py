@@ -90,7 +90,7 @@ def test_shipped_recipes_resolve(recipe: Path) -> None:
 @pytest.mark.parametrize("command", ["train", "demo"])
 def test_repeated_set_flags_all_apply(command: str) -> None:
     """``--set a=1 --set b=2 c=3`` keeps every override (argparse's default would keep only the last flag)."""
-    from aiayn.cli import build_parser
+    from aiayn.cli.main import build_parser
 
     required = ["--data", "d", "--out", "o"] if command == "train" else []
     a = build_parser().parse_args([command, *required, "--set", "d_model=192", "--set", "n_layers=4", "d_ff=768"])
@@ -168,7 +168,7 @@ def test_ctranslate2_auto_follows_what_ctranslate2_has(monkeypatch: pytest.Monke
 def _subparser(name: str):  # type: ignore[no-untyped-def]
     import argparse
 
-    from aiayn.cli import build_parser
+    from aiayn.cli.main import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices[name]
@@ -179,7 +179,7 @@ def test_a_command_parsed_alone_has_the_arguments_it_has_among_all() -> None:
     the same help, hence the same options and defaults, as in the full parser, and `aiayn --help` lists them all."""
     import argparse
 
-    from aiayn.cli import COMMANDS, build_parser
+    from aiayn.cli.main import COMMANDS, build_parser
 
     def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -240,7 +240,7 @@ def test_every_server_setting_is_a_serve_flag_with_its_bounds() -> None:
     pytest.importorskip("pydantic")
     import dataclasses
 
-    from aiayn.cli import build_parser
+    from aiayn.cli.main import build_parser
     from aiayn.serving.serve import ServeConfig
 
     serve = _subparser("serve")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.constraints import Constraints, Glossary, allocate, contains, missing, unmet
 from aiayn.data import DataDir
 from aiayn.engines.torch import source_batch, source_ids

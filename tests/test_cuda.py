@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn import ModelConfig, Transformer, Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 from aiayn.precision import resolve
 from aiayn.runtime import resolve_device

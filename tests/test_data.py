@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.corpora import Archive, _iwslt14, _wmt14, download, fetch, sgm_segments
 from aiayn.data import (

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir, DataError
 from aiayn.distill import DistillOptions, distill
 

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 
 from aiayn import Translator
 from aiayn.checkpoint import MODEL
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.config import DecodeConfig
 from aiayn.engines.processes import ProcessEngine
 from aiayn.engines.torch import TorchEngine
@@ -235,7 +235,7 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
     assert ctranslate2(run, device="cpu").parameters == parameters      # a conversion from before they were recorded
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n")
-    no_torch = "import sys; sys.modules['torch'] = None; from aiayn.cli import main; sys.exit(main(sys.argv[1:]))"
+    no_torch = "import sys; sys.modules['torch'] = None; from aiayn.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
     def translate(*args: str) -> list[str]:
         done = subprocess.run([sys.executable, "-c", no_torch, "translate", "--model", str(run), "--input", str(src),

@@ -11,7 +11,7 @@ import torch
 
 from aiayn import ModelConfig, RunConfig, Transformer, Translator
 from aiayn.checkpoint import save
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.interop.export import ExportError, ctranslate2_translate, export, huggingface_translate
 from aiayn.rundir import RunDir
 from aiayn.tokenizer import Vocab

@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 
 from .conftest import cli_error, train_steps

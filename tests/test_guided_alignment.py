@@ -16,7 +16,7 @@ import torch
 from aiayn import ModelConfig, Transformer, Translator
 from aiayn.align import method, parse_links
 from aiayn.attention import attention
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir, DataError
 from aiayn.lexicon import GuidedTargets, piece_words, word_text
 from aiayn.loss import SequenceLoss, guided_alignment_loss

@@ -17,7 +17,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 from aiayn.evaluate import bleu_tokenizer, score
 from aiayn.pipeline import stream

@@ -145,7 +145,7 @@ def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch
     """An engine written against the protocol alone (here: one that copies its source, the seeds' copy task) and put
     in ENGINES is served by every front end: the Python API, `aiayn translate --engine NAME` (sentences, blank lines,
     confidence), and it is refused by name for what it cannot do. Nothing else changes."""
-    from aiayn.cli import main
+    from aiayn.cli.main import main
     from aiayn.config import Norms
     from aiayn.engines import auto
     from aiayn.engines.base import Capabilities, EngineBase, Hypothesis, with_fixed

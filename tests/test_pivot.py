@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.constraints import Glossary
 from aiayn.pipeline import Pivot, Request, translate_through
 

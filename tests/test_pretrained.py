@@ -18,7 +18,7 @@ import sentencepiece as spm
 import torch
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.engines.torch import load_trained
 from aiayn.interop.export import export

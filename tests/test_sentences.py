@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.pipeline import Request, translate
 from aiayn.sentences import cut_long, join, merge_links, split, whole
 

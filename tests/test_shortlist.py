@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 from aiayn.engines.torch import source_batch, source_ids
 from aiayn.lexicon import build

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn import Translator, checkpoint
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.config import resolve
 from aiayn.data import DataDir, collate
 from aiayn.optim import noam_lr

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from aiayn import Translator
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.data import DataDir
 from aiayn.engines.torch import TorchEngine
 from aiayn.evaluate import score
@@ -281,7 +281,7 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
 
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n")
-    probe = ("import sys; from aiayn.cli import main; code = main(sys.argv[1:]); "
+    probe = ("import sys; from aiayn.cli.main import main; code = main(sys.argv[1:]); "
              "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr); sys.exit(code)")
 
     def cli(run: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aiayn import spans
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.documents.common import Options
 
 from .helpers import corpus, msgfmt, reversed_stand_in, stand_in, translated

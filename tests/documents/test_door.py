@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 
 from ..conftest import wait_for
 from ..test_serve import Server, _copy_lines

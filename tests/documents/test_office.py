@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 
 from .helpers import FILES, reversed_stand_in, stand_in, translated
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.documents.common import DocumentError
 
 from .helpers import reversed_stand_in, stand_in, translated

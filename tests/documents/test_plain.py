@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiayn import spans
-from aiayn.cli import main
+from aiayn.cli.main import main
 from aiayn.documents.common import DocumentError
 
 from .helpers import reversed_stand_in, stand_in, translated

@@ -1,0 +1,107 @@
+"""``aiayn evaluate`` and ``aiayn calibrate``: a test set translated and scored, a run's confidence fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .common import add_decode_flags, add_processes_flag, command, given, number
+from .translate import loaded
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from ..data import read_lines
+    from ..evaluate import evaluate
+    from ..pipeline import Pivot
+    from ..rundir import RunDir
+
+    src = list(read_lines(a.src, "replace"))
+    refs = [list(read_lines(r, "replace")) for r in a.ref]
+    for path, ref in zip(a.ref, refs, strict=True):
+        if len(src) != len(ref):
+            raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
+    with loaded(a, given(a, "decode")) as engines:
+        translator = Pivot(engines) if len(engines) > 1 else engines[0]
+        run = RunDir.locate(a.model[-1])[0]
+        lang = a.lang or run.target_language()
+        r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
+                     lang=lang, tokenize=a.tokenize, ter=a.ter)
+    if a.json:
+        print(json.dumps(r))
+    else:
+        ter = f"  TER {r['ter']:.2f}" if "ter" in r else ""
+        print(f"BLEU {r['bleu']:.2f}  (lowercased {r['bleu_lc']:.2f})  chrF {r['chrf']:.2f}{ter}  "
+              f"{r['sentences']} sentences in {r['seconds']:.1f} s")
+        print(f"  {r['signature']}")
+        if r.get("confidence"):
+            c = r["confidence"]
+            print(f"  confidence: Pearson r {number(c['pearson'])} with sentence chrF, ROC AUC "
+                  f"{number(c['roc_auc'])} for the "
+                  f"{c['below_threshold']:.1%} under chrF {c['threshold']:g} ({c['calibration']})")
+        print(f"  hypotheses: {r['hypotheses']}")
+    return 0
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from ..data import DataDir, read_lines
+    from ..engines.auto import load
+    from ..evaluate import calibrate
+    from ..rundir import RunDir
+
+    run = RunDir.locate(a.model)[0]
+    if a.src or a.ref:
+        if not (a.src and a.ref):
+            raise ValueError("--src and --ref go together: the lines to calibrate on and their references")
+        fit_on = (list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace")))
+        held = None
+    else:
+        info = run.data_info()
+        if "data_dir" not in info or not DataDir(info["data_dir"]).has_split("valid"):
+            raise ValueError(f"{run.path}: its data dir (data.json's data_dir) is not here; give --src and --ref")
+        data = DataDir(info["data_dir"])
+        fit_on = data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt")
+        held = (data.raw_lines("test", "src"), data.raw_lines("test", "tgt")) if data.has_split("test") else None
+    engine = load(a.model, a.engine)
+    try:
+        cal, report = calibrate(engine, *fit_on, a.threshold, held)
+    finally:
+        engine.close()
+    out = run.path / "calibration.json"
+    cal.save(out)
+    for name, what in (("fitted", "fitted on"), ("held_out", "held out")):
+        if name in report:
+            r = report[name]
+            print(f"{what}: {r['sentences']} sentences, Pearson r {number(r['pearson'])} with sentence chrF, ROC AUC "
+                  f"{number(r['roc_auc'])} for the {r['below_threshold']:.1%} under chrF {a.threshold:g}")
+    print(f"calibration: {out}")
+    return 0
+
+
+def add_calibrate(sub: argparse._SubParsersAction) -> None:
+    from ..confidence import THRESHOLD
+
+    p = command(sub, cmd_calibrate)
+    p.add_argument("--model", required=True, type=Path, help="the run dir (its calibration.json is written there)")
+    p.add_argument("--engine", default="auto",
+                   help="the engine whose translations are calibrated (default: %(default)s, as translate)")
+    p.add_argument("--threshold", type=float, default=THRESHOLD,
+                   help="sentence chrF at or above which a translation is acceptable (default %(default)s)")
+    p.add_argument("--src", type=Path, help="lines to calibrate on (default: the run's validation split)")
+    p.add_argument("--ref", type=Path, help="their references")
+
+
+def add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = command(sub, cmd_evaluate)
+    add_decode_flags(p, exclude=("nbest",))          # the best translation of each line is scored
+    p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
+    p.add_argument("--ref", required=True, type=Path, action="append",
+                   help="raw reference file (plain or .gz); repeat for several references")
+    p.add_argument("--hyps", type=Path, help="where to write the hypotheses (default RUN_DIR/hyps/SRC.hyp)")
+    p.add_argument("--tokenize", help="sacreBLEU tokenizer for BLEU (13a, zh, ja-mecab, ko-mecab, char, intl, "
+                   "flores200, none; default: chosen from the target language)")
+    p.add_argument("--lang", help="target language code for choosing the tokenizer (default: the run's)")
+    p.add_argument("--ter", action="store_true", help="also compute TER")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_processes_flag(p)
