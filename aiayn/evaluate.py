@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from . import repair
 
-# What evaluate translates with: an engine (engines/), engines in a chain (pipeline.Pivot) or a translator.Translator
+# What evaluate translates with: an engine (engines/), engines in a chain (chains.Pivot) or a translator.Translator
 Translates = Any
 
 
@@ -103,7 +103,8 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
-    from .pipeline import one_line_each, translations
+    from .chains import translations
+    from .pipeline import one_line_each
 
     before = Counter(repair.COUNTS)
     t0 = time.perf_counter()

@@ -26,14 +26,10 @@ end maps its own field onto it.
 
 from __future__ import annotations
 
-import collections
-import queue
 import re
-import threading
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import sentences, spans
 from .confidence import of_text
@@ -401,100 +397,6 @@ def translate(engine: Engine, request: Request) -> list[list[Translation]]:
     return finish(engine, prepared, decode(engine, prepared))
 
 
-def leg(request: Request) -> Request:
-    """What each engine of a pivot but the last is asked (the last is asked ``request`` itself, its texts the previous
-    one's translations): the texts in the request's format, with its decoding settings, for their best translation
-    only. Constraints are the target's, so only the last keeps them; word alignments and a glossary, which tie the
-    source to the target, are refused, naming the option in the front end's words."""
-    names = {**NAMES, **request.names}
-    asked = [names[k] for k, on in (("alignments", request.alignments), ("glossary", bool(request.glossary))) if on]
-    if asked:
-        raise ValueError(f"{' and '.join(asked)} need a model that translates directly, not through a pivot language")
-    return Request(request.texts, {**request.options, "nbest": 1}, format=request.format, names=request.names,
-                   protect=request.protect)
-
-
-def translate_through(engines: Sequence[Engine], request: Request) -> list[list[Translation]]:
-    """The request translated by each engine in turn: a pivot (de→en by one, en→fr by the next), each engine but the
-    last asked its :func:`leg`. One engine: :func:`translate`."""
-    for engine in engines[:-1]:
-        request = replace(request, texts=[ts[0].text for ts in translate(engine, leg(request))])
-    return translate(engines[-1], request)
-
-
-# the request options a fallback keeps: how a text is cut and repaired, not how it is searched
-PER_TEXT = tuple(f.name for f in fields(DecodeConfig) if f.metadata.get("per_sentence"))
-# texts sent on to a fallback model in this process (translate_with_fallback), and those whose translation it bettered
-FALLBACK = {"sent": 0, "kept": 0}
-
-
-def translate_with_fallback(engines: Sequence[Engine], fallback: Sequence[Engine], request: Request,
-                            min_confidence: float) -> list[list[Translation]]:
-    """The request translated by ``engines`` (:func:`translate_through`), and each text less sure than
-    ``min_confidence`` translated again by ``fallback`` (a stronger model: the teacher behind a student, a bigger
-    beam), whose translations are kept where they are surer. The first stays the fast one; the second sees only the
-    texts that need it. No ``fallback``: the first's alone."""
-    out = translate_through(engines, request)
-    low = unsure(out, min_confidence)
-    if fallback and low:
-        kept_surer(out, low, translate_through(fallback, only(request, low)))
-    return out
-
-
-def unsure(out: list[list[Translation]], min_confidence: float) -> list[int]:
-    """The inputs whose (best) translation is less sure than ``min_confidence``."""
-    return [i for i, ts in enumerate(out) if ts and ts[0].confidence is not None and ts[0].confidence < min_confidence]
-
-
-def only(request: Request, which: Sequence[int]) -> Request:
-    """The request for a fallback model: some of its texts only (their constraints with them), and of its options those
-    that say how a text is taken and given (nbest, the sentence rules): the fallback decodes with its run's settings."""
-    cons = request.constraints
-    kept = {k: v for k, v in request.options.items() if k in ("nbest", *PER_TEXT)}
-    return replace(request, texts=[request.texts[i] for i in which], options=kept,
-                   constraints=None if cons is None else [cons[i] for i in which])
-
-
-def kept_surer(out: list[list[Translation]], low: Sequence[int], again: list[list[Translation]]) -> None:
-    """The fallback's translations ``again`` of the inputs ``low`` put in ``out`` where they are surer (counted)."""
-    FALLBACK["sent"] += len(low)
-    for i, ts in zip(low, again, strict=True):
-        if (ts[0].confidence or 0.0) > (out[i][0].confidence or 0.0):
-            out[i] = ts
-            FALLBACK["kept"] += 1
-
-
-class Pivot:
-    """Engines in a chain, translating as one (``aiayn translate --model A --model B``, ``evaluate`` too):
-    :func:`translate_through`. ``languages``: the first one's source and the last one's target, where recorded."""
-
-    def __init__(self, engines: Sequence[Engine]) -> None:
-        self.engines = list(engines)
-        first, last = self.engines[0].languages, self.engines[-1].languages
-        self.languages = (first[0], last[1]) if first and last else None
-        self.engine = " → ".join(e.engine for e in self.engines)
-
-    def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
-        """As translator.Translator.translate, through every engine in turn."""
-        return one_line_each([[t] for t in self.translations(lines, **overrides)])
-
-    def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
-        """As :func:`translations`, through every engine in turn (the confidence: the last one's)."""
-        cons = overrides.pop("constraints", None)
-        return [t[0] for t in translate_through(self.engines, Request(lines, {**overrides, "nbest": 1},
-                                                                      constraints=cons))]
-
-
-def translations(engine: Engine | Pivot, lines: Sequence[str], **overrides: Any) -> list[Translation]:
-    """Each line's best :class:`Translation` (its text, score and confidence) by ``engine`` (or engines in a chain),
-    each line split into its sentences unless ``sentences=False``; ``overrides``: DecodeConfig fields, ``constraints``
-    (per line, target phrases its translation contains)."""
-    if isinstance(engine, Pivot):
-        return engine.translations(lines, **overrides)
-    cons = overrides.pop("constraints", None)
-    return [t[0] for t in translate(engine, Request(lines, {**overrides, "nbest": 1}, constraints=cons))]
-
-
 def one_line_each(out: list[list[Translation]]) -> list[str]:
     """Each input's best translation as one line (a line break it kept: a space), as a line-based caller writes it."""
     return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]
@@ -519,91 +421,4 @@ async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) 
 
 # --- a stream of lines, in chunks --------------------------------------------------------------------------------
 
-T = TypeVar("T")
 
-
-def stream(lines: Iterable[str], translate: Callable[[list[str]], list[T]], max_lines: int = 2000,
-           read_ahead: int = 8000, in_flight: int = 1) -> Iterator[T]:
-    """``translate`` applied to ``lines`` chunk by chunk, yielding one result per line, in order, as soon as its
-    chunk is done. A chunk is every line that has arrived by the time it is taken (at most ``max_lines``, in blocks
-    of 64), so a line typed into a pipe is translated at once, and a file goes in full chunks, the same in every run
-    (batches are made within a chunk, and int8's results depend on the batch). A thread reads at most ``read_ahead``
-    lines ahead: memory stays bounded on inputs of any length. ``in_flight``: chunks translated at once, for an
-    engine whose calls run side by side (worker processes: the next chunk's batches keep them busy while the last of
-    this one's finish); the chunks are the same, and a chunk's results go out before waiting for input."""
-    chunks = _Chunks(lines, max_lines, read_ahead)
-    running: collections.deque[Future[list[T]]] = collections.deque()
-    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="aiayn-chunk") if in_flight > 1 else None
-    try:
-        while True:
-            if running and chunks.would_wait():               # the next chunk would wait for input
-                while running:
-                    yield from running.popleft().result()
-            if (chunk := chunks.next()) is None:
-                break
-            if pool is None:
-                yield from translate(chunk)
-                continue
-            if len(running) >= in_flight:
-                yield from running.popleft().result()
-            running.append(pool.submit(translate, chunk))
-        while running:
-            yield from running.popleft().result()
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-class _Chunks:
-    """:func:`stream`'s chunks of ``lines``, read ahead by a thread."""
-
-    def __init__(self, lines: Iterable[str], max_lines: int, read_ahead: int) -> None:
-        self.lines, self.max_lines = lines, max_lines
-        self.pending: queue.Queue[tuple[tuple[str, ...], bool] | BaseException | None] = \
-            queue.Queue(maxsize=max(1, read_ahead // 64))
-        threading.Thread(target=self._read, name="aiayn-read", daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            block: list[str] = []
-            for line in self.lines:
-                block.append(line)
-                # hand over small blocks whenever the reader would wait, big ones otherwise (fewer queue operations),
-                # saying whether another follows without waiting for input
-                if len(block) >= 64 or not _more_ready(self.lines):
-                    self.pending.put((tuple(block), len(block) >= 64 and _more_ready(self.lines)))
-                    block = []
-            if block:
-                self.pending.put((tuple(block), True))
-            self.pending.put(None)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
-            self.pending.put(e)
-
-    def would_wait(self) -> bool:
-        """Whether taking the next chunk would wait for input."""
-        return self.pending.empty()
-
-    def next(self) -> list[str] | None:
-        """The next chunk, None at the end."""
-        item = self.pending.get()                             # wait for at least one line
-        out: list[str] = []
-        while item is not None:
-            if isinstance(item, BaseException):
-                raise item
-            block, more = item
-            out.extend(block)
-            if len(out) >= self.max_lines:
-                break
-            try:                                              # the next block, if it comes without waiting for input
-                item = self.pending.get() if more else self.pending.get_nowait()
-            except queue.Empty:
-                break
-        if item is None:
-            self.pending.put(None)                            # (the end, for the next call)
-        return out or None
-
-
-def _more_ready(lines: Iterable[str]) -> bool:
-    """Whether more input can be read without waiting (files: always; a pipe or terminal: only if data waits)."""
-    more = getattr(lines, "more_ready", None)
-    return bool(more()) if callable(more) else True

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .chains import translations
 from .engines.auto import load
 from .engines.base import Engine
-from .pipeline import Request, Translation, one_line_each, translate, translations
+from .pipeline import Request, Translation, one_line_each, translate
 
 
 class Translator:

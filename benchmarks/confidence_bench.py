@@ -14,7 +14,7 @@ cascade that hands the unsure ones to a stronger model.
   for every sentence; aiayn's own beam search keeps the runner-up anyway, so its cost is the features' alone.
 - **Cascade** (``--first`` and ``--fallback``): the test set translated by the first alone, by the fallback alone,
   and by the first with each line less sure than each ``--thresholds`` value translated again by the fallback
-  (pipeline.translate_with_fallback, as ``aiayn translate --fallback``): BLEU, the share of lines sent on, and
+  (chains.translate_with_fallback, as ``aiayn translate --fallback``): BLEU, the share of lines sent on, and
   sentences/s, all in this process on this CPU.
 
 Records ``results/confidence-<date>.json``.
@@ -80,8 +80,9 @@ def cost(engine: Any, src: list[str]) -> dict[str, Any]:
 
 
 def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], thresholds: list[float]) -> dict[str, Any]:
+    from aiayn.chains import FALLBACK, translate_with_fallback
     from aiayn.evaluate import score
-    from aiayn.pipeline import FALLBACK, Request, one_line_each, translate_with_fallback
+    from aiayn.pipeline import Request, one_line_each
 
     def run(name: str, engines: list[Any], back: list[Any], x: float) -> dict[str, Any]:
         sent = FALLBACK["sent"]

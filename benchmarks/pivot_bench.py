@@ -3,7 +3,7 @@
     python -m benchmarks pivot --chain runs/demo-1200/run-de-en runs/pivot/run-en-fr \\
         --direct runs/pivot/run-de-fr --src test_2016_flickr.de --ref test_2016_flickr.fr [--engine torch]
 
-The chain is each model in turn (pipeline.Pivot: what ``aiayn translate --model A --model B`` and a server's pivot
+The chain is each model in turn (chains.Pivot: what ``aiayn translate --model A --model B`` and a server's pivot
 do); the direct model translates the pair itself. Both are scored on the same lines with sacreBLEU (BLEU, lowercased
 BLEU, chrF) and timed. Records ``results/pivot-<date>.json``.
 """
@@ -30,9 +30,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     a = ap.parse_args(argv)
     from aiayn import Translator
+    from aiayn.chains import Pivot
     from aiayn.data import read_lines
     from aiayn.evaluate import evaluate
-    from aiayn.pipeline import Pivot
     from aiayn.rundir import RunDir
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from aiayn import Translator
+from aiayn.chains import FALLBACK, translate_with_fallback
 from aiayn.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
 from aiayn.config import Norms
 from aiayn.engines.base import Hypothesis
-from aiayn.pipeline import FALLBACK, Request, translate, translate_with_fallback
+from aiayn.pipeline import Request, translate
 from aiayn.sentences import Pieces, cut_runon, split
 
 from .conftest import cli_error

@@ -20,8 +20,8 @@ from aiayn import Translator
 from aiayn.cli.main import main
 from aiayn.data import DataDir
 from aiayn.evaluate import bleu_tokenizer, score
-from aiayn.pipeline import stream
 from aiayn.rundir import RunDir
+from aiayn.stream import stream
 from aiayn.tokenizer import HFTokenizer, Tokenizer
 
 from .conftest import spawn

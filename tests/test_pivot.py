@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from aiayn import Translator
+from aiayn.chains import Pivot, translate_through
 from aiayn.cli.main import main
 from aiayn.constraints import Glossary
-from aiayn.pipeline import Pivot, Request, translate_through
+from aiayn.pipeline import Request
 
 from .conftest import relabeled
 from .test_serve import LEGACY, Server

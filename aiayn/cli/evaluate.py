@@ -12,9 +12,9 @@ from .translate import loaded
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    from ..chains import Pivot
     from ..data import read_lines
     from ..evaluate import evaluate
-    from ..pipeline import Pivot
     from ..rundir import RunDir
 
     src = list(read_lines(a.src, "replace"))

@@ -87,8 +87,10 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     """cmd_translate's work, once its engines are loaded."""
     from tqdm import tqdm
 
+    from ..chains import FALLBACK, leg, translate_with_fallback
     from ..documents.formats import EXTENSIONS
-    from ..pipeline import FALLBACK, Request, leg, prepare, stream, translate_with_fallback
+    from ..pipeline import Request, prepare
+    from ..stream import stream
 
     before = dict(FALLBACK)                                 # (this process's counts: this command's are the change)
     def translate_through(engines: list[Any], request: Request) -> Any:
@@ -125,10 +127,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             run = lambda chunk: translate_through(engines, request(chunk))  # noqa: E731
         for i, translations in enumerate(stream(lines, run, in_flight=min(e.calls_at_once for e in engines))):
             kept[0], kept[1] = kept[0] + translations[0].spans[0], kept[1] + translations[0].spans[1]
-            for t in translations:
-                text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
-                out.write(_scored(i, t, text) if a.scores else f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else
-                          text + "\n")
+            _write(out, i, translations, a.scores, nbest)
             bar.update()
             flush()        # each line as soon as it and every earlier one are done
     finally:
@@ -142,6 +141,14 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     if fallback:
         _said_fallback({k: FALLBACK[k] - before[k] for k in FALLBACK}, a.min_confidence)
     return 0
+
+
+def _write(out: Any, i: int, translations: list[Any], scores: bool, nbest: int) -> None:
+    """Line ``i``'s translations as asked: JSON with its confidence (--scores), ``i<TAB>score<TAB>text`` per
+    hypothesis (--nbest), or the text; a word alignment after ``|||``."""
+    for t in translations:
+        text = t.text if t.alignment is None else f"{t.text} ||| {t.alignment}"
+        out.write(_scored(i, t, text) if scores else f"{i}\t{t.score:.4f}\t{text}\n" if nbest > 1 else text + "\n")
 
 
 def _said_fallback(counts: dict[str, int], min_confidence: float) -> None:

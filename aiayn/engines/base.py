@@ -217,7 +217,7 @@ class Engine(Protocol):
     decode: DecodeConfig          # the settings it was loaded with
     precision: str
     workers: int                  # batches it decodes side by side
-    calls_at_once: int            # calls a caller may make side by side to advantage (pipeline.stream)
+    calls_at_once: int            # calls a caller may make side by side to advantage (stream.stream)
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
     calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's

@@ -378,7 +378,8 @@ def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -
 
 def engine_translate(engine: Engine, lines: Sequence[str], beam: int) -> list[str]:
     """Each line's best translation by ``engine`` through the pipeline, one line each (as ``aiayn translate``)."""
-    from ..pipeline import one_line_each, translations
+    from ..chains import translations
+    from ..pipeline import one_line_each
 
     return one_line_each([[t] for t in translations(engine, lines, beam=beam)])
 

@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..chains import kept_surer, leg, only, unsure
 from ..engines import auto
 from ..engines.base import Engine, Unsupported
-from ..pipeline import Prepared, Request, Translation, kept_surer, leg, only, prepare, translate_async, unsure
+from ..pipeline import Prepared, Request, Translation, prepare, translate_async
 from ..quoting import cut
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
@@ -233,7 +234,7 @@ class Route(Protocol):
 @dataclass(eq=False)
 class Chain:
     """Two served models translating as one through the language between them (a pivot): each request's texts go
-    through the first (pipeline.leg: its best translation), and its translations through the second, with everything
+    through the first (chains.leg: its best translation), and its translations through the second, with everything
     the request asked of the target (n-best, constraints). Answers as :class:`Served` does."""
 
     legs: tuple[Served, Served]
@@ -280,7 +281,7 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
 
 async def _fall_back(served: Served, prepared: Prepared, out: list[list[Translation]]) -> list[list[Translation]]:
     """``out`` with the texts less sure than ``served.min_confidence`` translated again by its ``fallback`` model, kept
-    where surer (pipeline.translate_with_fallback's rule, counted in its FALLBACK)."""
+    where surer (chains.translate_with_fallback's rule, counted in its FALLBACK)."""
     back, low = served.fallback, unsure(out, served.min_confidence)
     if back is not None and low:
         async with back.use():

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import repair, spans
+from ..chains import FALLBACK
 from ..config import DecodeConfig, check, setting
 from ..engines.base import Unsupported, require
-from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, FALLBACK, SPANS
+from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, SPANS
 from ..pipeline import Request as Asked
 from ..quoting import brief, cut
 from . import libretranslate
