@@ -21,6 +21,7 @@ slow to send their request. One place for each rule:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -178,3 +179,63 @@ def over_limits(lines: list[str], max_lines: int, max_chars: int) -> tuple[str, 
         return "lines", len(lines), -1
     return next((("characters", len(line), i) for i, line in enumerate(lines) if len(line) > max_chars), None)
 
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, judged by its Content-Length or, when it is
+    sent in chunks, as it arrives (so no oversized body is ever held in memory); 408, and the connection closed, for
+    a body not all there ``timeout_s`` after the request's headers (guards.py: slow clients)."""
+
+    class _TooLarge(Exception):
+        pass
+
+    class _TooSlow(Exception):
+        pass
+
+    def __init__(self, app: Any, limit: int, timeout_s: float = 10.0) -> None:
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
+        received, started, complete = 0, False, False
+        deadline = time.monotonic() + self.timeout_s
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received, complete
+            if complete:                          # the body is in: what is left to hear of is a disconnect
+                return dict(await receive())
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise BodyLimit._TooSlow from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
+            if received > self.limit:
+                raise BodyLimit._TooLarge
+            return dict(message)
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyLimit._TooLarge:
+            if not started:
+                await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
+        except BodyLimit._TooSlow:
+            if not started:
+                await self._refuse(send, 408, f"the request's body did not arrive within {self.timeout_s:g} s", True)
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, message: str, close: bool = False) -> None:
+        body = json.dumps({"error": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status,
+                    "headers": headers + ([(b"connection", b"close")] if close else [])})
+        await send({"type": "http.response.body", "body": body})

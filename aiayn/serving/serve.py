@@ -24,7 +24,6 @@ FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import signal
 import time
@@ -34,16 +33,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import repair, spans
-from ..chains import FALLBACK
+from .. import spans
 from ..config import DecodeConfig, check, setting
 from ..engines.base import Unsupported, require
-from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, SPANS
 from ..pipeline import Request as Asked
 from ..quoting import brief, cut
 from . import libretranslate
-from .batcher import DecodeMetrics, Limits
-from .guards import RequestLimit, ServiceError, header_key, json_body, over_limits, same_key, timed_protocol
+from .batcher import Limits
+from .guards import BodyLimit, RequestLimit, ServiceError, header_key, json_body, over_limits, same_key, timed_protocol
+from .metrics import Metrics
 from .pairs import Models, Pool, Served
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
@@ -121,90 +119,6 @@ class ServeConfig:
         return Limits(workers=self.workers, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
                       max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join,
                       processes=self.processes, cache=self.cache)
-
-
-@dataclass(frozen=True, eq=False)
-class _Confidence:
-    """pipeline.CONFIDENCE (every translated text's confidence, in this process) as a Prometheus histogram."""
-
-    def collect(self) -> Any:
-        from prometheus_client.core import HistogramMetricFamily
-
-        counts, total = CONFIDENCE["counts"], 0
-        buckets = []
-        for bound, n in zip(CONFIDENCE_BOUNDS, counts, strict=True):
-            total += n
-            buckets.append(("+Inf" if bound == 1.0 else f"{bound:g}", total))
-        yield HistogramMetricFamily("aiayn_confidence", "the confidence of translated texts (in [0, 1], calibrated: "
-                                    "confidence.py); a text's is its least sure sentence's", buckets=buckets,
-                                    sum_value=CONFIDENCE["sum"])
-
-
-@dataclass(frozen=True, eq=False)
-class _Counted:
-    """A dict of counts this process keeps (repair.COUNTS, pipeline.SPANS) as a Prometheus counter, read when scraped:
-    each key (a label value, or a tuple of them) one series."""
-
-    name: str
-    help: str
-    labels: tuple[str, ...]
-    counts: dict[Any, int]
-
-    def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily
-
-        family = CounterMetricFamily(self.name, self.help, labels=list(self.labels))
-        for key, n in sorted(self.counts.items()):
-            family.add_metric(list(key) if isinstance(key, tuple) else [key], n)
-        yield family
-
-
-class Metrics:
-    """Prometheus metrics of one app (its own registry, so several apps can live in one process): its requests here,
-    its decoding in batcher.DecodeMetrics."""
-
-    def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = CollectorRegistry()
-        self.requests = Counter("aiayn_requests", "HTTP requests", ["path", "status"], registry=self.registry)
-        self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
-                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-        self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
-        self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded (0: not loaded)",
-                                 ["model"], registry=self.registry)
-        self.loads = Counter("aiayn_model_loads", "models loaded (at start, or on first use under --memory-budget)",
-                             ["model"], registry=self.registry)
-        self.unloads = Counter("aiayn_model_unloads", "models unloaded to hold --memory-budget", ["model"],
-                               registry=self.registry)
-        self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
-                            "picked), 1", ["model", "engine"], registry=self.registry)
-        self.decoding = DecodeMetrics(self.registry)
-        self.registry.register(_Counted("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
-                                        "copy of the source, a length out of line), by kind: flagged, and repaired",
-                                        ("kind", "outcome"), repair.COUNTS))
-        self.registry.register(_Confidence())
-        self.registry.register(_Counted("aiayn_fallback_texts", "texts less sure than --min-confidence, by outcome: "
-                                        "sent to the --fallback model, and those whose translation it bettered",
-                                        ("outcome",), FALLBACK))
-        self.registry.register(_Counted("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
-                                        "translated texts, by outcome: kept, or lost", ("outcome",), SPANS))
-        self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
-                                 ["format"], registry=self.registry)
-        self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "
-                                      "translated documents, by outcome: kept, or lost", ["outcome"],
-                                      registry=self.registry)
-
-    def documented(self, report: Any) -> None:
-        """A translated document's report (documents.common.Report) counted."""
-        self.documents.labels(report.format or "unknown").inc()
-        self.document_spans.labels("kept").inc(report.kept)
-        self.document_spans.labels("lost").inc(report.spans - report.kept)
-
-    def text(self) -> bytes:
-        from prometheus_client import generate_latest
-
-        return bytes(generate_latest(self.registry))
 
 
 # --- the app ----------------------------------------------------------------------------------------------------------
@@ -531,67 +445,6 @@ def _require_key(request: Any, cfg: ServeConfig) -> None:
         return
     if not same_key(header_key(request), cfg.api_key):
         raise ServiceError(401, "missing or wrong API key (send it as X-API-Key)")
-
-
-class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``limit`` bytes, judged by its Content-Length or, when it is
-    sent in chunks, as it arrives (so no oversized body is ever held in memory); 408, and the connection closed, for
-    a body not all there ``timeout_s`` after the request's headers (guards.py: slow clients)."""
-
-    class _TooLarge(Exception):
-        pass
-
-    class _TooSlow(Exception):
-        pass
-
-    def __init__(self, app: Any, limit: int, timeout_s: float = 10.0) -> None:
-        self.app, self.limit, self.timeout_s = app, limit, timeout_s
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
-        received, started, complete = 0, False, False
-        deadline = time.monotonic() + self.timeout_s
-
-        async def counted() -> dict[str, Any]:
-            nonlocal received, complete
-            if complete:                          # the body is in: what is left to hear of is a disconnect
-                return dict(await receive())
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                raise BodyLimit._TooSlow from None
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                complete = not message.get("more_body", False)
-            if received > self.limit:
-                raise BodyLimit._TooLarge
-            return dict(message)
-
-        async def watched(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, watched)
-        except BodyLimit._TooLarge:
-            if not started:
-                await self._refuse(send, 413, f"request body larger than {self.limit} bytes")
-        except BodyLimit._TooSlow:
-            if not started:
-                await self._refuse(send, 408, f"the request's body did not arrive within {self.timeout_s:g} s", True)
-
-    @staticmethod
-    async def _refuse(send: Any, status: int, message: str, close: bool = False) -> None:
-        body = json.dumps({"error": message}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status,
-                    "headers": headers + ([(b"connection", b"close")] if close else [])})
-        await send({"type": "http.response.body", "body": body})
 
 
 def _describe(err: Any, known: Iterable[str]) -> str:
