@@ -210,7 +210,7 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1    # eps_ls of §5.4
     concat: float = 0.0             # share of batches whose pairs are joined two or three to a row, each losing its
-    #                                 final stop on both sides half the time (data.Joiner; not in the paper): a
+    #                                 final stop on both sides half the time (batches.Joiner; not in the paper): a
     #                                 model that has seen sentences run together without stops translates them whole
     guided_alignment: float = 0.0   # weight of the guided-alignment loss (Garg et al. 2019; not in the paper): the
                                     # cross-entropy of model.alignment_heads' attention against the word links of

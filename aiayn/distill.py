@@ -12,7 +12,7 @@ tokenizer, the teacher's outputs as the training targets, the validation and tes
   data dir once all are done. The result is identical to one process's: a shard's translation does not depend on who
   makes it.
 - Memory stays bounded: the sources are read and the outputs written shard by shard, and the data dir is built by
-  ``data.prepare``, which streams.
+  ``prepare.prepare``, which streams.
 - Options (:class:`DistillOptions`): keep the original pairs beside the distilled ones; drop distilled pairs whose
   length ratio or mean token log-probability is an outlier.
 """
@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from .config import check, setting
-from .data import DataDir, DataError, PrepareOptions, Source, prepare
+from .data import DataDir, DataError, Source
 from .distributed import Distributed
 from .engines.torch import TorchEngine
 from .precision import cpu_has_fast_bf16
+from .prepare import PrepareOptions, prepare
 from .rundir import RunDir
 from .runtime import resolve_device
 

@@ -1,7 +1,7 @@
 """Data parallelism under ``torchrun``: which process this is, and the few collective operations training needs.
 
 torchrun starts one process per device and sets RANK, WORLD_SIZE and LOCAL_RANK. Each process takes
-disjoint batches (data.TokenBatchSampler), gradients are averaged by DistributedDataParallel, and rank 0
+disjoint batches (batches.TokenBatchSampler), gradients are averaged by DistributedDataParallel, and rank 0
 alone writes the run directory. Outside torchrun everything here is a no-op for a world of one.
 """
 

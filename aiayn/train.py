@@ -26,8 +26,9 @@ import torch
 
 from . import checkpoint, precision
 from .atomic import remove_debris
+from .batches import Batch, Joiner, TokenBatchSampler, collate
 from .config import ModelConfig, RunConfig, TrainConfig
-from .data import Batch, DataDir, Joiner, TokenBatchSampler, collate
+from .data import DataDir
 from .distributed import Distributed
 from .engines.base import detokenize
 from .engines.torch import translate_ids
@@ -159,7 +160,7 @@ class TrainStep:
 
 
 def _joiner(data: DataDir, cfg: RunConfig) -> Joiner:
-    """The :class:`data.Joiner` of ``train.concat``, its stops read from the run's vocabulary."""
+    """The :class:`batches.Joiner` of ``train.concat``, its stops read from the run's vocabulary."""
     vocab = data.vocab()
     return Joiner(cfg.train.concat, cfg.train.seed, Joiner.stop_ids(vocab.src.piece, vocab.src.vocab_size),
                   Joiner.stop_ids(vocab.tgt.piece, vocab.tgt.vocab_size), cfg.model.max_positions - 2)

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from aiayn.corpora import fetch
-from aiayn.data import DataDir, PrepareOptions, prepare
+from aiayn.data import DataDir
+from aiayn.prepare import PrepareOptions, prepare
 
 # Reasons a test may still skip under CI: hardware a CI machine does not have.
 MAY_SKIP_IN_CI = ("CUDA", "GPU")

@@ -13,20 +13,12 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.batches import TokenBatchSampler, collate
 from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
 from aiayn.corpora import Archive, _iwslt14, _wmt14, download, fetch, sgm_segments
-from aiayn.data import (
-    DataDir,
-    DataError,
-    PrepareOptions,
-    Source,
-    TokenBatchSampler,
-    collate,
-    find_source,
-    prepare,
-    read_lines,
-)
+from aiayn.data import DataDir, DataError, Source, find_source, read_lines
+from aiayn.prepare import PrepareOptions, prepare
 from aiayn.tokenizer import Tokenizer
 
 from .conftest import cli_error
@@ -410,10 +402,10 @@ def test_equal_rows_counts_what_comparing_each_sentence_counts(tmp_path: Path) -
 
 
 def test_concat_joins_neighbours_and_strips_their_stops_on_both_sides_only(multi30k_dir: DataDir) -> None:
-    """train.concat (data.Joiner): a batch's pairs joined two or three to a row, each losing its final stop on both
+    """train.concat (batches.Joiner): a batch's pairs joined two or three to a row, each losing its final stop on both
     sides or neither, the same for the same (seed, epoch, position) (a resumed run), no row past the model's length."""
+    from aiayn.batches import Joiner
     from aiayn.config import RunConfig, TrainConfig
-    from aiayn.data import Joiner
     from aiayn.train import _joiner
 
     cfg = RunConfig(train=TrainConfig(concat=0.99))

@@ -16,7 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.data import DataDir, TokenBatchSampler
+from aiayn.batches import TokenBatchSampler
+from aiayn.data import DataDir
 
 from .conftest import cli_error, free_port, spawn, wait_for
 

@@ -17,9 +17,10 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn import Translator, checkpoint
+from aiayn.batches import collate
 from aiayn.cli.main import main
 from aiayn.config import resolve
-from aiayn.data import DataDir, collate
+from aiayn.data import DataDir
 from aiayn.optim import noam_lr
 from aiayn.train import Trainer, TrainStep
 

@@ -17,7 +17,8 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     train one joint SentencePiece vocabulary (or one per language, or use given tokenizers) and write binarized
     splits."""
     from ..corpora import inputs, tokenizer_files
-    from ..data import DataDir, PrepareOptions, prepare
+    from ..data import DataDir
+    from ..prepare import PrepareOptions, prepare
 
     given = inputs(a.cache_dir, corpus=a.corpus, hf_dataset_name=a.hf_dataset, hf_config=a.hf_config,
                    hf_split_map=_split_map(a.hf_split_map), train=a.train, valid=a.valid, test=a.test, src=a.src,
