@@ -316,7 +316,7 @@ class DecodeConfig:
     precision: Precision = setting("fp32", "of the weights at inference: fp32, bf16/fp16, int8 (quantized linear "
                                    "layers, CPU) or auto (bf16 where the hardware is fast at it)")
     compile: bool = setting(False, "aiayn's engine: decode with the static-shape step compiled by torch.compile "
-                            "(search.compiled_step; CUDA graphs on a GPU; a first batch of each shape waits seconds "
+                            "(steps.compiled_step; CUDA graphs on a GPU; a first batch of each shape waits seconds "
                             "for it; not with a shortlist)")
     shortlist: bool = setting(False, "decode over the candidate target tokens of the run's lexical shortlist for "
                               "the batch's source tokens (built by `aiayn shortlist`) instead of the whole vocabulary",
@@ -355,7 +355,7 @@ class DecodeConfig:
 
     @property
     def static(self) -> bool:
-        """Decode on the compiled static-shape step (search.start): ``compile``, without a shortlist (the static
+        """Decode on the compiled static-shape step (steps.start): ``compile``, without a shortlist (the static
         step projects onto the whole vocabulary)."""
         return self.compile and not self.shortlist
 

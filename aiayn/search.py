@@ -24,21 +24,20 @@ All functions run under ``torch.inference_mode`` and return token ids without BO
 from __future__ import annotations
 
 import dataclasses
-import functools
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from .cache import DecoderCache, StaticCache
+from .cache import DecoderCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
 from .engines.base import Hypothesis, Stop, Stopped, max_length
 from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
-from .steps import static_step
+from .steps import Cache, StaticCache, decode_step, start
+from .topk import beam_topk, block_argmax, stay_in_place
 
 
 def _check(stop: Stop | None) -> None:
@@ -179,77 +178,6 @@ def _one_best(
 
 # --- the static-shape step, compiled (decode.compile) ----------------------------------------------------------
 
-_COMPILED: weakref.WeakKeyDictionary[Transformer, Callable[..., Any]] = weakref.WeakKeyDictionary()
-Cache = DecoderCache | StaticCache
-
-
-SHAPES = 64      # Dynamo's limit of compiled shapes of the step, in this process (every model's count together)
-
-
-def compiled_step(model: Transformer) -> Callable[..., Any]:
-    """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (each
-    decoding thread raises Dynamo's limit of shapes per function to :data:`SHAPES`; a shape past it runs uncompiled:
-    :func:`_past_the_limit`): StaticCache rounds a batch's shapes up to buckets, so that few are compiled; Inductor
-    keeps what it compiled on disk, so another process compiles again only shapes it has not seen. On a GPU the step
-    is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen small kernels, whose launches cost more
-    than their work at small batches."""
-    step = _COMPILED.get(model)
-    if step is None:
-        cuda = next(model.parameters()).device.type == "cuda"
-        eager = functools.partial(static_step, model)
-        compiled = torch.compile(eager, dynamic=False, fullgraph=True, mode="reduce-overhead" if cuda else None)
-        step = _COMPILED[model] = _past_the_limit(_replays(compiled) if cuda else compiled, eager)
-    return step
-
-
-def _past_the_limit(compiled: Callable[..., Any], eager: Callable[..., Any]) -> Callable[..., Any]:
-    """The compiled step, with Dynamo's limit of shapes raised to :data:`SHAPES` in the thread that calls it (Dynamo's
-    settings are each thread's own: the decoding threads of ``workers`` > 1 kept the default 8, and failed); for a
-    shape past the limit, where a step compiled with ``fullgraph`` fails, the same step uncompiled (the same tokens
-    in fp32: tests/test_search.py)."""
-    import torch._dynamo
-    import torch._dynamo.exc as exc
-
-    config = torch._dynamo.config
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"   # (its name before 2.6)
-    limit_hit = tuple(getattr(exc, name) for name in ("FailOnRecompileLimitHit", "RecompileLimitExceeded",
-                                                      "CacheLimitExceeded") if hasattr(exc, name))
-
-    def step(*args: Tensor) -> Any:
-        if getattr(config, limit) < SHAPES:
-            setattr(config, limit, SHAPES)
-        try:
-            return compiled(*args)
-        except limit_hit:
-            return eager(*args)
-    return step
-
-
-def _replays(graphs: Callable[..., Any]) -> Callable[..., Any]:
-    """A step captured in CUDA graphs, each call a new replay: its outputs of the last call (read and written into
-    the cache by then) may be overwritten."""
-    def step(*args: Tensor) -> Any:
-        torch.compiler.cudagraph_mark_step_begin()
-        return graphs(*args)
-    return step
-
-
-def start(model: Transformer, src: Tensor, max_len: int, static: bool = False) -> Cache:
-    """The decoding state of src (B, S) before its first step, for at most ``max_len`` tokens: a DecoderCache, or with
-    ``static`` (``decode.compile``) a StaticCache decoded by :func:`compiled_step` (the same tokens:
-    tests/test_search.py)."""
-    cache = model.init_cache(model.encode(src), src, 1 if static else max_len)
-    return StaticCache.start(compiled_step(model), cache.memory_kv, cache.src_mask, max_len) if static else cache
-
-
-def decode_step(model: Transformer, tokens: Tensor, cache: Cache,
-                project: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, Cache]:
-    """One step of either cache: tokens (N,) -> log-probabilities (N, V) or (N, K) and the next cache (a static
-    cache decodes over the whole vocabulary: the searches use it only without a shortlist)."""
-    if isinstance(cache, StaticCache):
-        return cache.decode(tokens)
-    return model.decode_step(tokens, cache, project)
-
 
 def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
     """``decode`` (default: DecodeConfig()) with ``fields`` replaced, validated (None values ignored)."""
@@ -313,69 +241,6 @@ def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generato
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
-
-
-def _block_maxima(x: Tensor, block: int) -> Tensor:
-    """(..., V) -> (..., ceil(V / block)): the maximum of each run of ``block`` entries along the last axis."""
-    V = x.shape[-1]
-    whole = V // block * block
-    maxima = x[..., :whole].reshape(*x.shape[:-1], V // block, block).amax(-1)
-    if whole < V:                                                              # the last, shorter block
-        maxima = torch.cat([maxima, x[..., whole:].amax(-1, keepdim=True)], dim=-1)
-    return maxima
-
-
-def block_argmax(logp: Tensor, block: int = 64) -> Tensor:
-    """``logp.argmax(-1)`` for (n, V), the first index of the maximum, ~3x faster on CPU: PyTorch's
-    argmax kernel is not vectorized (323 us at 32 x 8,000 on 2 cores) while ``amax`` is (21 us).
-    The first maximum lies in the first block whose maximum is the row's maximum."""
-    n, V = logp.shape
-    block = min(block, V)
-    first = _block_maxima(logp, block).argmax(-1)                              # (n,) block of the maximum
-    cols = (first[:, None] * block + torch.arange(block, device=logp.device)).clamp(max=V - 1)
-    return cols.gather(1, logp.gather(1, cols).argmax(-1, keepdim=True)).squeeze(1)
-
-
-def beam_topk(logp: Tensor, scores: Tensor, m: int, block: int = 64) -> tuple[Tensor, Tensor, Tensor]:
-    """The m best continuations of each sentence over all its beams: scores[i, j] + logp[i, j, v].
-
-    logp (n, k, V), scores (n, k) -> values (n, m) best first, their beam (n, m) and token (n, m).
-    The same as ``topk`` over the (n, k*V) sum, without writing that sum or sorting through it: the
-    vocabulary is cut into blocks; an entry among the m largest lies in a block whose maximum is among
-    the m largest block maxima (otherwise m other blocks would each hold a larger entry), so only those
-    m blocks are searched. One vectorized max over the vocabulary replaces a partial sort (≈ 7× faster
-    at V = 32k on 2 cores).
-    """
-    n, k, V = logp.shape
-    block = min(block, V)
-    maxima = _block_maxima(logp, block)                                        # (n, k, nb)
-    nb = maxima.shape[-1]
-    blocks = (maxima + scores[:, :, None]).view(n, k * nb).topk(min(m, k * nb), dim=1).indices  # (n, b)
-    beam_of = blocks // nb
-    tok = (blocks % nb)[:, :, None] * block + torch.arange(block, device=logp.device)          # (n, b, block)
-    flat = (beam_of[:, :, None] * V + tok.clamp(max=V - 1)).view(n, -1)                         # into (n, k*V)
-    vals = logp.reshape(n, k * V).gather(1, flat).view(tok.shape) + scores.gather(1, beam_of)[:, :, None]
-    vals = vals.masked_fill(tok >= V, float("-inf")).view(n, -1)
-    if vals.shape[1] < m:   # fewer candidates than asked for (one beam, tiny vocabulary): the rest are impossible
-        vals = torch.cat([vals, vals.new_full((n, m - vals.shape[1]), float("-inf"))], dim=1)
-        flat = torch.cat([flat, flat.new_zeros((n, m - flat.shape[1]))], dim=1)
-    top, idx = vals.topk(m, dim=1)
-    pick = flat.gather(1, idx)
-    return top, pick // V, pick % V
-
-
-def stay_in_place(parent: Tensor) -> Tensor:
-    """parent (n, k): the beam each of a sentence's k continuing candidates extends -> an order (n, k) of
-    the candidates that leaves as many as possible in their parent's row, so that reordering the cache
-    moves few rows (the order of live beams does not matter to the search). The best candidate of each
-    parent keeps the parent's row; the others fill the rows left free, in order."""
-    n, k = parent.shape
-    earlier = torch.ones(k, k, dtype=torch.bool, device=parent.device).tril(-1)        # [i, j]: j before i
-    first = ~((parent[:, :, None] == parent[:, None, :]) & earlier).any(2)             # (n, k) best child
-    taken = torch.zeros_like(parent).scatter_add_(1, parent, first.long()) > 0        # (n, k) rows kept
-    free = taken.long().argsort(dim=1, stable=True)                                    # free rows first
-    slot = torch.where(first, parent, free.gather(1, ((~first).long().cumsum(1) - 1).clamp(min=0)))
-    return slot.argsort(dim=1)                                                         # candidate of each row
 
 
 def _ended(new: Tensor, prefix: Tensor, decoded: Tensor, top: Tensor, lenpen: float,

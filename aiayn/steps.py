@@ -8,13 +8,17 @@ Shapes as model.py's: N rows, H heads, T the cache's length, K d_k, S source len
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from .cache import DecoderCache, KeyValueCache
 from .model import DecoderLayer, MultiHeadAttention, Transformer, log_probs, step_hidden
 
 # one trace at a time: what the tracer warns of is caught through the warnings module, whose state is the process's
@@ -90,8 +94,8 @@ class _TracedStep:
 
 def static_step(model: Transformer, tokens: Tensor, pos: Tensor, k_cache: Tensor, v_cache: Tensor,
                 memory_k: Tensor, memory_v: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``model.decode_step`` with shapes that do not change from step to step (cache.StaticCache decodes with it,
-    compiled by search.compiled_step for ``decode.compile``; a function beside the class, which holds the training
+    """``model.decode_step`` with shapes that do not change from step to step (steps.StaticCache decodes with it,
+    compiled by steps.compiled_step for ``decode.compile``; a function beside the class, which holds the training
     and the dynamic step): tokens (N,) at positions ``pos`` (N,) (each row's own: sentences that joined later are at
     earlier positions); the self-attention caches of every layer allocated at their length limit, k_cache and
     v_cache (L, N, H, T, K), of which each row reads its positions before its ``pos``; the encoder-decoder keys and
@@ -134,3 +138,278 @@ def static_self(attn: MultiHeadAttention, x: Tensor, k_cache: Tensor, v_cache: T
     out = torch.matmul(p[..., :-1], v_cache) + p[..., -1:] * v                    # (N, H, 1, K)
     N, H, T, K = out.shape
     return attn.out_proj(out.transpose(1, 2).reshape(N, T, H * K)), k, v
+
+
+# --- the static-shape cache (decode.compile) -----------------------------------------------------------------------
+
+_FREE: dict[tuple[Any, ...], list[tuple[Tensor, ...]]] = {}        # (in the order they were last given back)
+LENGTH_STEP = 16       # source and output lengths are rounded up to 16s, rows to a power of two ...
+
+
+ROWS_MIN = {"cpu": 1, "cuda": 64}   # ... at least this many: a GPU decodes 64 rows in the time of one
+
+
+StaticStep = Callable[..., tuple[Tensor, Tensor, Tensor]]   # model.static_step's signature, bound to a model
+
+
+# On a GPU the compiled step is captured in CUDA graphs, which copy every input whose address they have not seen into
+# buffers of their own, each step: the caches are marked as fixed addresses instead, and buffers of a shape are reused
+# from one cache to the next (released when their cache is gone), so that a graph is recorded once per shape.
+POOLED = {"cuda"}
+
+
+POOL_BYTES = 2 << 30        # the free buffers kept at most (the least recently given back are let go first)
+
+
+def _release(key: tuple[Any, ...], buffers: tuple[Tensor, ...]) -> None:
+    free = _FREE.pop(key, [])
+    _FREE[key] = free + [buffers] if len(free) < 2 else free
+    size = lambda sets: sum(b.numel() * b.element_size() for bs in sets for b in bs)  # noqa: E731
+    total = sum(size(sets) for sets in _FREE.values())
+    while total > POOL_BYTES and _FREE:
+        total -= size(_FREE.pop(next(iter(_FREE))))
+
+
+def _buffers(owner: object, like: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """A StaticCache's buffers for ``shape`` (L, R, H, S, T, K), dtype and device of ``like``, contents not set: k, v
+    (L, R, H, T, K), mem_k, mem_v (L, R, H, S, K), src_mask (R, 1, 1, S), pos (R,). On a device in :data:`POOLED`,
+    those of a cache of this shape that is gone, marked as fixed addresses, and given back when ``owner`` is."""
+    L, R, H, S, T, K = shape
+    key, pooled = (like.device, like.dtype, *shape), like.device.type in POOLED
+    free = _FREE.get(key) if pooled else None
+    if free:
+        buffers = free.pop()
+    else:
+        buffers = (like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, T, K)), like.new_empty((L, R, H, S, K)),
+                   like.new_empty((L, R, H, S, K)), like.new_empty((R, 1, 1, S)),
+                   torch.empty(R, dtype=torch.long, device=like.device))
+        if pooled:
+            from torch._dynamo import mark_static_address
+
+            for b in buffers:
+                mark_static_address(b)
+    if pooled:
+        weakref.finalize(owner, _release, key, buffers)
+    return buffers
+
+
+def bucket(n: int, step: int = LENGTH_STEP) -> int:
+    """A source or output length rounded up to a multiple of ``step`` (at least one)."""
+    return -(-max(n, 1) // step) * step
+
+
+def bucket_rows(n: int, device: torch.device | None = None) -> int:
+    """A number of rows rounded up to a power of two, at least :data:`ROWS_MIN` of ``device``'s kind."""
+    return max(ROWS_MIN.get(device.type if device is not None else "cpu", 1), 1 << (max(n, 1) - 1).bit_length())
+
+
+class StaticCache:
+    """The decoding state of :class:`DecoderCache`, kept in buffers whose shapes change only at bucket boundaries,
+    so that a compiled step (model.static_step, ``decode.compile``) is compiled once per bucket, not per step.
+
+    Buffers, R >= N rows (:func:`bucket_rows`), T >= every row's length limit and S >= every source (:func:`bucket`):
+    ``k``, ``v`` (L, R, H, T, K) the self-attention keys/values, written by position; ``mem_k``, ``mem_v``
+    (L, R, H, S, K) the encoder-decoder keys/values, one copy per row (beams included: a row's is its sentence's);
+    ``src_mask`` (R, 1, 1, S) additive; ``pos`` (R,) each row's next position in its own sentence (rows of sentences
+    that joined later are at earlier positions: no row needs a mask of positions written before it joined).
+
+    The first N rows are the hypotheses, in the order a search keeps them; the rows after them are decoded too
+    (their output unused): copies of the last sentence, or rows left by sentences that are done. The methods are
+    those of :class:`DecoderCache` that the searches use, done in place where the shapes allow (each returns the
+    cache to continue from; this one may not be used afterwards): rows leave by moving the last ones into theirs, and
+    the buffers shrink to a smaller bucket once half the rows are unused (:meth:`keep_`).
+    """
+
+    def __init__(self, step_fn: StaticStep, like: Tensor, shape: tuple[int, ...], rows: int, step: int = 0) -> None:
+        """Buffers of ``shape`` (L, R, H, S, T, K) like ``like``, their contents not set (:func:`_buffers`)."""
+        self.k, self.v, self.mem_k, self.mem_v, self.src_mask, self.pos = _buffers(self, like, shape)
+        self.step_fn, self.n, self.step = step_fn, rows, step
+
+    def _shape(self, R: int | None = None, S: int | None = None, T: int | None = None) -> tuple[int, ...]:
+        L, R0, H, S0, K = self.mem_k.shape
+        return L, R or R0, H, S or S0, T or self.k.shape[3], K
+
+    @classmethod
+    def start(cls, step_fn: StaticStep, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
+              max_len: int) -> StaticCache:
+        """Nothing decoded yet, for B sources: memory_kv per layer (B, H, S, K), src_mask (B, 1, 1, S) additive
+        (DecoderCache's), ``max_len`` the most tokens a row will decode. Rows past B copy the last source."""
+        B, H, S, K = memory_kv[0][0].shape
+        R, S2 = bucket_rows(B, src_mask.device), bucket(S)
+        rows = torch.arange(R, device=src_mask.device).clamp(max=B - 1)
+        me = cls(step_fn, memory_kv[0][0], (len(memory_kv), R, H, S2, bucket(max_len), K), B)
+        for i, (k, v) in enumerate(memory_kv):                             # (B, H, S, K) -> (R, H, S2, K)
+            for x, out in ((k, me.mem_k[i]), (v, me.mem_v[i])):
+                torch.index_select(torch.nn.functional.pad(x, (0, 0, 0, S2 - S)), 0, rows, out=out)
+        torch.index_select(torch.nn.functional.pad(src_mask, (0, S2 - S), value=float("-inf")), 0, rows,
+                           out=me.src_mask)
+        for b in (me.k, me.v, me.pos):
+            b.zero_()
+        return me
+
+    def decode(self, tokens: Tensor) -> tuple[Tensor, StaticCache]:
+        """One step: tokens (N,), each at its row's position -> log-probabilities (N, V) and this cache, advanced
+        (each row's new key and value written at its position)."""
+        R, N = self.pos.shape[0], self.n
+        padded = torch.cat([tokens, tokens[-1:].expand(R - N)]) if N < R else tokens
+        if N < R:
+            self.pos[N:] = 0                                  # unused rows: any position in range will do
+        logp, k, v = self.step_fn(padded, self.pos, self.k, self.v, self.mem_k, self.mem_v, self.src_mask)
+        rows = torch.arange(R, device=self.pos.device)
+        self.k[:, rows, :, self.pos] = k[:, :, :, 0].transpose(0, 1)      # (R, L, H, K) at (row, pos)
+        self.v[:, rows, :, self.pos] = v[:, :, :, 0].transpose(0, 1)
+        self.pos += 1
+        self.step += 1
+        return logp[:N], self
+
+    def _rows(self, index: Tensor, rows: int) -> StaticCache:
+        """A cache (other buffers, ``index.shape[0]`` rows) whose row i is row index[i] of this one, ``rows`` in use."""
+        out = StaticCache(self.step_fn, self.k, self._shape(R=index.shape[0]), rows, self.step)
+        for name, dim in (("k", 1), ("v", 1), ("mem_k", 1), ("mem_v", 1), ("src_mask", 0), ("pos", 0)):
+            torch.index_select(getattr(self, name), dim, index, out=getattr(out, name))
+        return out
+
+    def expand(self, k: int) -> StaticCache:
+        """Each hypothesis repeated k times in consecutive rows (the beams), in a bucket of N * k rows."""
+        n = self.n * k
+        index = torch.arange(bucket_rows(n, self.pos.device), device=self.pos.device).clamp(max=n - 1) // k
+        return self._rows(index, n)
+
+    def _move(self, index: Tensor, sources: bool) -> None:
+        """In place: row i becomes row index[i] for index (M,) over these rows, copying only rows that move."""
+        moved = KeyValueCache.moved_rows(index)
+        if not moved.numel():
+            return
+        src = index[moved]
+        for x in (self.k, self.v, self.mem_k, self.mem_v) if sources else (self.k, self.v):
+            x[:, moved] = x[:, src]                                   # gathered first: sources may move too
+        if sources:
+            self.src_mask[moved] = self.src_mask[src]
+            self.pos[moved] = self.pos[src]
+
+    def select_self(self, index: Tensor) -> StaticCache:
+        """Reorder the decoded prefixes in place (beam search: a sentence's beams share its source and position)."""
+        self._move(index, sources=False)
+        return self
+
+    def keep_(self, index: Tensor) -> StaticCache:
+        """Only the rows ``index`` (M,) stay, in that order, moved in place; once at most half the rows are in use,
+        the buffers shrink to M's bucket (a copy, and a new shape for the compiled step)."""
+        self._move(index, sources=True)
+        self.n = M = index.shape[0]
+        R = bucket_rows(M, self.pos.device)
+        if M and R < self.pos.shape[0]:
+            return self._rows(torch.arange(R, device=self.pos.device).clamp(max=M - 1), M)
+        return self
+
+    def compact(self) -> StaticCache:
+        """Nothing to drop (every row's positions are its own); ``step`` restarts at the earliest join left."""
+        if self.n:
+            self.step -= int((self.step - self.pos[: self.n]).min())
+        return self
+
+    def join(self, other: StaticCache) -> StaticCache:
+        """This cache and ``other``'s rows (step 0) after its own (step-level batching): written into unused rows
+        where the buckets hold them, else into buffers of the buckets that do."""
+        if other.step != 0:
+            raise ValueError("join(): the joining cache must be at step 0")
+        N, b = self.n, other.n
+        R, S, T = self.pos.shape[0], self.mem_k.shape[3], self.k.shape[3]
+        R2, S2, T2 = max(R, bucket_rows(N + b, self.pos.device)), max(S, other.mem_k.shape[3]), max(T, other.k.shape[3])
+        out = self if (R2, S2, T2) == (R, S, T) else self._grown(R2, S2, T2)
+        s = other.mem_k.shape[3]
+        out.k[:, N : N + b], out.v[:, N : N + b] = 0, 0
+        out.mem_k[:, N : N + b], out.mem_v[:, N : N + b] = 0, 0
+        out.mem_k[:, N : N + b, :, :s], out.mem_v[:, N : N + b, :, :s] = other.mem_k[:, :b], other.mem_v[:, :b]
+        out.src_mask[N : N + b] = float("-inf")
+        out.src_mask[N : N + b, ..., :s] = other.src_mask[:b]
+        out.pos[N : N + b] = 0
+        out.n = N + b
+        return out
+
+    def _grown(self, R: int, S: int, T: int) -> StaticCache:
+        """A copy in buffers of R rows, sources of S and outputs of T positions (the new ones zeros, masked)."""
+        out = StaticCache(self.step_fn, self.k, self._shape(R, S, T), self.n, self.step)
+        for b in (out.k, out.v, out.mem_k, out.mem_v, out.src_mask, out.pos):
+            b.zero_()
+        n, s, t = self.pos.shape[0], self.mem_k.shape[3], self.k.shape[3]
+        out.k[:, :n, :, :t], out.v[:, :n, :, :t] = self.k, self.v
+        out.mem_k[:, :n, :, :s], out.mem_v[:, :n, :, :s] = self.mem_k, self.mem_v
+        out.src_mask[:n, ..., s:] = float("-inf")
+        out.src_mask[:n, ..., :s] = self.src_mask
+        out.pos[:n] = self.pos
+        return out
+
+
+_COMPILED: weakref.WeakKeyDictionary[Transformer, Callable[..., Any]] = weakref.WeakKeyDictionary()
+
+
+Cache = DecoderCache | StaticCache
+
+
+SHAPES = 64      # Dynamo's limit of compiled shapes of the step, in this process (every model's count together)
+
+
+def compiled_step(model: Transformer) -> Callable[..., Any]:
+    """model.static_step bound to ``model``, compiled by torch.compile (Inductor) once per model and shape (each
+    decoding thread raises Dynamo's limit of shapes per function to :data:`SHAPES`; a shape past it runs uncompiled:
+    :func:`_past_the_limit`): StaticCache rounds a batch's shapes up to buckets, so that few are compiled; Inductor
+    keeps what it compiled on disk, so another process compiles again only shapes it has not seen. On a GPU the step
+    is captured in CUDA graphs (``mode="reduce-overhead"``): a step is a dozen small kernels, whose launches cost more
+    than their work at small batches."""
+    step = _COMPILED.get(model)
+    if step is None:
+        cuda = next(model.parameters()).device.type == "cuda"
+        eager = functools.partial(static_step, model)
+        compiled = torch.compile(eager, dynamic=False, fullgraph=True, mode="reduce-overhead" if cuda else None)
+        step = _COMPILED[model] = _past_the_limit(_replays(compiled) if cuda else compiled, eager)
+    return step
+
+
+def _past_the_limit(compiled: Callable[..., Any], eager: Callable[..., Any]) -> Callable[..., Any]:
+    """The compiled step, with Dynamo's limit of shapes raised to :data:`SHAPES` in the thread that calls it (Dynamo's
+    settings are each thread's own: the decoding threads of ``workers`` > 1 kept the default 8, and failed); for a
+    shape past the limit, where a step compiled with ``fullgraph`` fails, the same step uncompiled (the same tokens
+    in fp32: tests/test_search.py)."""
+    import torch._dynamo
+    import torch._dynamo.exc as exc
+
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"   # (its name before 2.6)
+    limit_hit = tuple(getattr(exc, name) for name in ("FailOnRecompileLimitHit", "RecompileLimitExceeded",
+                                                      "CacheLimitExceeded") if hasattr(exc, name))
+
+    def step(*args: Tensor) -> Any:
+        if getattr(config, limit) < SHAPES:
+            setattr(config, limit, SHAPES)
+        try:
+            return compiled(*args)
+        except limit_hit:
+            return eager(*args)
+    return step
+
+
+def _replays(graphs: Callable[..., Any]) -> Callable[..., Any]:
+    """A step captured in CUDA graphs, each call a new replay: its outputs of the last call (read and written into
+    the cache by then) may be overwritten."""
+    def step(*args: Tensor) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return graphs(*args)
+    return step
+
+
+def start(model: Transformer, src: Tensor, max_len: int, static: bool = False) -> Cache:
+    """The decoding state of src (B, S) before its first step, for at most ``max_len`` tokens: a DecoderCache, or with
+    ``static`` (``decode.compile``) a StaticCache decoded by :func:`compiled_step` (the same tokens:
+    tests/test_search.py)."""
+    cache = model.init_cache(model.encode(src), src, 1 if static else max_len)
+    return StaticCache.start(compiled_step(model), cache.memory_kv, cache.src_mask, max_len) if static else cache
+
+
+def decode_step(model: Transformer, tokens: Tensor, cache: Cache,
+                project: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, Cache]:
+    """One step of either cache: tokens (N,) -> log-probabilities (N, V) or (N, K) and the next cache (a static
+    cache decodes over the whole vocabulary: the searches use it only without a shortlist)."""
+    if isinstance(cache, StaticCache):
+        return cache.decode(tokens)
+    return model.decode_step(tokens, cache, project)

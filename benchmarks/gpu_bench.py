@@ -8,7 +8,7 @@ against CTranslate2 on the same weights; and training speed with ``train.compile
   times: on a GPU 5,000 lines are a second's work, whose passes vary more than the engines do), in ``--precision``
   (bf16 by default)
   and batches of ``--batch-tokens``, greedy and beam 4: today's step, then ``decode.compile``
-  (search.compiled_step: Inductor, ``mode="reduce-overhead"``, i.e. CUDA graphs), then CTranslate2
+  (steps.compiled_step: Inductor, ``mode="reduce-overhead"``, i.e. CUDA graphs), then CTranslate2
   (interop.auto.ctranslate2, its compute type the same precision). Each runs a first pass, which compiles (or
   warms up), then ``--repeats`` timed passes, whose median is the figure (one pass of ~1 s on an H200 varied by up to
   2.1x within a run): seconds, sentences/s, lowercased BLEU against ``--ref`` and the lines identical to today's step.

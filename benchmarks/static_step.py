@@ -11,7 +11,7 @@ at every step, so ``torch.compile`` (Inductor) can compile it once: without and 
 Random source and target tokens, fp32, greedy rows (one per source); each variant decodes the same steps, and the
 milliseconds per step are the best of ``--repeats`` passes. Also reported: the compile time, the largest difference
 from today's log-probabilities, and whether every step's best token is the same. With ``--src``, the search itself
-(``decode.compile``: cache.StaticCache, greedy or ``--beam``): ``Translator.translate`` of the first ``--lines`` lines with
+(``decode.compile``: steps.StaticCache, greedy or ``--beam``): ``Translator.translate`` of the first ``--lines`` lines with
 compile off and on, in the CLI's batches and in batches of 4 lines, twice each (the first pass compiles), the
 seconds and the lines identical to compile off. ``--pt2e`` adds the step quantized to int8 through PT2E (torchao's x86
 Inductor quantizer), against today's int8 (torch.ao's dynamic quantization). ``--report``: what Inductor made of the

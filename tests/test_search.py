@@ -11,17 +11,8 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import (
-    BeamSearch,
-    Hypothesis,
-    beam_search,
-    beam_topk,
-    block_argmax,
-    greedy,
-    length_penalty,
-    sample,
-    stay_in_place,
-)
+from aiayn.search import BeamSearch, Hypothesis, beam_search, greedy, length_penalty, sample
+from aiayn.topk import beam_topk, block_argmax, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -216,16 +207,16 @@ def eager_static(monkeypatch: pytest.MonkeyPatch) -> None:
     compiled step has its own, CI-only test below)."""
     import functools
 
-    from aiayn import search
+    from aiayn import steps
     from aiayn.steps import static_step
 
-    monkeypatch.setattr(search, "compiled_step", lambda m: functools.partial(static_step, m))
+    monkeypatch.setattr(steps, "compiled_step", lambda m: functools.partial(static_step, m))
 
 
 @pytest.mark.parametrize("seed,rows", [(0, 6), (1, 3), (2, 1), (3, 13)])
 def test_the_static_shape_step_decodes_the_same_tokens(model: Transformer, seed: int, rows: int,
                                                        eager_static: None) -> None:
-    """decode.compile's greedy search (cache.StaticCache: the batch padded to a power of two of rows and lengths in
+    """decode.compile's greedy search (steps.StaticCache: the batch padded to a power of two of rows and lengths in
     16s, finished rows moved out as in today's search, the buffers shrunk into a smaller bucket once half the rows are
     unused) on the static-shape step: the same tokens and log-probabilities as today's greedy search, with min_len
     and no_repeat_ngram too."""
@@ -278,12 +269,12 @@ def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Tr
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """aiayn serve with decode.compile: sentences join a running search on the static step (their rows written into
     unused rows, or the buckets grown: more rows, a longer source, a longer limit) and get what one batch gives; also
-    with buffers reused from caches that are gone (cache.POOLED: a GPU's, here on the CPU), which must start clean."""
-    from aiayn import cache
-    from aiayn.cache import StaticCache
+    with buffers reused from caches that are gone (steps.POOLED: a GPU's, here on the CPU), which must start clean."""
+    from aiayn import steps
+    from aiayn.steps import StaticCache
 
-    monkeypatch.setattr(cache, "POOLED", {"cpu"} if pooled else set())
-    monkeypatch.setattr(cache, "_FREE", {})
+    monkeypatch.setattr(steps, "POOLED", {"cpu"} if pooled else set())
+    monkeypatch.setattr(steps, "_FREE", {})
 
     long = torch.randint(4, 40, (3, 21), generator=torch.Generator().manual_seed(9))  # 20 tokens: a 32 bucket
     long[:, -1] = EOS
@@ -304,11 +295,11 @@ def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Tr
     for i, hyps in enumerate(batch):
         assert [h.tokens for h in got[i]] == [h.tokens for h in hyps], i
         assert [h.score for h in got[i]] == pytest.approx([h.score for h in hyps], abs=1e-4)
-    assert bool(cache._FREE) == pooled                                         # buffers were given back
+    assert bool(steps._FREE) == pooled                                         # buffers were given back
     if pooled:                                  # at most POOL_BYTES kept: here, less than one cache's buffers
-        monkeypatch.setattr(cache, "POOL_BYTES", 1)
+        monkeypatch.setattr(steps, "POOL_BYTES", 1)
         beam_search(model, src[:3], beam=3, max_len_b=8, compile=True)
-        assert not cache._FREE
+        assert not steps._FREE
     assert {s[3] for s in shapes} == {16, 32}                                # outputs of 17 and 29 tokens at most
     assert {s[5] for s in shapes} == {16, 32}                                # sources of 16 and 32
     assert all(s[1] & (s[1] - 1) == 0 for s in shapes)                       # rows: powers of two
@@ -327,7 +318,7 @@ def test_the_compiled_step_decodes_the_same_tokens(model: Transformer) -> None:
 
 @pytest.mark.ci
 def test_shapes_past_dynamos_limit_run_uncompiled(model: Transformer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past Dynamo's limit of compiled shapes (search.SHAPES; here 1), a step compiled with fullgraph fails the
+    """Past Dynamo's limit of compiled shapes (steps.SHAPES; here 1), a step compiled with fullgraph fails the
     translation (torch._dynamo.exc.FailOnRecompileLimitHit): the step runs uncompiled instead, with the same tokens.
     And a decoding thread other than the one that compiled the step raises the limit for itself."""
     import copy
@@ -335,12 +326,12 @@ def test_shapes_past_dynamos_limit_run_uncompiled(model: Transformer, monkeypatc
 
     import torch._dynamo
 
-    from aiayn import search
+    from aiayn import steps
 
     m, src = copy.deepcopy(model), torch.cat([_src(4, 5), _src(9, 20)])   # batches of two row buckets: two shapes
     want = [h.tokens for h in greedy(m, src, max_len_b=12)]
     limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
-    monkeypatch.setattr(search, "SHAPES", 1)
+    monkeypatch.setattr(steps, "SHAPES", 1)
     with torch._dynamo.config.patch(**{limit: 1}):
         assert [h.tokens for h in greedy(m, src[:5], max_len_b=12, compile=True)] == want[:5]
         assert [h.tokens for h in greedy(m, src[5:], max_len_b=12, compile=True)] == want[5:]
@@ -356,7 +347,7 @@ def test_shapes_past_dynamos_limit_run_uncompiled(model: Transformer, monkeypatc
     thread = threading.Thread(target=decode)
     thread.start()
     thread.join()
-    assert limits == [search.SHAPES]
+    assert limits == [steps.SHAPES]
 
 
 def test_translation_does_not_depend_on_the_batch(model: Transformer) -> None:
