@@ -20,12 +20,12 @@ import torch
 
 from .confidence import FILE as CALIBRATION
 from .confidence import THRESHOLD
-from .config import resolve
 from .corpora import fetch
 from .data import DataDir
 from .evaluate import calibrate, evaluate
 from .precision import cpu_has_fast_bf16
 from .prepare import PrepareOptions, prepare
+from .recipes import resolve
 from .rundir import RunDir
 from .runtime import configure
 from .train import Trainer

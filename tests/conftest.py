@@ -67,7 +67,7 @@ def copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> P
     held-out strings (tests/test_train.py), so its translations differ from line to line and the right one is known
     (the input). Its training time is in ``copy_model / "seconds"``."""
     from aiayn.cli.main import main
-    from aiayn.config import RECIPES
+    from aiayn.recipes import RECIPES
 
     run = tmp_path_factory.mktemp("runs") / "copy"
     t0 = time.perf_counter()

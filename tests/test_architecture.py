@@ -345,7 +345,7 @@ def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.
             precision.autocast(cpu, bad)
     with pytest.raises(ValueError, match="int8 is for translation"):
         TrainConfig(precision="int8")
-    from aiayn.config import resolve
+    from aiayn.recipes import resolve
 
     assert resolve(sets=["decode.precision=int8"]).decode.precision == "int8"   # a run's default for translate
     with pytest.raises(ValueError, match="DecodeConfig.precision='fp8'"):
@@ -387,7 +387,7 @@ def test_int8_quantizes_any_module() -> None:
 
 
 def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Path) -> None:
-    from aiayn.config import resolve
+    from aiayn.recipes import resolve
     from aiayn.train import Trainer
 
     threads = torch.get_num_threads()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.config import PRESETS, RECIPES
+from aiayn.config import PRESETS
+from aiayn.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = re.compile(r"^<!-- source: (.+?) -->$")

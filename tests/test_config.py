@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from aiayn.config import DecodeConfig, RunConfig, TrainConfig, parse_sets, resolve
+from aiayn.config import DecodeConfig, RunConfig, TrainConfig
+from aiayn.recipes import parse_sets, resolve
 
 
 def test_precedence_preset_then_yaml_then_set(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn import tokenizer as tokenizer_module
-from aiayn.config import resolve
 from aiayn.data import DataError, Source
 from aiayn.prepare import PrepareOptions, prepare
+from aiayn.recipes import resolve
 from aiayn.tokenizer import Tokenizer
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy-f06e6aa"

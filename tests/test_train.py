@@ -19,9 +19,9 @@ from safetensors.torch import load_file
 from aiayn import Translator, checkpoint
 from aiayn.batches import collate
 from aiayn.cli.main import main
-from aiayn.config import resolve
 from aiayn.data import DataDir
 from aiayn.optim import noam_lr
+from aiayn.recipes import resolve
 from aiayn.train import Trainer, TrainStep
 
 from .conftest import cli_error, spawn, train_steps

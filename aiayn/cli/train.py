@@ -16,7 +16,7 @@ log = logging.getLogger("aiayn")
 def cmd_train(a: argparse.Namespace) -> int:
     """Train a Transformer. Settings: preset -> --config YAML -> --set key=value. Re-running the same command on an
     existing run dir resumes it exactly."""
-    from ..config import resolve
+    from ..recipes import resolve
     from ..rundir import RunDir
     from ..runtime import configure
     from ..train import Trainer, TrainingError

@@ -36,8 +36,8 @@ import torch
 import aiayn
 from aiayn import Translator
 from aiayn.attention import attention, causal_mask, padding_mask
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
 from aiayn.batches import Batch, collate
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
 from aiayn.distributed import Distributed
 from aiayn.evaluate import score
 from aiayn.loss import smoothed_targets
