@@ -17,9 +17,10 @@ def cmd_train(a: argparse.Namespace) -> int:
     """Train a Transformer. Settings: preset -> --config YAML -> --set key=value. Re-running the same command on an
     existing run dir resumes it exactly."""
     from ..recipes import resolve
+    from ..resume import TrainingError
     from ..rundir import RunDir
     from ..runtime import configure
-    from ..train import Trainer, TrainingError
+    from ..train import Trainer
 
     sets = list(a.set or [])
     for flag, key in ((a.max_steps, "max_steps"), (a.max_epochs, "max_epochs"), (a.max_minutes, "max_minutes")):
