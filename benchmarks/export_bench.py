@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> None:
         for beam in (1, a.beam):
             for workers in (1, 2):
                 # the same length rule as aiayn (source length + 50), the same forbidden tokens and length penalty
-                ct = CTranslate2Engine.from_export(out, "int8" if a.quantization == "int8" else "fp32",
-                                                       workers=workers, threads=max(1, cores // workers))
+                ct = Translator(CTranslate2Engine.from_export(out, "int8" if a.quantization == "int8" else "fp32",
+                                                              workers=workers, threads=max(1, cores // workers)))
 
-                def run_ct2(ct: CTranslate2Engine = ct, beam: int = beam) -> list[str]:
+                def run_ct2(ct: Translator = ct, beam: int = beam) -> list[str]:
                     return ct.translate(src, beam=beam)
 
                 def run_ours(beam: int = beam, workers: int = workers) -> list[str]:

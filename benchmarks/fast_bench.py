@@ -59,8 +59,8 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
                         # as `aiayn translate` decodes: 2+ workers are processes
                         t = Translator.load(run, "torch", processes=True, precision=precision, device="cpu", workers=w)
                     else:
-                        ct2 = CTranslate2Engine.from_export(out, "int8" if precision == "int8" else "fp32",
-                                                                workers=w, threads=1)
+                        ct2 = Translator(CTranslate2Engine.from_export(out, "int8" if precision == "int8" else "fp32",
+                                                                workers=w, threads=1))
                     for beam in (1, 4):
                         for shortlist in ((False, True) if has_list else (False,)):
                             decoder = t if engine == "aiayn" else ct2

@@ -99,7 +99,7 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
     try:
         from aiayn.engines.auto import ctranslate2
 
-        fast = ctranslate2(run, device=device, precision=precision)
+        fast = Translator(ctranslate2(run, device=device, precision=precision))
     except Exception as e:  # noqa: BLE001 - recorded: why CTranslate2 did not run on this GPU
         figures["ctranslate2"] = f"not run: {type(e).__name__}: {e}"
         print(figures["ctranslate2"], flush=True)

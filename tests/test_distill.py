@@ -104,7 +104,7 @@ def test_a_killed_distillation_resumes_without_translating_a_finished_shard(smal
     proc.wait()
     done = {p.name: p.stat().st_mtime_ns for p in work.glob("shard-*.jsonl")}
     assert 3 <= len(done) < 15 and not out.exists()
-    again = subprocess.run(_distill_cmd(copy_model, small, out), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(_distill_cmd(copy_model, small, out), capture_output=True, text=True, timeout=850)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"resuming {work}: {len(done)} shard(s) already translated" in again.stderr
     assert f"translated {600 - 40 * len(done)} lines in {15 - len(done)} shard(s) (of 15)" in again.stderr
@@ -119,7 +119,7 @@ def test_two_processes_distill_what_one_does(small: DataDir, copy_model: Path, t
     two = tmp_path / "two"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            *_distill_cmd(copy_model, small, two)[1:]]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=850, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("translated 320 lines in 8 shard(s) (of 15)") + \
         run.stderr.count("translated 280 lines in 7 shard(s) (of 15)") == 2                   # shards 0, 2, .. and 1, 3, ..

@@ -38,7 +38,7 @@ def sphinx_command(out: Path) -> list[str]:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]' (make docs installs it)")
     out = tmp_path_factory.mktemp("site")
-    run = subprocess.run(sphinx_command(out), capture_output=True, text=True, timeout=280, cwd=ROOT)
+    run = subprocess.run(sphinx_command(out), capture_output=True, text=True, timeout=850, cwd=ROOT)  # a hang guard
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     return out
 

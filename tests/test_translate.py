@@ -287,7 +287,7 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
     def cli(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-c", probe, "translate", "--model", str(run), "--input", str(src),
                                "--engine", "torch", "--workers", "2", "--max-len-b", "8", "--quiet", *args],
-                              capture_output=True, text=True, timeout=180)
+                              capture_output=True, text=True, timeout=850)
 
     done = cli(run_dir)
     assert done.returncode == 0 and done.stderr.splitlines()[-1] == "no torch", done.stderr
