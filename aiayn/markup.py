@@ -41,84 +41,24 @@ import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 
 from . import spans
+from .htmltree import (
+    BLOCK,
+    RAW,
+    VOID,
+    Node,
+    close_tag,
+    open_tag,
+    parse,
+    serialize,
+)
 
-BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details", "dialog", "div",
-         "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-         "head", "header", "hr", "html", "li", "main", "nav", "ol", "p", "section", "summary", "table", "tbody",
-         "td", "tfoot", "th", "thead", "title", "tr", "ul"}
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-VERBATIM = {"script", "style", "pre", "code", "textarea"}
-RAW_TEXT = {"script", "style"}       # elements whose text HTML does not escape: written back as it was read
-MAX_DEPTH = 200                      # elements open at once, at most
-RAW = "#markup"                      # the tag of markup kept as it is (a placeholder, a comment)
 CLOSING = ".,;:!?)]}\"'»“”’"           # marks that end a word (a placeholder before them goes inside that word)
 # a text between inline elements that only separates them (" | ", " · ", "(", " / "): kept as it is, as a tag is,
 # rather than given to the model, which drops it (sentence punctuation is not one: the model needs it; nor is the
 # text of an element, a permalink's "¶")
 SEPARATOR = re.compile(r"\s*[^\w\s.,;:!?'\"]{1,3}\s*")
-
-
-@dataclass(eq=False)
-class Node:
-    """An element (``tag`` None: the fragment's root) and its children: text (str) and elements."""
-
-    tag: str | None
-    attrs: list[tuple[str, str | None]] = field(default_factory=list)
-    children: list[Node | str] = field(default_factory=list)
-
-    def verbatim(self) -> bool:
-        return self.tag in VERBATIM or any(k == "translate" and v == "no" for k, v in self.attrs)
-
-
-class MarkupError(ValueError):
-    """A fragment that cannot be taken apart (nested too deep)."""
-
-
-class _Builder(HTMLParser):
-    """The element tree of a fragment, repaired as the module's docstring says."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Node(None)
-        self.stack = [self.root]
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        node = Node(tag, attrs)
-        self.stack[-1].children.append(node)
-        if tag not in VOID:
-            if len(self.stack) > MAX_DEPTH:
-                raise MarkupError(f"HTML nested more than {MAX_DEPTH} elements deep")
-            self.stack.append(node)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Node(tag, attrs))
-
-    def handle_endtag(self, tag: str) -> None:
-        for i in range(len(self.stack) - 1, 0, -1):           # close it, and whatever was left open inside it
-            if self.stack[i].tag == tag:
-                del self.stack[i:]
-                return                                        # an end tag nothing opened: dropped
-
-    def handle_data(self, data: str) -> None:
-        self.stack[-1].children.append(data)
-
-    def _raw(self, markup: str) -> None:
-        self.stack[-1].children.append(Node(RAW, [("", markup)]))
-
-    def handle_comment(self, data: str) -> None:
-        self._raw(f"<!--{data}-->")
-
-    def handle_decl(self, decl: str) -> None:
-        self._raw(f"<!{decl}>")
-
-    def handle_pi(self, data: str) -> None:
-        self._raw(f"<?{data}>")
-
-    def unknown_decl(self, data: str) -> None:
-        self._raw(f"<![{data}]>")
 
 
 def refuse_others(asked: dict[str, bool], flag: str = "format html", unit: str = "fragment") -> None:
@@ -128,36 +68,6 @@ def refuse_others(asked: dict[str, bool], flag: str = "format html", unit: str =
     if any(asked.values()):
         raise ValueError(f"{flag} gives one translation per {unit} (an HTML fragment), its markup placed by the word "
                          f"alignment: it takes no {', '.join(asked)}")
-
-
-def parse(fragment: str) -> Node:
-    """The element tree of ``fragment`` (repaired: the module's docstring)."""
-    b = _Builder()
-    b.feed(fragment)
-    b.close()
-    return b.root
-
-
-def _open(node: Node) -> str:
-    if node.tag == RAW:
-        return str(node.attrs[0][1])
-    attrs = "".join(f" {k}" if v is None else f' {k}="{html.escape(v, quote=True)}"' for k, v in node.attrs)
-    return f"<{node.tag}{attrs}>"
-
-
-def _close(node: Node) -> str:
-    return "" if node.tag in VOID or node.tag == RAW else f"</{node.tag}>"
-
-
-def serialize(node: Node | str) -> str:
-    """Well-formed HTML of a (sub)tree, as parsed."""
-    if isinstance(node, str):
-        return html.escape(node, quote=False)
-    if node.tag in RAW_TEXT:
-        inner = "".join(c if isinstance(c, str) else serialize(c) for c in node.children)
-    else:
-        inner = "".join(serialize(c) for c in node.children)
-    return inner if node.tag is None else _open(node) + inner + _close(node)
 
 
 # --- a segment: text and inline elements between two block boundaries ------------------------------------------------
@@ -405,9 +315,9 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]], fills: 
             last = next((k_ for k_ in range(len(c) - 1, -1, -1) if not c[k_].startswith("<")), None)
             if tail and last is not None and c[last].endswith(tail + " ") and len(c[last]) > len(tail) + 1:
                 c[last] = c[last][:-len(tail) - 1]
-                out.tag(_close(seg.tags[t][0]) + tail + " ")
+                out.tag(close_tag(seg.tags[t][0]) + tail + " ")
             else:
-                out.tag(_close(seg.tags[t][0]))
+                out.tag(close_tag(seg.tags[t][0]))
 
     k = 0
     for j in range(len(words) + 1):
@@ -417,23 +327,23 @@ def _emit(seg: Segment, words: list[str], places: list[tuple[int, int]], fills: 
             t = order[k]
             node, glue = seg.tags[t][0], seg.glues[t] if t < len(seg.glues) else ""
             if places[t][1] != j:
-                out.tag(_open(node))
+                out.tag(open_tag(node))
                 open_.append(t)
             elif glue.startswith("into:") and j < len(words) and words[j].startswith(glue[5:].rstrip(" ")) and \
                     len(words[j]) > 1:
-                inside += (" " if inside and not inside.endswith(" ") else "") + _open(node) + \
+                inside += (" " if inside and not inside.endswith(" ") else "") + open_tag(node) + \
                     (" " if glue.endswith(" ") else "")
             elif glue.startswith("tail:") and j < len(words):
-                tail, marks = tail + " " + _open(node), int(glue[5:])
+                tail, marks = tail + " " + open_tag(node), int(glue[5:])
             else:                                               # empty here: opened and closed at once
                 fill = html.escape((fills or {}).get(t, ""), quote=False)
-                out.empty(_open(node) + fill + _close(node), glue, j == len(words), seg.tags[t][1])
+                out.empty(open_tag(node) + fill + close_tag(node), glue, j == len(words), seg.tags[t][1])
             k += 1
         if j < len(words):
             out.word(_glued(words[j], inside, tail, marks))
     close_until(len(words) + 1)
     while open_:
-        out.tag(_close(seg.tags[open_.pop()][0]))
+        out.tag(close_tag(seg.tags[open_.pop()][0]))
     return out.text()
 
 
@@ -517,9 +427,9 @@ def _segment(node: Node, segments: list[Segment], kinds: tuple[str, ...]) -> lis
             if child.verbatim() or child.tag in VOID:
                 out.append(child)
                 continue
-            out.append(_open(child))
+            out.append(open_tag(child))
             out.extend(_segment(child, segments, kinds))
-            out.append(_close(child))
+            out.append(close_tag(child))
         else:
             if current is None:
                 current = Segment(kinds=kinds)

@@ -108,7 +108,7 @@ class Prepared:
 
 def prepare(engine: Engine, request: Request) -> Prepared:
     """The request checked and encoded (the module's docstring). Raises engine.Unsupported for what the engine cannot
-    do, markup.MarkupError for HTML that cannot be taken apart, ValueError naming any other option refused."""
+    do, htmltree.MarkupError for HTML that cannot be taken apart, ValueError naming any other option refused."""
     r, names = request, {**NAMES, **request.names}     # (a front end names only the options it has)
     options = {k: v for k, v in r.options.items() if v is not None}
     nbest = options.get("nbest") or 1

@@ -4,7 +4,7 @@ audit broke without a test failing has a fast test here, and a bounded fuzz of b
 
 The guards themselves: aiayn/guards.py (JSON, Unicode, keys, the request limit, slow clients), serve.ServeConfig's
 length caps, the stop of a batch whose requests are gone (search.Stopped, processes.py), engine.plan (blank lines),
-markup.MAX_DEPTH."""
+htmltree.MAX_DEPTH."""
 
 from __future__ import annotations
 

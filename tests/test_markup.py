@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.markup import VOID, join, split
+from aiayn.htmltree import VOID
+from aiayn.markup import join, split
 
 from .conftest import cli_error
 

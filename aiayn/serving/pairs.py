@@ -170,7 +170,7 @@ class Served:
         """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
         a ServiceError: HTML that cannot be taken apart and what the engine cannot serve (engine.Unsupported) a 400,
         any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
-        from ..markup import MarkupError
+        from ..htmltree import MarkupError
 
         try:
             return prepare(self.translator, request())
