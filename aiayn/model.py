@@ -59,6 +59,12 @@ class MultiHeadAttention(nn.Module):
             self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
+    def reset_fused(self) -> None:
+        """Its fused projection initialized one Xavier fan per (D x D) block, as if W^Q, W^K, W^V were separate."""
+        fused = self.kv_proj if self.cross else self.qkv_proj
+        for block in fused.weight.data.split(fused.in_features, dim=0):
+            nn.init.xavier_uniform_(block)
+
     def _heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
         """(B, T, n*D) -> n tensors (B, H, T, K)."""
         B, T, _ = x.shape
@@ -343,10 +349,7 @@ class Transformer(nn.Module):
                     nn.init.zeros_(module.weight.data[module.padding_idx])
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
-                # fused projections: one Xavier fan per (D x D) block, as if W^Q, W^K, W^V were separate
-                fused = module.kv_proj if module.cross else module.qkv_proj
-                for block in fused.weight.data.split(fused.in_features, dim=0):
-                    nn.init.xavier_uniform_(block)
+                module.reset_fused()
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
 

@@ -92,6 +92,15 @@ def sweep_stale(root: Path) -> int:
     return removed
 
 
+def expire(made: dict[str, Any], seconds: float) -> None:
+    """The translations in ``made`` (token -> (path, name, when made)) older than ``seconds`` removed, files and all."""
+    old = time.monotonic() - seconds
+    for token, (path, _, when) in list(made.items()):
+        if when < old:
+            path.unlink(missing_ok=True)
+            del made[token]
+
+
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``limit`` the per-client request limit,
     ``authorize`` LibreTranslate's key check of a request's fields, ``names`` its words for the options (pipeline),
@@ -120,11 +129,7 @@ class Files:
 
     def expire(self) -> None:
         """Translations older than ``--file-ttl`` minutes removed."""
-        old = time.monotonic() - self.cfg.file_ttl * 60
-        for token, (path, _, made) in list(self.made.items()):
-            if made < old:
-                path.unlink(missing_ok=True)
-                del self.made[token]
+        expire(self.made, self.cfg.file_ttl * 60)
 
     async def translate(self, request: Any) -> dict[str, Any]:
         arrived = time.monotonic()

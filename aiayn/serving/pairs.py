@@ -60,6 +60,15 @@ def language_name(code: str) -> str:
     return NAMES.get(code, code)
 
 
+def stored_bytes(checkpoint: Path, precision: str | None) -> int:
+    """A checkpoint's weights' bytes once loaded in ``precision``, from its file's size: fp32 as stored; half for bf16,
+    fp16 and int8, whose embeddings stay fp32; auto counted as fp32."""
+    from ..checkpoint import MODEL
+
+    stored = (checkpoint / MODEL).stat().st_size
+    return stored // 2 if precision in ("bf16", "fp16", "int8") else stored
+
+
 @dataclass(eq=False)
 class Served:
     """One model of the server: its engine while loaded (``current``), its language pair (None where the run records
@@ -131,10 +140,7 @@ class Served:
             return int(self.info["bytes"])
         if self.current is not None:
             return self.memory_bytes()
-        from ..checkpoint import MODEL
-
-        stored = (Path(self.info["checkpoint"]) / MODEL).stat().st_size
-        return stored // 2 if self.settings.get("precision") in ("bf16", "fp16", "int8") else stored
+        return stored_bytes(Path(self.info["checkpoint"]), self.settings.get("precision"))
 
     @contextlib.asynccontextmanager
     async def use(self) -> AsyncIterator[Served]:
