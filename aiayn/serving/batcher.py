@@ -128,6 +128,13 @@ class Job:
         return hyps[: max(1, self.decode.nbest)]
 
 
+def to_decode(job: Job, metrics: ModelMetrics) -> bool:
+    """Whether a job leaving the queue is decoded: one whose request is gone is counted among the stopped lines."""
+    if job.cancelled:
+        metrics.stopped.inc(len(job.ids))
+    return not job.cancelled
+
+
 def new_job(ids: list[list[int]], decode: DecodeConfig, waiting: int, most: int,
             constraints: list[Constraints | None] | None = None) -> Job:
     """A request's Job (its lines' source ids), counted in source tokens; ServiceError(503) when ``waiting`` lines
@@ -261,9 +268,7 @@ class Batcher:
                                   in_flight + self.queue[0].tokens <= self.limits.max_batch_tokens):
                 job = self.queue.pop(0)
                 self.waiting_lines -= len(job.ids)
-                if job.cancelled:
-                    self.metrics.stopped.inc(len(job.ids))
-                else:
+                if to_decode(job, self.metrics):
                     taken.append(job)
                     in_flight += job.tokens
                     idle = False
@@ -378,9 +383,7 @@ class WholeBatcher:
                 if job.cancelled or alike and (not batch or tokens + job.tokens <= most):
                     self.waiting.remove(job)
                     self.waiting_lines -= len(job.ids)
-                    if job.cancelled:
-                        self.metrics.stopped.inc(len(job.ids))
-                    else:
+                    if to_decode(job, self.metrics):
                         batch.append(job)
                         tokens += job.tokens
             self.busy += 1
