@@ -52,10 +52,8 @@ SLOW_TOKENS = len(SLOW["text"]) * (SLOW["min_len"] + 1)
 
 def _abandoned_and_freed(s: Server) -> None:
     """SLOW's lines were stopped unfinished (``aiayn_stopped_lines``), not decoded to their end, and the only worker
-    answers a short request. A deadline only guards against a hang: how fast is the benchmarks' to say."""
-    deadline = time.monotonic() + 120
-    while s.metric("aiayn_stopped_lines_total") < len(SLOW["text"]):
-        assert time.monotonic() < deadline, "the abandoned batch was never stopped"
+    answers a short request. How fast is the benchmarks' to say."""
+    while s.metric("aiayn_stopped_lines_total") < len(SLOW["text"]):   # (a batch never stopped: pytest's hang guard)
         time.sleep(0.05)
     status, _, body = s.post("/translate", {"text": ["Hund"], "beam": 1})
     assert status == 200, body
