@@ -22,8 +22,7 @@ def leg(request: Request) -> Request:
     asked = [names[k] for k, on in (("alignments", request.alignments), ("glossary", bool(request.glossary))) if on]
     if asked:
         raise ValueError(f"{' and '.join(asked)} need a model that translates directly, not through a pivot language")
-    return Request(request.texts, {**request.options, "nbest": 1}, format=request.format, names=request.names,
-                   protect=request.protect)
+    return replace(request, decode={**request.decode, "nbest": 1}, constraints=None)
 
 
 def translate_through(engines: Sequence[Engine], request: Request) -> list[list[Translation]]:
@@ -34,7 +33,8 @@ def translate_through(engines: Sequence[Engine], request: Request) -> list[list[
     return translate(engines[-1], request)
 
 
-# the request options a fallback keeps: how a text is cut and repaired, not how it is searched
+# the decoding settings a fallback keeps (with every option of the request): how a text's sentences are bounded
+# and given, not how they are searched
 PER_TEXT = tuple(f.name for f in fields(DecodeConfig) if f.metadata.get("per_sentence"))
 
 
@@ -61,11 +61,12 @@ def unsure(out: list[list[Translation]], min_confidence: float) -> list[int]:
 
 
 def only(request: Request, which: Sequence[int]) -> Request:
-    """The request for a fallback model: some of its texts only (their constraints with them), and of its options those
-    that say how a text is taken and given (nbest, the sentence rules): the fallback decodes with its run's settings."""
+    """The request for a fallback model: some of its texts only (their constraints with them), its options, and of its
+    decoding settings those that say how a text is bounded and given (:data:`PER_TEXT`): the fallback decodes with its
+    run's settings."""
     cons = request.constraints
-    kept = {k: v for k, v in request.options.items() if k in ("nbest", *PER_TEXT)}
-    return replace(request, texts=[request.texts[i] for i in which], options=kept,
+    kept = {k: v for k, v in request.decode.items() if k in PER_TEXT}
+    return replace(request, texts=[request.texts[i] for i in which], decode=kept,
                    constraints=None if cons is None else [cons[i] for i in which])
 
 
@@ -94,16 +95,13 @@ class Pivot:
 
     def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
         """As :func:`translations`, through every engine in turn (the confidence: the last one's)."""
-        cons = overrides.pop("constraints", None)
-        return [t[0] for t in translate_through(self.engines, Request(lines, {**overrides, "nbest": 1},
-                                                                      constraints=cons))]
+        return [t[0] for t in translate_through(self.engines, Request.of(lines, **{**overrides, "nbest": 1}))]
 
 
 def translations(engine: Engine | Pivot, lines: Sequence[str], **overrides: Any) -> list[Translation]:
     """Each line's best :class:`Translation` (its text, score and confidence) by ``engine`` (or engines in a chain),
-    each line split into its sentences unless ``sentences=False``; ``overrides``: DecodeConfig fields, ``constraints``
-    (per line, target phrases its translation contains)."""
+    each line split into its sentences unless ``sentences=False``; ``overrides``: pipeline.Request's fields (its options,
+    ``constraints``: per line, target phrases its translation contains) and DecodeConfig's."""
     if isinstance(engine, Pivot):
         return engine.translations(lines, **overrides)
-    cons = overrides.pop("constraints", None)
-    return [t[0] for t in translate(engine, Request(lines, {**overrides, "nbest": 1}, constraints=cons))]
+    return [t[0] for t in translate(engine, Request.of(lines, **{**overrides, "nbest": 1}))]

@@ -16,6 +16,7 @@ import functools
 import json
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -258,18 +259,22 @@ class TrainConfig:
 
 
 def setting(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-            per_request: bool = False, per_sentence: bool = False, flag: str | None = None) -> Any:
+            per_request: bool = False, per_sentence: bool = False, flag: str | None = None,
+            needs: str | None = None, parse: Callable[[str], Any] | None = None) -> Any:
     """A field of a settings dataclass (:class:`DecodeConfig`, serve.ServeConfig): its default, what it means (the
     command-line help), its bounds, and for decoding whether one request may set it (``aiayn serve``) and whether a
     search applies it to each sentence on its own (``per_sentence``: sentences that differ in it may be decoded
     together; every other field decides which sentences may: :meth:`DecodeConfig.batch_key`). The command-line
     flags (``flag``, else ``--`` and the name with dashes), the server's request model and the validation are all
-    derived from these, so a new setting is one line in its dataclass (CONTRIBUTING.md)."""
+    derived from these, so a new setting is one line in its dataclass (CONTRIBUTING.md). A request's option
+    (pipeline.Request) is made the same way; ``needs``: the engine capability it asks for when set
+    (engines.base.require), ``parse``: how a flag's or a form field's text becomes its value."""
     return field(default=default, metadata={"help": help, "ge": ge, "gt": gt, "le": le, "per_request": per_request,
-                                            "per_sentence": per_sentence, "flag": flag})
+                                            "per_sentence": per_sentence, "flag": flag, "needs": needs,
+                                            "parse": parse})
 
 
-def _check_bounds(obj: Any) -> None:
+def check_bounds(obj: Any) -> None:
     """The bounds given by :func:`setting`, checked with an error naming the field and what is expected."""
     tests = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b), "le": ("<=", lambda v, b: v <= b)}
     for f in fields(obj):
@@ -284,7 +289,7 @@ def check(settings: Any) -> None:
     """Validate a settings dataclass made with :func:`setting` (DecodeConfig, serve.ServeConfig): every field's type
     and bounds, with an error naming the field and what is expected."""
     _check(settings)
-    _check_bounds(settings)
+    check_bounds(settings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,21 +330,6 @@ class DecodeConfig:
                                "line that has constraints)", per_request=True, per_sentence=True)
     no_repeat_ngram: int = setting(0, "never repeat an n-gram of this many target tokens (0 = off; a repair of a "
                                    "repetition loop uses 3)", ge=0, per_request=True)
-    repair: bool = setting(False, "decode again a sentence whose translation loops, copies its source or has a "
-                           "length out of line with the training data, with settings against that failure, and keep "
-                           "the better (repair.py; off: such sentences are only counted)", per_request=True,
-                           per_sentence=True)
-    sentences: bool = setting(True, "split each input into sentences (sentences.py: sentencex) and translate each, "
-                              "joined back as the input was written (false: each line is one sentence)",
-                              per_request=True, per_sentence=True)
-    sentence_tokens: int = setting(0, "a sentence longer than this many source tokens is cut at its clauses before "
-                                   "translation, never truncated (0 = the longest source sentence the model was "
-                                   "trained on, as its run records it)", ge=0, per_request=True, per_sentence=True)
-    runon: bool = setting(True, "with sentences: cut a sentence where a word that opens sentences in the training data "
-                          "(German Ein, Zwei, Die; English A, The) stands capitalized inside it: text run on without "
-                          "its full stops (sentences.cut_runon); and one translated too short for its source at its "
-                          "likeliest starter, the parts kept if surer (pipeline.guarded)", per_request=True,
-                          per_sentence=True)
     sampling: bool = setting(False, "sample instead of searching", per_request=True)
     temperature: float = setting(1.0, "sampling: divide the logits by this", gt=0, per_request=True)
     top_k: int = setting(0, "sampling: from the k most likely tokens only (0 = all)", ge=0, per_request=True)
@@ -384,10 +374,20 @@ def beam_for_nbest(settings: dict[str, Any], beam: int) -> dict[str, Any]:
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
 
+# settings that were DecodeConfig's and are now a request's options (pipeline.Request): how each text is cut and
+# checked, asked per request (a flag, a request's field), not a model's. A run saved before keeps them in its
+# config.json, which reads without them.
+REQUEST_OPTIONS = ("sentences", "sentence_tokens", "repair", "runon")
+
+
 def from_dict(cls: type, values: dict[str, Any]) -> Any:
     """Build a config dataclass, failing clearly on unknown keys."""
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - known)
+    moved = [k for k in unknown if cls is DecodeConfig and k in REQUEST_OPTIONS]
+    if moved:
+        raise ValueError(f"decode.{moved[0]} is a request's option, not a model's setting: ask for it per request "
+                         f"(--{moved[0].replace('_', '-')}, \"{moved[0]}\" in a request; pipeline.Request)")
     if unknown:
         raise ValueError(f"unknown {cls.__name__} key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
     return cls(**values)
@@ -460,6 +460,9 @@ class RunConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        d = json.loads(Path(path).read_text())
+        for k in REQUEST_OPTIONS:                      # (saved before they became a request's: REQUEST_OPTIONS)
+            d.get("decode", {}).pop(k, None)
+        return cls.from_dict(d)
 
 

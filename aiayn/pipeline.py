@@ -10,8 +10,8 @@
   format that has them) taken out of a plain text, which then goes through markup as a fragment does, so that they
   are put back on their aligned words; the one rule for nbest and beam (config.beam_for_nbest); the settings
   resolved by the engine (its ``settings``: what it fixed when loaded); each text (or segment) cut into its
-  sentences, and a sentence too long for the model into its clauses (sentences.py; ``decode.sentences``,
-  ``decode.sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
+  sentences, and a sentence too long for the model into its clauses (sentences.py; the request's ``sentences``,
+  ``sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
   what the search keeps; and each sentence encoded **once**.
 - **decode** (:func:`decode`; in the server, the batcher given the same ids): each sentence's hypotheses by
   engine.plan (keep_plain), all of a request's sentences in one batch.
@@ -26,14 +26,16 @@ end maps its own field onto it.
 
 from __future__ import annotations
 
+import functools
 import re
+import typing
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from . import sentences, spans
+from . import config, sentences, spans
 from .confidence import of_text
-from .config import DecodeConfig, Norms, beam_for_nbest
+from .config import DecodeConfig, Norms, beam_for_nbest, setting
 from .engines.base import Engine, one_line, require, run, run_async
 from .repair import repaired
 from .sentences import Pieces
@@ -58,19 +60,72 @@ NAMES = {"nbest": "nbest", "alignments": "alignments", "constraints": "constrain
 
 @dataclass(frozen=True)
 class Request:
-    """What a front end asks for."""
+    """What a front end asks for: texts, the decoding settings it overrides, its constraints, and its **options**,
+    each in one place, here: every field made with config.setting is an option, and its type, default, help, bounds
+    and the engine capability it needs (``needs``) make ``aiayn translate``'s flag (cli.common.add_request_flags),
+    a field of aiayn's API (serve.request_models) and of LibreTranslate's (libretranslate.OPTIONS). A new option is
+    its field and the step below that reads it (CONTRIBUTING.md)."""
 
     texts: Sequence[str]                                # lines of text (format html: HTML fragments)
-    options: Mapping[str, Any] = field(default_factory=dict)    # DecodeConfig fields to override (None: not given)
+    _: KW_ONLY
+    decode: Mapping[str, Any] = field(default_factory=dict)    # DecodeConfig fields to override (None: not given)
     constraints: Sequence[Sequence[str] | None] | None = None   # per text, target phrases its translation contains
     glossary: Glossary | None = None                    # its terms found in a text add their targets to its phrases
-    alignments: bool = False                            # each translation's word alignment too
-    format: str = "text"
     names: Mapping[str, str] = field(default_factory=lambda: NAMES)  # the front end's words, for HTML's refusals
-    # the kinds of protected span (spans.KINDS) taken out of the text and put back on their aligned words; a plain
-    # text is protected where its translation is one line, with no alignments nor constraints asked, and the engine
-    # aligns (else its spans go to the model as they are)
-    protect: Sequence[str] = spans.DEFAULT
+    format: str = setting("text", "text, or html: each text is an HTML fragment, translated with its markup kept (tags "
+                          "placed by the word alignment; placeholders such as {name} and %s kept: "
+                          "docs/terminology.md)", parse=lambda text: _format(text))
+    alignments: bool = setting(False, "each translation's word alignment too: 'i-j' links, source word i to target "
+                               "word j, from 0 (from the encoder-decoder attention)", needs="alignments")
+    protect: tuple[str, ...] = setting(spans.DEFAULT, "the kinds of protected span taken out of a text before "
+                                       f"translating and put back on the aligned words (of {', '.join(spans.KINDS)}; "
+                                       f"none: off; default {','.join(spans.DEFAULT)}); a plain text is protected "
+                                       "where its translation is one line, without alignments or constraints, and the "
+                                       "engine aligns", parse=spans.parse)
+    sentences: bool = setting(True, "cut each text into its sentences (sentences.py: sentencex), translate each, and "
+                              "join them back as the text was written (false: each line is one sentence)")
+    sentence_tokens: int = setting(0, "a sentence longer than this many source tokens is cut at its clauses before "
+                                   "translation, never truncated (0 = the longest source sentence the model was "
+                                   "trained on, as its run records it)", ge=0)
+    repair: bool = setting(False, "decode again a sentence whose translation loops, copies its source or has a "
+                           "length out of line with the training data, with settings against that failure, and keep "
+                           "the better (repair.py; off: such sentences are only counted)")
+    runon: bool = setting(True, "with sentences: cut a sentence where a word that opens sentences in the training "
+                          "data (German Ein, Zwei, Die; English A, The) stands capitalized inside it: text run on "
+                          "without its full stops (sentences.cut_runon); and one translated too short for its source "
+                          "at its likeliest starter, the parts kept if surer (guarded)")
+
+    def __post_init__(self) -> None:
+        for name, hint in option_hints().items():      # each option's type and bounds, named when wrong
+            value = getattr(self, name)
+            ok = isinstance(value, bool) if hint is bool else isinstance(value, int) and not isinstance(value, bool) \
+                if hint is int else True
+            if not ok:
+                raise ValueError(f"{name}={value!r}: expected {hint.__name__}")
+        config.check_bounds(self)
+        _format(self.format)
+        object.__setattr__(self, "protect", spans.check(self.protect))
+
+    @classmethod
+    def of(cls, texts: Sequence[str], **settings: Any) -> Request:
+        """A request from keywords of both kinds (the Python API's): its own fields by name, every other one a
+        DecodeConfig setting to override."""
+        own = {f.name for f in fields(cls)} - {"texts", "decode"}
+        return cls(texts, decode={k: v for k, v in settings.items() if k not in own},
+                   **{k: v for k, v in settings.items() if k in own})
+
+
+def _format(name: str) -> str:
+    if name not in FORMATS:
+        raise ValueError(f"format {name!r}: expected one of {', '.join(FORMATS)}")
+    return name
+
+
+@functools.cache
+def option_hints() -> dict[str, Any]:
+    """Each option of :class:`Request` (its fields made with config.setting) and its type."""
+    hints = typing.get_type_hints(Request, localns={"Constraints": Any, "Glossary": Any})
+    return {f.name: hints[f.name] for f in fields(Request) if "help" in f.metadata}
 
 
 @dataclass(frozen=True)
@@ -110,10 +165,8 @@ def prepare(engine: Engine, request: Request) -> Prepared:
     """The request checked and encoded (the module's docstring). Raises engine.Unsupported for what the engine cannot
     do, htmltree.MarkupError for HTML that cannot be taken apart, ValueError naming any other option refused."""
     r, names = request, {**NAMES, **request.names}     # (a front end names only the options it has)
-    options = {k: v for k, v in r.options.items() if v is not None}
+    options = {k: v for k, v in r.decode.items() if v is not None}
     nbest = options.get("nbest") or 1
-    if r.format not in FORMATS:
-        raise ValueError(f"format {r.format!r}: expected one of {', '.join(FORMATS)}")
     cons_asked = r.constraints is not None
     kinds = spans.check(r.protect)
     parts: list[Fragment | None] | None = None
@@ -130,8 +183,9 @@ def prepare(engine: Engine, request: Request) -> Prepared:
         coded = [_code(t, kinds) for t in texts]
         if any(coded):
             parts, texts, tagged = _fragments(texts, [c and c[0] for c in coded], ())
-    if r.alignments:
-        require(engine, "alignments")
+    for f in fields(Request):                           # what an option asked for needs of the engine
+        if f.metadata.get("needs") and getattr(r, f.name):
+            require(engine, f.metadata["needs"])
     if cons_asked or r.glossary:
         require(engine, "constraints")
     if r.constraints is not None and len(r.constraints) != len(texts):
@@ -176,15 +230,15 @@ def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfi
     """Each text's sentences (a text with constraints of its own stays whole: its phrases are the whole text's),
     those too long cut at their clauses, and every sentence's ids (encoded once; a cut sentence's parts again)."""
     lang = engine.languages[0] if engine.languages else None
-    pieces = [sentences.split(t, lang) if decode.sentences and not (r.constraints and r.constraints[i])
+    pieces = [sentences.split(t, lang) if r.sentences and not (r.constraints and r.constraints[i])
               else sentences.whole(t) for i, t in enumerate(texts)]
-    if decode.sentences and decode.runon and engine.norms.openers:
+    if r.sentences and r.runon and engine.norms.openers:
         openers = frozenset(engine.norms.openers)
         pieces = [p if r.constraints and r.constraints[i] else sentences.cut_runon(p, openers)
                   for i, p in enumerate(pieces)]
     ids = engine.encode([x for p in pieces for x in p.sentences])
-    limit = decode.sentence_tokens or engine.norms.longest_src or 0
-    if not (decode.sentences and limit and any(len(x) > limit for x in ids)):
+    limit = r.sentence_tokens or engine.norms.longest_src or 0
+    if not (r.sentences and limit and any(len(x) > limit for x in ids)):
         return pieces, ids
     out: list[list[int]] = []
     for i, p in enumerate(pieces):
@@ -225,7 +279,7 @@ def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
         Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
     """repair.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
     p = prepared
-    return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize)
+    return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize, p.request.repair)
 
 
 # sentences the length guard cut (guarded), and those whose parts it kept, in this process
@@ -239,9 +293,9 @@ def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
     boundary neither the splitter nor an opener found, and the model dropped part of it. It is cut before its likeliest
     starter (sentences.best_cut), the two parts translated, and they are kept where they are surer than the whole
     (their confidences' mean, weighted by their source tokens): ``prepared`` then has two sentences where it had one.
-    Only with ``decode.runon``, for plain text (no HTML, constraints, n-best or sampling)."""
-    p, norms, d = prepared, engine.norms, prepared.decode
-    if not (d.sentences and d.runon and norms.short and norms.starters) or p.cons is not None or p.parts is not None \
+    Only with the request's ``runon``, for plain text (no HTML, constraints, n-best or sampling)."""
+    p, norms, d, r = prepared, engine.norms, prepared.decode, prepared.request
+    if not (r.sentences and r.runon and norms.short and norms.starters) or p.cons is not None or p.parts is not None \
             or d.nbest > 1 or d.sampling:
         return hyps
     starters = dict(norms.starters)

@@ -17,7 +17,7 @@ better-scoring (length-normalised log-probability); a sentence is counted repair
 deterministic, so the same input always gives the same output. :data:`COUNTS` holds how many sentences were flagged
 and repaired in this process, by kind: ``aiayn evaluate --json`` reports them, and ``/metrics`` as
 ``aiayn_repair_sentences_total``. Sentences are always checked and counted; they are decoded again with
-``decode.repair`` (``--repair``, ``"repair": true`` in a request), which is off by default: a repair changes what a
+the request's ``repair`` (``--repair``, ``"repair": true`` in a request), which is off by default: a repair changes what a
 model says, so that aiayn's engine and CTranslate2 (whose no-repeat rule is its own) no longer give the same text,
 and on the demo model it moved BLEU by 0.01-0.04 (benchmarks/results/repair-20261127-0319.json). pipeline.py drives
 it, for every engine.
@@ -91,10 +91,11 @@ def settings(kind: str, decode: DecodeConfig, n_src: int, norms: Norms) -> Decod
 
 def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[Constraints | None] | None,
              hyps: list[list[Hypothesis]], decode: DecodeConfig, norms: Norms,
-             detokenize: Callable[[list[list[int]]], list[str]]) -> Generator[Call, list[list[Hypothesis]],
-                                                                              list[list[Hypothesis]]]:
+             detokenize: Callable[[list[list[int]]], list[str]], repair: bool) -> Generator[
+                 Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
     """The sentences' hypotheses with those flagged decoded again (the module's docstring): a plan, as engine.plan, that
-    yields the calls to make (ids, settings, constraints) and is sent their hypotheses. ``detokenize``: ids -> text."""
+    yields the calls to make (ids, settings, constraints) and is sent their hypotheses. ``detokenize``: ids -> text;
+    ``repair``: the request's option (off: the flagged are only counted)."""
     if decode.sampling or not hyps:
         return hyps
     outputs = detokenize([hs[0].tokens if hs else [] for hs in hyps])
@@ -104,7 +105,7 @@ def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[
     for i, kind in enumerate(flags):
         if kind is not None:
             COUNTS[(kind, "flagged")] += 1
-            if decode.repair:
+            if repair:
                 groups.setdefault(settings(kind, decode, len(ids[i]), norms), []).append(i)
     for again, rows in groups.items():
         new = yield [list(ids[i]) for i in rows], again, None if cons is None else [cons[i] for i in rows]

@@ -96,6 +96,11 @@ def check(kinds: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
+def parse(text: str) -> tuple[str, ...]:
+    """Kinds written as text (a flag, a form field): comma-separated, ``none`` (or nothing) for none."""
+    return () if text.strip() in ("", "none") else check(k.strip() for k in text.split(","))
+
+
 # what a text must hold for a span of some kind to be in it: most texts hold none, and are passed over at this cost
 _ANY = re.compile(r"[%{$<@]|://|www\.")
 

@@ -39,8 +39,8 @@ class Translator:
 
     def translate(self, lines: Sequence[str], **overrides: Any) -> list[str]:
         """One translation per input line, in order, each one line (each line split into its sentences, unless
-        ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field,
-        ``constraints``."""
+        ``sentences=False``). Overrides: ``beam`` (1 = greedy), ``lenpen``, any other DecodeConfig field, a request's
+        options (pipeline.Request: ``sentences``, ``repair``, ...), ``constraints``."""
         return one_line_each([[t] for t in self.translations(lines, **overrides)])
 
     def translations(self, lines: Sequence[str], **overrides: Any) -> list[Translation]:
@@ -49,9 +49,9 @@ class Translator:
 
     def translate_aligned(self, lines: Sequence[str], **overrides: Any) -> list[tuple[str, str]]:
         """Each line's translation and its word alignment (``i-j`` links, source word i to target word j)."""
-        out = translate(self.engine_, Request(lines, {**overrides, "nbest": 1}, alignments=True))
+        out = translate(self.engine_, Request.of(lines, **{**overrides, "nbest": 1, "alignments": True}))
         return [(t[0].text, t[0].alignment or "") for t in out]
 
     def translate_html(self, fragments: Sequence[str], **overrides: Any) -> list[str]:
         """Each HTML fragment translated, its markup put back on the aligned words (markup.py)."""
-        return [t[0].text for t in translate(self.engine_, Request(fragments, overrides, format="html"))]
+        return [t[0].text for t in translate(self.engine_, Request.of(fragments, **overrides, format="html"))]

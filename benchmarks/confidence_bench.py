@@ -87,7 +87,7 @@ def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], threshold
     def run(name: str, engines: list[Any], back: list[Any], x: float) -> dict[str, Any]:
         sent = FALLBACK["sent"]
         t0 = time.perf_counter()
-        out = translate_with_fallback(engines, back, Request(src, {"nbest": 1}), x)
+        out = translate_with_fallback(engines, back, Request(src, decode={"nbest": 1}), x)
         seconds = time.perf_counter() - t0
         s = score(one_line_each(out), ref)
         row = {"bleu": s["bleu"], "chrf": s["chrf"], "seconds": round(seconds, 2),

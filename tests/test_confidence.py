@@ -317,7 +317,7 @@ def test_the_length_guard_cuts_a_short_translation_at_its_likeliest_starter_and_
     assert GUARD["cut"] == before["cut"] + 1
     assert out.text == (f"{left} {right}" if shorter else whole)
     assert GUARD["kept"] == before["kept"] + shorter
-    assert translate(t, Request([text], {"runon": False}))[0][0].text == whole      # off with runon
+    assert translate(t, Request([text], runon=False))[0][0].text == whole      # off with runon
 
 
 def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:

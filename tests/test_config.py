@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from aiayn.config import DecodeConfig, RunConfig, TrainConfig
+from aiayn.config import REQUEST_OPTIONS, DecodeConfig, RunConfig, TrainConfig
+from aiayn.pipeline import option_hints
 from aiayn.recipes import parse_sets, resolve
 
 
@@ -301,8 +302,13 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
     # keep_plain is applied before any search (which lines a constrained search decodes again), so sentences that
     # differ in it may share one
     assert {f.name for f in dataclasses.fields(DecodeConfig) if f.metadata["per_sentence"]} == \
-        {"max_len_a", "max_len_b", "nbest", "keep_plain", "sentences", "sentence_tokens",
-                                                                    "repair", "runon"}
+        {"max_len_a", "max_len_b", "nbest", "keep_plain"}
+    # how a text is cut and checked is a request's option, not a model's setting (pipeline.Request): a run saved
+    # with them reads without them, and a recipe that sets one is told where it went
+    assert not set(REQUEST_OPTIONS) & {f.name for f in dataclasses.fields(DecodeConfig)}
+    assert set(REQUEST_OPTIONS) <= set(option_hints())
+    with pytest.raises(ValueError, match="decode.repair is a request's option"):
+        resolve(sets=["decode.repair=true"])
 
 
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(

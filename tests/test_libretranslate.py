@@ -97,7 +97,7 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
                                              "alternatives": 2})
     assert status == 200 and got["translatedText"] == want
     assert [d["language"] for d in got["detectedLanguage"]] == ["de", "de"]
-    best3 = translate(oracles["de-en"], Request(GERMAN, {"beam": max(3, oracles["de-en"].decode.beam), "nbest": 3}))
+    best3 = translate(oracles["de-en"], Request(GERMAN, decode={"beam": max(3, oracles["de-en"].decode.beam), "nbest": 3}))
     assert got["alternatives"] == [[t.text for t in ts[1:]] for ts in best3]      # (the pipeline's n-best)
     assert got["alternativesConfidence"] == [[round(t.confidence, 4) for t in ts[1:]] for ts in best3]
     assert got["confidence"] == [round(ts[0].confidence, 4) for ts in best3]

@@ -43,7 +43,7 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
         limits = Limits(workers=1, max_batch_tokens=6000, max_wait_ms=0, max_queue_lines=100, timeout_s=30)
         b = kind(legacy, limits, DecodeMetrics(CollectorRegistry()).model("m"))
         try:
-            prepared = prepare(legacy, Request(LINES, {"nbest": 2}, alignments=True))
+            prepared = prepare(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
             return await b.translate(prepared.ids, prepared.decode), await translate_async(legacy, prepared,
                                                                                           b.translate)
         finally:
@@ -116,15 +116,15 @@ def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(l
                          (NAMES, "format html gives one translation per fragment"),
                          ({"nbest": "alternatives"}, "it takes no alternatives")):
         with pytest.raises(ValueError) as e:
-            prepare(legacy, Request(["<b>Hund</b>"], {"nbest": 2}, format="html", names=names))
+            prepare(legacy, Request(["<b>Hund</b>"], decode={"nbest": 2}, format="html", names=names))
         assert words in str(e.value)
     with pytest.raises(ValueError, match="format 'pdf'"):
         prepare(legacy, Request(["x"], format="pdf"))
-    got = translate(legacy, Request(LINES, {"nbest": 2}, alignments=True))
+    got = translate(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
     assert [len(ts) for ts in got] == [2, 2, 2] and got[1][0].text == "" and got[1][0].alignment == ""
     want = legacy.translate_hypotheses(LINES, nbest=2)
     assert [[t.text for t in ts] for ts in got] == [legacy.detokenize([h.tokens for h in hs]) for hs in want]
-    prepared = prepare(legacy, Request([], {"nbest": 3}))
+    prepared = prepare(legacy, Request([], decode={"nbest": 3}))
     assert finish(legacy, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
 
 

@@ -42,9 +42,10 @@ def test_a_pivot_is_each_model_in_turn(legs: list[Translator]) -> None:
     assert Pivot(legs).translate(GERMAN) == want and want[1] == ""
     assert Pivot(legs).languages == ("de", "fr")
     # the last model gives the n-best and keeps the constraints; the first, its best translation
-    two = translate_through(legs, Request(GERMAN[:1], {"nbest": 2}))[0]
-    assert [t.text for t in two] == [t.text for t in translate_through(legs[1:], Request(english[:1], {"nbest": 2}))[0]]
-    kept = translate_through(legs, Request(GERMAN[:1], {"beam": 4}, constraints=[["a b"]]))[0][0].text
+    two = translate_through(legs, Request(GERMAN[:1], decode={"nbest": 2}))[0]
+    alone = translate_through(legs[1:], Request(english[:1], decode={"nbest": 2}))[0]
+    assert [t.text for t in two] == [t.text for t in alone]
+    kept = translate_through(legs, Request(GERMAN[:1], decode={"beam": 4}, constraints=[["a b"]]))[0][0].text
     assert "a b" in kept
     for asked, name in ((Request(GERMAN, alignments=True), "alignments"),
                         (Request(GERMAN, glossary=Glossary([("Mann", "a")])), "glossary")):

@@ -96,8 +96,8 @@ def test_a_paragraph_is_translated_as_its_sentences_would_be(legacy: Translator)
     assert legacy.translate([paragraph]) == [" ".join(alone)]
     assert legacy.translate([paragraph], sentences=False) != [" ".join(alone)]        # (what it was before)
     # n-best: the k-th of each sentence; alignments: each sentence's, moved to its words
-    two = translate(legacy, Request([paragraph], {"nbest": 2}, alignments=True))[0]
-    each = translate(legacy, Request(GERMAN, {"nbest": 2, "sentences": False}, alignments=True))
+    two = translate(legacy, Request([paragraph], decode={"nbest": 2}, alignments=True))[0]
+    each = translate(legacy, Request(GERMAN, decode={"nbest": 2}, sentences=False, alignments=True))
     assert [t.text for t in two] == [" ".join(e[k].text for e in each) for k in range(2)]
     src_at = tgt_at = 0
     want = []

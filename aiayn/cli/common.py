@@ -56,28 +56,50 @@ def setup_logging(verbose: bool) -> None:
 
 
 def add_setting_flags(p: argparse.ArgumentParser, cls: type, section: str, exclude: tuple[str, ...] = (),
-                       default: Callable[[dataclasses.Field[Any]], str] = lambda f: f"{f.default}") -> None:
+                       default: Callable[[dataclasses.Field[Any]], str] = lambda f: f"{f.default}",
+                       hints: dict[str, Any] | None = None) -> None:
     """One flag per field of a settings dataclass made with config.setting (``max_len_a`` -> ``--max-len-a``, or the
-    field's own ``flag``), typed, with its help and ``default(field)`` as the default it names; parsed into
-    ``section.NAME``, None when not given (:func:`given`)."""
+    field's own ``flag``), typed (or read by its ``parse``), with its help and ``default(field)`` as the default it
+    names; parsed into ``section.NAME``, None when not given (:func:`given`). A field not made with config.setting
+    is not a flag."""
     import types
     import typing
 
-    hints = typing.get_type_hints(cls)
+    hints = hints or typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        if f.name in exclude:
+        if f.name in exclude or "help" not in f.metadata:
             continue
         hint, flag = hints[f.name], f.metadata.get("flag") or "--" + f.name.replace("_", "-")
         if typing.get_origin(hint) in (typing.Union, types.UnionType):           # str | None: a str
             hint = next(t for t in typing.get_args(hint) if t is not type(None))
         kw: dict[str, Any] = {"dest": f"{section}.{f.name}", "default": None,
                               "help": f"{f.metadata['help']} (default: {default(f)})".replace("%", "%%")}
-        if hint is bool:
+        if f.metadata.get("parse"):
+            p.add_argument(flag, type=_parsed(f.metadata["parse"]), metavar=f.name.upper(), **kw)
+        elif hint is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif typing.get_origin(hint) is typing.Literal:
             p.add_argument(flag, choices=typing.get_args(hint), **kw)
         else:
             p.add_argument(flag, type=hint, metavar=f.name.upper(), **kw)
+
+
+def _parsed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A field's ``parse`` as an argparse type: its ValueError the flag's error."""
+    def parsed(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parsed
+
+
+def add_request_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """One flag per option of a request (pipeline.Request's fields made with config.setting: ``--sentences``,
+    ``--repair``, ``--format``, ...), parsed into ``request.NAME`` (:func:`given`)."""
+    from ..pipeline import Request, option_hints
+
+    add_setting_flags(p, Request, "request", exclude, hints=option_hints())
 
 
 def given(a: argparse.Namespace, section: str) -> dict[str, Any]:
@@ -115,17 +137,6 @@ def unit(value: str) -> float:
     if not 0.0 <= x <= 1.0:
         raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]")
     return x
-
-
-def kinds(value: str) -> tuple[str, ...]:
-    from .. import spans
-
-    if value.strip() in ("", "none"):
-        return ()
-    try:
-        return spans.check(k.strip() for k in value.split(","))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_processes_flag(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import add_decode_flags, add_processes_flag, command, given, number
+from .common import add_decode_flags, add_processes_flag, add_request_flags, command, given, number
 from .translate import loaded
 
 
@@ -27,7 +27,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         run = RunDir.locate(a.model[-1])[0]
         lang = a.lang or run.target_language()
         r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
-                     lang=lang, tokenize=a.tokenize, ter=a.ter)
+                     lang=lang, tokenize=a.tokenize, ter=a.ter, **given(a, "request"))
     if a.json:
         print(json.dumps(r))
     else:
@@ -95,6 +95,7 @@ def add_calibrate(sub: argparse._SubParsersAction) -> None:
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = command(sub, cmd_evaluate)
     add_decode_flags(p, exclude=("nbest",))          # the best translation of each line is scored
+    add_request_flags(p, exclude=("format", "alignments"))     # (a test set is plain text, scored as such)
     p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
     p.add_argument("--ref", required=True, type=Path, action="append",
                    help="raw reference file (plain or .gz); repeat for several references")

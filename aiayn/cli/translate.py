@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .common import add_decode_flags, add_processes_flag, command, given, kinds, unit
+from .common import add_decode_flags, add_processes_flag, add_request_flags, command, given, unit
 from .lines import Lines, count_lines, open_input
 
 log = logging.getLogger("aiayn")
@@ -25,7 +25,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     line one sentence). N lines in, N lines out, in order. With --nbest N > 1, N lines per input line:
     'line<TAB>score<TAB>text'. With --alignments, each text is followed by ' ||| ' and its word alignment."""
 
-    settings = given(a, "decode")
+    settings, a.request = given(a, "decode"), given(a, "request")
     nbest = settings.pop("nbest", None) or 1           # per request: a beam not given grows to it (pipeline.prepare)
     names = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
              "format": "--format html", "unit": "line"}
@@ -47,7 +47,7 @@ def _check_input(a: argparse.Namespace) -> None:
     from ..documents.encoding import refuse_binary
     from ..documents.formats import EXTENSIONS, check_content, find
 
-    if a.input.suffix.lower() in EXTENSIONS[1:] and a.format == "text":
+    if a.input.suffix.lower() in EXTENSIONS[1:] and a.request.get("format", "text") == "text":
         check_content(a.input, find(a.input))
     else:
         with open(a.input, "rb") as f:
@@ -97,14 +97,14 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
         return translate_with_fallback(engines, fallback, request, a.min_confidence)
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
-        return Request(lines, {**settings, "nbest": nbest}, constraints, glossary, a.alignments, a.format, names,
-                       a.protect)
+        return Request(lines, decode={**settings, "nbest": nbest}, constraints=constraints, glossary=glossary,
+                       names=names, **a.request)
 
     asked = request([], [] if a.constraints else None)          # what it refuses: before any line is read
     for engine in engines[:-1]:
         prepare(engine, leg(asked))
     prepare(engines[-1], asked)
-    if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and a.format == "text":  # a document (.txt: lines)
+    if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and asked.format == "text":  # a document (.txt: lines)
         languages = (engines[0].languages or (None, None))[0], (engines[-1].languages or (None, None))[1]
         from ..documents.common import Scored
 
@@ -175,7 +175,7 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
     if a.output is None or find(a.output) != find(a.input):
         raise DocumentError(f"{a.input.name}: a document is written to a file of its own format: give --output "
                             f"NAME{a.input.suffix}")
-    if nbest > 1 or a.alignments or a.constraints:
+    if nbest > 1 or a.request.get("alignments") or a.constraints:
         raise DocumentError(f"{a.input.name}: a document takes none of --nbest, --alignments, --constraints")
     bar = tqdm(total=0, unit=" texts", disable=a.quiet or not sys.stderr.isatty(), file=sys.stderr, dynamic_ncols=True)
 
@@ -202,28 +202,17 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
 
 
 def add_translate(sub: argparse._SubParsersAction) -> None:
-    from .. import spans
-
     p = command(sub, cmd_translate)
     add_decode_flags(p)
+    add_request_flags(p)
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only anyway)")
     p.add_argument("--glossary", type=Path, metavar="TSV",
                    help="'source term<TAB>target term' lines: a line containing a term is translated with its target "
                         "term (lexically constrained beam search; the matching rules: docs/terminology.md)")
-    p.add_argument("--format", choices=("text", "html"), default="text",
-                   help="html: each line is an HTML fragment, translated with its markup kept (tags placed by the word "
-                        "alignment; placeholders such as {name} and %%s kept; docs/terminology.md)")
-    p.add_argument("--alignments", action="store_true",
-                   help="print each translation's word alignment after it: 'text ||| 0-0 1-2 ...' (source word - "
-                        "target word, from 0; from the encoder-decoder attention)")
     p.add_argument("--constraints", type=Path, metavar="JSONL",
                    help="one JSON list of target phrases per input line (or null): each translation contains them")
-    p.add_argument("--protect", type=kinds, default=spans.DEFAULT, metavar="KINDS",
-                   help="the protected spans of a text, taken out before translating and put back on the aligned words "
-                        f"(comma-separated, of {', '.join(spans.KINDS)}; none: off; default: {','.join(spans.DEFAULT)}). "
-                        "A document's format says its own")
     p.add_argument("--scores", action="store_true",
                    help="one JSON object per translation: {line, text, score, confidence}; confidence in [0, 1] is "
                         "the calibrated probability that it is acceptable (aiayn calibrate; docs/confidence.md)")

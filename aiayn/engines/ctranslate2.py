@@ -71,8 +71,7 @@ OPTIONS = {"beam": "beam_size", "lenpen": "length_penalty", "length_norm": "leng
            "device": "device", "precision": "compute_type", "shortlist": "use_vmap",
            "compile": "(aiayn's engine: CTranslate2's own step is compiled C++)",
            "keep_plain": "(constraints: refused by this engine)", "sampling": "sampling_topk",
-           "sentences": "(aiayn's pipeline: the same for every engine)", "sentence_tokens": "(aiayn's pipeline)",
-           "no_repeat_ngram": "no_repeat_ngram_size", "repair": "(aiayn's pipeline)", "runon": "(aiayn's pipeline)",
+           "no_repeat_ngram": "no_repeat_ngram_size",
            "temperature": "sampling_temperature", "top_k": "sampling_topk", "top_p": "sampling_topp"}
 COMPUTE = {"fp32": "float32", "int8": "int8", "bf16": "bfloat16", "fp16": "float16"}
 

@@ -198,7 +198,7 @@ class Files:
         route (and so the batcher), one at a time, the job checked before each."""
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             async with route.use():
-                prepared = route.prepare(400, lambda: Request(chunk, {}, format=fmt, names=self.names, protect=kinds))
+                prepared = route.prepare(400, lambda: Request(chunk, format=fmt, names=self.names, protect=kinds))
                 return [Scored(ts[0].text, ts[0].confidence) for ts in await route.translate(prepared)]
 
         def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:

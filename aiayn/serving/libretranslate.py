@@ -20,9 +20,9 @@ Fields are read as LibreTranslate reads them: the JSON body when the Content-Typ
 fields have ``q`` and aiayn's when they have ``text`` (serve.py). Errors are ``{"error": ...}`` with LibreTranslate's
 codes: 400 (a missing field, an unsupported language, a text over the limits, a required api_key missing), 403 (a
 wrong key), 429 (the request limit), 500. A text is cut into its sentences, translated, and joined back with its own
-line breaks (pipeline.py, sentences.py), as ``aiayn translate`` does; aiayn's own field ``sentences: false`` translates
-each line as one sentence. ``source: auto`` is detected with py3langid (its model ships with it; offline) among the loaded
-models' source languages.
+line breaks (pipeline.py, sentences.py), as ``aiayn translate`` does; aiayn's own fields are the request's other
+options (:data:`OPTIONS`): ``sentences: false`` translates each line as one sentence. ``source: auto`` is detected
+with py3langid (its model ships with it; offline) among the loaded models' source languages.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
@@ -30,8 +30,9 @@ import asyncio
 import threading
 from typing import Any
 
+from .. import spans
 from ..documents.formats import EXTENSIONS
-from ..pipeline import Request, Translation
+from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
 from .files import Files
 from .guards import ServiceError, header_key, json_body, over_limits, same_key
@@ -152,27 +153,50 @@ def _alternatives(f: dict[str, Any], most: int) -> int:
     return n
 
 
-LT_NAMES = {"nbest": "alternatives", "format": "format html", "unit": "fragment"}   # its words for HTML's refusal
+# LibreTranslate's names for what a pipeline.Request holds (and its words for what HTML refuses); every other option
+# of a Request is aiayn's own field of the same name (OPTIONS), but those LibreTranslate's answer has no room for
+LT_NAMES = {"texts": "q", "format": "format html", "nbest": "alternatives", "unit": "fragment"}
+UNANSWERED = ("alignments",)
+OPTIONS = tuple(name for name in option_hints() if name not in (*LT_NAMES, *UNANSWERED))
 
 
-def _sentences(f: dict[str, Any]) -> bool:
-    """aiayn's own ``sentences`` field (LibreTranslate has none): false (in a form: false, 0, no or off) translates
-    each line as one sentence, as aiayn did before it split them."""
-    value = f.get("sentences", True)
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off", ""):
-        return value.strip().lower() not in ("false", "0", "no", "off")
-    if not isinstance(value, bool):
-        raise ServiceError(400, f"Invalid request: sentences must be true or false, not {brief(value)}")
-    return value
+def _options(f: dict[str, Any]) -> dict[str, Any]:
+    """aiayn's own fields (:data:`OPTIONS`: ``sentences``, ``repair``, ``protect``, ...), each read from JSON or a
+    form by its type (a boolean: true or false, in a form also 1/0, yes/no, on/off; an integer: in a form its digits;
+    kinds: a list, in a form comma-separated); absent or empty: not given."""
+    out: dict[str, Any] = {}
+    for name in OPTIONS:
+        value, hint = f.get(name), option_hints()[name]
+        if value is None or value == "":
+            continue
+        text = value.strip().lower() if isinstance(value, str) else None
+        if hint is bool and text in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            value = text not in ("false", "0", "no", "off")
+        elif hint is int and text is not None and text.lstrip("-").isdigit():
+            value = int(text)
+        elif name == "protect":
+            try:
+                value = spans.parse(value) if text is not None else spans.check(value) if isinstance(value, list) \
+                    else value
+            except ValueError as e:
+                raise ServiceError(400, f"Invalid request: {name}: {e}") from None
+        if hint is bool and not isinstance(value, bool):
+            raise ServiceError(400, f"Invalid request: {name} must be true or false, not {brief(value)}")
+        if hint is int and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ServiceError(400, f"Invalid request: {name} must be an integer, not {brief(value)}")
+        if name == "protect" and not isinstance(value, tuple):
+            raise ServiceError(400, f"Invalid request: {name} must be a list of kinds, not {brief(value)}")
+        out[name] = value
+    return out
 
 
 async def _translate_items(served: Route, items: list[str], alternatives: int, fmt: str,
-                           sentences: bool) -> list[list[Translation]]:
+                           options: dict[str, Any]) -> list[list[Translation]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
     async with served.use():
-        prepared = served.prepare(400, lambda: Request(items, {"nbest": 1 + alternatives, "sentences": sentences},
-                                                       format=fmt, names=LT_NAMES))
+        prepared = served.prepare(400, lambda: Request(items, decode={"nbest": 1 + alternatives}, format=fmt,
+                                                       names=LT_NAMES, **options))
         out = await served.translate(prepared)
     return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in out]
 
@@ -201,7 +225,7 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     fmt = f.get("format") or "text"
     if fmt not in ("text", "html"):
         raise ServiceError(400, f"{brief(fmt)} format is not supported")
-    alternatives, sentences = _alternatives(f, cfg.max_beam), _sentences(f)
+    alternatives, options = _alternatives(f, cfg.max_beam), _options(f)
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
     detected = None
     if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
@@ -213,7 +237,7 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     results: list[list[Translation]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
-        for i, ts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, sentences),
+        for i, ts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, options),
                          strict=True):
             results[i] = ts
     texts = [[t.text for t in r] for r in results]

@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import spans
 from ..config import DecodeConfig, check, setting
 from ..engines.base import Unsupported, require
 from ..pipeline import Request as Asked
+from ..pipeline import option_hints
 from ..quoting import brief, cut
 from . import libretranslate
 from .batcher import Limits
@@ -127,20 +127,24 @@ class ServeConfig:
 def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
     """The bodies of ``POST /translate`` and ``POST /attention`` as pydantic models (422 on anything else).
 
-    /translate's optional fields are the DecodeConfig fields marked ``per_request``, with their types and bounds
-    (config.setting); the server only adds its own cap on the beam (``max_beam``, which also caps nbest)."""
+    /translate's optional fields are the DecodeConfig fields marked ``per_request`` and the request's options
+    (pipeline.Request), each with its type, bounds and help (config.setting); the server only adds its own caps (the
+    beam's, ``max_beam``, which also caps nbest; the length limits')."""
     from pydantic import ConfigDict, Field, create_model
 
     caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam, "max_len_a": cfg.max_len_a_cap,
             "max_len_b": cfg.max_len_b_cap, "min_len": cfg.max_len_b_cap}
-    hints = typing.get_type_hints(DecodeConfig)
+    hints = {**typing.get_type_hints(DecodeConfig), **option_hints()}
     options: dict[str, Any] = {}
-    for f in dataclasses.fields(DecodeConfig):
-        if f.metadata.get("per_request"):
-            bounds = {k: f.metadata[k] for k in ("ge", "gt", "le") if f.metadata.get(k) is not None}
-            if f.name in caps:
-                bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
-            options[f.name] = (hints[f.name] | None, Field(None, description=f.metadata["help"], **bounds))
+    for f in [f for f in dataclasses.fields(DecodeConfig) if f.metadata.get("per_request")] + \
+            [f for f in dataclasses.fields(Asked) if f.name in hints]:
+        bounds = {k: f.metadata[k] for k in ("ge", "gt", "le") if f.metadata.get(k) is not None}
+        if f.name in caps:
+            bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
+        hint = hints[f.name]
+        if typing.get_origin(hint) is tuple:             # (a JSON list; its items checked by the Request: a 422)
+            hint = list[typing.get_args(hint)[0]]  # type: ignore[misc]
+        options[f.name] = (hint | None, Field(None, description=f.metadata["help"], **bounds))
     strict = ConfigDict(extra="forbid", strict=True)
     pair: dict[str, Any] = {name: (str | None, Field(None, description=f"the {name} language (where several models "
                                                                        "are loaded)")) for name in ("source", "target")}
@@ -148,13 +152,7 @@ def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
         "constraints": (list[list[str] | None] | None, Field(None, description="per line, target phrases its "
                                                              "translation must contain (or null)")),
         "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
-                                                  "a term is translated with its target term")),
-        "alignments": (bool | None, Field(None, description="also each translation's word alignment, '0-0 1-2 ...'")),
-        "format": (typing.Literal["text", "html"] | None, Field(None, description="html: each text is an HTML "
-                                                                "fragment, translated with its markup kept")),
-        "protect": (list[typing.Literal[spans.KINDS]] | None, Field(None, description="the kinds of protected span "  # type: ignore[valid-type]
-                    f"taken out of a text and put back on the aligned words (default: {', '.join(spans.DEFAULT)}; "
-                    "[]: none)"))}
+                                                  "a term is translated with its target term"))}
     translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
                              **lexical)
     attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
@@ -364,21 +362,15 @@ async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[st
     return task.result()
 
 
-# the request's fields that are a pipeline.Request's (by the same name), and with its text and pair, not DecodeConfig's
-ASKED = tuple(f.name for f in dataclasses.fields(Asked) if f.name not in ("texts", "options", "names"))
-LEXICAL = ("text", "source", "target", *ASKED)
-
-
 def _asked(req: Any) -> Asked:
-    """aiayn's request as the pipeline's: its DecodeConfig fields the options, the rest by name (a glossary given as
-    an object, source term -> target term)."""
-    given = req.model_dump()
-    lexical = {k: v for k, v in given.items() if k in ASKED and v is not None}
-    if "glossary" in lexical:
+    """aiayn's request as the pipeline's: its fields by name (pipeline.Request.of: the request's own, and
+    DecodeConfig's), a glossary given as an object (source term -> target term)."""
+    given = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
+    if "glossary" in given:
         from ..constraints import Glossary  # (PyTorch: the constraints it becomes)
 
-        lexical["glossary"] = Glossary(list(lexical["glossary"].items()), "glossary")
-    return Asked(list(req.text), {k: v for k, v in given.items() if k not in LEXICAL}, **lexical)
+        given["glossary"] = Glossary(list(given["glossary"].items()), "glossary")
+    return Asked.of(list(req.text), **given)
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],
