@@ -137,6 +137,56 @@ def test_one_rule_for_a_requests_size() -> None:
     assert over_limits(["ab", "abcd", "abcdef"], 3, 3) == ("characters", 4, 1)
 
 
+# --- a request's options: one home, every front end's field made from it ---------------------------------------------
+
+
+def test_every_option_of_a_request_is_a_flag_and_a_field_of_both_apis_made_from_its_one_field() -> None:
+    """pipeline.Request holds each option once (type, default, help, bounds, needs): translate's flag, aiayn's request
+    model and LibreTranslate's own field are made from it, so that an option is one field (CONTRIBUTING.md)."""
+    import argparse
+    import dataclasses
+
+    from aiayn.cli.translate import add_translate
+    from aiayn.pipeline import option_hints
+    from aiayn.serving import libretranslate
+    from aiayn.serving.serve import ServeConfig, request_models
+
+    parser = argparse.ArgumentParser()
+    add_translate(parser.add_subparsers())
+    flags = {flag for action in parser._subparsers._group_actions[0].choices["translate"]._actions  # type: ignore[union-attr]
+             for flag in action.option_strings}
+    model = request_models(ServeConfig())[0].model_fields
+    options = option_hints()
+    assert {"format", "alignments", "protect", "sentences", "sentence_tokens", "repair", "runon"} <= set(options)
+    for f in dataclasses.fields(Request):
+        if f.name not in options:
+            continue
+        assert "--" + f.name.replace("_", "-") in flags, f.name
+        assert model[f.name].description == f.metadata["help"], f.name            # the field's own help
+        assert f.name in (*libretranslate.OPTIONS, *libretranslate.LT_NAMES, *libretranslate.UNANSWERED), f.name
+    assert set(libretranslate.OPTIONS) >= {"sentences", "sentence_tokens", "repair", "runon", "protect"}
+    # bounds and types are the field's: checked where a request is made, named
+    with pytest.raises(ValueError, match="sentence_tokens=-1"):
+        Request(["x"], sentence_tokens=-1)
+    with pytest.raises(ValueError, match="repair='yes': expected bool"):
+        Request(["x"], repair="yes")  # type: ignore[arg-type]
+    assert Request(["x"], protect=["url"]).protect == ("url",)
+    assert Request.of(["x"], beam=2, repair=True) == Request(["x"], decode={"beam": 2}, repair=True)
+
+
+def test_an_option_that_needs_a_capability_is_refused_by_an_engine_without_it(legacy: Translator) -> None:
+    import dataclasses
+
+    class Unaligned:                                                # an engine that cannot align
+        def __getattr__(self, name: str) -> Any:
+            return getattr(legacy.engine_, name)
+
+        capabilities = dataclasses.replace(legacy.engine_.capabilities, alignments=False)
+
+    with pytest.raises(Unsupported, match="alignments"):
+        prepare(Unaligned(), Request(["Ein Hund."], alignments=True))  # type: ignore[arg-type]
+
+
 # --- a new engine: one module and its line in engines/auto.py's table ------------------------------------------------
 
 
