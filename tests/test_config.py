@@ -311,6 +311,15 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
         resolve(sets=["decode.repair=true"])
 
 
+def test_a_run_saved_with_the_request_options_in_its_decode_section_reads_without_them(tmp_path: Path) -> None:
+    import json
+
+    saved = RunConfig().to_dict()
+    saved["decode"].update({"sentences": False, "sentence_tokens": 7, "repair": True, "runon": False, "beam": 3})
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert RunConfig.load(tmp_path / "config.json").decode == DecodeConfig(beam=3)
+
+
 def test_the_demo_trains_the_short_recipe_only_where_the_run_sees_fewer_than_10_epochs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """make demo's recipe follows the epochs its minutes buy on this kind of CPU (demo.EPOCHS_PER_MINUTE): the
