@@ -70,7 +70,7 @@ test-all: $(VENV)/.installed-test $(VENV)/.installed-docs
 
 # Every README table names the recorded result its figures come from, and that file holds them.
 check-claims: $(VENV)/.installed-test
-	$(BIN)/python -m pytest tests/test_claims.py
+	$(BIN)/python -m pytest tests/project/test_claims.py
 
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests -m "not slow"

@@ -3,7 +3,7 @@
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                                        (Eq. 1)
 
 :func:`attention` is the equation as written; it returns the probabilities (for plots and the web page) and
-is the oracle the fast path is tested against (tests/test_model.py). :func:`fast_attention` picks, for the
+is the oracle the fast path is tested against (tests/model/test_model.py). :func:`fast_attention` picks, for the
 device, dtype and shape, between PyTorch's fused ``scaled_dot_product_attention`` and the written-out form
 (faster on CPU for a few queries, and for bf16/fp16), and lays the beams of one sentence side by side so
 that they read one copy of its keys. Why each choice, with measurements: docs/performance.md.

@@ -1,7 +1,7 @@
 """The decoder's step in the forms that make inference fast, apart from the paper's model (model.py): recorded by
 ``torch.jit.trace`` (:class:`TracedSteps`, which a CPU engine decodes with), and with shapes that do not change from step
 to step (:func:`static_step`, which ``decode.compile`` compiles). Each computes what ``Transformer.decode_step`` does
-(tests/test_search.py holds them to it).
+(tests/model/test_search.py holds them to it).
 
 Shapes as model.py's: N rows, H heads, T the cache's length, K d_k, S source length, L layers, D d_model, V vocabulary.
 """
@@ -370,7 +370,7 @@ def _past_the_limit(compiled: Callable[..., Any], eager: Callable[..., Any]) -> 
     """The compiled step, with Dynamo's limit of shapes raised to :data:`SHAPES` in the thread that calls it (Dynamo's
     settings are each thread's own: the decoding threads of ``workers`` > 1 kept the default 8, and failed); for a
     shape past the limit, where a step compiled with ``fullgraph`` fails, the same step uncompiled (the same tokens
-    in fp32: tests/test_search.py)."""
+    in fp32: tests/model/test_search.py)."""
     import torch._dynamo
     import torch._dynamo.exc as exc
 
@@ -401,7 +401,7 @@ def _replays(graphs: Callable[..., Any]) -> Callable[..., Any]:
 def start(model: Transformer, src: Tensor, max_len: int, static: bool = False) -> Cache:
     """The decoding state of src (B, S) before its first step, for at most ``max_len`` tokens: a DecoderCache, or with
     ``static`` (``decode.compile``) a StaticCache decoded by :func:`compiled_step` (the same tokens:
-    tests/test_search.py)."""
+    tests/model/test_search.py)."""
     cache = model.init_cache(model.encode(src), src, 1 if static else max_len)
     return StaticCache.start(compiled_step(model), cache.memory_kv, cache.src_mask, max_len) if static else cache
 

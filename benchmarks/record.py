@@ -11,7 +11,7 @@ transcript of commands and their output is a ``.txt`` under a header of the same
 The figures sit beside those five fields, so a reader of an older record of the same benchmark finds them where
 they were. Records written before this format (they name some of the five, or none) are read through
 ``results/provenance.json``, which gives each its command, the commit that added it and its machine as recorded
-then: :func:`read` returns the five fields for every record, old or new, and tests/test_benchmarks.py checks that
+then: :func:`read` returns the five fields for every record, old or new, and tests/project/test_benchmarks.py checks that
 every file under results/ has them.
 """
 

@@ -1,4 +1,4 @@
-"""The documentation site: ``make docs`` builds it into build/docs (Sphinx; tests/test_docs.py builds it strictly and
+"""The documentation site: ``make docs`` builds it into build/docs (Sphinx; tests/project/test_docs.py builds it strictly and
 opens the walkthrough in a browser).
 
 Why Sphinx (over MkDocs): the docstrings are already written in its roles (``:class:``, ``:func:``), so autodoc

@@ -20,7 +20,7 @@
 #
 # The documents this project grew from got some steps wrong. The masking mistake is run here next to the right
 # version, and the step-0 learning rate is named where the rate is; all of them are listed in `docs/seed-bugs.md`,
-# each guarded by a test in `tests/test_seed_bugs.py`.
+# each guarded by a test in `tests/model/test_seed_bugs.py`.
 #
 # Shapes: B batch, S source length, T target length, D d_model, H heads, K = D / H, V vocabulary.
 

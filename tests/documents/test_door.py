@@ -16,8 +16,7 @@ import pytest
 
 from aiayn.cli.main import main
 
-from ..conftest import wait_for
-from ..test_serve import Server, _copy_lines
+from ..helpers import Server, copy_lines, wait_for
 from .test_office import _word
 from .test_opendocument import _odt, _rich
 from .test_web import _epub
@@ -144,7 +143,7 @@ def test_every_format_through_translate_file_as_through_the_command_line(server:
 
 def test_a_long_document_does_not_hold_up_translate(server: Server) -> None:
     """A request sent while a 2,000-line file is being translated is answered before the file is."""
-    lines = "\n".join(_copy_lines(2000, seed=11)).encode()
+    lines = "\n".join(copy_lines(2000, seed=11)).encode()
     done: dict[str, float] = {}
     with ThreadPoolExecutor(1) as pool:
         job = pool.submit(lambda: (upload(server, "long.txt", lines, timeout=600), done.setdefault("file",
@@ -208,7 +207,7 @@ def test_a_burst_of_uploads_is_answered_and_the_server_still_stops(copy_model: P
     (none hangs), the server then exits 0 on SIGTERM, and its folder is gone; one left by
     a server that died is removed when the next one starts."""
     text = "\n\n".join(f"{line} **{line.split()[0]}** [{line.split()[-1]}](https://x.org/{k})"
-                       for k, line in enumerate(_copy_lines(60, seed=3))).encode()
+                       for k, line in enumerate(copy_lines(60, seed=3))).encode()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     stale = tmp / "aiayn-files-999999999-old"                          # a process id no system has
@@ -235,7 +234,7 @@ def test_a_document_past_its_deadline_is_a_504_and_its_work_stops(copy_model: Pa
     server's decoding steps stop growing, long before its texts were all translated), and the next request is
     answered."""
     s = Server("--no-processes", "--workers", "1", "--file-timeout", "2", model=copy_model)
-    lines = _copy_lines(15000, seed=5)
+    lines = copy_lines(15000, seed=5)
     try:
         status, answer = upload(s, "long.txt", "\n".join(lines).encode())
         assert status == 504 and "--file-timeout" in answer["error"], answer

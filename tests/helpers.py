@@ -1,0 +1,219 @@
+"""What tests of every part share that is not a fixture (conftest.py holds those): the repository's paths, the tiny
+legacy model, child processes that cannot outlive the suite, waits with a deadline, a real ``aiayn serve`` on a free
+port (:class:`Server`), a headless browser, and the copy task's lines."""
+
+from __future__ import annotations
+
+import ctypes
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+LEGACY = FIXTURES / "legacy-f06e6aa" / "run"      # the tiny model trained by the code at f06e6aa
+KEY = "s3cret-key"
+
+
+def cli_error(err: str, command: str) -> str:
+    """What a failed ``aiayn COMMAND`` printed on stderr, checked to be one line, ``aiayn COMMAND: error: ...``, the
+    last thing it printed, with no traceback anywhere; returns the message."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, "nothing on stderr"
+    prefix = f"aiayn {command}: "
+    errors = [line for line in lines if line.startswith(prefix)]
+    assert len(errors) == 1 and lines[-1] == errors[0], f"expected one line '{prefix}...' last on stderr:\n{err}"
+    assert "Traceback" not in err and 'File "' not in err
+    return errors[0][len(prefix):]
+
+
+def train_steps(run: Path) -> list[int]:
+    """The steps of the training records in a run's metrics.jsonl, in the order they were written (a resumed run
+    continues the list; a run that silently started again from step 0 would repeat its first steps)."""
+    import json
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r["step"] for r in records if "loss" in r]
+
+
+def relabeled(run: Path, out: Path, src: str, tgt: str) -> Path:
+    """A copy of the run dir ``run`` at ``out``, recorded as trained on ``src``->``tgt`` data (a run's languages are
+    its data.json's): the copy model standing for a language pair."""
+    shutil.copytree(run, out)
+    info = json.loads((out / "data.json").read_text())
+    (out / "data.json").write_text(json.dumps({**info, "src": src, "tgt": tgt}))
+    return out
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60, every: float = 0.01) -> None:
+    """Poll ``condition`` until it holds; after ``timeout`` seconds fail the test, saying what did not happen."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
+
+
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+def workers_of(pid: int) -> list[int]:
+    """The decoding worker processes a process started, from any of its threads (spawned: their command line runs
+    spawn_main)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:                 # a thread that has ended
+            continue
+    out = []
+    for child in children:
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "spawn_main" in cmdline and "resource_tracker" not in cmdline:
+            out.append(int(child))
+    return out
+
+
+def _die_with_parent() -> None:                                  # runs in the child, between fork and exec
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG (Linux): killed if we die
+
+
+def spawn(cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+    """A child process that cannot outlive the suite: on Linux it is killed when the test process dies (even by
+    SIGKILL), and whatever is still running when the session ends is killed then. Start it from the main thread
+    (the kernel ties it to the thread that started it)."""
+    if os.uname().sysname == "Linux":
+        kw.setdefault("preexec_fn", _die_with_parent)
+    proc = subprocess.Popen(cmd, **kw)
+    _CHILDREN.append(proc)
+    return proc
+
+
+def chrome() -> tuple[str, str] | None:
+    """(Chromium, chromedriver) where both are installed (`make browser`), else None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def open_chrome() -> Any:
+    """A headless Chromium driven by selenium, with the flags that keep it off the network (quit it when done)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    found = chrome()
+    assert found is not None, "no Chromium + chromedriver: `make browser` installs them"
+    opts = Options()
+    opts.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(found[1]), options=opts)
+
+
+class Server:
+    """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
+
+    def __init__(self, *flags: str, model: Path = LEGACY, env: dict[str, str] | None = None) -> None:
+        """``flags`` after the model; aiayn's own engine unless they name another (`--engine`); ``env``: more of its
+        environment."""
+        self.port = free_port()
+        flags = flags if "--engine" in flags else ("--engine", "torch", *flags)
+        env = {**os.environ, "AIAYN_API_KEY": "", **(env or {})}
+        self.log = tempfile.TemporaryFile()
+        self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
+                           "--port", str(self.port), *flags], env=env,
+                          stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.output()[-2000:]}")
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("the server did not come up in 60 s")
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+                chunked: bool = False, timeout: float = 60) -> tuple[int, dict[str, str], Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            if chunked:
+                conn.putrequest(method, path)
+                for k, v in (headers or {}).items():
+                    conn.putheader(k, v)
+                conn.putheader("Transfer-Encoding", "chunked")
+                conn.endheaders()
+                for i in range(0, len(body or b""), 1024):
+                    piece = (body or b"")[i : i + 1024]
+                    conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                conn.send(b"0\r\n\r\n")
+            else:
+                conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            data = r.read()
+            kind = r.getheader("content-type", "")
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, json.loads(data) if "json" in kind else data
+        finally:
+            conn.close()
+
+    def post(self, path: str, payload: Any, key: str | None = None, **kw: Any) -> tuple[int, dict[str, str], Any]:
+        headers = {"Content-Type": "application/json", **({"X-API-Key": key} if key else {})}
+        return self.request("POST", path, json.dumps(payload).encode(), headers, **kw)
+
+    def metric(self, name: str, key: str | None = None) -> float:
+        _, _, text = self.request("GET", "/metrics", headers={"X-API-Key": key} if key else {})
+        lines = [line for line in text.decode().splitlines() if line.startswith((name + " ", name + "{"))]
+        return sum(float(line.rsplit(maxsplit=1)[1]) for line in lines)          # over every model's series
+
+    def output(self) -> str:
+        """What the server printed so far."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+
+def copy_lines(n: int, seed: int = 7) -> list[str]:
+    """Lines of the copy task (letters a-j, 4-24 of them), all different: each has its own right translation."""
+    rng = random.Random(seed)
+    lines: set[str] = set()
+    while len(lines) < n:
+        lines.add(" ".join(rng.choice("abcdefghij") for _ in range(rng.randint(4, 24))))
+    return sorted(lines, key=lambda line: rng.random())

@@ -1,0 +1,240 @@
+"""The request pipeline behind every front end: one engine interface (engine.py) and what the server's batchers do with
+a request's lines. Fast: the tiny fixture model, no server process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiayn import Translator
+from aiayn.config import DecodeConfig
+from aiayn.engines.base import Unsupported, require
+from aiayn.pipeline import Request, prepare, translate_async
+from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits, WholeBatcher
+
+LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa" / "run"
+LINES = ["Ein Mann fährt mit dem Fahrrad.", "   ", "Zwei Hunde spielen im Schnee."]
+
+
+@pytest.fixture(scope="module")
+def legacy() -> Translator:
+    return Translator.load(LEGACY, device="cpu", beam=2, workers=1)
+
+
+@pytest.mark.parametrize("kind", [Batcher, WholeBatcher])
+def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy: Translator,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    want = legacy.translate_hypotheses(LINES, nbest=2)
+    encoded: list[list[str]] = []
+    original = legacy.vocab.src.encode
+
+    def counted(lines: list[str]) -> Any:
+        encoded.append(list(lines))
+        return original(lines)
+
+    monkeypatch.setattr(legacy.vocab.src, "encode", counted)
+
+    async def run() -> Any:
+        limits = Limits(workers=1, max_batch_tokens=6000, max_wait_ms=0, max_queue_lines=100, timeout_s=30)
+        b = kind(legacy, limits, DecodeMetrics(CollectorRegistry()).model("m"))
+        try:
+            prepared = prepare(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
+            return await b.translate(prepared.ids, prepared.decode), await translate_async(legacy, prepared,
+                                                                                          b.translate)
+        finally:
+            b.close()
+
+    got, translations = asyncio.run(run())
+    # once, the request's sentences together (a blank line has none; the alignments reuse the ids)
+    assert encoded == [[line for line in LINES if line.strip()]], encoded
+    decoded = [hs for line, hs in zip(LINES, want, strict=True) if line.strip()]      # (the batcher's: sentences)
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in decoded]
+    texts = [legacy.detokenize([h.tokens for h in hs]) for hs in want]
+    assert [[t.text for t in ts] for ts in translations] == texts
+    assert all(t.alignment is not None for ts in translations for t in ts)
+
+
+def test_what_an_engine_cannot_do_is_refused_by_name(legacy: Translator) -> None:
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
+
+    for feature in ("constraints", "alignments", "html", "attention"):
+        require(legacy, feature)                                  # aiayn's own engine does all of it
+        with pytest.raises(Unsupported, match="need aiayn's own engine"):
+            require(CTranslate2Engine.__new__(CTranslate2Engine), feature)
+
+
+def test_one_rule_for_nbest_and_the_beam() -> None:
+    from aiayn.config import beam_for_nbest
+
+    assert beam_for_nbest({"nbest": 3}, 2) == {"nbest": 3, "beam": 3}          # a beam not given grows to nbest
+    assert beam_for_nbest({"nbest": 3}, 5) == {"nbest": 3}                     # the engine's beam is enough
+    assert beam_for_nbest({"nbest": 1}, 1) == {"nbest": 1}
+    assert beam_for_nbest({"nbest": 3, "beam": 2}, 4) == {"nbest": 3, "beam": 2}   # one given is kept: then refused
+    with pytest.raises(ValueError, match="nbest=3 cannot exceed beam=2"):
+        DecodeConfig(**beam_for_nbest({"nbest": 3, "beam": 2}, 4))
+
+
+def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their_phrases() -> None:
+    """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
+    keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
+    from aiayn.constraints import Constraints
+    from aiayn.engines.base import Hypothesis, plan, run
+
+    calls: list[tuple[list[list[int]], Any]] = []
+
+    def decode(ids: list[list[int]], cons: Any) -> list[list[Hypothesis]]:
+        calls.append((ids, cons))
+        return [[Hypothesis([t + 100 for t in x] if cons is None else [7, 7], -1.0, -1.0)] for x in ids]
+
+    ids = [[1, 2], [], [3], [4, 5]]
+    cons = [Constraints([[101]]), Constraints([[7]]), Constraints([[7]]), None]       # line 0 holds its phrase
+    out = run(plan(ids, DecodeConfig(beam=2, keep_plain=True), cons), decode)
+    assert calls == [([[1, 2], [3], [4, 5]], None), ([[3]], [cons[2]])]             # the blank line: never
+    assert [h[0].tokens for h in out] == [[101, 102], [], [7, 7], [104, 105]]
+    calls.clear()
+    run(plan(ids, DecodeConfig(beam=2, keep_plain=False), cons), decode)
+    assert calls == [([[1, 2], [3], [4, 5]], [cons[0], cons[2], cons[3]])]         # one constrained search
+    calls.clear()
+    assert run(plan([[], []], DecodeConfig(beam=2, nbest=2), None), decode) == [[Hypothesis([], 0.0, 0.0)] * 2] * 2
+    assert calls == []                                                            # nothing to decode: no call
+
+
+def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(legacy: Translator) -> None:
+    """One prepare for every front end: what HTML refuses is named in the CLI's flags, aiayn's fields or
+    LibreTranslate's; finish gives each input its nbest translations, with their alignments when asked."""
+    from aiayn.pipeline import NAMES, finish, translate
+
+    cli = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
+           "format": "--format html", "unit": "line"}
+    for names, words in ((cli, "--format html gives one translation per line (an HTML fragment), its markup placed by "
+                                "the word alignment: it takes no --nbest, --alignments, --constraints, --glossary"),
+                         (NAMES, "format html gives one translation per fragment"),
+                         ({"nbest": "alternatives"}, "it takes no alternatives")):
+        with pytest.raises(ValueError) as e:
+            prepare(legacy, Request(["<b>Hund</b>"], decode={"nbest": 2}, format="html", names=names))
+        assert words in str(e.value)
+    with pytest.raises(ValueError, match="format 'pdf'"):
+        prepare(legacy, Request(["x"], format="pdf"))
+    got = translate(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
+    assert [len(ts) for ts in got] == [2, 2, 2] and got[1][0].text == "" and got[1][0].alignment == ""
+    want = legacy.translate_hypotheses(LINES, nbest=2)
+    assert [[t.text for t in ts] for ts in got] == [legacy.detokenize([h.tokens for h in hs]) for hs in want]
+    prepared = prepare(legacy, Request([], decode={"nbest": 3}))
+    assert finish(legacy, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
+
+
+def test_one_rule_for_a_requests_size() -> None:
+    """guards.over_limits, what both APIs refuse (each in its own words): too many lines, else the first line too long."""
+    from aiayn.serving.guards import over_limits
+
+    assert over_limits(["ab", "abc"], 2, 3) is None
+    assert over_limits(["a"] * 3, 2, 3) == ("lines", 3, -1)
+    assert over_limits(["ab", "abcd", "abcdef"], 3, 3) == ("characters", 4, 1)
+
+
+# --- a request's options: one home, every front end's field made from it ---------------------------------------------
+
+
+def test_every_option_of_a_request_is_a_flag_and_a_field_of_both_apis_made_from_its_one_field() -> None:
+    """pipeline.Request holds each option once (type, default, help, bounds, needs): translate's flag, aiayn's request
+    model and LibreTranslate's own field are made from it, so that an option is one field (CONTRIBUTING.md)."""
+    import argparse
+    import dataclasses
+
+    from aiayn.cli.translate import add_translate
+    from aiayn.pipeline import option_hints
+    from aiayn.serving import libretranslate
+    from aiayn.serving.serve import ServeConfig, request_models
+
+    parser = argparse.ArgumentParser()
+    add_translate(parser.add_subparsers())
+    flags = {flag for action in parser._subparsers._group_actions[0].choices["translate"]._actions  # type: ignore[union-attr]
+             for flag in action.option_strings}
+    model = request_models(ServeConfig())[0].model_fields
+    options = option_hints()
+    assert {"format", "alignments", "protect", "sentences", "sentence_tokens", "repair", "runon"} <= set(options)
+    for f in dataclasses.fields(Request):
+        if f.name not in options:
+            continue
+        assert "--" + f.name.replace("_", "-") in flags, f.name
+        assert model[f.name].description == f.metadata["help"], f.name            # the field's own help
+        assert f.name in (*libretranslate.OPTIONS, *libretranslate.LT_NAMES, *libretranslate.UNANSWERED), f.name
+    assert set(libretranslate.OPTIONS) >= {"sentences", "sentence_tokens", "repair", "runon", "protect"}
+    # bounds and types are the field's: checked where a request is made, named
+    with pytest.raises(ValueError, match="sentence_tokens=-1"):
+        Request(["x"], sentence_tokens=-1)
+    with pytest.raises(ValueError, match="repair='yes': expected bool"):
+        Request(["x"], repair="yes")  # type: ignore[arg-type]
+    assert Request(["x"], protect=["url"]).protect == ("url",)
+    assert Request.of(["x"], beam=2, repair=True) == Request(["x"], decode={"beam": 2}, repair=True)
+
+
+def test_an_option_that_needs_a_capability_is_refused_by_an_engine_without_it(legacy: Translator) -> None:
+    import dataclasses
+
+    class Unaligned:                                                # an engine that cannot align
+        def __getattr__(self, name: str) -> Any:
+            return getattr(legacy.engine_, name)
+
+        capabilities = dataclasses.replace(legacy.engine_.capabilities, alignments=False)
+
+    with pytest.raises(Unsupported, match="alignments"):
+        prepare(Unaligned(), Request(["Ein Hund."], alignments=True))  # type: ignore[arg-type]
+
+
+# --- a new engine: one module and its line in engines/auto.py's table ------------------------------------------------
+
+
+def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """An engine written against the protocol alone (here: one that copies its source, the seeds' copy task) and put
+    in ENGINES is served by every front end: the Python API, `aiayn translate --engine NAME` (sentences, blank lines,
+    confidence), and it is refused by name for what it cannot do. Nothing else changes."""
+    from aiayn.cli.main import main
+    from aiayn.config import Norms
+    from aiayn.engines import auto
+    from aiayn.engines.base import Capabilities, EngineBase, Hypothesis, with_fixed
+    from aiayn.rundir import RunDir
+
+    class Copier(EngineBase):
+        engine, capabilities, workers, precision = "copy", Capabilities(), 1, "fp32"
+
+        def __init__(self, path: Path, **settings: Any) -> None:
+            run = RunDir.locate(path)[0]
+            self.vocab, self.cfg = run.vocab(), run.config().model
+            self.decode, self.norms = run.config().decode.replace(**settings), Norms()
+            self.device = type("Cpu", (), {"type": "cpu", "__str__": lambda self: "cpu"})()
+
+        def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+            return with_fixed(self.decode, decode, overrides)
+
+        def constraints(self, lines: Any, phrases: Any, decode: DecodeConfig) -> None:
+            return None
+
+        def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> Any:
+            return [[Hypothesis(list(x), -0.1 * len(x), -0.1 * len(x))] * max(1, decode.nbest) for x in ids]
+
+        def memory_bytes(self) -> int:
+            return 0
+
+        def model_info(self) -> tuple[dict[str, Any], int]:
+            return self.cfg.to_dict(), 0
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setitem(auto.ENGINES, "copy", lambda path, processes, serving, **settings: Copier(path, **settings))
+    lines = ["Ein Hund rennt. Zwei Katzen schlafen.", "", "Hallo Welt"]
+    assert Translator.load(LEGACY, engine="copy").translate(lines) == lines
+    with pytest.raises(Unsupported, match="constraints"):
+        Translator.load(LEGACY, engine="copy").translate(lines, constraints=[["Hund"], None, None])
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["translate", "--model", str(LEGACY), "--engine", "copy", "--input", str(src), "--output", str(out),
+                 "--quiet"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == lines
