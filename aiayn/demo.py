@@ -56,7 +56,7 @@ def recipe(src: str, tgt: str, minutes: float) -> str:
     """The shipped recipe for a run of ``minutes`` on this machine: the ``-short`` one (no dropout, a lower rate,
     a shorter averaging window) where the run will see fewer than 10 epochs, the full one beyond. Chosen on the
     validation set at fixed update counts: the short recipe gained 1.5-1.9 BLEU de-en at 4.75-9.5 epochs and lost
-    2.2 at 15 (benchmarks/results/recipe-sweep-gpu-20261124.jsonl). GPUs run far more epochs: the full one."""
+    2.2 at 15 (benchmarks/results/recipe-sweep/recipe-sweep-gpu-20261124.jsonl). GPUs run far more epochs: the full one."""
     kind = machine_kind()
     if kind == "cuda":
         return f"multi30k-{src}-{tgt}"
@@ -67,8 +67,8 @@ def recipe(src: str, tgt: str, minutes: float) -> str:
 # What make demo's job scored in recorded runs on 2-core CPUs (test_2016_flickr, lowercased BLEU, the recipe
 # :func:`recipe` picks, its 8k vocabulary): (src, tgt, minutes, kind of CPU) -> (BLEU lowercased, updates, record).
 RECORDED: dict[tuple[str, str, float, str], tuple[float, int, str]] = {
-    ("de", "en", 15, "fp32"): (38.18, 1276, "benchmarks/results/demo-20261124-short.json"),
-    ("de", "en", 30, "fp32"): (41.12, 1959, "benchmarks/results/demo-20261124-30min.json"),
+    ("de", "en", 15, "fp32"): (38.18, 1276, "benchmarks/results/demo/demo-20261124-short.json"),
+    ("de", "en", 30, "fp32"): (41.12, 1959, "benchmarks/results/demo/demo-20261124-30min.json"),
     ("de", "en", 30, "bf16"): (42.14, 3628, "docs/results.md"),
 }
 CPU_KIND = {"fp32": "a 2-core AVX2 CPU (fp32)", "bf16": "a 2-core AVX-512 BF16 CPU"}
@@ -79,8 +79,8 @@ UPDATES = 1200
 # What the fixed-length job scored (test_2016_flickr, lowercased BLEU): (src, tgt, updates) -> (the mean of its
 # records, the records). Two runs with other float sums (2 threads, 1 thread: as on another CPU) scored 36.78, 37.22.
 RECORDED_UPDATES: dict[tuple[str, str, int], tuple[float, tuple[str, ...]]] = {
-    ("de", "en", 1200): (37.0, ("benchmarks/results/demo-1200-20261127.json",
-                                "benchmarks/results/demo-1200-threads1-20261127.json")),
+    ("de", "en", 1200): (37.0, ("benchmarks/results/demo/demo-1200-20261127.json",
+                                "benchmarks/results/demo/demo-1200-threads1-20261127.json")),
 }
 
 

@@ -24,7 +24,7 @@ def full_range() -> bool:
     """True when fbgemm can take 8-bit inputs at their full range here: the CPU has AVX512-VNNI (its int8 products
     accumulate in 32 bits). Measured on a 2-core Xeon with it, test_2016_flickr at beam 4: 876 of 1,000 lines as fp32
     translates them against 816 with the 7-bit range, BLEU 36.83 against 36.95 (fp32 36.85), at the same speed
-    within the VM's noise (0.95-1.06x; benchmarks/results/int8-range-20261127.txt)."""
+    within the VM's noise (0.95-1.06x; benchmarks/results/int8/int8-range-20261127.txt)."""
     return "avx512_vnni" in cpu_flags()
 
 

@@ -19,7 +19,7 @@ and repaired in this process, by kind: ``aiayn evaluate --json`` reports them, a
 ``aiayn_repair_sentences_total``. Sentences are always checked and counted; they are decoded again with
 the request's ``repair`` (``--repair``, ``"repair": true`` in a request), which is off by default: a repair changes what a
 model says, so that aiayn's engine and CTranslate2 (whose no-repeat rule is its own) no longer give the same text,
-and on the demo model it moved BLEU by 0.01-0.04 (benchmarks/results/repair-20261127-0319.json). pipeline.py drives
+and on the demo model it moved BLEU by 0.01-0.04 (benchmarks/results/repair/repair-20261127-0319.json). pipeline.py drives
 it, for every engine.
 """
 

@@ -199,7 +199,7 @@ def peak_rss_mb() -> float:
 def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """Temporarily switch a model to eval mode (no dropout), restoring its mode afterwards. A model whose modules are
     all in eval mode already (a translator's, at every call) is left as it is: switching and restoring the demo model's
-    191 modules took 0.98 ms a call, against 0.14 ms to look (benchmarks/results/overhead-20261127.txt)."""
+    191 modules took 0.98 ms a call, against 0.14 ms to look (benchmarks/results/overhead/overhead-20261127.txt)."""
     if not any(m.training for m in model.modules()):
         yield model
         return

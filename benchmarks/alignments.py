@@ -9,7 +9,7 @@ The model translates the validation and test sources (the run's decoding setting
 in both directions, symmetrized by grow-diag-final-and: the reference. For every decoder layer and both shifts
 (a target word read where it is the decoder's input, shift 1, or its output, shift 0), the attention's word links are
 scored against it (precision, recall, AER); the best on the validation lines is reported on the test lines, with
-``--sample`` test lines printed word by word for a reader to check. Records ``results/alignments-<date>.json``.
+``--sample`` test lines printed word by word for a reader to check. Records ``results/alignments/alignments-<date>.json``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ run dir). Reported: sentences/s, aiayn's engine ÷ CTranslate2, BLEU (sacreBLEU,
 the lines identical between the engines, and the most lines an engine's output changed from one run of the same
 command to the next (0 where it is deterministic). The ratio and the identical lines are each engine's against the
 last one listed. Every process runs as on a user's machine, its bytecode cached (record.user_env). Records
-``results/cli-<date>.json``.
+``results/cli/cli-<date>.json``.
 """
 
 from __future__ import annotations

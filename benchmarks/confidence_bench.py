@@ -17,7 +17,7 @@ cascade that hands the unsure ones to a stronger model.
   (chains.translate_with_fallback, as ``aiayn translate --fallback``): BLEU, the share of lines sent on, and
   sentences/s, all in this process on this CPU.
 
-Records ``results/confidence-<date>.json``.
+Records ``results/confidence/confidence-<date>.json``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ which only every other line has its phrases: the lines without must equal the un
 suffixes taken from the run): the most frequent capitalised source words that are not a line's first word (German
 nouns), each with the target word of highest Dice coefficient over the sentence pairs. Reports, over the test lines
 that contain a term, how often the output uses the term's target (the term-use rate), with and without the
-glossary, and BLEU of the whole set with and without. Records ``results/constraints-<date>.json``.
+glossary, and BLEU of the whole set with and without. Records ``results/constraints/constraints-<date>.json``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ On a shared VM, separate processes measured minutes apart differ by up to ±30%,
 Here the revision's ``aiayn`` package is extracted (``git archive``) and imported under another name beside
 the working tree's; both decode the same batches with the same weights, alternating batch by batch, and
 each batch keeps its fastest of ``--rounds`` runs. Prints sentences/s for both, their ratio, and how many
-outputs are identical; records it as ``results/decode-ab-<date>.json``.
+outputs are identical; records it as ``results/decode-ab/decode-ab-<date>.json``.
 
 Without ``--model``: the random-weight models and forced 20-token outputs of ``translate_bench.py``.
 With ``--model`` (a run directory) and ``--src``: :class:`Translator` on real sentences.

@@ -6,7 +6,7 @@
 The document is made with python-docx from the source lines: a heading per page and 30 paragraphs of one to three
 sentences, one word in four paragraphs bold (about 100 pages in Word's default layout at --pages 100). The command
 runs in its own process, as a user runs it (start-up included). Reports the seconds, the paragraphs and bold runs in
-and out, and whether every paragraph's text changed. Records ``results/documents-<date>.json``.
+and out, and whether every paragraph's text changed. Records ``results/documents/documents-<date>.json``.
 """
 
 from __future__ import annotations

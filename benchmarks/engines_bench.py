@@ -6,7 +6,7 @@ how many lines come out identical — text, word alignments, HTML with inline ta
 Both engines decode the model's fp32 weights with its own settings (CTranslate2: its conversion, cached in the run
 dir). Word alignments on CTranslate2 come from the attention it returns (``return_attention``, the layer and heads
 align.method reads); HTML places its tags by them. The tagged lines are markup_bench's (1-3 inline tags per line, a
-fixed seed). ``--engine auto`` stands on these figures: records ``results/engines-<date>.json``.
+fixed seed). ``--engine auto`` stands on these figures: records ``results/engines/engines-<date>.json``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ aiayn (``--precision int8`` for an int8 export, else fp32) and with CTranslate2 
 beam, 1 and 2 workers (aiayn's ``--workers``, CTranslate2's ``inter_threads``); each figure the faster of 2
 passes after a warm-up. Both decode with aiayn's length rule (source length + 50, ct2.CTranslate2Engine.from_export).
 Prints sentences/s, BLEU of each, and the share of identical lines as a Markdown table, and records the
-same rows as ``results/export-<date>.json`` (record.py).
+same rows as ``results/export/export-<date>.json`` (record.py).
 """
 
 from __future__ import annotations

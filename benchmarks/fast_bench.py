@@ -10,7 +10,7 @@ the headline, the run's target-language tokenizer): each model x engine (aiayn; 
 CTranslate2: ``inter_threads``, one core each). Each row is timed after a warm-up on 50 other lines, in this process
 (and its workers), so every ratio compares rows of the same run on the same machine. Prints a Markdown table and the
 issue-40 criteria (each a ratio of two rows; with --student) and issue 54's (aiayn's engine against CTranslate2 on
-each model, int8, the most workers), writes the record ``results/fast-<date>.json`` and a plot (sentences/s
+each model, int8, the most workers), writes the record ``results/fast/fast-<date>.json`` and a plot (sentences/s
 on a log x axis, test BLEU on y) beside it.
 """
 

@@ -23,7 +23,7 @@ a real ``aiayn serve`` on a free port) and counts with the format's own tools:
 - **bombs**: a docx holding a 2 GB image, a pptx holding 6 GB, a docx of 3 million paragraphs (bzip2 packs each to
   kilobytes): status, seconds, the server's peak memory over its idle.
 
-Records ``results/files-<date>.json``.
+Records ``results/files/files-<date>.json``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ data (the hub is not reachable here): the README's "Start from a pretrained mode
 
     python -m benchmarks finetune-domain [--work runs/finetune] [--updates 1200] [--finetune-updates 300]
 
-Records it as benchmarks/results/finetune-<date>.json. Steps already done in --work are reused.
+Records it as benchmarks/results/finetune/finetune-<date>.json. Steps already done in --work are reused.
 """
 
 from __future__ import annotations

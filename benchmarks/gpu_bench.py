@@ -17,7 +17,7 @@ against CTranslate2 on the same weights; and training speed with ``train.compile
   windows (the first windows hold the compilation).
 
 Every part checks ``--budget`` (seconds for the whole benchmark, a GPU's lease being short) before it starts, and
-the record is written after each part, so that a part cut off leaves the others. Records ``results/gpu-<date>.json``.
+the record is written after each part, so that a part cut off leaves the others. Records ``results/gpu/gpu-<date>.json``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 Translates --src with every ``decode.length_norm`` (gnmt: ((5 + |Y|) / 6) ** alpha, the paper's; length:
 |Y| ** alpha, that of CTranslate2 and transformers) at every alpha, fp32, and scores each against --ref with the
 run's sacreBLEU settings. Prints a Markdown table (BLEU, lowercased BLEU, mean output length) and records the
-rows as ``results/length-norm-<date>.json`` (record.py).
+rows as ``results/length-norm/length-norm-<date>.json`` (record.py).
 """
 
 from __future__ import annotations

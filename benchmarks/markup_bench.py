@@ -9,7 +9,7 @@ plain lines. Reports: the share of outputs that are well-formed with every input
 BLEU of the tagged outputs' text (tags stripped) against the plain translations' BLEU (both against --ref); and tag
 placement, for each tag around one source word: whether the target words it wraps are those eflomal aligns with that
 word (eflomal over the training pairs and these (source, translation) pairs, grow-diag-final-and) — exactly, or
-overlapping them. Records ``results/markup-<date>.json``.
+overlapping them. Records ``results/markup/markup-<date>.json``.
 """
 
 from __future__ import annotations

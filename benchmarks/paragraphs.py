@@ -11,7 +11,7 @@ each sentence on its own then joined (what a paragraph should come to), each inp
 the test set as it is: splitting a one-sentence line must not move its BLEU. Two more ways in, for k > 1: with a line
 break instead of the space after every other sentence (``newlines``; the output's line breaks are kept, and become
 spaces for BLEU), and through LibreTranslate's API of a real ``aiayn serve`` with the ``libretranslatepy`` client, one
-request per input (``--libretranslate``). Records ``results/paragraphs-<date>.json``.
+request per input (``--libretranslate``). Records ``results/paragraphs/paragraphs-<date>.json``.
 """
 
 from __future__ import annotations

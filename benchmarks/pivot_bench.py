@@ -5,7 +5,7 @@
 
 The chain is each model in turn (chains.Pivot: what ``aiayn translate --model A --model B`` and a server's pivot
 do); the direct model translates the pair itself. Both are scored on the same lines with sacreBLEU (BLEU, lowercased
-BLEU, chrF) and timed. Records ``results/pivot-<date>.json``.
+BLEU, chrF) and timed. Records ``results/pivot/pivot-<date>.json``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ max_tokens 4096 (padding_fraction over the token-bucketed batches of epoch 0).
 
     python -m benchmarks prepare
 
-Each preparation runs in its own process (fresh peak RSS). Prints a table; records it as results/prepare-<date>.json
-(the record before this format: results/prepare.json).
+Each preparation runs in its own process (fresh peak RSS). Prints a table; records it as results/prepare/prepare-<date>.json
+(the record before this format: results/prepare/prepare.json).
 """
 
 from __future__ import annotations

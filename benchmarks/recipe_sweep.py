@@ -9,7 +9,7 @@ updates (no time limit, so a slow or busy machine changes the minutes, not the r
 ``runs/sweep/<name>``, then decodes the validation split with the run's decoding settings from the averaged
 checkpoints and from the last one. ``--baseline RUN`` scores an existing run the same way (e.g. the
 ``make demo`` run, whose step count is the one its 15 minutes bought). Every trial appends one JSON object to
-``benchmarks/results/recipe-sweep-<date>.jsonl``: overrides, steps, epochs, minutes, median target tokens/s,
+``benchmarks/results/recipe-sweep/recipe-sweep-<date>.jsonl``: overrides, steps, epochs, minutes, median target tokens/s,
 the greedy validation BLEU logged during training, and the final validation BLEU / lowercased BLEU / chrF.
 """
 
@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="train and decode here (fp32 throughout, so that a GPU's trials stand for a CPU's at the "
                     "same number of updates)")
     ap.add_argument("--record", type=Path, help="the JSON-lines file to append to (default: "
-                    "benchmarks/results/recipe-sweep-<date>.jsonl)")
+                    "benchmarks/results/recipe-sweep/recipe-sweep-<date>.jsonl)")
     a = ap.parse_args(argv)
-    kept = a.record or record.RESULTS / f"recipe-sweep-{time.strftime('%Y%m%d')}.jsonl"
+    kept = a.record or record.RESULTS / "recipe-sweep" / f"recipe-sweep-{time.strftime('%Y%m%d')}.jsonl"
     todo: list[tuple[str, list[str], Path]] = [(a.baseline.name, [], a.baseline)] if a.baseline else []
     todo += [(t[0], t[1:], a.out / f"{t[0]}-{a.steps}") for t in a.trial]
     for name, sets, run in todo:

@@ -1,7 +1,8 @@
 """How every benchmark records what it measured: one writer, one reader, one description of the machine.
 
-A record is a JSON object in ``benchmarks/results/NAME-YYYYMMDD-HHMM.json`` (``.jsonl`` for one line per trial; a
-transcript of commands and their output is a ``.txt`` under a header of the same fields, :func:`note`)::
+A record is a JSON object in ``benchmarks/results/BENCHMARK/NAME-YYYYMMDD-HHMM.json``, in its benchmark's folder
+(``.jsonl`` for one line per trial; a transcript of commands and their output is a ``.txt`` under a header of the same
+fields, :func:`note`)::
 
     {"benchmark": "serve", "command": "python -m benchmarks serve --model ...", "commit": "40ef11d",
      "machine": {"cpu": "AMD EPYC 7B13", "isa": "AVX2", "native_bf16": false, "cores": 2, "torch": "2.13.0+cpu",
@@ -148,9 +149,10 @@ def _unused(path: Path) -> Path:
 
 
 def write(benchmark: str, figures: dict[str, Any], name: str | None = None) -> Path:
-    """Record ``figures`` in ``results/NAME-YYYYMMDD-HHMM.json`` (NAME: the benchmark's) with the five fields."""
-    RESULTS.mkdir(exist_ok=True)
-    out = _unused(RESULTS / f"{name or benchmark}-{time.strftime('%Y%m%d-%H%M')}.json")
+    """Record ``figures`` in ``results/BENCHMARK/NAME-YYYYMMDD-HHMM.json`` (NAME: the benchmark's unless given) with
+    the five fields."""
+    (RESULTS / benchmark).mkdir(parents=True, exist_ok=True)
+    out = _unused(RESULTS / benchmark / f"{name or benchmark}-{time.strftime('%Y%m%d-%H%M')}.json")
     out.write_text(json.dumps({**header(benchmark), **figures}, indent=2) + "\n")
     return out
 
@@ -164,10 +166,10 @@ def append(benchmark: str, figures: dict[str, Any], path: Path) -> Path:
 
 
 def note(benchmark: str, text: str) -> Path:
-    """Record a transcript (commands and what they printed) as ``results/NAME-YYYYMMDD-HHMM.txt``, under a header of
-    the five fields, one ``# field: value`` line each (:func:`read` reads them back)."""
-    RESULTS.mkdir(exist_ok=True)
-    out = _unused(RESULTS / f"{benchmark}-{time.strftime('%Y%m%d-%H%M')}.txt")
+    """Record a transcript (commands and what they printed) as ``results/BENCHMARK/BENCHMARK-YYYYMMDD-HHMM.txt``, under
+    a header of the five fields, one ``# field: value`` line each (:func:`read` reads them back)."""
+    (RESULTS / benchmark).mkdir(parents=True, exist_ok=True)
+    out = _unused(RESULTS / benchmark / f"{benchmark}-{time.strftime('%Y%m%d-%H%M')}.txt")
     head = header(benchmark) | {"machine": describe(machine())}
     out.write_text("".join(f"# {k}: {v}\n" for k, v in head.items()) + "\n" + text)
     return out

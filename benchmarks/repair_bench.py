@@ -5,7 +5,7 @@ without decoding them again.
         [--beam 1 4]
 
 For each beam, the test set is translated twice (``repair: false``, the default, then ``repair: true``) and scored;
-the flagged and repaired counts come from ``evaluate``'s ``repair`` field. Records ``results/repair-<date>.json``.
+the flagged and repaired counts come from ``evaluate``'s ``repair`` field. Records ``results/repair/repair-<date>.json``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 peers, one table.
 
 Every row runs in its own process (so its peak memory is its own), on the same batches, in the same run.
-Results: a table on stdout, the record in benchmarks/results/throughput-<date>.json (and latest.json), a plot beside
-it when matplotlib is installed. bf16 rows run only where ``precision=auto`` picks bf16 (native
+Results: a table on stdout, the record in benchmarks/results/throughput/throughput-<date>.json (and latest.json), a
+plot beside it when matplotlib is installed. bf16 rows run only where ``precision=auto`` picks bf16 (native
 bf16 that a probe measures faster than fp32); every row runs on the CPU.
 
     python -m benchmarks throughput                 # everything (about 30 minutes on 2 cores)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.only in (None, "translate"):
         result["translate"] = translate_rows(a.sizes, a.rounds, engines=a.engines)
     add_ratios(result["train"], result["translate"])
-    latest = RESULTS / "latest.json"
+    latest = RESULTS / "throughput" / "latest.json"
     previous = json.loads(latest.read_text()) if latest.exists() else {}
     if a.only and previous.get("machine") == record.machine():
         # a partial run keeps the other half of the last table from the same machine, labelled

@@ -16,7 +16,7 @@ scored against the joined references (lowercased BLEU and the output's length ov
 ``--guard`` adds the run-on translation with the length guard on (``decode.guard``: a sentence translated much
 shorter than the run's norms cut where a sentence boundary lies and translated again, kept if surer). The loss
 (run on - one by one) is what the issue asks to bring within 0.5 BLEU. k = 1, strip 0 is each set as it is: a
-model's single-sentence BLEU. Records ``results/runon-<date>.json``.
+model's single-sentence BLEU. Records ``results/runon/runon-<date>.json``.
 """
 
 from __future__ import annotations

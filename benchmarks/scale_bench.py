@@ -6,7 +6,7 @@ Multi30k pairs recombined (two random pairs joined: new sentence pairs, twice as
 
 For each size: prepare's time, peak RSS and disk size (one process each, shards of 1M pairs), then training's
 peak RSS over its first minutes (small model, max_tokens 4096). Prints a Markdown table; records it as
-results/scale-<date>.json (the record before this format: results/scale.json).
+results/scale/scale-<date>.json (the record before this format: results/scale/scale.json).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ used (shares of all cores: both run on this machine), and sentences/s as a share
 CLI's (``aiayn translate --input`` over all the requested lines, its start-up time measured separately and
 left out, measured again just before each level; ``--engine``: both the server's and the CLI's). ``--client
 libretranslate`` sends each request through LibreTranslate's API (a JSON batch, ``q`` a list, the run's languages).
-Records it as ``results/serve-<date>.json``; its ``processes`` is the server's setting (aiayn's engine on a CPU in
+Records it as ``results/serve/serve-<date>.json``; its ``processes`` is the server's setting (aiayn's engine on a CPU in
 worker processes, its default since 094a954, unless ``--no-processes``). Records before 2026-11-27 21:40 wrote this
 benchmark's old ``--processes`` flag there instead, false when not given: those since 094a954 (2026-11-26 02:04) ran
 the server's default all the same, worker processes.
@@ -24,7 +24,7 @@ the same requests and the run's decoding settings, each way the fastest of --rou
 lines in arrival order, each decoded to its end: what a scheme that does not reorder the stream reaches at best),
 and ``batcher C`` (C clients, each sending its next request when the last is answered, to the server's own
 batcher.Batcher: its admission policy, a source-token budget of --max-batch-tokens, and its step-level search).
-Records it as ``results/serve-replay-<date>.json``.
+Records it as ``results/serve-replay/serve-replay-<date>.json``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ several k:
 For each method and k, builds the shortlist of --model from --data's training pairs (not saved in the run), then
 translates the validation split (int8, one worker) with and without it, greedy and beam 4. Records the build time,
 how well it covers the validation references, the lines identical to the full-vocabulary search, BLEU and time, as
-``results/shortlist-methods-<date>.json``, and prints a Markdown table.
+``results/shortlist-methods/shortlist-methods-<date>.json``, and prints a Markdown table.
 """
 
 from __future__ import annotations

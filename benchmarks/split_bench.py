@@ -13,7 +13,7 @@ splitters that work offline with what they install: sentencex (Wikimedia, rules 
 sentence at every ``. ! ?`` followed by a space (and every ``。！？``), and aiayn's own (sentencex with the one rule
 aiayn/sentences.py adds). pysbd and blingfire are measured when installed (``pip install pysbd blingfire``; pysbd
 installs a top-level package named ``benchmarks`` that hides this one: run ``python benchmarks/__main__.py split``
-then). Records ``results/split-<date>.json``.
+then). Records ``results/split/split-<date>.json``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ fastest wall time, with ``python -c "import torch"`` and a bare ``python -c pass
 The ``ctranslate2`` row also runs with PyTorch made unimportable (``sys.modules["torch"] = None``), which shows it
 needs none. ``--before DIR``: a checkout of another commit (``git worktree add DIR REV``), whose ``--engine
 ctranslate2`` and ``torch`` rows run beside (in DIR, its package first on PYTHONPATH). Records
-``results/startup-<date>.json``. Every process runs as on a user's machine, its bytecode cached (record.user_env).
+``results/startup/startup-<date>.json``. Every process runs as on a user's machine, its bytecode cached (record.user_env).
 """
 
 from __future__ import annotations

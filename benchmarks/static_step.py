@@ -17,7 +17,7 @@ seconds and the lines identical to compile off. ``--pt2e`` adds the step quantiz
 Inductor quantizer), against today's int8 (torch.ao's dynamic quantization). ``--report``: what Inductor made of the
 step at each ``--rows`` (its fused kernels, named by the operators each holds, and the calls it left to a library),
 with and without frozen weights, and where a step's time goes (``torch.profiler``, µs per step by operator or
-kernel) in today's step, the static step eager, and compiled. Records ``results/static-step-<date>.json``.
+kernel) in today's step, the static step eager, and compiled. Records ``results/static-step/static-step-<date>.json``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ own on the same prepared Multi30k data dir, the two alternating, ``--rounds`` ti
 checkpoints pushed past the end, so only training steps are timed). Prints target tokens/s for both (the
 median of each run's logged intervals after the first, the best run of each revision), their ratio, and
 whether the two ended with bit-identical weights (same seed, same batches: they should); records it as
-``results/train-ab-<date>.json``.
+``results/train-ab/train-ab-<date>.json``.
 """
 
 from __future__ import annotations

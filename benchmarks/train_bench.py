@@ -11,7 +11,7 @@ fraction.
 its time: its GFLOP/s against this process's fp32 (or bf16) matmul rate, best of 5, at 2048^3 and at the step's own
 largest shapes (tokens x d_model x d_ff, tokens x d_model x vocab), and ``torch.profiler``'s self CPU time per kind of
 op (matrix products, softmax, LayerNorm, dropout, elementwise, loss, optimizer, copies, other) over as many separate
-profiled steps. Prints a table; records it as ``results/train-profile-<date>.json``.
+profiled steps. Prints a table; records it as ``results/train-profile/train-profile-<date>.json``.
 """
 
 from __future__ import annotations

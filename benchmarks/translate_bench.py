@@ -15,7 +15,7 @@ and CTranslate2's own ``inter_threads=N, intra_threads=cores/N``.
 ``--model RUN --src FILE``: the run's :class:`aiayn.Translator` on real sentences (batched by tokens,
 sorted by length), for each of ``--precisions`` and ``--beams``, with the incremental cache and recomputing the
 decoder over the whole prefix at every step (:class:`Uncached`); both must give identical translations, and the
-ratio is the cache's speed-up. Prints a table; records it as ``results/translate-trained-<date>.json``.
+ratio is the cache's speed-up. Prints a table; records it as ``results/translate-trained/translate-trained-<date>.json``.
 """
 
 from __future__ import annotations

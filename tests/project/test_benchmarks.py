@@ -31,12 +31,33 @@ def _bench(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def test_every_record_names_its_command_commit_and_machine() -> None:
-    files = sorted(p for p in (BENCH / "results").iterdir() if p.name != "provenance.json")
+    files = sorted(p for p in (BENCH / "results").rglob("*") if p.is_file() and p.parent != BENCH / "results")
     assert len(files) > 50
     for path in files:
         r = record.read(path)
         missing = [k for k in ("command", "commit", "machine") if not r[k]]
         assert not missing, f"{path.name} does not name its {', '.join(missing)} (record.py, results/provenance.json)"
+
+
+def test_records_lie_in_their_benchmarks_folders_each_cited_or_its_benchmarks_newest() -> None:
+    """Records by benchmark (results/BENCHMARK/), listed by the index its command writes; a record nobody cites and
+    that is not its benchmark's newest is not kept (git keeps it)."""
+    import index  # type: ignore[import-not-found]
+
+    assert {p.name for p in (BENCH / "results").iterdir() if p.is_file()} == {"README.md", "ci.md", "provenance.json"}
+    texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in index.citing_files()}
+    for bench, paths in index.records().items():
+        newest = index.newest(paths)
+        for path in paths:
+            assert path == newest or path.suffix == ".png" and path.with_suffix(".json") == newest or \
+                index.cited(texts, path.name), f"{bench}/{path.name}: cited nowhere, and not its benchmark's newest"
+    assert (BENCH / "results" / "README.md").read_text(encoding="utf-8") == index.render(), \
+        "benchmarks/results/README.md is stale: run python -m benchmarks index"
+
+
+def test_a_record_is_written_into_its_benchmarks_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    assert record.write("ab", {"x": 1}).parent == tmp_path / "ab" == record.note("ab", "y").parent
 
 
 def test_two_records_in_one_minute_are_both_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,7 +96,7 @@ def test_the_server_replay_decodes_through_the_servers_batcher_and_is_recorded(c
     run = _bench("serve", "--replay", "--model", str(copy_model), "--src", str(src), "--requests", "20",
                  "--static", "8", "--concurrency", "4", "--rounds", "1", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
     assert run.returncode == 0, run.stderr[-2000:]
-    [kept] = tmp_path.glob("serve-replay-*.json")
+    [kept] = tmp_path.rglob("serve-replay-*.json")
     r = json.loads(kept.read_text())
     assert r["benchmark"] == "serve-replay" and r["command"].startswith("python -m benchmarks serve --replay --model")
     assert r["commit"] and r["machine"]["cores"] >= 1 and r["machine"]["isa"] and r["date"]
@@ -97,7 +118,7 @@ def test_the_cli_table_times_both_engines_and_compares_their_lines(copy_model: P
     run = _bench("cli", "--model", str(copy_model), "--src", str(src), "--ref", str(ref), "--repeat", "2",
                  "--precision", "fp32", "--beams", "1", "--runs", "2", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
     assert run.returncode == 0, run.stderr[-2000:]
-    [kept] = tmp_path.glob("cli-*.json")
+    [kept] = tmp_path.rglob("cli-*.json")
     r = json.loads(kept.read_text())
     assert r["lines"] == 40 and r["command"].startswith("python -m benchmarks cli --model")
     torch_, ct2 = r["rows"]
@@ -121,7 +142,7 @@ def test_the_speed_quality_table_has_every_row_and_criterion(copy_model: Path, c
     run = _bench("fast", "--teacher", str(copy_model), "--student", str(student), "--src", str(src), "--ref", str(ref),
                  "--lines", "30", "--workers", "1", env={"AIAYN_BENCH_RESULTS": str(tmp_path)})
     assert run.returncode == 0, run.stderr[-2000:]
-    [kept] = tmp_path.glob("fast-*.json")
+    [kept] = tmp_path.rglob("fast-*.json")
     r = json.loads(kept.read_text())
     rows = r["rows"]
     # teacher: 2 engines x 2 precisions x 2 searches; the student also with its shortlist
