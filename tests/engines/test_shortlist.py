@@ -133,6 +133,7 @@ def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Pat
     assert sl.meta["valid"]["tokens"] > 0.95
 
 
+@pytest.mark.ci      # CI's (make test-ci): an export to CTranslate2 with its shortlist, 4 s
 def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy_dir: DataDir,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")

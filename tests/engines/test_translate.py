@@ -230,6 +230,7 @@ def test_score_is_sacrebleu_on_every_line() -> None:
         score(["one"], ["one", "two"])
 
 
+@pytest.mark.ci      # CI's (make test-ci): every plot drawn, 7 s
 def test_plots(run_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     assert main(["plot", "--model", str(run_dir), "--out", str(tmp_path / "p")]) == 0
@@ -302,6 +303,7 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
     assert "worker" in done.stderr and "safetensors" in done.stderr, done.stderr
 
 
+@pytest.mark.ci      # CI's (make test-ci): worker processes started and one killed, 8 s
 def test_a_worker_process_that_dies_is_a_one_line_error_at_once(run_dir: Path, tmp_path: Path) -> None:
     """A worker killed while `aiayn translate` decodes: the other stops too, and the command exits 2 at once (it does
     not restart the worker and decode the rest of the input first: its output stays unfinished), with a line naming

@@ -52,6 +52,7 @@ def test_a_pivot_is_each_model_in_turn(legs: list[Translator]) -> None:
             translate_through(legs, asked)
 
 
+@pytest.mark.ci      # CI's (make test-ci): two models chained on the command line, 8 s (make test: the server's)
 def test_the_command_line_takes_a_chain(legs: list[Translator], en_fr: Path, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     src, ref = tmp_path / "in.de", tmp_path / "ref.fr"

@@ -364,6 +364,7 @@ def _decoding_processes(pid: int) -> list[int]:
     return sorted(out)
 
 
+@pytest.mark.ci      # CI's (make test-ci): a server's worker processes, one killed, 7 s
 def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_model: Path, cli: Translator) -> None:
     """--processes: batches decoded by 2 worker processes, each with its copy of the model, which the server's own
     process never loads (nor PyTorch); every answer (greedy and beam, 2-best with scores, constraints) is aiayn

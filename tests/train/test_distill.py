@@ -94,6 +94,7 @@ def _distill_cmd(copy_model: Path, data: DataDir, out: Path, *extra: str) -> lis
             str(out), "--shard-lines", "40", "--precision", "fp32", "--workers", "1", "--beam", "4", *extra]
 
 
+@pytest.mark.ci      # CI's (make test-ci): a distillation killed and resumed, 4 s
 @pytest.mark.slow
 def test_a_killed_distillation_resumes_without_translating_a_finished_shard(small: DataDir, copy_model: Path,
                                                                              tmp_path: Path) -> None:
@@ -113,6 +114,7 @@ def test_a_killed_distillation_resumes_without_translating_a_finished_shard(smal
     assert _pairs(DataDir(out)) == _pairs(DataDir(straight))
 
 
+@pytest.mark.ci      # CI's (make test-ci): two distilling processes, 5 s
 @pytest.mark.slow
 def test_two_processes_distill_what_one_does(small: DataDir, copy_model: Path, tmp_path: Path) -> None:
     """Under torchrun each process translates its own shards (i mod 2), and rank 0 assembles them."""

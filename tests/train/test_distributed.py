@@ -150,6 +150,7 @@ def test_resuming_with_another_number_of_processes_is_refused(copy_dir: DataDir,
     assert res.returncode == 2 and "trained with 2 process(es)" in cli_error(res.stderr, "train")
 
 
+@pytest.mark.ci      # CI's (make test-ci): two training processes, one crashed, 5 s
 def test_a_crashed_process_ends_the_job_instead_of_hanging(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
     sets = ["max_tokens=512", "max_steps=100000", "save_every_steps=100000", "valid_every_steps=100000",

@@ -130,6 +130,7 @@ def test_guided_alignment_without_links_is_a_clear_error(copy_dir: DataDir, tmp_
     assert "guided_alignment needs word alignments" in err and f"aiayn align {copy_dir.path}" in err
 
 
+@pytest.mark.ci      # CI's (make test-ci): a model trained to align, 8 s
 def test_a_head_learns_the_alignment_it_is_taught(copy_model: Path, copy_data: DataDir, tmp_path: Path) -> None:
     """A copy model attends, where it outputs word j, to source word j (test_alignments.py). Taught instead that
     word j is linked with source word j + 1 (the last with itself), its aligning head moves there, and

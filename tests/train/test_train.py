@@ -94,6 +94,7 @@ def _process(data: DataDir, run: Path, sets: list[str], wait_for: str,
     return cmd, proc
 
 
+@pytest.mark.ci      # CI's (make test-ci): a training process killed and resumed, 10 s (make test: SIGINT's)
 def test_kill_9_and_resume_in_a_real_process(copy_dir: DataDir, tmp_path: Path) -> None:
     run = tmp_path / "run"
     cmd, proc = _process(copy_dir, run, ["max_steps=40", "save_every_steps=5", "valid_every_steps=100"],
@@ -231,6 +232,7 @@ def test_cooldown_brings_the_logged_rate_down_to_zero_at_max_steps(copy_dir: Dat
     assert resolve(None, COPY_CFG, ["max_steps=0", "max_epochs=3", "cooldown=0.2"]).train.cooldown == 0.2
 
 
+@pytest.mark.ci      # CI's (make test-ci): a run to its epoch limit, 3 s (make test: the schedule's own tests)
 def test_cooldown_follows_an_epoch_limit(copy_dir: DataDir, tmp_path: Path) -> None:
     """max_epochs=1, cooldown=1: the factor at update s of an n-batch epoch is 1 - (s - 1) / n."""
     run = tmp_path / "run"
