@@ -16,7 +16,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     routed by its source and target languages. The lines of concurrent requests are decoded together, joining the
     running batch between decoding steps. SIGTERM or Ctrl-C: requests in flight are answered, then it exits."""
     from ..runtime import cpu_workers
-    from ..serving.pairs import Models, Served
+    from ..serving.models import Models, Served
     from ..serving.serve import ServeConfig, serve
 
     settings = given(a, "serve")

@@ -37,7 +37,7 @@ from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
 from ..pipeline import Request
 from .guards import ServiceError
-from .pairs import Models, canonical
+from .models import Models, canonical
 
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"

@@ -36,7 +36,7 @@ from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
 from .files import Files
 from .guards import ServiceError, header_key, json_body, over_limits, same_key
-from .pairs import Models, Route, canonical, language_name
+from .models import Models, Route, canonical, language_name
 
 
 def _is_json(request: Any) -> bool:

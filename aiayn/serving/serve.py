@@ -9,7 +9,7 @@ one model or several (routed by language pair), limits, metrics, a web page.
     libretranslate.py
 
 The lines of concurrent requests are decoded together, joining a running search between decoding steps (batcher.py);
-each model has its own decoding threads (pairs.py). Every limit (ServeConfig) is answered with a JSON ``{"error":
+each model has its own decoding threads (models.py). Every limit (ServeConfig) is answered with a JSON ``{"error":
 ...}``: a body over ``max_body_bytes`` (413), too many lines or too long a line (413), malformed JSON, unknown fields or
 wrong types (422), an unknown language pair (400), a full queue (503 with Retry-After), a request slower than
 ``timeout_s`` (504), a missing or wrong API key (401; LibreTranslate's API: 400 / 403), more than ``req_limit``
@@ -42,7 +42,7 @@ from . import libretranslate
 from .batcher import Limits
 from .guards import BodyLimit, RequestLimit, ServiceError, header_key, json_body, over_limits, same_key, timed_protocol
 from .metrics import Metrics
-from .pairs import Models, Pool, Served
+from .models import Models, Pool, Served
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
     from ..engines.torch import TorchEngine
@@ -102,7 +102,7 @@ class ServeConfig:
                                   "api_key field) on all but /health, the page, /languages and /frontend/settings")
     memory_budget: float = setting(0.0, "MiB of model weights loaded at once (0: every model loaded at start): each "
                                    "model loads on its first request, and the least recently used idle ones are "
-                                   "unloaded to make room (serving.pairs.Pool), as LibreTranslate's --load-only",
+                                   "unloaded to make room (serving.models.Pool), as LibreTranslate's --load-only",
                                    ge=0)
     req_limit: int = setting(0, "translation requests per minute from one client (its API key, else its address) "
                              "before 429, in both APIs, as LibreTranslate's --req-limit (0: no limit)", ge=0)

@@ -22,7 +22,7 @@ from aiayn.config import DecodeConfig
 from aiayn.engines.processes import ProcessEngine
 from aiayn.engines.torch import TorchEngine
 from aiayn.rundir import RunDir
-from aiayn.serving.pairs import Served
+from aiayn.serving.models import Served
 
 from ..helpers import Server, cli_error, copy_lines, workers_of
 

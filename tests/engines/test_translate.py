@@ -363,7 +363,7 @@ def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir
     from prometheus_client import CollectorRegistry
 
     from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
-    from aiayn.serving.pairs import Served
+    from aiayn.serving.models import Served
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError(38, "Function not implemented")

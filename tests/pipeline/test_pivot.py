@@ -1,5 +1,5 @@
 """Pivot translation: a pair no model translates, through two that do (de→en, then en→fr), in the Python API
-(pipeline.Pivot), the command line (--model A --model B) and a server's two APIs (serving.pairs.Chain), which list
+(pipeline.Pivot), the command line (--model A --model B) and a server's two APIs (serving.models.Chain), which list
 the pair, say that they pivoted and refuse what only a direct model can do. The models: the tiny legacy model as
 de→en and conftest's copy model recorded as en→fr."""
 

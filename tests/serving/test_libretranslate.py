@@ -16,7 +16,7 @@ import pytest
 from aiayn import Translator
 from aiayn.pipeline import Request, translate
 from aiayn.serving.guards import ServiceError
-from aiayn.serving.pairs import Models, Served, canonical
+from aiayn.serving.models import Models, Served, canonical
 
 from ..helpers import LEGACY, Server, copy_lines, relabeled
 
