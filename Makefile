@@ -57,7 +57,7 @@ tools:
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"
 # The tests marked ci (the documentation site, the walkthroughs run through, the heaviest end-to-end runs, whose parts
-# make test covers: 30 in all) are CI's: make test-ci, or make test-all.
+# make test covers: 33 in all) are CI's: make test-ci, or make test-all.
 test: $(VENV)/.installed-test
 	@$(BIN)/python -m pytest tests -m "not ci" $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc

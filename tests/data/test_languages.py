@@ -124,6 +124,7 @@ def zh_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[DataDir, RunDir]:
     return data, _train(data, d / "run", 150, "--set", "valid_every_steps=150", "valid_max_sentences=40")
 
 
+@pytest.mark.ci      # CI's (make test-ci): an en-zh model trained, 7 s (make test: the tokenizer's choice)
 def test_en_zh_bleu_is_sacrebleus_zh_score_everywhere(zh_run: tuple[DataDir, RunDir], tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     data, run = zh_run
@@ -400,6 +401,7 @@ def test_a_file_goes_in_full_chunks_in_every_run_and_chunks_in_flight_change_not
     assert got == [f"LINE {i}" for i in range(6)] and not source.waited
 
 
+@pytest.mark.ci      # CI's (make test-ci): the en-zh model through a pipe (make test: stream's own tests)
 def test_translate_answers_each_line_before_stdin_is_closed(zh_run: tuple[DataDir, RunDir]) -> None:
     _, run = zh_run
     p = spawn([sys.executable, "-m", "aiayn", "translate", "--model", str(run.path), "--beam", "1"],

@@ -183,6 +183,7 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     assert "CTranslate2 is not installed" in caplog.text
 
 
+@pytest.mark.ci      # CI's (make test-ci): a server on auto, 6 s (make test: one on CTranslate2)
 def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attention(run: Path) -> None:
     """What CTranslate2 cannot do goes to aiayn's own engine, loaded when first needed into worker processes (on a CPU,
     as --engine torch), and the model stays auto when the server unloads and loads it again."""
