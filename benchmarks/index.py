@@ -1,8 +1,9 @@
-"""The records' index: ``python -m benchmarks index`` writes ``results/README.md``: each benchmark's folder, its
-records, the newest of them, and the pages that cite them. A record that no page, benchmark or test cites, and that
-is not its benchmark's newest, is not kept (git keeps it): tests/project/test_benchmarks.py holds both rules.
+"""The records' index: ``python -m benchmarks index`` writes ``benchmarks/RECORDS.md`` (beside results/: it is not
+a record itself): each benchmark's folder, its records, the newest of them, and the pages that cite them. A record
+that no page, benchmark or test cites, and that is not its benchmark's newest, is not kept (git keeps it):
+tests/project/test_benchmarks.py holds both rules.
 
-    python -m benchmarks index            # rewrite results/README.md
+    python -m benchmarks index            # rewrite benchmarks/RECORDS.md
     python -m benchmarks index --check    # exit 1 where it is not what this command writes
 """
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(HERE.parent))
 import record  # noqa: E402
 
 ROOT = record.HERE.parent
-INDEX = record.HERE / "results" / "README.md"
+INDEX = record.HERE / "RECORDS.md"
 
 
 def citing_files() -> list[Path]:
@@ -59,26 +60,26 @@ def render() -> str:
     lines = ["# Records", "",
              "Every measurement a page cites, by benchmark: `results/BENCHMARK/NAME-YYYYMMDD-HHMM.json` (or `.txt`, a "
              "transcript; `.jsonl`, a trial a line; `.png`, a plot), each naming its command, commit, machine and date "
-             "(record.py). CI runs are summarised in [ci.md](ci.md). Written by `python -m benchmarks index`; do not "
-             "edit.", "",
+             "(record.py). CI runs are summarised in [results/ci.md](results/ci.md). Written by "
+             "`python -m benchmarks index`; do not edit.", "",
              "<!-- no figures -->",
              "| benchmark | records | newest | cited by |", "|---|---:|---|---|"]
     for bench, paths in records().items():
         last = newest(paths)
         pages = sorted({str(p.relative_to(ROOT)) for path in paths for p in cited(texts, path.name)
                         if not p.is_relative_to(ROOT / "tests")})
-        lines.append(f"| {bench} | {len(paths)} | [{last.name}]({bench}/{last.name}) | {', '.join(pages) or '—'} |")
+        lines.append(f"| {bench} | {len(paths)} | [{last.name}](results/{bench}/{last.name}) | {', '.join(pages) or '—'} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks index", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 where results/README.md is not what this writes")
+    ap.add_argument("--check", action="store_true", help="exit 1 where RECORDS.md is not what this writes")
     a = ap.parse_args(argv)
     text = render()
     if a.check:
         same = INDEX.is_file() and INDEX.read_text(encoding="utf-8") == text
-        print("results/README.md is up to date" if same else "results/README.md is stale: run python -m benchmarks index")
+        print("RECORDS.md is up to date" if same else "RECORDS.md is stale: run python -m benchmarks index")
         return 0 if same else 1
     INDEX.write_text(text, encoding="utf-8")
     print(INDEX)

@@ -27,10 +27,10 @@ with py3langid (its model ships with it; offline) among the loaded models' sourc
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
-from .. import spans
 from ..documents.formats import EXTENSIONS
 from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
@@ -162,30 +162,32 @@ OPTIONS = tuple(name for name in option_hints() if name not in (*LT_NAMES, *UNAN
 
 def _options(f: dict[str, Any]) -> dict[str, Any]:
     """aiayn's own fields (:data:`OPTIONS`: ``sentences``, ``repair``, ``protect``, ...), each read from JSON or a
-    form by its type (a boolean: true or false, in a form also 1/0, yes/no, on/off; an integer: in a form its digits;
-    kinds: a list, in a form comma-separated); absent or empty: not given."""
+    form by its type (a boolean: true or false, in a form also 1/0, yes/no, on/off; an integer: in a form its digits)
+    or by its field's ``parse`` (kinds: a list, in a form comma-separated); absent or empty: not given."""
+    fields = {f.name: f for f in dataclasses.fields(Request)}
     out: dict[str, Any] = {}
     for name in OPTIONS:
-        value, hint = f.get(name), option_hints()[name]
+        value, hint, parse = f.get(name), option_hints()[name], fields[name].metadata.get("parse")
         if value is None or value == "":
             continue
         text = value.strip().lower() if isinstance(value, str) else None
-        if hint is bool and text in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        if parse is not None:
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                value = ",".join(value)
+            if not isinstance(value, str):
+                raise ServiceError(400, f"Invalid request: {name} must be a list or a string, not {brief(value)}")
+            try:
+                value = parse(value)
+            except ValueError as e:
+                raise ServiceError(400, f"Invalid request: {name}: {e}") from None
+        elif hint is bool and text in ("true", "1", "yes", "on", "false", "0", "no", "off"):
             value = text not in ("false", "0", "no", "off")
         elif hint is int and text is not None and text.lstrip("-").isdigit():
             value = int(text)
-        elif name == "protect":
-            try:
-                value = spans.parse(value) if text is not None else spans.check(value) if isinstance(value, list) \
-                    else value
-            except ValueError as e:
-                raise ServiceError(400, f"Invalid request: {name}: {e}") from None
         if hint is bool and not isinstance(value, bool):
             raise ServiceError(400, f"Invalid request: {name} must be true or false, not {brief(value)}")
         if hint is int and (not isinstance(value, int) or isinstance(value, bool)):
             raise ServiceError(400, f"Invalid request: {name} must be an integer, not {brief(value)}")
-        if name == "protect" and not isinstance(value, tuple):
-            raise ServiceError(400, f"Invalid request: {name} must be a list of kinds, not {brief(value)}")
         out[name] = value
     return out
 

@@ -44,15 +44,15 @@ def test_records_lie_in_their_benchmarks_folders_each_cited_or_its_benchmarks_ne
     that is not its benchmark's newest is not kept (git keeps it)."""
     import index  # type: ignore[import-not-found]
 
-    assert {p.name for p in (BENCH / "results").iterdir() if p.is_file()} == {"README.md", "ci.md", "provenance.json"}
+    assert {p.name for p in (BENCH / "results").iterdir() if p.is_file()} == {"ci.md", "provenance.json"}
     texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in index.citing_files()}
     for bench, paths in index.records().items():
         newest = index.newest(paths)
         for path in paths:
             assert path == newest or path.suffix == ".png" and path.with_suffix(".json") == newest or \
                 index.cited(texts, path.name), f"{bench}/{path.name}: cited nowhere, and not its benchmark's newest"
-    assert (BENCH / "results" / "README.md").read_text(encoding="utf-8") == index.render(), \
-        "benchmarks/results/README.md is stale: run python -m benchmarks index"
+    assert (BENCH / "RECORDS.md").read_text(encoding="utf-8") == index.render(), \
+        "benchmarks/RECORDS.md is stale: run python -m benchmarks index"
 
 
 def test_a_record_is_written_into_its_benchmarks_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
