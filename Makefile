@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser tools test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser tools services test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 # Each target installs only what it needs, each part once (a stamp per part, redone when pyproject.toml changes):
 # make setup / make demo the package alone; make test its tests' parts; lint and typecheck the checkers; docs, bench
@@ -53,6 +53,16 @@ tools:
 	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext" >&2; exit 1; }; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
 	@msgfmt --version | head -1
+
+# redis-server and nginx for the replicas' tests (tests/serving/test_replicas.py: two servers behind a load balancer
+# sharing one Redis); without them those tests skip and say so (under CI they fail)
+services:
+	@{ command -v redis-server >/dev/null 2>&1 && { command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx; }; } || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
+	    echo "make services: install redis-server and nginx as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make services: no apt-get here; install redis-server and nginx" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server nginx >/dev/null; }
+	@redis-server --version | cut -d' ' -f1-3
 
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"

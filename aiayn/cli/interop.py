@@ -1,4 +1,5 @@
-"""``aiayn export`` and ``aiayn import``: a run to CTranslate2 or Hugging Face, a Marian model into a run.
+"""``aiayn export`` and ``aiayn import``: a run to CTranslate2, Hugging Face or an Argos package, a Marian model into a
+run.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ def cmd_export(a: argparse.Namespace) -> int:
     from ..data import read_lines
     from ..interop.export import REQUIRED_IDENTICAL, check, export
 
+    if a.check and a.format == "argos":
+        raise ValueError("--check compares CTranslate2 and Hugging Face exports; an Argos package's model is the "
+                         "CTranslate2 export: check that one (--format ctranslate2 --check FILE)")
     out = export(a.model, a.format, a.out, a.quantization, a.force)
     log.info("exported %s to %s (%s)", a.model, out, a.format)
+    if a.format == "argos":
+        print(out)
     if not a.check:
         return 0
     lines = list(read_lines(a.check, "replace"))
@@ -53,7 +59,8 @@ def add_export(sub: argparse._SubParsersAction) -> None:
                  "translations are identical.")
     p.add_argument("--model", required=True, type=Path, help="a run dir (or a checkpoint dir inside one)")
     p.add_argument("--format", required=True, choices=FORMATS)
-    p.add_argument("--out", required=True, type=Path, help="the directory to write")
+    p.add_argument("--out", required=True, type=Path, help="the directory to write (argos: the folder the "
+                   ".argosmodel is written in)")
     p.add_argument("--quantization", choices=CT2_QUANTIZATIONS, help="CTranslate2 weight type (default float32)")
     p.add_argument("--check", type=Path, help="source sentences to translate with both and compare")
     p.add_argument("--check-ref", type=Path, help="references for --check: BLEU of both against them")

@@ -15,6 +15,7 @@ from .common import COMMANDS, setup_logging
 from .data import add_align, add_prepare
 from .evaluate import add_calibrate, add_evaluate
 from .interop import add_export, add_import
+from .manage import add_keys, add_suggestions
 from .serve import add_serve
 from .train import add_average, add_demo, add_distill, add_plot, add_shortlist, add_train
 from .translate import add_translate
@@ -39,7 +40,7 @@ def build_parser(only: str | None = "") -> argparse.ArgumentParser:
 ADDERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "prepare": add_prepare, "align": add_align, "train": add_train, "average": add_average,
     "translate": add_translate, "evaluate": add_evaluate, "calibrate": add_calibrate, "demo": add_demo,
-    "serve": add_serve,
+    "serve": add_serve, "keys": add_keys, "suggestions": add_suggestions,
     "export": add_export, "import": add_import, "distill": add_distill, "shortlist": add_shortlist,
     "plot": add_plot,
 }

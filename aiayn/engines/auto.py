@@ -204,7 +204,15 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
     :func:`decode_processes` says so (a ProcessEngine: its model is the workers', loaded while this process goes on
     without PyTorch). ``serving``: a server's: aiayn's engine, where it decodes, in that many worker processes, each
     started again if it dies (0: as ``processes`` says). Where processes cannot be started, it decodes in this process
-    (logged)."""
+    (logged). An Argos package (interop/argos.py: a .argosmodel or its folder) is a CTranslate2Engine whatever
+    ``engine`` says."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    from ..interop import argos
+
+    if argos.is_package(path):
+        found = argos.packages(path)
+        if len(found) != 1:
+            raise ValueError(f"{path} holds {len(found)} Argos packages: name one (aiayn serve takes them all)")
+        return argos.load(found[0], **settings)
     return ENGINES[engine](path, processes, serving, **settings)

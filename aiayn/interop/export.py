@@ -4,6 +4,7 @@
   with CTranslate2's own specification API (``ctranslate2.specs.TransformerSpec``) and written by its
   converter, the SentencePiece model beside it. Every aiayn variant is expressible: post-norm and pre-norm,
   every tie mode, sinusoidal and learned positions (the position table is stored as it is).
+- **Argos Translate** (what LibreTranslate installs): the CTranslate2 export packed as a ``.argosmodel`` (argos.py).
 - **Hugging Face transformers**: post-norm models become ``MarianMTModel`` (post-norm, scaled embeddings,
   sinusoidal positions, separate or shared vocabularies); pre-norm models ``PegasusForConditionalGeneration``
   (pre-norm with a final LayerNorm per stack, as aiayn's). Marian computes its sinusoids with the sines in the
@@ -43,7 +44,7 @@ from ..tokenizer import table_of
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("ctranslate2", "huggingface")
+FORMATS = ("ctranslate2", "huggingface", "argos")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 VMAP = "vmap.txt"                   # in a CTranslate2 export of a run with a shortlist: its vocabulary map
 
@@ -56,8 +57,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     """Write the model of run dir (or checkpoint) ``path`` to ``out`` in ``fmt`` (see :data:`FORMATS`)."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if quantization is not None and (fmt != "ctranslate2" or quantization not in CT2_QUANTIZATIONS):
-        raise ExportError(f"--quantization {quantization!r}: CTranslate2 exports take one of "
+    if quantization is not None and (fmt == "huggingface" or quantization not in CT2_QUANTIZATIONS):
+        raise ExportError(f"--quantization {quantization!r}: CTranslate2 exports (and Argos packages) take one of "
                           f"{', '.join(CT2_QUANTIZATIONS)}; Hugging Face exports are written in fp32")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not force:
@@ -76,6 +77,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
             "model": m.to_dict(),                                          # (CTranslate2Engine.from_export)
             "parameters": sum(p.numel() for p in t.model.parameters())}
+    if fmt == "argos":
+        return _to_argos(t, out, quantization, info)
     if fmt == "ctranslate2":
         _to_ctranslate2(t, out, quantization, info)
     else:
@@ -83,6 +86,26 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     if (t.run.path / CALIBRATION).is_file():                # its confidence, read by CTranslate2Engine.from_export
         shutil.copyfile(t.run.path / CALIBRATION, out / CALIBRATION)
     return out
+
+
+def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, Any]) -> Path:
+    """An Argos package (argos.py) of the run's CTranslate2 export, written in folder ``out``; its path."""
+    from .argos import write_package
+
+    if not t.vocab.joint:
+        raise ExportError(f"{t.run} has a SentencePiece model per side; an Argos package holds one for both")
+    langs = t.run.languages()
+    if not langs:
+        raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
+                          "prepared with --src and --tgt)")
+    with tempfile.TemporaryDirectory() as tmp:
+        _to_ctranslate2(t, Path(tmp), quantization, info)
+        if (t.run.path / CALIBRATION).is_file():
+            shutil.copyfile(t.run.path / CALIBRATION, Path(tmp) / CALIBRATION)
+        out.mkdir(parents=True, exist_ok=True)
+        readme = (f"# {langs[0]} to {langs[1]}\n\nExported by aiayn from {t.checkpoint} "
+                  f"({info['parameters'] / 1e6:.1f}M parameters, {info['quantization']}).\n")
+        return write_package(Path(tmp), out, (langs[0], langs[1]), readme=readme)
 
 
 def _require(module: str) -> Any:

@@ -54,6 +54,9 @@ class DecodeMetrics:
                                   by, registry=registry),
             cache_hits=Counter("aiayn_cache_hits", "sentences answered from the translations remembered", by,
                                registry=registry),
+            cache_shared_hits=Counter("aiayn_cache_shared_hits", "of those, sentences answered from the shared "
+                                      "storage (--shared-storage: another replica may have translated them)", by,
+                                      registry=registry),
             stopped=Counter("aiayn_stopped_lines", "lines left undecoded or stopped unfinished: their requests "
                             "timed out or went away", by, registry=registry))
 
@@ -74,6 +77,7 @@ class ModelMetrics:
     queue_lines: Any
     cache_lookups: Any
     cache_hits: Any
+    cache_shared_hits: Any
     stopped: Any
 
     def step(self, sentences: int, seconds: float) -> None:
@@ -205,6 +209,7 @@ class Limits:
     join: bool = True           # waiting lines join a busy thread's running search (else only a free thread takes them)
     processes: bool = False     # aiayn's engine decodes in worker processes (processes.py, WholeBatcher)
     cache: int = 0              # sentences whose translations are remembered, per model (memo.py; 0: none)
+    cache_ttl: int = 86400      # seconds one stays in the shared storage (--shared-storage), where there is one
 
 
 class Batcher:

@@ -28,16 +28,17 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
+from ..languages import canonical
 from ..pipeline import Request
 from .guards import ServiceError
-from .models import Models, canonical
+from .models import Models
 
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"
@@ -102,15 +103,15 @@ def expire(made: dict[str, Any], seconds: float) -> None:
 
 
 class Files:
-    """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``limit`` the per-client request limit,
-    ``authorize`` LibreTranslate's key check of a request's fields, ``names`` its words for the options (pipeline),
+    """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``authorize`` LibreTranslate's key check and
+    request limit of a request's fields (access.py), ``names`` its words for the options (pipeline),
     ``counted`` what is told of each translated document's report (/metrics)."""
 
     CHUNK = 32                                      # texts per request to the batcher
 
-    def __init__(self, models: Models, cfg: Any, limit: Any, authorize: Callable[[dict[str, Any], Any], None],
+    def __init__(self, models: Models, cfg: Any, authorize: Callable[[dict[str, Any], Any], Awaitable[Any]],
                  names: dict[str, str], counted: Callable[[Report], None] | None = None) -> None:
-        self.models, self.cfg, self.limit, self.counted = models, cfg, limit, counted
+        self.models, self.cfg, self.counted = models, cfg, counted
         self.authorize, self.names = authorize, names
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
@@ -174,8 +175,7 @@ class Files:
         """The upload, its route, the name it is called by and its options; ServiceError for a request refused."""
         form = await request.form()
         f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
-        self.authorize(f, request)
-        self.limit.check(request)
+        await self.authorize(f, request)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise ServiceError(400, "Invalid request: missing file parameter")

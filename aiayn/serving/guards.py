@@ -1,5 +1,5 @@
 """What ``aiayn serve`` checks of every request before it does any work for it, in both of its APIs (serve.py,
-libretranslate.py): the JSON body, the text as Unicode, the API key, the per-client request limit, and clients too
+libretranslate.py): the JSON body, the text as Unicode, the API key's comparison, and clients too
 slow to send their request. One place for each rule:
 
 - **JSON**: a body that is not valid JSON (or not UTF-8) is a 400 ``Invalid request: malformed JSON ...``, whichever
@@ -10,9 +10,8 @@ slow to send their request. One place for each rule:
   U+FFFD (as browsers do), so they always arrive as valid text.
 - **Errors quote little**: a message names what it refuses by at most :data:`QUOTE` characters of it.
 - **The key** is compared whole, in constant time (``hmac.compare_digest``).
-- **The request limit** counts a client by its API key only when that key was checked against the configured one
-  (every holder of the key shares its budget); otherwise by its address, so made-up keys do not make new clients.
-  The table of clients expires entries a minute old and holds at most :data:`RequestLimit.MOST` clients.
+- **Keys and limits** are access.py's (who a client is, its requests per minute and characters), counted in
+  shared.py's storage.
 - **Slow clients**: the headers of a request must arrive within ``read_timeout_s`` of its first byte (of the
   connection, or of the end of the previous request on it), and its body within ``read_timeout_s`` of its headers;
   past either the server answers 408 and closes the connection. uvicorn bounds idle keep-alive connections
@@ -25,7 +24,6 @@ import asyncio
 import hmac
 import json
 import time
-from collections import OrderedDict, deque
 from typing import Any
 
 from ..quoting import cut
@@ -93,38 +91,6 @@ def address(request: Any) -> str:
     return request.client.host if request.client else "?"
 
 
-class RequestLimit:
-    """At most ``per_minute`` requests that decode from one client in any 60 s (0: no limit); 429 beyond, in
-    LibreTranslate's words. ``keyed``: an API key is configured, so every request that gets this far has shown it,
-    and they are counted together as the key's; otherwise each address is a client (the module says why)."""
-
-    MOST = 100_000          # clients remembered at once; the one seen least recently is forgotten first
-
-    def __init__(self, per_minute: int, keyed: bool) -> None:
-        self.per_minute, self.keyed = per_minute, keyed
-        self.seen: OrderedDict[str, deque[float]] = OrderedDict()      # least recently seen first
-
-    def check(self, request: Any) -> None:
-        if not self.per_minute:
-            return
-        client = "the API key" if self.keyed else address(request)
-        now = time.monotonic()
-        while self.seen:                                   # forget the clients whose requests are all a minute old
-            oldest = next(iter(self.seen.values()))
-            if oldest and oldest[-1] > now - 60:
-                break
-            self.seen.popitem(last=False)
-        times = self.seen.pop(client, deque())
-        while times and times[0] <= now - 60:
-            times.popleft()
-        self.seen[client] = times                          # now the most recently seen
-        if len(self.seen) > self.MOST:
-            self.seen.popitem(last=False)
-        if len(times) >= self.per_minute:
-            raise ServiceError(429, f"Slowdown: {self.per_minute} per 1 minute", {"Retry-After": "60"})
-        times.append(now)
-
-
 def timed_protocol(read_timeout_s: float) -> type:
     """uvicorn's h11 protocol class with a deadline for each request's headers (the module's docstring)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -169,15 +135,6 @@ def timed_protocol(read_timeout_s: float) -> type:
             self.transport.close()
 
     return TimedH11Protocol
-
-
-def over_limits(lines: list[str], max_lines: int, max_chars: int) -> tuple[str, int, int] | None:
-    """What of a request's ``lines`` breaks the server's size limits, one rule for both APIs (each words it its own
-    way): ("lines", how many, -1) when there are more than ``max_lines``, else ("characters", the length, the index)
-    of the first line longer than ``max_chars``; None within them."""
-    if len(lines) > max_lines:
-        return "lines", len(lines), -1
-    return next((("characters", len(line), i) for i, line in enumerate(lines) if len(line) > max_chars), None)
 
 
 class BodyLimit:

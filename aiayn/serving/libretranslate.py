@@ -13,7 +13,8 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
                       translated in its own format (files.py, documents/: txt, html, xhtml, md, srt, vtt, po,
                       xliff, docx, pptx, odt, odp, epub)
     GET  /download_file/NAME  ->  the translated file
-    POST /suggest  ->  501 {"error": "Not implemented"} (as LibreTranslate's LTEngine answers)
+    POST /suggest     q, s (the translation a user suggests), source, target, api_key  ->  {"success": true}: stored
+                      (aiayn serve --suggestions DB; without: 403) for ``aiayn suggestions export``
 
 Fields are read as LibreTranslate reads them: the JSON body when the Content-Type is JSON, otherwise the form fields
 (url-encoded or multipart) merged with the query string, which wins. ``POST /translate`` is LibreTranslate's when its
@@ -22,7 +23,8 @@ codes: 400 (a missing field, an unsupported language, a text over the limits, a 
 wrong key), 429 (the request limit), 500. A text is cut into its sentences, translated, and joined back with its own
 line breaks (pipeline.py, sentences.py), as ``aiayn translate`` does; aiayn's own fields are the request's other
 options (:data:`OPTIONS`): ``sentences: false`` translates each line as one sentence. ``source: auto`` is detected
-with py3langid (its model ships with it; offline) among the loaded models' source languages.
+with py3langid (its model ships with it; offline) among every language it knows (97), and a text in a language no
+model translates to the target is a 400 that says so; ``/detect`` answers among them all too.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
@@ -32,11 +34,13 @@ import threading
 from typing import Any
 
 from ..documents.formats import EXTENSIONS
+from ..languages import canonical, language_name
 from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
+from .access import Access
 from .files import Files
-from .guards import ServiceError, header_key, json_body, over_limits, same_key
-from .models import Models, Route, canonical, language_name
+from .guards import ServiceError, header_key, json_body
+from .models import Models, Route
 
 
 def _is_json(request: Any) -> bool:
@@ -79,16 +83,6 @@ def api_key(f: dict[str, Any], request: Any) -> str | None:
     return str(given) if given else None
 
 
-def check_key(given: str | None, required: str | None) -> None:
-    """LibreTranslate's answers: 400 when a key is required and none was sent, 403 when it is wrong."""
-    if required is None:
-        return
-    if not given:
-        raise ServiceError(400, "Please contact the server operator to get an API key (send it as api_key)")
-    if not same_key(given, required):
-        raise ServiceError(403, "Invalid API key")
-
-
 class Detector:
     """Language identification (py3langid, its model loaded on first use) among given languages: a best-first list
     of ``{"confidence": 0-100, "language": code}``; languages py3langid does not know come last, at 0."""
@@ -107,17 +101,19 @@ class Detector:
                 self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
             return self._identifier
 
-    def rank(self, text: str, among: list[str]) -> list[dict[str, Any]]:
-        if len(among) == 1:
+    def rank(self, text: str, among: list[str] | None = None, best: int = 3) -> list[dict[str, Any]]:
+        """The ``best`` likeliest languages of ``text`` among ``among`` (None: every language py3langid knows)."""
+        if among is not None and len(among) == 1:
             return [{"confidence": 100.0, "language": among[0]}]
-        scores = {lang: p for lang, p in self._load().rank(text) if lang in among}
+        scores = {canonical(lang): p for lang, p in self._load().rank(text) if among is None or lang in among}
         total = sum(scores.values()) or 1.0
-        ranked = sorted(among, key=lambda lang: -scores.get(lang, -1.0))
-        return [{"confidence": round(100 * scores.get(lang, 0.0) / total, 2), "language": lang} for lang in ranked]
+        ranked = sorted(among if among is not None else scores, key=lambda lang: -scores.get(lang, -1.0))
+        return [{"confidence": round(100 * scores.get(lang, 0.0) / total, 2), "language": lang}
+                for lang in ranked[:best]]
 
 
-def _text(f: dict[str, Any], json_body: bool, max_lines: int, max_chars: int) -> tuple[list[str], bool]:
-    """(the texts of ``q``, whether it was a batch), within the server's limits."""
+def _text(f: dict[str, Any], json_body: bool, max_lines: int) -> tuple[list[str], bool]:
+    """(the texts of ``q``, whether it was a batch), within the server's lines per request (its characters: access.py)."""
     q = f.get("q")
     if not q:
         raise ServiceError(400, "Invalid request: missing q parameter")
@@ -127,13 +123,9 @@ def _text(f: dict[str, Any], json_body: bool, max_lines: int, max_chars: int) ->
         raise ServiceError(400, "Invalid request: q must be a string or a list of strings")
     if not json_body:
         items = ["\n".join(t.splitlines()) for t in items]
-    lines = [line for t in items for line in t.split("\n")]
-    over = over_limits(lines, max_lines, max_chars)
-    if over and over[0] == "lines":
-        raise ServiceError(400, f"Invalid request: request ({over[1]} lines) exceeds text limit ({max_lines} lines)")
-    if over:
-        raise ServiceError(400, f"Invalid request: request ({over[1]} characters in a line) exceeds text limit "
-                                f"({max_chars} characters per line)")
+    lines = sum(t.count("\n") + 1 for t in items)
+    if lines > max_lines:
+        raise ServiceError(400, f"Invalid request: request ({lines} lines) exceeds text limit ({max_lines} lines)")
     return items, batch
 
 
@@ -208,17 +200,30 @@ def _sure(t: Translation) -> float | None:
     return None if t.confidence is None else round(t.confidence, 4)
 
 
-async def _detect(detector: Detector, text: str, among: list[str]) -> list[dict[str, Any]]:
+async def _detect(detector: Detector, text: str, among: list[str] | None = None) -> list[dict[str, Any]]:
     return await asyncio.get_running_loop().run_in_executor(None, detector.rank, text, among)
 
 
-async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector: Detector) -> dict[str, Any]:
+async def _detected(detector: Detector, items: list[str], models: Models, target: str) -> list[dict[str, Any]]:
+    """Each text's language (``source: auto``), among every language the detector knows; 400 for a text in a language
+    no model translates to ``target``. As LibreTranslate: texts of 40 characters or fewer take the overall guess."""
+    overall = (await _detect(detector, " ".join(items)))[0]
+    detected = [(await _detect(detector, t))[0] if len(t) > 40 else overall for t in items]
+    for d in detected:
+        if not models.reaches(d["language"], target):
+            raise ServiceError(400, f"Invalid request: the text is {language_name(d['language'])} ({d['language']}, "
+                                    f"detected with confidence {d['confidence']:g}), and no model translates it to "
+                                    f"{target}: name its source to translate it")
+    return detected
+
+
+async def translate(request: Any, models: Models, cfg: Any, access: Access, detector: Detector) -> dict[str, Any]:
     """LibreTranslate's ``POST /translate`` (the module's docstring)."""
     f = await fields(request)
-    key = api_key(f, request)
-    check_key(key, cfg.api_key)
-    limit.check(request)
-    items, batch = _text(f, _is_json(request), cfg.max_lines, cfg.max_chars)
+    client = await access.identify(request, api_key(f, request), True)
+    await access.admit(client)
+    items, batch = _text(f, _is_json(request), cfg.max_lines)
+    await access.spend(client, sum(len(t) for t in items), True)
     for name in ("source", "target"):
         if not f.get(name):
             raise ServiceError(400, f"Invalid request: missing {name} parameter")
@@ -229,13 +234,9 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
         raise ServiceError(400, f"{brief(fmt)} format is not supported")
     alternatives, options = _alternatives(f, cfg.max_beam), _options(f)
     source, target = canonical(str(f["source"])), canonical(str(f["target"]))
-    detected = None
-    if source == "auto":                   # as LibreTranslate: texts of 40 characters or fewer take the overall guess
-        among = [s for s in models.sources() if models.reaches(s, target)] or models.sources()
-        overall = (await _detect(detector, " ".join(items), among))[0] if among else None
-        detected = [(await _detect(detector, t, among))[0] if len(t) > 40 else overall for t in items]
+    detected = await _detected(detector, items, models, target) if source == "auto" and models.sources() else None
     routes = [models.route(d["language"] if d else None, target) for d in detected] if detected else \
-        [models.route(source, target)] * len(items)
+        [models.route(None if source == "auto" else source, target)] * len(items)
     results: list[list[Translation]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
@@ -258,24 +259,27 @@ async def translate(request: Any, models: Models, cfg: Any, limit: Any, detector
     return answer
 
 
-def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
+def add_routes(app: Any, models: Models, cfg: Any, access: Access, suggestions: Any = None) -> Any:
     """LibreTranslate's routes on ``app``; returns its ``POST /translate`` handler, which serve.py calls for the
-    requests that speak LibreTranslate. ``cfg``: the ServeConfig; ``limit``: the per-client request limit."""
+    requests that speak LibreTranslate. ``cfg``: the ServeConfig; ``access``: its keys and limits (access.py);
+    ``suggestions``: the database that keeps POST /suggest's corrections (database.py; None: refused)."""
     from fastapi import Request
-    from fastapi.responses import JSONResponse
 
     detector = Detector()
+
+    async def admitted(f: dict[str, Any], request: Any) -> Any:
+        client = await access.identify(request, api_key(f, request), True)
+        await access.admit(client)
+        return client
 
     @app.post("/detect")
     async def detect(request: Request) -> list[dict[str, Any]]:
         f = await fields(request)
-        key = api_key(f, request)
-        check_key(key, cfg.api_key)
-        limit.check(request)
+        await admitted(f, request)
         q = f.get("q")
         if not q or not isinstance(q, str):
             raise ServiceError(400, "Invalid request: missing q parameter")
-        return await _detect(detector, q, models.sources())
+        return await _detect(detector, q)
 
     @app.get("/languages")
     async def languages() -> list[dict[str, Any]]:
@@ -284,14 +288,13 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
     @app.get("/frontend/settings")
     async def settings() -> dict[str, Any]:
         first = next((m.pair for m in models if m.pair), ("auto", "auto"))
-        return {"charLimit": cfg.max_chars, "frontendTimeout": 500, "apiKeys": cfg.api_key is not None,
-                "keyRequired": cfg.api_key is not None, "suggestions": False, "filesTranslation": True,
+        return {"charLimit": cfg.max_chars, "frontendTimeout": 500, "apiKeys": access.keyed,
+                "keyRequired": access.required, "suggestions": suggestions is not None, "filesTranslation": True,
                 "supportedFilesFormat": list(EXTENSIONS),
                 "language": {"source": {"code": first[0], "name": language_name(first[0])},
                              "target": {"code": first[1], "name": language_name(first[1])}}}
 
-    files = Files(models, cfg, limit, lambda f, request: check_key(api_key(f, request), cfg.api_key), LT_NAMES,
-                  lambda report: app.state.metrics.documented(report))
+    files = Files(models, cfg, admitted, LT_NAMES, lambda report: app.state.metrics.documented(report))
 
     @app.post("/translate_file")
     async def translate_file(request: Request) -> dict[str, Any]:
@@ -301,6 +304,29 @@ def add_routes(app: Any, models: Models, cfg: Any, limit: Any) -> Any:
     async def download_file(name: str) -> Any:
         return await files.download(name)
 
+    @app.post("/suggest")
+    async def suggest(request: Request) -> dict[str, Any]:
+        return await _suggest(request, models, access, suggestions, admitted)
+
     app.state.files = files                       # (closed by serve.py's lifespan: on_shutdown is not run beside one)
-    app.add_api_route("/suggest", lambda: JSONResponse({"error": "Not implemented"}, status_code=501), methods=["POST"])
-    return lambda request: translate(request, models, cfg, limit, detector)
+    return lambda request: translate(request, models, cfg, access, detector)
+
+
+async def _suggest(request: Any, models: Models, access: Access, db: Any, admitted: Any) -> dict[str, Any]:
+    """LibreTranslate's ``POST /suggest``: q (the source text), s (the translation the user suggests), source,
+    target; stored with its time and key (database.py), ``{"success": true}``. Without --suggestions, 403 as
+    LibreTranslate answers."""
+    if db is None:
+        raise ServiceError(403, "Suggestions are disabled on this server.")
+    f = await fields(request)
+    client = await admitted(f, request)
+    for name in ("q", "s", "source", "target"):
+        if not f.get(name) or not isinstance(f[name], str):
+            raise ServiceError(400, f"Invalid request: missing {name} parameter")
+    source, target = canonical(f["source"]), canonical(f["target"])
+    if not models.reaches(source, target):
+        raise ServiceError(400, f"Invalid request: no model translates {source} to {target}")
+    await access.spend(client, len(f["q"]) + len(f["s"]), True)
+    key_id = client.key.id if client.key is not None else None
+    await asyncio.get_running_loop().run_in_executor(None, db.suggest, f["q"], f["s"], source, target, key_id)
+    return {"success": True}

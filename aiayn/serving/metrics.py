@@ -1,6 +1,6 @@
 """The server's Prometheus metrics (``/metrics``): requests by path and status, latency, requests in flight, the models
 loaded and their engines, documents, protected spans, the fallback, and the confidence of translated texts (a
-histogram read from the pipeline's counts when scraped).
+histogram read from the pipeline's counts when scraped), and whether the shared storage answers.
 """
 
 from __future__ import annotations
@@ -85,6 +85,11 @@ class Metrics:
         self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "
                                       "translated documents, by outcome: kept, or lost", ["outcome"],
                                       registry=self.registry)
+        self.shared_up = Gauge("aiayn_shared_storage_up", "1 while the shared storage (--shared-storage: Redis) answers "
+                               "or none is set; 0 while limits and cache are this replica's own", registry=self.registry)
+        self.shared_up.set(1)
+        self.shared_errors = Counter("aiayn_shared_storage_errors", "calls to the shared storage that failed (each "
+                                     "answered from this replica's own state)", registry=self.registry)
 
     def documented(self, report: Any) -> None:
         """A translated document's report (documents.common.Report) counted."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from ..chains import kept_surer, leg, only, unsure
 from ..engines import auto
 from ..engines.base import Engine, Unsupported
+from ..languages import canonical, language_name
 from ..pipeline import Prepared, Request, Translation, prepare, translate_async
 from ..quoting import cut
 from ..rundir import RunDir
@@ -31,34 +33,9 @@ from .guards import ServiceError
 from .memo import Memo
 
 if TYPE_CHECKING:
-    pass
+    from .shared import Local
 
 log = logging.getLogger(__name__)
-
-# English names of the languages LibreTranslate serves (its /languages answers with them), and a few more.
-NAMES = {
-    "ar": "Arabic", "az": "Azerbaijani", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan", "cs": "Czech",
-    "da": "Danish", "de": "German", "el": "Greek", "en": "English", "eo": "Esperanto", "es": "Spanish",
-    "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish", "fr": "French", "ga": "Irish",
-    "gl": "Galician", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
-    "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian", "ms": "Malay", "nb": "Norwegian",
-    "nl": "Dutch", "pb": "Portuguese (Brazil)", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
-    "sk": "Slovak", "sl": "Slovenian", "sq": "Albanian", "sr": "Serbian", "sv": "Swedish", "th": "Thai",
-    "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "zh": "Chinese",
-    "zt": "Chinese (traditional)",
-}
-ALIASES = {"zh-hans": "zh", "zh-cn": "zh", "zh-hant": "zt", "zh-tw": "zt", "pt-br": "pb"}
-
-
-def canonical(code: str) -> str:
-    """A language code as the server compares it: lower case, aliases resolved."""
-    code = code.strip().lower()
-    return ALIASES.get(code, code)
-
-
-def language_name(code: str) -> str:
-    return NAMES.get(code, code)
-
 
 def stored_bytes(checkpoint: Path, precision: str | None) -> int:
     """A checkpoint's weights' bytes once loaded in ``precision``, from its file's size: fp32 as stored; half for bf16,
@@ -99,6 +76,8 @@ class Served:
         """The model of run dir (or checkpoint) ``path``, loaded now, or with ``lazy`` when :meth:`open` is called
         (its language pair and /info from the run dir alone). ``processes``: aiayn's engine on a CPU, where it decodes
         (auto: when needed), in that many worker processes (processes.ProcessEngine), not in this process."""
+        if (Path(path) / "metadata.json").is_file():
+            return argos_served(Path(path), **decode)
         run, ckpt = RunDir.locate(path)
         pair = (canonical(langs[0]), canonical(langs[1])) if (langs := run.languages()) else None
         me = cls(f"{pair[0]}-{pair[1]}" if pair else run.path.name, None, pair,
@@ -156,9 +135,10 @@ class Served:
             if self.pool is not None and not self.in_use:
                 self.pool.trim_later()
 
-    def start(self, limits: Limits, metrics: ModelMetrics) -> None:
-        """Its decoders: on a CPU, aiayn's engine in worker processes taking whole batches (``limits.processes``) or
-        threads with step-level batching; on a GPU, a thread; CTranslate2's translators, whole batches."""
+    def start(self, limits: Limits, metrics: ModelMetrics, shared: Local | None = None) -> None:
+        """Its decoders behind the translations remembered (memo.py; also in ``shared``): on a CPU, aiayn's engine in
+        worker processes taking whole batches (``limits.processes``) or threads with step-level batching; on a GPU, a
+        thread; CTranslate2's translators, whole batches."""
         t = self.translator
         if t.capabilities.processes and limits.processes and t.device.type == "cpu" and not (self.processes or self.threads):
             from ..engines.processes import in_processes  # (loaded in this process: the workers' alone from now on)
@@ -166,11 +146,10 @@ class Served:
             workers = in_processes(self.info["checkpoint"], t, resolve_workers(limits.workers, t.device), self.settings)
             self.current = t = workers or t
             self.threads = workers is None
-        if not t.capabilities.stepwise:                     # worker processes, CTranslate2: whole batches
-            self.batcher = WholeBatcher(t, limits, metrics)
-        else:                                               # stepwise: aiayn's own engine, its model in this process
-            self.batcher = Batcher(t, limits, metrics)
-        self.decoder = Memo(limits.cache, metrics).wrap(self.batcher.translate)
+        # stepwise: aiayn's own engine, its model in this process; worker processes, CTranslate2: whole batches
+        self.batcher = (Batcher if t.capabilities.stepwise else WholeBatcher)(t, limits, metrics)
+        model = f"{self.name}:{weights_hash(self.info)}" if shared is not None else ""
+        self.decoder = Memo(limits.cache, metrics, shared, model, limits.cache_ttl).wrap(self.batcher.translate)
 
     def prepare(self, status: int, request: Callable[[], Request]) -> Prepared:
         """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
@@ -270,10 +249,50 @@ class Chain:
         return await last.translate(last.prepare(status, lambda: replace(asked, texts=texts)))
 
 
+def argos_served(package: Path, **decode: Any) -> Served:
+    """An Argos package's folder (interop/argos.py), on aiayn's CTranslate2 engine whatever --engine says, loaded now
+    and for good (a memory budget does not unload it: its info has no "path" to load it again from)."""
+    from ..interop import argos
+
+    decode = {k: v for k, v in decode.items() if k in ("precision", "workers", "device", "beam", "threads")}
+    engine = argos.load(package, **decode)
+    assert engine.languages is not None
+    pair = (canonical(engine.languages[0]), canonical(engine.languages[1]))
+    return Served(f"{pair[0]}-{pair[1]}", engine, pair,
+                  {"argos": str(package), "checkpoint": str(package / "model"), "engine": engine.engine},
+                  settings=dict(decode), asked="ctranslate2")
+
+
+def weights_hash(info: dict[str, Any]) -> str:
+    """The first 16 hex digits of the sha256 of a served model's weights file (its checkpoint's, or a CTranslate2
+    model's model.bin), kept in ``info``: what names it in the shared storage, so that replicas serving the same weights
+    share their translations."""
+    if "weights" not in info:
+        from ..checkpoint import MODEL
+
+        path = Path(info.get("checkpoint", ""))
+        weights = path / MODEL if (path / MODEL).is_file() else path / "model.bin"
+        h = hashlib.sha256()
+        if weights.is_file():
+            with open(weights, "rb") as inp:
+                while block := inp.read(1 << 20):
+                    h.update(block)
+        else:
+            h.update(repr(sorted(info.items())).encode())
+        info["weights"] = h.hexdigest()[:16]
+    return str(info["weights"])
+
+
 def run_dirs(paths: list[str | Path]) -> list[Path]:
-    """The run dirs (or checkpoints) given; a directory that is neither stands for the run dirs directly inside it."""
+    """The run dirs (or checkpoints) given; a directory that is neither stands for the run dirs directly inside it. An
+    Argos package (interop/argos.py: a .argosmodel, its folder, or a folder of installed ones) stands for its folders."""
+    from ..interop import argos
+
     found: list[Path] = []
     for p in map(Path, paths):
+        if argos.is_package(p):
+            found += argos.packages(p)
+            continue
         try:
             RunDir.locate(p)
             found.append(p)

@@ -10,10 +10,12 @@ one model or several (routed by language pair), limits, metrics, a web page.
 
 The lines of concurrent requests are decoded together, joining a running search between decoding steps (batcher.py);
 each model has its own decoding threads (models.py). Every limit (ServeConfig) is answered with a JSON ``{"error":
-...}``: a body over ``max_body_bytes`` (413), too many lines or too long a line (413), malformed JSON, unknown fields or
+...}``: a body over ``max_body_bytes`` (413), too many lines (413), malformed JSON, unknown fields or
 wrong types (422), an unknown language pair (400), a full queue (503 with Retry-After), a request slower than
 ``timeout_s`` (504), a missing or wrong API key (401; LibreTranslate's API: 400 / 403), more than ``req_limit``
-requests a minute from one client (429). Every answer carries LibreTranslate's CORS headers.
+requests a minute from one client (429), more than ``max_chars`` characters in one request (413), an API key's own
+limits where it has them and its characters per day (access.py). With ``shared_storage`` replicas share those counts
+and their translations (shared.py). Every answer carries LibreTranslate's CORS headers.
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
 
 FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
@@ -39,10 +41,13 @@ from ..pipeline import Request as Asked
 from ..pipeline import option_hints
 from ..quoting import brief, cut
 from . import libretranslate
+from .access import Access
 from .batcher import Limits
-from .guards import BodyLimit, RequestLimit, ServiceError, header_key, json_body, over_limits, same_key, timed_protocol
+from .database import Database
+from .guards import BodyLimit, ServiceError, header_key, json_body, timed_protocol
 from .metrics import Metrics
 from .models import Models, Pool, Served
+from .shared import open_shared
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
     from ..engines.torch import TorchEngine
@@ -72,7 +77,8 @@ class ServeConfig:
                          "which decodes them together to the end")
     max_body_bytes: int = setting(1 << 20, "largest request body", ge=1)
     max_lines: int = setting(256, "lines per request", ge=1)
-    max_chars: int = setting(2000, "characters per line", ge=1)
+    max_chars: int = setting(50000, "characters per request, all of its texts together (each is cut into sentences, "
+                             "decoded together); an API key's own char_limit replaces it (aiayn keys)", ge=1)
     max_file_texts: int = setting(20000, "texts (lines, paragraphs, cues, units) in a document sent to "
                                   "/translate_file (its bytes: --max-body-bytes)", ge=1)
     max_file_expanded: int = setting(256 << 20, "bytes a document that is an archive (docx, pptx, odt, epub) may "
@@ -100,12 +106,25 @@ class ServeConfig:
                            "per core, at most 4; 1 on GPUs)", ge=0)
     api_key: str | None = setting(None, "require this key (header X-API-Key or Authorization: Bearer; LibreTranslate's "
                                   "api_key field) on all but /health, the page, /languages and /frontend/settings")
+    api_keys: str | None = setting(None, "the database of API keys (a SQLite file, or a SQLAlchemy URL), each with "
+                                   "its own limits: aiayn keys add; a request shows one as --api-key's is shown")
+    keys_optional: bool = setting(False, "with --api-keys: a request without a key is served too, as its address, "
+                                  "under --req-limit and --max-chars (LibreTranslate's --api-keys)")
+    shared_storage: str | None = setting(None, "redis://HOST:PORT/N: the request and character counts and the "
+                                         "translations remembered, shared by every replica using it (without: each "
+                                         "process's own); Redis gone: this process's own, with a warning")
+    cache_ttl: int = setting(86400, "with --shared-storage: seconds a translation stays there", ge=1)
+    suggestions: str | None = setting(None, "store POST /suggest's corrections in this database (a SQLite file or a "
+                                      "SQLAlchemy URL; it may be --api-keys's): aiayn suggestions export")
     memory_budget: float = setting(0.0, "MiB of model weights loaded at once (0: every model loaded at start): each "
                                    "model loads on its first request, and the least recently used idle ones are "
                                    "unloaded to make room (serving.models.Pool), as LibreTranslate's --load-only",
                                    ge=0)
     req_limit: int = setting(0, "translation requests per minute from one client (its API key, else its address) "
                              "before 429, in both APIs, as LibreTranslate's --req-limit (0: no limit)", ge=0)
+    forwarded_allow_ips: str = setting("127.0.0.1", "addresses of the load balancers whose X-Forwarded-For names "
+                                       "the client (its address then counts for --req-limit; uvicorn's "
+                                       "--forwarded-allow-ips; * for any)")
     fallback: str | None = setting(None, "a stronger model's run dir (the teacher behind a student, or the same run "
                                    "with a wider beam in its recipe): each text less sure than --min-confidence is "
                                    "translated again by it, and its translation kept where surer (docs/confidence.md)")
@@ -118,7 +137,7 @@ class ServeConfig:
         """What the batcher is given."""
         return Limits(workers=self.workers, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
                       max_queue_lines=self.max_queue_lines, timeout_s=self.timeout_s, join=self.join,
-                      processes=self.processes, cache=self.cache)
+                      processes=self.processes, cache=self.cache, cache_ttl=self.cache_ttl)
 
 
 # --- the app ----------------------------------------------------------------------------------------------------------
@@ -172,11 +191,16 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
         pair = (langs[0], langs[1]) if langs else None
         models = Models([Served(f"{pair[0]}-{pair[1]}" if pair else "model", models, pair,
                                 {k: description.pop(k) for k in ("checkpoint", "run") if k in description})])
-    metrics, state, limit = Metrics(), {}, RequestLimit(cfg.req_limit, keyed=cfg.api_key is not None)
+    metrics, state = Metrics(), {}
+    shared = open_shared(cfg.shared_storage, metrics)
+    keys = Database(cfg.api_keys) if cfg.api_keys else None
+    suggestions = keys if keys is not None and cfg.suggestions == cfg.api_keys else \
+        Database(cfg.suggestions) if cfg.suggestions else None
+    access = Access(cfg, shared, keys)
 
     def start(served: Served) -> None:
         served.open()
-        served.start(cfg.limits(), metrics.decoding.model(served.name))
+        served.start(cfg.limits(), metrics.decoding.model(served.name), shared if cfg.shared_storage else None)
         metrics.model_bytes.labels(served.name).set(served.memory_bytes())
         metrics.engine.labels(served.name, served.translator.engine).set(1)
         metrics.loads.labels(served.name).inc()
@@ -204,17 +228,18 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
             for served in models:
                 await asyncio.get_running_loop().run_in_executor(None, served.close)
             state.clear()
+            await shared.close()
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
-    _errors_and_limits(app, cfg, metrics)
-    speak_libretranslate = libretranslate.add_routes(app, models, cfg, limit)
-    _translation_routes(app, models, cfg, limit, speak_libretranslate)
+    _errors_and_limits(app, cfg, metrics, access)
+    speak_libretranslate = libretranslate.add_routes(app, models, cfg, access, suggestions)
+    _translation_routes(app, models, cfg, access, speak_libretranslate)
     _service_routes(app, models, cfg, description, state, metrics)
     app.state.metrics = metrics
     return app
 
 
-def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
+def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics, access: Access) -> None:
     """Errors as JSON, the body limit, the API key, and the request metrics, for every path."""
     from fastapi import Request
     from fastapi.exceptions import RequestValidationError
@@ -233,7 +258,7 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
         return JSONResponse({"error": "; ".join(_describe(err, ()) for err in e.errors()[:5])}, status_code=422)
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, timeout_s=cfg.read_timeout_s)   # inside Guard: counted
-    app.add_middleware(Guard, cfg=cfg, metrics=metrics)
+    app.add_middleware(Guard, access=access, metrics=metrics)
 
 
 class Guard:
@@ -241,8 +266,8 @@ class Guard:
     (Starlette's ``@app.middleware("http")`` did this at the cost of a task group and a streamed response per
     request: a third of the server's own CPU time under load, docs/deploy.md.)"""
 
-    def __init__(self, app: Any, cfg: ServeConfig, metrics: Metrics) -> None:
-        self.app, self.cfg, self.metrics = app, cfg, metrics
+    def __init__(self, app: Any, access: Access, metrics: Metrics) -> None:
+        self.app, self.access, self.metrics = app, access, metrics
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -266,7 +291,7 @@ class Guard:
         try:
             if scope["method"] == "OPTIONS":                  # a browser's CORS preflight
                 await Response(status_code=204)(scope, receive, with_cors)
-            elif (refused := _check_key(Request(scope), self.cfg)) is not None:
+            elif (refused := await _check_key(Request(scope), self.access)) is not None:
                 await refused(scope, receive, with_cors)
             else:
                 await self.app(scope, receive, with_cors)
@@ -288,7 +313,7 @@ async def _parse(request: Any, model: Any) -> Any:
         raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
 
 
-def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: RequestLimit,
+def _translation_routes(app: Any, models: Models, cfg: ServeConfig, access: Access,
                         speak_libretranslate: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
     """POST /translate (aiayn's API, or LibreTranslate's where the fields are its) and POST /attention."""
     from fastapi import Request
@@ -302,15 +327,13 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
 
     async def translate_aiayn(request: Request) -> dict[str, Any]:
         await json_body(request)                       # 400 for a body that is not JSON, whatever the key
-        _require_key(request, cfg)
-        limit.check(request)
+        client = await access.identify(request, header_key(request), False)
+        await access.admit(client)
         req = await _parse(request, TranslateRequest)
         served = models.route(req.source, req.target)
-        over = over_limits(req.text, cfg.max_lines, cfg.max_chars)
-        if over and over[0] == "lines":
-            raise ServiceError(413, f"{over[1]} lines in one request; at most {cfg.max_lines}")
-        if over:
-            raise ServiceError(413, f"text[{over[2]}] has {over[1]} characters; at most {cfg.max_chars}")
+        if len(req.text) > cfg.max_lines:
+            raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
+        await access.spend(client, sum(len(t) for t in req.text), False)
         async with served.use():
             prepared = served.prepare(422, lambda: _asked(req))
             out = await served.translate(prepared)
@@ -329,7 +352,7 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, limit: Reque
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
-        limit.check(request)
+        await access.admit(await access.identify(request, header_key(request), False))
         req = await _parse(request, AttentionRequest)
         if not req.text.strip():
             raise ServiceError(422, "text is empty")
@@ -395,7 +418,7 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
                 "checkpoint": first.get("checkpoint"), **description, "models": listed,
                 "pivots": [{"source": c.pair[0], "target": c.pair[1], "via": list(c.via), "name": c.name}
                            for c in models.chains.values()],
-                "limits": {k: v for k, v in asdict(cfg).items() if k != "api_key"}}
+                "limits": {k: v for k, v in asdict(cfg).items() if k not in SECRET}}
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -409,7 +432,9 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
 
 
 KNOWN_PATHS = ("/translate", "/attention", "/health", "/info", "/metrics", "/", "/detect", "/languages",
-               "/frontend/settings", "/translate_file")
+               "/frontend/settings", "/translate_file", "/suggest")
+# settings /info does not show: the key, and where the databases and Redis are (a URL can hold a password)
+SECRET = ("api_key", "api_keys", "shared_storage", "suggestions")
 OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings")
 # POST /translate is checked by its handler once it knows which API the request speaks; /detect by LibreTranslate's
 SELF_CHECKED = ("/translate", "/detect", "/translate_file", "/suggest")
@@ -417,26 +442,19 @@ CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Aut
         "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Max-Age": "1728000"}
 
 
-def _check_key(request: Any, cfg: ServeConfig) -> Any:
-    """401 unless the request carries the API key (X-API-Key or Authorization: Bearer), when one is set."""
+async def _check_key(request: Any, access: Access) -> Any:
+    """401 unless the request carries an API key (X-API-Key or Authorization: Bearer), where the server has keys; the
+    paths that check their own (SELF_CHECKED) and the open ones pass."""
     path = request.url.path
-    if cfg.api_key is None or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith(("/static/", "/download_file/")):
+    if not access.keyed or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith(("/static/", "/download_file/")):
         return None
     from fastapi.responses import JSONResponse
 
     try:
-        _require_key(request, cfg)
+        await access.identify(request, header_key(request), False)
     except ServiceError as e:
         return JSONResponse({"error": e.message}, status_code=e.status)
     return None
-
-
-def _require_key(request: Any, cfg: ServeConfig) -> None:
-    """ServiceError(401) unless the request carries the API key in aiayn's headers, when one is set."""
-    if cfg.api_key is None:
-        return
-    if not same_key(header_key(request), cfg.api_key):
-        raise ServiceError(401, "missing or wrong API key (send it as X-API-Key)")
 
 
 def _describe(err: Any, known: Iterable[str]) -> str:
@@ -467,4 +485,5 @@ def serve(models: "Models | TorchEngine", cfg: ServeConfig, description: dict[st
     log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
     Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_keep_alive=5,
                           timeout_graceful_shutdown=int(cfg.timeout_s) + 5,
-                          http=timed_protocol(cfg.read_timeout_s))).run()
+                          http=timed_protocol(cfg.read_timeout_s), proxy_headers=True,
+                          forwarded_allow_ips=cfg.forwarded_allow_ips)).run()

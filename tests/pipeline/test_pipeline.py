@@ -128,15 +128,6 @@ def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(l
     assert finish(legacy, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
 
 
-def test_one_rule_for_a_requests_size() -> None:
-    """guards.over_limits, what both APIs refuse (each in its own words): too many lines, else the first line too long."""
-    from aiayn.serving.guards import over_limits
-
-    assert over_limits(["ab", "abc"], 2, 3) is None
-    assert over_limits(["a"] * 3, 2, 3) == ("lines", 3, -1)
-    assert over_limits(["ab", "abcd", "abcdef"], 3, 3) == ("characters", 4, 1)
-
-
 # --- a request's options: one home, every front end's field made from it ---------------------------------------------
 
 

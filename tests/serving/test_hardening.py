@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from aiayn.config import DecodeConfig
-from aiayn.serving.guards import RequestLimit, ServiceError, same_key
+from aiayn.serving.guards import ServiceError, same_key
+from aiayn.serving.shared import Local
 
 from ..helpers import KEY, Server
 
@@ -145,30 +146,28 @@ def test_made_up_keys_do_not_dodge_the_request_limit_and_every_decoding_route_is
 
 
 def test_the_request_limit_forgets_idle_clients_and_holds_a_bounded_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Request:
-        def __init__(self, host: str) -> None:
-            self.client = type("Client", (), {"host": host})()
+    """shared.Local, the per-process counts behind every limit: a sliding minute per client, a bounded table."""
+    import asyncio
 
     now = [1000.0]
-    monkeypatch.setattr("aiayn.serving.guards.time.monotonic", lambda: now[0])
-    monkeypatch.setattr(RequestLimit, "MOST", 5)
-    limit = RequestLimit(2, keyed=False)
+    monkeypatch.setattr("aiayn.serving.shared.time.monotonic", lambda: now[0])
+    monkeypatch.setattr(Local, "MOST", 5)
+    limit = Local()
+
+    def admit(name: str) -> bool:
+        return asyncio.run(limit.admit(name, 2, 60.0))
+
     for i in range(20):
-        limit.check(Request(f"10.0.0.{i}"))
-    assert len(limit.seen) == 5                                         # bounded
-    limit.check(Request("a"))
-    limit.check(Request("a"))
-    with pytest.raises(ServiceError) as e:
-        limit.check(Request("a"))
-    assert e.value.status == 429
+        assert admit(f"10.0.0.{i}")
+    assert len(limit.times) == 5                                        # bounded
+    assert admit("a") and admit("a")
+    assert not admit("a")                                               # the third in a minute
     now[0] += 61
-    limit.check(Request("b"))
-    assert list(limit.seen) == ["b"]                                     # a minute later the others are forgotten
-    limit.check(Request("a"))                                            # and "a" may send again
-    keyed = RequestLimit(1, keyed=True)                                  # a checked key: its holders share one budget
-    keyed.check(Request("1.1.1.1"))
-    with pytest.raises(ServiceError):
-        keyed.check(Request("2.2.2.2"))
+    assert admit("b")
+    assert list(limit.times) == ["b"]                                   # a minute later the others are forgotten
+    assert admit("a")                                                   # and "a" may send again
+    assert asyncio.run(limit.spend("day", 600, 1000, 60)) and not asyncio.run(limit.spend("day", 401, 1000, 60))
+    assert asyncio.run(limit.spend("day", 400, 1000, 60))               # exactly the budget: spent, nothing over
 
 
 def test_keys_are_compared_whole() -> None:

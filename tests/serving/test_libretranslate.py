@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
+from aiayn.languages import canonical
 from aiayn.pipeline import Request, translate
 from aiayn.serving.guards import ServiceError
-from aiayn.serving.models import Models, Served, canonical
+from aiayn.serving.models import Models, Served
 
 from ..helpers import LEGACY, Server, copy_lines, relabeled
 
@@ -149,7 +150,7 @@ def test_errors_in_libretranslates_shapes(two: Server) -> None:
     assert "Invalid request: malformed JSON" in error(400, "/translate", b"[1, 2]", ctype="application/json",
                                                       query={"q": "x"})
     assert error(400, "/translate_file", {"q": "x"}) == "Invalid request: missing file parameter"   # (test_documents)
-    assert error(501, "/suggest", {"q": "x"}) == "Not implemented"
+    assert error(403, "/suggest", {"q": "x"}) == "Suggestions are disabled on this server."   # (no --suggestions)
     # aiayn's own API: several models and no pair named is a 400 naming the pairs
     assert "de-en, en-de" in error(400, "/translate", {"text": ["Hallo"]})
     status, headers, _ = _send(two, "/translate", method="OPTIONS")                 # a browser's CORS preflight

@@ -31,7 +31,7 @@ pytest.importorskip("uvicorn")
 @pytest.fixture(scope="module")
 def server(copy_model: Path) -> Iterator[Server]:
     # threads with step-level batching (--no-processes): what most of this module's tests look into
-    s = Server("--no-processes", "--max-lines", "64", "--max-chars", "300", "--max-body-bytes", "16384",
+    s = Server("--no-processes", "--max-lines", "64", "--max-chars", "500", "--max-body-bytes", "16384",
                "--max-wait-ms", "30", "--api-key", KEY, model=copy_model)
     yield s
     assert s.stop() == 0
@@ -63,7 +63,7 @@ def test_every_limit_is_a_clear_json_error(server: Server) -> None:
         return str(body["error"])
 
     assert "65 lines" in error(413, "/translate", {"text": ["a"] * 65}, KEY)
-    assert "text[1] has 301 characters" in error(413, "/translate", {"text": ["a", "b" * 301]}, KEY)
+    assert "501 characters in one request; at most 500" in error(413, "/translate", {"text": ["a", "b" * 500]}, KEY)
     big = json.dumps({"text": ["a" * 290] * 60}).encode()
     assert "larger than 16384 bytes" in error(413, method="POST", path="/translate", body=big,
                                               headers={"X-API-Key": KEY})
