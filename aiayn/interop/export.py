@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import torch
 
 from ..confidence import FILE as CALIBRATION
@@ -37,7 +38,7 @@ from ..engines.base import Engine, max_length, one_line
 from ..engines.ctranslate2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Engine
 from ..engines.torch import TorchEngine, Trained, load_trained
 from ..evaluate import score
-from ..model import Transformer
+from ..model import Transformer, sinusoids
 from ..rundir import RunDir
 from ..shortlist import Shortlist, write_vmap
 from ..tokenizer import table_of
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("ctranslate2", "huggingface", "argos")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
+NEVER = -1e4                        # the output bias of the tokens no export may produce (PAD, BOS)
 VMAP = "vmap.txt"                   # in a CTranslate2 export of a run with a shortlist: its vocabulary map
 
 
@@ -99,7 +101,7 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
         raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
                           "prepared with --src and --tgt)")
     with tempfile.TemporaryDirectory() as tmp:
-        _to_ctranslate2(t, Path(tmp), quantization, info)
+        _to_ctranslate2(t, Path(tmp), quantization, info, never=True)
         if (t.run.path / CALIBRATION).is_file():
             shutil.copyfile(t.run.path / CALIBRATION, Path(tmp) / CALIBRATION)
         out.mkdir(parents=True, exist_ok=True)
@@ -118,13 +120,13 @@ def _require(module: str) -> Any:
 # --- CTranslate2 ------------------------------------------------------------------------------------------------
 
 
-def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[str, Any]) -> None:
+def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[str, Any], never: bool = False) -> None:
     _require("ctranslate2")
     from ctranslate2.converters.converter import Converter
 
     class _Spec(Converter):
         def _load(self) -> Any:
-            return _ct2_spec(t, info_file)
+            return _ct2_spec(t, info_file, never)
 
     with tempfile.TemporaryDirectory() as tmp:                                 # the files are copied at save time
         info_file = Path(tmp) / INFO
@@ -132,7 +134,7 @@ def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[
         _Spec().convert(str(out), quantization=quantization, force=True)
 
 
-def _ct2_spec(t: Trained, info_file: Path) -> Any:
+def _ct2_spec(t: Trained, info_file: Path, never: bool = False) -> Any:
     """The run's model as a CTranslate2 ``TransformerSpec``, its vocabulary and files registered."""
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -152,7 +154,10 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
         embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings  # encoder: a list
         embeddings.weight = w[f"{embed}.lut.weight"]
         side.scale_embeddings = True                                           # §3.4: x sqrt(d_model)
-        side.position_encodings.encodings = pos.table().detach().float().numpy()
+        # sinusoids are written for at least 1,024 positions: engines that do not bound the length as aiayn does (Argos
+        # Translate lets CTranslate2 decode 256 tokens) must not run out of them
+        positions = pos.table() if pos.learned is not None else sinusoids(max(m.max_positions, 1024), m.d_model)
+        side.position_encodings.encodings = positions.detach().float().numpy()
     if m.norm == "pre":
         _ct2_norm(spec.encoder.layer_norm, w, "enc_norm")
         _ct2_norm(spec.decoder.layer_norm, w, "dec_norm")
@@ -172,8 +177,14 @@ def _ct2_spec(t: Trained, info_file: Path) -> Any:
         _ct2_norm(layer.attention.layer_norm, w, f"{p}.res_cross.norm")
         _ct2_ffn(layer.ffn, w, p)
     spec.decoder.projection.weight = w["out_proj.weight"]
-    if "out_proj.bias" in w:
-        spec.decoder.projection.bias = w["out_proj.bias"]
+    if "out_proj.bias" in w or never:
+        # never: PAD and BOS are no output. aiayn's engines suppress them; a bias of -10^4 does so for engines that
+        # cannot be told (Argos Translate and LibreTranslate call CTranslate2 without suppress_sequences). It takes
+        # their probability out of the softmax's sum, so it is only for those (an untrained model gives them some)
+        bias = w["out_proj.bias"].copy() if "out_proj.bias" in w else np.zeros(m.tgt_vocab_size, dtype=np.float32)
+        if never:
+            bias[[m.pad_id, m.bos_id]] = NEVER
+        spec.decoder.projection.bias = bias
     spec.register_source_vocabulary([t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)])
     spec.register_target_vocabulary([t.vocab.tgt.piece(i) for i in range(t.vocab.tgt.vocab_size)])
     sides = ((t.vocab.src, t.vocab.src_file, EXPORT_SPM), (t.vocab.tgt, t.vocab.tgt_file, EXPORT_TGT_SPM))

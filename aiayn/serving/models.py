@@ -254,7 +254,6 @@ def argos_served(package: Path, **decode: Any) -> Served:
     and for good (a memory budget does not unload it: its info has no "path" to load it again from)."""
     from ..interop import argos
 
-    decode = {k: v for k, v in decode.items() if k in ("precision", "workers", "device", "beam", "threads")}
     engine = argos.load(package, **decode)
     assert engine.languages is not None
     pair = (canonical(engine.languages[0]), canonical(engine.languages[1]))
