@@ -34,6 +34,12 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "scale": ("scale_bench", "corpora larger than memory: prepare and the first minutes of training"),
     "recipe-sweep": ("recipe_sweep", "recipe trials at a fixed number of updates, scored on the validation set"),
     "finetune-domain": ("finetune_domain", "a pretrained Marian model imported and fine-tuned on a domain"),
+    "argos": ("argos_bench", "a run exported as an Argos package, run by the real argostranslate against aiayn on "
+                             "the same lines: identical translations"),
+    "many-users": ("many_users", "two replicas behind nginx sharing one Redis and one key database: one limit, one "
+                                 "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
+    "suggestions-finetune": ("suggestions_finetune", "corrections sent to POST /suggest, exported and fine-tuned on: "
+                                                     "BLEU on their domain and on Multi30k before and after"),
     "shortlist-methods": ("shortlist_methods", "how to build the shortlist (co-occurrence or eflomal, k), chosen on the "
                                                "validation set"),
     "fast": ("fast_bench", "speed against quality: a teacher and its distilled students, greedy / beam 4, with and "

@@ -83,6 +83,19 @@ def test_argostranslate_installs_the_export_and_translates_as_aiayn_does(package
     assert sum(a.strip() == b.strip() for a, b in zip(ours8, theirs8, strict=True)) >= 0.99 * LINES
 
 
+def test_the_package_holds_positions_for_what_argos_decodes(package: Path, tmp_path: Path) -> None:
+    """Argos lets CTranslate2 decode up to 256 tokens: the package's sinusoids go past the copy model's 128 positions
+    (a shorter table is an error inside argostranslate on a long output)."""
+    import ctranslate2
+
+    with zipfile.ZipFile(package) as z:
+        z.extractall(tmp_path)
+    model = tmp_path / "translate-in_out-1_0" / "model"
+    out = ctranslate2.Translator(str(model)).translate_batch([["▁a", "▁b"]], min_decoding_length=300,
+                                                             max_decoding_length=300)
+    assert len(out[0].hypotheses[0]) == 300
+
+
 def test_aiayn_serves_an_argos_package_with_the_same_outputs(package: Path, copy_model: Path, tmp_path: Path) -> None:
     lines = copy_lines(40, seed=5)
     ours = aiayn_translate(copy_model, lines, tmp_path, "--engine", "torch", "--length-norm", "length")
