@@ -176,15 +176,7 @@ def _ct2_spec(t: Trained, info_file: Path, never: bool = False) -> Any:
             _ct2_linear(layer.attention.linear[j], w, f"{p}.cross_attn.{name}")
         _ct2_norm(layer.attention.layer_norm, w, f"{p}.res_cross.norm")
         _ct2_ffn(layer.ffn, w, p)
-    spec.decoder.projection.weight = w["out_proj.weight"]
-    if "out_proj.bias" in w or never:
-        # never: PAD and BOS are no output. aiayn's engines suppress them; a bias of -10^4 does so for engines that
-        # cannot be told (Argos Translate and LibreTranslate call CTranslate2 without suppress_sequences). It takes
-        # their probability out of the softmax's sum, so it is only for those (an untrained model gives them some)
-        bias = w["out_proj.bias"].copy() if "out_proj.bias" in w else np.zeros(m.tgt_vocab_size, dtype=np.float32)
-        if never:
-            bias[[m.pad_id, m.bos_id]] = NEVER
-        spec.decoder.projection.bias = bias
+    _ct2_output(spec.decoder.projection, w, m, never)
     spec.register_source_vocabulary([t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)])
     spec.register_target_vocabulary([t.vocab.tgt.piece(i) for i in range(t.vocab.tgt.vocab_size)])
     sides = ((t.vocab.src, t.vocab.src_file, EXPORT_SPM), (t.vocab.tgt, t.vocab.tgt_file, EXPORT_TGT_SPM))
@@ -199,6 +191,19 @@ def _ct2_spec(t: Trained, info_file: Path, never: bool = False) -> Any:
         spec.register_vocabulary_mapping(str(write_vmap(shortlist, info_file.parent / VMAP, t.vocab.src.piece,
                                                         t.vocab.tgt.piece)))
     return spec
+
+
+def _ct2_output(spec: Any, w: dict[str, Any], m: ModelConfig, never: bool) -> None:
+    """The output projection; ``never``: PAD and BOS are no output. aiayn's engines suppress them; a bias of -10^4 does
+    so for engines that cannot be told (Argos Translate and LibreTranslate call CTranslate2 without
+    suppress_sequences). It takes their probability out of the softmax's sum, so it is only for those (an untrained
+    model gives them some)."""
+    spec.weight = w["out_proj.weight"]
+    if "out_proj.bias" in w or never:
+        bias = w["out_proj.bias"].copy() if "out_proj.bias" in w else np.zeros(m.tgt_vocab_size, dtype=np.float32)
+        if never:
+            bias[[m.pad_id, m.bos_id]] = NEVER
+        spec.bias = bias
 
 
 def _ct2_linear(spec: Any, w: dict[str, Any], name: str) -> None:

@@ -47,7 +47,7 @@ from .database import Database
 from .guards import BodyLimit, ServiceError, header_key, json_body, timed_protocol
 from .metrics import Metrics
 from .models import Models, Pool, Served
-from .shared import open_shared
+from .shared import Local, open_shared
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
     from ..engines.torch import TorchEngine
@@ -234,7 +234,7 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
     _errors_and_limits(app, cfg, metrics, access)
     speak_libretranslate = libretranslate.add_routes(app, models, cfg, access, suggestions)
     _translation_routes(app, models, cfg, access, speak_libretranslate)
-    _service_routes(app, models, cfg, description, state, metrics)
+    _service_routes(app, models, cfg, description, state, metrics, shared)
     app.state.metrics = metrics
     return app
 
@@ -397,7 +397,7 @@ def _asked(req: Any) -> Asked:
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],
-                    state: dict[str, Any], metrics: Metrics) -> None:
+                    state: dict[str, Any], metrics: Metrics, shared: Local) -> None:
     """GET /health, /info, /metrics, the page and its static files."""
     from fastapi.responses import FileResponse, JSONResponse, Response
     from fastapi.staticfiles import StaticFiles
@@ -422,6 +422,7 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
 
     @app.get("/metrics")
     async def prometheus() -> Response:
+        await shared.check()                    # (whether the shared storage answers, asked now)
         return Response(metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/")

@@ -84,6 +84,9 @@ class Local:
     async def close(self) -> None:
         pass
 
+    async def check(self) -> None:
+        """Ask the storage whether it answers (``/metrics`` does before it is read)."""
+
 
 ADMIT = """
 local t = redis.call('TIME')
@@ -175,6 +178,12 @@ class Redis(Local):
                 await p.execute()
 
         await self._try(put, lambda: super(Redis, self).remember(items, ttl_s))
+
+    async def check(self) -> None:
+        """While Redis is thought gone, ask it again (at most every RETRY_S): ``aiayn_shared_storage_up`` then says
+        whether it answers, even where no request needed it (no limits, every answer in this process's cache)."""
+        if self.down:
+            await self._try(self.client.ping, lambda: Local.check(self))
 
     async def close(self) -> None:
         with contextlib.suppress(*self.errors):
