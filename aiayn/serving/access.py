@@ -9,7 +9,8 @@ own limits and origin), both, or none. Three checks, in this order, each refusin
    ``--require-api-key-*``). Without keys, every client is its address.
 2. :meth:`Access.admit`: requests per minute (the key's, else ``--req-limit``): 429.
 3. :meth:`Access.spend`: the characters of the request, all its texts together (the key's ``char_limit``, else
-   ``--max-chars``: aiayn 413, LibreTranslate's 400), and a database key's characters per day (UTC): 429.
+   ``--max-chars``: aiayn 413, LibreTranslate's 400), and a database key's characters per day (UTC): 429. A document
+   (``/translate_file``) is charged to the day by :meth:`Access.charge` as its texts are translated.
 
 The counts are kept in shared.py's storage (this process's, or Redis shared by replicas). A key is never logged: a
 client is named by its address, ``the API key`` (the shared one) or ``key ID`` (a database key's row).
@@ -105,6 +106,10 @@ class Access:
                 raise ServiceError(400, f"Invalid request: request ({chars} characters) exceeds text limit ({most} "
                                         "characters)")
             raise ServiceError(413, f"{chars} characters in one request; at most {most}")
+        await self.charge(client, chars)
+
+    async def charge(self, client: Client, chars: int) -> None:
+        """429 when ``chars`` more characters would pass ``client``'s key's characters for the day; else spent."""
         daily = client.key.daily_chars if client.key is not None else None
         if daily and not await self.shared.spend(f"chars:{client.name}:{time.strftime('%Y-%m-%d', time.gmtime())}",
                                                  chars, daily, 2 * DAY_S):

@@ -104,14 +104,17 @@ def expire(made: dict[str, Any], seconds: float) -> None:
 
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``authorize`` LibreTranslate's key check and
-    request limit of a request's fields (access.py), ``names`` its words for the options (pipeline),
-    ``counted`` what is told of each translated document's report (/metrics)."""
+    request limit of a request's fields (access.py: the client it returns), ``charge`` what spends a client's
+    characters of the day (access.Access.charge: a document's texts, chunk by chunk, before each is translated; past
+    them the upload is a 429), ``names`` its words for the options (pipeline), ``counted`` what is told of each
+    translated document's report (/metrics)."""
 
     CHUNK = 32                                      # texts per request to the batcher
 
     def __init__(self, models: Models, cfg: Any, authorize: Callable[[dict[str, Any], Any], Awaitable[Any]],
-                 names: dict[str, str], counted: Callable[[Report], None] | None = None) -> None:
-        self.models, self.cfg, self.counted = models, cfg, counted
+                 names: dict[str, str], counted: Callable[[Report], None] | None = None,
+                 charge: Callable[[Any, int], Awaitable[None]] | None = None) -> None:
+        self.models, self.cfg, self.counted, self.charge = models, cfg, counted, charge
         self.authorize, self.names = authorize, names
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
@@ -135,7 +138,7 @@ class Files:
     async def translate(self, request: Any) -> dict[str, Any]:
         arrived = time.monotonic()
         self.expire()
-        upload, route, name, options = await self._asked(request)
+        upload, route, name, options, client = await self._asked(request)
         if self.waiting >= self.cfg.file_workers + self.cfg.file_queue:
             raise ServiceError(429, f"Too many documents are being translated ({self.waiting}); try again later",
                                {"Retry-After": "10"})
@@ -143,7 +146,7 @@ class Files:
         ext = Path(name).suffix.lower()
         src, dst = self.dir / f"in-{token}{ext}", self.dir / f"{token}{ext}"
         job = Job(arrived + self.cfg.file_timeout_s)
-        translated = self._texts(route, job, asyncio.get_running_loop())
+        translated = self._texts(route, job, asyncio.get_running_loop(), client)
 
         def work() -> Report:
             try:
@@ -171,11 +174,11 @@ class Files:
         self.made[token] = (dst, name, time.monotonic())
         return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}.{name}"}
 
-    async def _asked(self, request: Any) -> tuple[Any, Any, str, Options]:
+    async def _asked(self, request: Any) -> tuple[Any, Any, str, Options, Any]:
         """The upload, its route, the name it is called by and its options; ServiceError for a request refused."""
         form = await request.form()
         f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
-        await self.authorize(f, request)
+        client = await self.authorize(f, request)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise ServiceError(400, "Invalid request: missing file parameter")
@@ -191,12 +194,14 @@ class Files:
             find(Path(name))
         except DocumentError as e:
             raise ServiceError(400, f"Invalid request: {e}") from None
-        return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review)
+        return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review), client
 
-    def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop) -> Callable[..., list[str]]:
+    def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop, client: Any) -> Callable[..., list[str]]:
         """What a document's worker thread translates its texts with: chunks of them through the event loop's
         route (and so the batcher), one at a time, the job checked before each."""
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+            if self.charge is not None:
+                await self.charge(client, sum(len(t) for t in chunk))
             async with route.use():
                 prepared = route.prepare(400, lambda: Request(chunk, format=fmt, names=self.names, protect=kinds))
                 return [Scored(ts[0].text, ts[0].confidence) for ts in await route.translate(prepared)]

@@ -294,7 +294,7 @@ def add_routes(app: Any, models: Models, cfg: Any, access: Access, suggestions: 
                 "language": {"source": {"code": first[0], "name": language_name(first[0])},
                              "target": {"code": first[1], "name": language_name(first[1])}}}
 
-    files = Files(models, cfg, admitted, LT_NAMES, lambda report: app.state.metrics.documented(report))
+    files = Files(models, cfg, admitted, LT_NAMES, lambda report: app.state.metrics.documented(report), access.charge)
 
     @app.post("/translate_file")
     async def translate_file(request: Request) -> dict[str, Any]:

@@ -112,6 +112,23 @@ def test_each_key_has_its_own_limits_and_no_key_is_ever_logged(tmp_path: Path) -
         assert key not in s.output()
 
 
+def test_documents_are_charged_to_a_keys_characters_of_the_day(tmp_path: Path) -> None:
+    from tests.documents.test_door import upload
+
+    db = tmp_path / "keys.db"
+    small, ample = add_key(db, "--daily-chars", "40"), add_key(db, "--daily-chars", "1000")
+    s = Server("--no-processes", "--api-keys", str(db))
+    try:
+        text = "Ein Hund läuft.\nZwei Katzen schlafen.\nEin Mann fährt Fahrrad.\n".encode()   # 59 characters
+        got, answer = upload(s, "note.txt", text, source="de", target="en", api_key=small)
+        assert got == 429 and "40 characters for today" in answer["error"]
+        assert upload(s, "note.txt", text, source="de", target="en", api_key=ample)[0] == 200
+        assert lt(s, ample, "Hund " * 188 + "xy")[0] == 429                  # 942: 59 of its 1,000 went to the document
+        assert lt(s, ample, "Hund " * 188 + "x")[0] == 200                   # 941: the rest
+    finally:
+        assert s.stop() == 0
+
+
 def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """access.Access remembers a key's row KEY_TTL_S seconds, then reads the database again."""
     from aiayn.serving import access as access_module
