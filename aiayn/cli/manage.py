@@ -31,8 +31,9 @@ def cmd_keys(a: argparse.Namespace) -> int:
         rows = [k.describe() for k in db.list_keys()]
         if a.json:
             print(json.dumps(rows, indent=2))
-        for r in rows if not a.json else []:
-            print(f"{r['id']:>4}  {r['key']:<13}  {r['name'] or '-':<16}  created {r['created']}{_limits(r)}")
+        else:
+            for r in rows:
+                print(f"{r['id']:>4}  {r['key']:<13}  {r['name'] or '-':<16}  created {r['created']}{_limits(r)}")
     else:
         if not a.which:
             raise ValueError("keys remove: name the key by its id (keys list) or give the key itself")
