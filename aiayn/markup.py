@@ -120,9 +120,9 @@ class Segment:
                 self.kept(html.escape(text.strip(), quote=False), parent)
                 self.text += " " if text[-1:] == " " else ""
                 return
-            for start, end, kind in spans.find(text, self.kinds):
+            for start, end, _, ordered in spans.protected(text, self.kinds):
                 self.text += text[at:start]
-                self.kept(html.escape(text[start:end], quote=False), parent, spans.ordered(kind, text[start:end]))
+                self.kept(html.escape(text[start:end], quote=False), parent, ordered)
                 at = end
             self.text += text[at:]
             return
@@ -417,12 +417,20 @@ def _stripped(seg: Segment) -> Segment:
     return Segment(text, tags, seg.nodes, seg.kinds, seg.glues)
 
 
+def _holds_block(node: Node) -> bool:
+    """Whether an inline element holds a block (``<a>`` around a heading): then it is one as well, its blocks kept
+    in their order and its text translated in them, rather than all of it one line."""
+    return not node.verbatim() and any(isinstance(c, Node) and (c.tag in BLOCK or _holds_block(c))
+                                       for c in node.children)
+
+
 def _segment(node: Node, segments: list[Segment], kinds: tuple[str, ...]) -> list[Node | Segment | str]:
     """The node's content as HTML pieces (str), verbatim nodes and segments to translate, in order."""
     out: list[Node | Segment | str] = []
     current: Segment | None = None
     for child in node.children:
-        if isinstance(child, Node) and (child.tag in BLOCK or child.tag in ("script", "style", "pre")):
+        if isinstance(child, Node) and (child.tag in BLOCK or child.tag in ("script", "style", "pre") or
+                                        _holds_block(child)):
             current = None
             if child.verbatim() or child.tag in VOID:
                 out.append(child)

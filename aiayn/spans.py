@@ -33,21 +33,27 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-# printf-style: C, Python (%(name)s), positional (%1$s), PHP, Ruby (%{name}, %<name>s); %% (a percent sign) too,
-# so that the one beside it is not read as a directive. In plain text ("printf"), only where no letter or digit comes
-# before: "100%ig" is German, not a directive; a catalogue's c-format strings ("c-format"), wherever it stands.
-_PRINTF = (r"%(?:%|\{[A-Za-z_]\w*\}|<[A-Za-z_]\w*>[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z]|(?:\d+\$|\([A-Za-z_][\w.]*\))?"
-           r"[-+0#]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcsSpnrb@])")
+from . import formatstrings
+
+# printf-style: C, Python (%(name)s), positional (%1$s), PHP, Ruby (%{name}, %<name>s), <inttypes.h>'s macros as
+# xgettext writes them (%<PRIuMAX>); %% (a percent sign) too, so that the one beside it is not read as a directive.
+# Only where no letter or digit comes before ("100%ig" is German, not a directive) and with no space flag ("50% off"
+# is not "% o"): plain text. A catalogue's strings are read by their flags' grammars instead (formatstrings.py:
+# kinds "c-format", "python-format", …, where a directive is one wherever it stands).
+_PRINTF = (r"%(?:%|\{[A-Za-z_]\w*\}|" + formatstrings.PRI + r"|<[A-Za-z_]\w*>[-+0#]*\d*(?:\.\d+)?[a-zA-Z]|"
+           r"(?:\d+\$|\([A-Za-z_][\w.]*\))?[-+0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
+           r"[diouxXeEfFgGaAcsSpnrb@])")
 PRINTF = re.compile(r"(?<![\w%])" + _PRINTF)
-PRINTF_STRICT = re.compile(_PRINTF + r"|%L?\d+%?")         # and Qt's, KDE's and Boost's %1, %L1, %1%
 # %name% (Symfony, Windows environment variables)
 PERCENT = re.compile(r"%[A-Za-z_][\w.-]+%")                 # (two characters at least: %s% is not one)
 # $name, ${name}, $name$ (shell, Perl, JavaScript templates, Windows-style installers)
 DOLLAR = re.compile(r"\$\{[^{}\s]*\}|\$[A-Za-z_]\w*\$?")
 URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\"']+[^\s<>\"'.,;:!?)\]}]|\bwww\.[\w-]+\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]}]")
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-# an inline tag of HTML or XML (<b>, </b>, <br/>, <x id="1"/>, <a href="…">): a paired code where its end follows
-TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s+[\w:.-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>/=`]+))?)*\s*/?>")
+# an inline tag of HTML or XML (<b>, </b>, <br/>, <x id="1"/>, <a href="…">): a paired code where its end follows;
+# and WebVTT's timestamp tags (karaoke: <00:00:17.500>)
+TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s+[\w:.-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>/=`]+))?)*\s*/?>|"
+                 r"<(?:\d+:)?\d{2}:\d{2}\.\d{3}>")
 # an override of Advanced SubStation Alpha, as subtitles carry them in SRT: {\an8}, {\i1}
 ASS = re.compile(r"\{\\[^{}]*\}")
 # {{ name }} (Jinja, Angular, Handlebars, Mustache)
@@ -55,7 +61,7 @@ DOUBLE_BRACE = re.compile(r"\{\{.*?\}\}")
 # the head of a brace placeholder: {}, {0}, {name}, {0.attr}, {name!r:>10}, {0:N2}, {0,-10}, ICU's {count, plural, …}
 _BRACE_HEAD = re.compile(r"\{\s*(?:[A-Za-z_][\w.-]*|\d+)?\s*(?:[!:,][^{}]*)?(?=[{}])")
 
-KINDS = ("printf", "c-format", "percent", "brace", "dollar", "tags", "ass", "url", "email")
+KINDS = ("printf", "percent", "brace", "dollar", "tags", "ass", "url", "email", *formatstrings.flags())
 # what a plain text is taken to hold when nothing says otherwise (the command line, both APIs): each kind whose
 # pattern does not turn up in ordinary prose; tags are markup only where a format says so (--format html, a PO's
 # strings, subtitles)
@@ -87,12 +93,60 @@ class Empty:
 Piece = str | Open | Close | Empty
 
 
+@dataclass(frozen=True, eq=False)
+class Group:
+    """Codes that hold no words, taken out of a text as one empty code (a link around a code span or an image: were
+    its parts placed apart, the link would come back empty): :func:`grouped`, and written back as they were."""
+
+    pieces: tuple[Piece, ...]
+
+
+def _wordless(text: str, kinds: Iterable[str]) -> bool:
+    """Whether a text has no letter or digit outside its protected spans (a URL as a link's text)."""
+    at, rest = 0, []
+    for start, end, _ in find(text, kinds):
+        rest.append(text[at:start])
+        at = end
+    return not any(ch.isalnum() for ch in "".join(rest) + text[at:])
+
+
+def grouped(pieces: Sequence[Piece], kinds: Iterable[str] = ()) -> list[Piece]:
+    """``pieces`` with each paired code that holds no words (only codes, spaces and protected spans of ``kinds``)
+    made one :class:`Empty` of a :class:`Group`, ordered where a code in it is; :func:`ungrouped` undoes it."""
+    kinds = tuple(kinds)
+    out: list[Piece] = []
+    opened: list[Open] = []
+    for p in pieces:
+        out.append(p)
+        if isinstance(p, Open):
+            opened.append(p)
+        elif isinstance(p, Close) and opened and opened[-1] is p.open:
+            opened.pop()
+            k = next(i for i in range(len(out) - 1, -1, -1) if out[i] is p.open)
+            if all(not isinstance(q, str) or _wordless(q, kinds) for q in out[k + 1:-1]):
+                inner = tuple(out[k:])
+                out[k:] = [Empty(Group(inner), any(isinstance(q, Empty) and q.ordered for q in inner))]
+    return out
+
+
+def ungrouped(pieces: Sequence[Piece]) -> list[Piece]:
+    """The pieces of :func:`grouped` with each group's codes back in their place."""
+    out: list[Piece] = []
+    for p in pieces:
+        if isinstance(p, Empty) and isinstance(p.value, Group):
+            out += ungrouped(p.value.pieces)
+        else:
+            out.append(p)
+    return out
+
+
 def check(kinds: Iterable[str]) -> tuple[str, ...]:
     """``kinds`` as a tuple, each one of :data:`KINDS`; ValueError naming one that is not."""
     out = tuple(kinds)
     for k in out:
         if k not in KINDS:
-            raise ValueError(f"protected span kind {k!r}: expected any of {', '.join(KINDS)}")
+            raise ValueError(f"protected span kind {k!r}: expected any of {', '.join(KINDS[:8])} or a gettext "
+                             f"format flag ({', '.join(formatstrings.flags())})")
     return out
 
 
@@ -102,18 +156,18 @@ def parse(text: str) -> tuple[str, ...]:
 
 
 # what a text must hold for a span of some kind to be in it: most texts hold none, and are passed over at this cost
-_ANY = re.compile(r"[%{$<@]|://|www\.")
+_ANY = re.compile(r"[%{}$<@]|://|www\.")
 
 
 def find(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str]]:
-    """Each protected span of ``text``: (start, end, kind), in order, none inside another (the earliest, then the
-    longest, wins)."""
+    """Each protected span of ``text``: (start, end, kind), in order, none inside another: a format flag's
+    directives (formatstrings.py) first, then of the rest the earliest, then the longest."""
     if not _ANY.search(text):
         return []
     kinds = set(kinds)
     found: list[tuple[int, int, str]] = []
-    patterns = {"printf": PRINTF, "c-format": PRINTF_STRICT, "percent": PERCENT, "dollar": DOLLAR, "url": URL,
-                "email": EMAIL, "tags": TAG, "ass": ASS}
+    patterns = {"printf": PRINTF, "percent": PERCENT, "dollar": DOLLAR, "url": URL, "email": EMAIL, "tags": TAG,
+                "ass": ASS}
     for kind, pattern in patterns.items():
         if kind in kinds:
             found += [(m.start(), m.end(), kind) for m in pattern.finditer(text)]
@@ -122,9 +176,13 @@ def find(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str]]:
         found += [(s, e, "brace") for s, e in _braces(text)]
     found.sort(key=lambda f: (f[0], -f[1]))
     out: list[tuple[int, int, str]] = []
+    for flag in sorted(kinds & set(formatstrings.GRAMMARS)):     # a format's own directives first: they are certain
+        out += [(d.start, d.end, flag) for d in formatstrings.directives(text, flag)
+                if not any(s < d.end and d.start < e for s, e, _ in out)]
     for f in found:
-        if not out or f[0] >= out[-1][1]:
+        if not any(s < f[1] and f[0] < e for s, e, _ in out):
             out.append(f)
+    out.sort()
     return out
 
 
@@ -148,25 +206,58 @@ def _braces(text: str) -> Iterator[tuple[int, int]]:
 
 def ordered(kind: str, span: str) -> bool:
     """Whether a span's meaning is its place among its like (printf without a position or a name, an empty {})."""
-    if kind in ("printf", "c-format"):
-        return span != "%%" and re.fullmatch(r"%[-+ 0#]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z@]+", span) is not None
+    if kind in formatstrings.GRAMMARS:
+        return any(d.ordered for d in formatstrings.directives(span, kind))
+    if kind == "printf":
+        return span != "%%" and re.fullmatch(r"%[-+ 0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:[a-zA-Z@]+|"
+                                             + formatstrings.PRI + ")", span) is not None
     return kind == "brace" and re.fullmatch(r"\{(?:[!:][^{}]*)?\}", span) is not None
+
+
+# what may stand between two protected spans that are taken out as one: a few marks, no letter, digit or space
+# ("%d.%d", "%s-%s", "%s%s", "{0}/{1}"): the model would see a lone mark between two holes and make a word of it
+_BETWEEN = re.compile(r"[^\w\s]{0,3}")
+
+
+def protected(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str, bool]]:
+    """The spans :func:`find` finds, as they are taken out of a text: (start, end, kind, ordered), those only a few
+    marks apart (:data:`_BETWEEN`) joined into one (of the first one's kind), which is ordered where any of its parts
+    is. Tags are not joined (each is one end of a pair)."""
+    out: list[tuple[int, int, str, bool]] = []
+    for start, end, kind in find(text, kinds):
+        mine = ordered(kind, text[start:end])
+        if out and kind != "tags" and out[-1][2] != "tags" and _BETWEEN.fullmatch(text, out[-1][1], start):
+            s0, _, k0, was = out[-1]
+            out[-1] = (s0, end, k0, was or mine)
+        else:
+            out.append((start, end, kind, mine))
+    for k, (start, end, kind, mine) in enumerate(out):      # 'in quotes': the quotes with it ("'%s'", "„%s“")
+        before, after = text[start - 1:start], text[end:end + 1]
+        if kind != "tags" and before in _QUOTES and _QUOTES[before] == after and not text[start - 2:start - 1].isalnum() \
+                and not text[end + 1:end + 2].isalnum():
+            out[k] = (start - 1, end + 1, kind, mine)
+    return out
+
+
+# an opening quote and the closing one that matches it, as programs' messages write them around a placeholder (GNU's
+# 'quote' and `quote', German „ “, French « »): taken out with it, as the model drops a quote that encloses nothing
+_QUOTES = {"'": "'", '"': '"', "`": "'", "‘": "’", "“": "”", "„": "“", "‚": "‘", "«": "»", "»": "«", "「": "」"}
 
 
 def code(text: str, kinds: Iterable[str]) -> list[Piece] | None:
     """``text`` as pieces (the module's docstring): each span an :class:`Empty` holding it, a tag with its end in
     the text a pair; None when it holds no span of ``kinds``."""
-    spans = find(text, kinds)
+    spans = protected(text, kinds)
     if not spans:
         return None
     pieces: list[Piece] = []
     opened: list[tuple[str, Open]] = []                   # open tags by name, innermost last
     at = 0
-    for start, end, kind in spans:
+    for start, end, kind, is_ordered in spans:
         if start > at:
             pieces.append(text[at:start])
         span, at = text[start:end], end
-        name = re.match(r"</?([\w:.-]+)", span) if kind == "tags" else None
+        name = re.match(r"</?([A-Za-z][\w:.-]*)", span) if kind == "tags" else None
         if name and span.startswith("</") and any(n == name.group(1) for n, _ in opened):
             while opened:                                 # close it; a tag left open inside it: a code of its own
                 n, o = opened.pop()
@@ -180,7 +271,7 @@ def code(text: str, kinds: Iterable[str]) -> list[Piece] | None:
             opened.append((name.group(1), o))
             pieces.append(o)
         else:
-            pieces.append(Empty(span, ordered(kind, span)))
+            pieces.append(Empty(span, is_ordered))
     if at < len(text):
         pieces.append(text[at:])
     for _, o in opened:                                   # a tag never closed: a code of its own, where it stood
@@ -198,6 +289,8 @@ def text(pieces: Sequence[Piece]) -> str:
             out.append(p.value[0])
         elif isinstance(p, Close):
             out.append(p.open.value[1])
+        elif isinstance(p.value, Group):
+            out.append(text(p.value.pieces))
         else:
             out.append(p.value)
     return "".join(out)

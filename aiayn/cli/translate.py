@@ -198,6 +198,14 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
              a.input.name, n, "" if n == 1 else "s", a.output,
              f" (read as {report.encoding})" if report.encoding not in (None, "utf-8", "ascii") else "",
              report.kept, report.spans)
+    for note in report.notes[:20]:
+        log.warning("%s: %s", a.input.name, note)
+    if len(report.notes) > 20:
+        log.warning("%s: and %d more", a.input.name, len(report.notes) - 20)
+    if report.nothing:
+        log.error("%s: nothing was translated%s", a.input.name,
+                  "" if report.notes else ": it holds no text to translate")
+        return 1
     return 0
 
 

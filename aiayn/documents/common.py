@@ -71,7 +71,13 @@ class Report:
     spans: int = 0
     format: str | None = None           # formats.Format.name
     encoding: str | None = None         # the encoding the file was read in, where it is text
-    notes: list[str] = field(default_factory=list)
+    left: int = 0                       # entries or units translated but not written: they failed their check
+    notes: list[str] = field(default_factory=list)  # what a reviewer must know: each one left, and why
+
+    @property
+    def nothing(self) -> bool:
+        """Whether nothing of the document was translated: no text to translate, or every one left."""
+        return self.texts == 0 or 0 < self.texts <= self.left
 
 
 def needs_review(options: Options, sure: float | None) -> bool:
@@ -125,7 +131,7 @@ class Texts:
         """Texts with inline codes (spans.py's pieces: a format's own tags, as elements or markup) translated, each
         code put back on its aligned words; those without a code go as plain text."""
         kinds = self.kinds if kinds is None else tuple(kinds)
-        edges = [_edges(pieces) for pieces in items]
+        edges = [_edges(spans.grouped(pieces, kinds)) for pieces in items]
         items = [core for _, core, _ in edges]
         out: list[list[spans.Piece]] = [list(pieces) for pieces in items]      # (no text: as it was)
         self.confidence = [1.0] * len(items)
@@ -143,9 +149,11 @@ class Texts:
                 out[k] = spans.from_html(str(fragment), codes)
                 self.confidence[k] = confidence(fragment)
                 kept, total = spans.kept(_plain(items[k]), _plain(out[k]), kinds)
-                self.report.kept += kept + sum(1 for p in out[k] if isinstance(p, (spans.Open, spans.Empty)))
-                self.report.spans += total + len(codes)
-        return [[*lead, *mine, *trail] for (lead, _, trail), mine in zip(edges, out, strict=True)]
+                self.report.kept += kept + sum(1 for p in spans.ungrouped(out[k]) if isinstance(p, (spans.Open,
+                                                                                                    spans.Empty)))
+                self.report.spans += total + sum(1 for p in spans.ungrouped(items[k]) if isinstance(p, (spans.Open,
+                                                                                                       spans.Empty)))
+        return [spans.ungrouped([*lead, *mine, *trail]) for (lead, _, trail), mine in zip(edges, out, strict=True)]
 
 
 def _plain(pieces: list[spans.Piece]) -> str:

@@ -86,6 +86,7 @@ def pieces(content: str, children: list[Any]) -> tuple[list[spans.Piece], list[s
     breaks ("\\n" in the pieces); _Mismatch if they do not match."""
     r = _Reader(content)
     skip = False
+    links: list[int] = []                             # where each open link's [ stands
     for t in children:
         if skip:                                      # an autolink's text and end: in its raw markup
             skip = t.type != "link_close"
@@ -106,9 +107,14 @@ def pieces(content: str, children: list[Any]) -> tuple[list[spans.Piece], list[s
             r.pieces.append(spans.Empty(r.take_re(re.compile(r"<[^>\s]*>" if t.markup == "autolink" else r"\S+"))))
             skip = True
         elif t.type == "link_open":
+            links.append(r.pos)
             r.open("link", r.take("["))
         elif t.type == "link_close":
-            r.close("link", r.take_re(_LINK_END))
+            start, label_end = links.pop(), r.pos
+            end = r.take_re(_LINK_END)
+            if end in ("]", "][]"):                 # a shortcut or collapsed reference: named by its text,
+                end = "][" + r.c[start + 1:label_end] + "]"  # which the translation changes: a full one
+            r.close("link", end)
         elif t.type == "image":
             r.pieces.append(spans.Empty(_image(r)))
         elif t.type == "code_inline":
@@ -118,8 +124,8 @@ def pieces(content: str, children: list[Any]) -> tuple[list[spans.Piece], list[s
             _html(r, r.take(t.content))
         else:
             raise _Mismatch(t.type)
-    if r.pos != len(r.c) or r.opened:
-        raise _Mismatch("end")
+    if r.pos != len(r.c) or any(not kind.startswith("html:") for kind, _ in r.opened):
+        raise _Mismatch("end")                        # (an HTML tag left open: _merged makes it an empty code)
     return _merged(r.pieces), r.breaks
 
 
@@ -138,7 +144,7 @@ def _image(r: _Reader) -> str:
 def _html(r: _Reader, raw: str) -> None:
     """An inline HTML tag: paired with its end tag where that follows, else an empty code."""
     m = _TAG.fullmatch(raw)
-    if m and not m.group(1) and not m.group(3):
+    if m and not m.group(1) and not m.group(3) and m.group(2).lower() not in _VOID:
         r.open("html:" + m.group(2).lower(), raw)
     elif m and m.group(1) and r.opened and r.opened[-1][0] == "html:" + m.group(2).lower():
         r.close("html:" + m.group(2).lower(), raw)
@@ -164,9 +170,18 @@ def _escape(text: str) -> str:
     return re.sub(r"([\\`*\[\]<]|(?<!\w)_|_(?!\w))", r"\\\1", text)
 
 
-def written(pieces: list[spans.Piece], breaks: list[str] = ()) -> str:  # type: ignore[assignment]
-    """Pieces written back as Markdown: codes as they were, text escaped, a line break its hard break's mark."""
-    text = "".join(_escape(p) if isinstance(p, str) else spans.text([p]) for p in pieces)
+# a space inside a code (a link's title, an image's alt text) while a block's lines are balanced: no line ends there
+_NBSP = "\ue000"
+
+
+def written(pieces: list[spans.Piece], breaks: list[str] = (), unbroken: bool = False) -> str:  # type: ignore[assignment]
+    """Pieces written back as Markdown: codes as they were (``unbroken``: their spaces :data:`_NBSP`, for _put),
+    text escaped, a line break its hard break's mark."""
+    def code(p: spans.Piece) -> str:
+        raw = spans.text([p])
+        return raw.replace(" ", _NBSP).replace("\n", _NBSP) if unbroken else raw
+
+    text = "".join(_escape(p) if isinstance(p, str) else code(p) for p in pieces)
     marks = iter(breaks)
     return re.sub(r" *\n *", lambda m: next(marks, "  \n").rstrip(" \t"), text)
 
@@ -181,38 +196,106 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     if lines and lines[0].strip() == "---":
         front = next((k + 1 for k in range(1, len(lines)) if lines[k].strip() in ("---", "...")), 0)
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-    tokens = md.parse("\n".join(lines[front:]))
-    blocks: list[tuple[int, str, list[spans.Piece], list[str]]] = []  # (first line, source, pieces, breaks)
-    cells: dict[int, list[list[spans.Piece]]] = {}        # a table row's line -> its cells' pieces
-    html_blocks: list[tuple[int, int, str]] = []          # (first line, end line, the block): through markup.py
-    for k, t in enumerate(tokens):
-        if t.type == "html_block" and t.map is not None and re.sub(r"<[^>]*>", "", t.content).strip():
-            html_blocks.append((t.map[0] + front, t.map[1] + front, t.content))
-        if t.type != "inline" or t.map is None or not t.content.strip():
-            continue
-        try:
-            mine, breaks = pieces(t.content, t.children or [])
-        except _Mismatch:
-            mine, breaks = [t.content.replace("\n", " ")], []       # (its markup protected as tags)
-        if tokens[k - 1].type in ("th_open", "td_open"):
-            cells.setdefault(t.map[0] + front, []).append(mine)
-        else:
-            blocks.append((t.map[0] + front, t.content, mine, breaks))
+    blocks, cells, html_blocks = _blocks(md.parse("\n".join(lines[front:])), front, texts)
     asked = [p for _, _, p, _ in blocks] + [c for row in cells.values() for c in row]
     out = iter(texts.coded(asked, (*texts.kinds, "tags")))
     dropped: set[int] = set()
-    for first, content, _, breaks in blocks:
-        dropped |= _put(lines, first, content, written(next(out), breaks))
-    for (first, last, _), done in zip(html_blocks, texts.html([b for _, _, b in html_blocks]), strict=True):
-        new = done.rstrip("\n").split("\n")
-        lines[first] = "\n".join(new)                     # (one line may now hold several: joined at the end)
-        dropped |= set(range(first + 1, last))
+    for first, content, source, breaks in blocks:
+        done = next(out)
+        if done != source:                                 # (one with no words stays as it was written)
+            dropped |= _put(lines, first, content, written(done, breaks, unbroken=True))
+    dropped |= _put_html(lines, html_blocks, texts)
     for line, row in cells.items():
         new = [written(next(out)).replace("|", "\\|") for _ in row]
         lead = lines[line][:len(lines[line]) - len(lines[line].lstrip())]
         edge = lines[line].strip()
         lines[line] = lead + ("| " if edge.startswith("|") else "") + " | ".join(new) + (" |" if edge.endswith("|") else "")
     dst.write_bytes(end.join(x.replace("\n", end) for k, x in enumerate(lines) if k not in dropped).encode("utf-8"))
+
+
+Blocks = list[tuple[int, str, list[spans.Piece], list[str]]]  # (first line, source, pieces, hard breaks' marks)
+
+
+def _blocks(tokens: list[Any], front: int, texts: Texts) -> tuple[Blocks, dict[int, list[list[spans.Piece]]],
+                                                                   list[tuple[int, int, str]]]:
+    """What a file's tokens give to translate: its blocks of inline text, its table rows' cells (by line, each
+    cell's pieces; an empty one kept in its place) and its HTML blocks that hold text (first line, end line,
+    source)."""
+    blocks: Blocks = []
+    cells: dict[int, list[list[spans.Piece]]] = {}
+    html_blocks: list[tuple[int, int, str]] = []
+    for k, t in enumerate(tokens):
+        if t.type == "html_block" and t.map is not None and re.sub(r"<[^>]*>", "", t.content).strip():
+            html_blocks.append((t.map[0] + front, t.map[1] + front, t.content))
+        if t.type != "inline" or t.map is None:
+            continue
+        first, content, children = t.map[0] + front, t.content, t.children or []
+        cell = tokens[k - 1].type in ("th_open", "td_open")
+        alert = _ALERT.match(content) if k > 1 and tokens[k - 2].type == "blockquote_open" else None
+        if alert:                                          # GitHub's > [!NOTE]: its own line, kept as it is
+            first, content = first + 1, content[alert.end():]
+            children = children[next((j + 1 for j, c in enumerate(children) if c.type == "softbreak"),
+                                     len(children)):]
+        try:
+            mine, breaks = pieces(content, children) if content.strip() else ([""], [])
+        except _Mismatch as e:                             # (never seen in 80 READMEs: kept as it was, and said)
+            texts.report.notes.append(f"line {first + 1}: its inline markup could not be read back ({e}): kept as "
+                                      "it was")
+            continue
+        if cell:
+            cells.setdefault(first, []).append(mine)
+        elif content.strip():
+            blocks.append((first, content, mine, breaks))
+    return blocks, cells, html_blocks
+
+
+def _put_html(lines: list[str], html_blocks: list[tuple[int, int, str]], texts: Texts) -> set[int]:
+    """The HTML blocks translated through markup.py (each balanced: _balanced) and written over their lines, each
+    line with its container's prefix; returns the lines they no longer need."""
+    dropped: set[int] = set()
+    balanced = [_balanced(b) for _, _, b in html_blocks]
+    done_html = texts.html([before + b for (before, _), (_, _, b) in zip(balanced, html_blocks, strict=True)])
+    for (first, last, block), (before, after), page in zip(html_blocks, balanced, done_html, strict=True):
+        page = page.rstrip("\n")
+        if not (page.startswith(before) and page.endswith(after)):
+            continue                                       # (markup.py moved what is not this block's: kept)
+        new = page[len(before):len(page) - len(after)].split("\n")
+        prefixes = [_prefix(lines[first + j], part) for j, part in enumerate(block.rstrip("\n").split("\n"))]
+        lines[first] = "\n".join(prefixes[min(j, len(prefixes) - 1)] + line if line else line
+                                 for j, line in enumerate(new))     # (one line may now hold several: joined at the end)
+        dropped |= set(range(first + 1, last))
+    return dropped
+
+
+def _prefix(line: str, part: str) -> str:
+    """What a line of a container (a quote's ``> ``, a list item's indent) holds before its block's ``part``."""
+    at = line.find(part) if part else len(line)
+    return line[:at] if at >= 0 else line[:len(line) - len(line.lstrip(" >"))]
+
+
+# GitHub's alerts: a quote whose first line is one of these markers
+_ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.I)
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
+
+
+def _balanced(block: str) -> tuple[str, str]:
+    """An HTML block of a Markdown file is a piece of a larger tree (``<details>`` opened in one block, closed in a
+    later one): what to put before it so that the end tags it holds of elements opened earlier have their start,
+    and the end tags markup.py will add after it for the elements it leaves open, both taken off again."""
+    open_: list[str] = []
+    strays: list[str] = []
+    for m in re.finditer(r"<!--.*?-->|<(/?)([A-Za-z][\w-]*)\b(?:[^>\"']|\"[^\"]*\"|'[^']*')*?(/?)>", block, re.S):
+        name = (m.group(2) or "").lower()
+        if not name or name in _VOID or m.group(3):
+            continue
+        if not m.group(1):
+            open_.append(name)
+        elif name in open_:
+            while open_.pop() != name:
+                pass
+        else:
+            strays.append(name)
+    return "".join(f"<{n}>" for n in reversed(strays)), "".join(f"</{n}>" for n in reversed(open_))
 
 
 def _put(lines: list[str], first: int, content: str, translation: str) -> set[int]:
@@ -247,5 +330,5 @@ def _put(lines: list[str], first: int, content: str, translation: str) -> set[in
         mine[-1] += mark.group(0) if mark else ""
         new += mine
     for k, (prefix, _) in enumerate(where[:len(new)]):
-        lines[first + k] = prefix + new[k] + (where[-1][1] if k == len(new) - 1 else "")
+        lines[first + k] = prefix + new[k].replace(_NBSP, " ") + (where[-1][1] if k == len(new) - 1 else "")
     return set(range(first + len(new), first + len(where)))

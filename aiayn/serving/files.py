@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
@@ -42,6 +43,25 @@ from .models import Models
 
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"
+
+
+def download_url(request: Any, token: str, name: str) -> str:
+    """Where a translation is downloaded: its name percent-encoded (a name may hold any character, and a client's URL
+    library may take ASCII only)."""
+    return f"{str(request.base_url).rstrip('/')}/download_file/{quote(token + '.' + name)}"
+
+
+def _warn(report: Report) -> None:
+    """A document with texts left untranslated, or none translated, logged: its counts only (a note may quote it)."""
+    if report.left or report.nothing:
+        log.warning("a %s document: %d of its %d texts left untranslated (they failed their format's check)%s",
+                    report.format, report.left, report.texts, "; nothing translated" if report.nothing else "")
+
+
+def shutting() -> ServiceError:
+    """What a document is answered while the server shuts down (its translation stopped, or never started)."""
+    return ServiceError(503, "The server is shutting down: send the file again (another replica will take it)",
+                        {"Retry-After": "5"})
 
 
 class Stopped(Exception):
@@ -102,6 +122,31 @@ def expire(made: dict[str, Any], seconds: float) -> None:
             del made[token]
 
 
+async def asked(request: Any, authorize: Callable[[dict[str, Any], Any], Awaitable[Any]],
+                models: Models) -> tuple[Any, Any, str, Options, Any]:
+    """An upload's request read: the upload, its route, the name it is called by, its options and its client;
+    ServiceError for a request refused."""
+    form = await request.form()
+    f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
+    client = await authorize(f, request)
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise ServiceError(400, "Invalid request: missing file parameter")
+    for field_ in ("source", "target"):
+        if not isinstance(f.get(field_), str) or not f[field_]:
+            raise ServiceError(400, f"Invalid request: missing {field_} parameter")
+    if canonical(f["source"]) == "auto":
+        raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
+    review = str(f.get("fuzzy", "true")).strip().lower() not in ("false", "0", "no", "off")
+    route = models.route(f["source"], f["target"])
+    name = display_name(upload.filename)
+    try:
+        find(Path(name))
+    except DocumentError as e:
+        raise ServiceError(400, f"Invalid request: {e}") from None
+    return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review), client
+
+
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``authorize`` LibreTranslate's key check and
     request limit of a request's fields (access.py: the client it returns), ``charge`` what spends a client's
@@ -123,11 +168,18 @@ class Files:
         self.waiting = 0                            # documents taken and not yet finished (running or queued)
         self.made: dict[str, tuple[Path, str, float]] = {}    # token -> (file, download name, when made)
         self.limits = Limits(texts=cfg.max_file_texts, expanded=cfg.max_file_expanded)
+        self.shutting = False
+
+    def closing(self) -> None:
+        """The server is going down (SIGTERM, Ctrl-C): every document stopped at once, answered 503, and no new one
+        taken, so that shutting down waits for no document (signal-safe: it sets events and cancels futures)."""
+        self.shutting = True
+        for job in list(self.jobs):
+            job.stop()
 
     def close(self) -> None:
         """Every document stopped, the pool let go, the folder removed."""
-        for job in list(self.jobs):
-            job.stop()
+        self.closing()
         self.pool.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -138,7 +190,9 @@ class Files:
     async def translate(self, request: Any) -> dict[str, Any]:
         arrived = time.monotonic()
         self.expire()
-        upload, route, name, options, client = await self._asked(request)
+        upload, route, name, options, client = await asked(request, self.authorize, self.models)
+        if self.shutting:
+            raise shutting()
         if self.waiting >= self.cfg.file_workers + self.cfg.file_queue:
             raise ServiceError(429, f"Too many documents are being translated ({self.waiting}); try again later",
                                {"Retry-After": "10"})
@@ -171,30 +225,9 @@ class Files:
                 src.unlink(missing_ok=True)
         if self.counted is not None:
             self.counted(report)
+        _warn(report)
         self.made[token] = (dst, name, time.monotonic())
-        return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{token}.{name}"}
-
-    async def _asked(self, request: Any) -> tuple[Any, Any, str, Options, Any]:
-        """The upload, its route, the name it is called by and its options; ServiceError for a request refused."""
-        form = await request.form()
-        f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
-        client = await self.authorize(f, request)
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            raise ServiceError(400, "Invalid request: missing file parameter")
-        for field_ in ("source", "target"):
-            if not isinstance(f.get(field_), str) or not f[field_]:
-                raise ServiceError(400, f"Invalid request: missing {field_} parameter")
-        if canonical(f["source"]) == "auto":
-            raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
-        review = str(f.get("fuzzy", "true")).strip().lower() not in ("false", "0", "no", "off")
-        route = self.models.route(f["source"], f["target"])
-        name = display_name(upload.filename)
-        try:
-            find(Path(name))
-        except DocumentError as e:
-            raise ServiceError(400, f"Invalid request: {e}") from None
-        return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review), client
+        return {"translatedFileUrl": download_url(request, token, name)}
 
     def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop, client: Any) -> Callable[..., list[str]]:
         """What a document's worker thread translates its texts with: chunks of them through the event loop's
@@ -231,7 +264,7 @@ class Files:
             job.stop()
             raise
         except Stopped:
-            raise late from None
+            raise (shutting() if self.shutting else late) from None
         except DocumentError as e:
             raise ServiceError(400, f"Invalid request: {e}") from None
 

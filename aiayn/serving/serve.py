@@ -472,6 +472,12 @@ def serve(models: "Models | TorchEngine", cfg: ServeConfig, description: dict[st
     import uvicorn
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            files = getattr(app.state, "files", None)
+            if files is not None:                # documents stop now (503), not after the grace period (a 500)
+                files.closing()
+            super().handle_exit(sig, frame)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             # uvicorn's own version re-raises the signal after its graceful shutdown (the process then dies by it)

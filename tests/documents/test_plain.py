@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn import spans
+from aiayn import formatstrings, spans
 from aiayn.cli.main import main
 from aiayn.documents.common import DocumentError
 
@@ -89,7 +89,7 @@ def test_every_protected_span_comes_back_whatever_the_words_do(parts: list[tuple
 def test_spans_find_what_each_kind_names() -> None:
     text = "Noch %(count)s Tage, %d Dateien, 100%ig, {count, plural, one {# Datei} other {# Dateien}} {{ name }} " \
            "${x} $HOME %name% <b>fett</b> {\\an8} https://x.org/a. an a.b@c.de"
-    found = [text[s:e] for s, e, _ in spans.find(text, [k for k in spans.KINDS if k != "c-format"])]
+    found = [text[s:e] for s, e, _ in spans.find(text, [k for k in spans.KINDS if k not in formatstrings.GRAMMARS])]
     assert found == ["%(count)s", "%d", "{count, plural, one {# Datei} other {# Dateien}}", "{{ name }}", "${x}",
                      "$HOME", "%name%", "<b>", "</b>", "{\\an8}", "https://x.org/a", "a.b@c.de"]
     line = "100%ig und %s"
