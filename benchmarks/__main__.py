@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "finetune-domain": ("finetune_domain", "a pretrained Marian model imported and fine-tuned on a domain"),
     "argos": ("argos_bench", "a run exported as an Argos package, run by the real argostranslate against aiayn on "
                              "the same lines: identical translations"),
+    "realfiles": ("realfiles_bench", "real catalogues, READMEs, subtitles, XLIFF, pages, office documents and EPUBs "
+                                     "(make realfiles) through aiayn translate, measured as their tools measure them"),
     "many-users": ("many_users", "two replicas behind nginx sharing one Redis and one key database: one limit, one "
                                  "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
     "suggestions-finetune": ("suggestions_finetune", "corrections sent to POST /suggest, exported and fine-tuned on: "

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, formatstrings, spans
-from .common import DocumentError, Options, Scored, Texts, confidence, needs_review
+from .common import DocumentError, Options, Texts, confidence, needs_review, scored_like
 from .encoding import decode
 
 
@@ -126,7 +126,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
                     bare, mark = unmark(core, marker, kinds(u, texts.kinds))
                     asks.append((k, bare, kinds(u, texts.kinds)))
                     marks.append(mark)
-    done_asks = [text if mark is None else _scored_like(text, remark(text, mark, marker or "", kinds_))
+    done_asks = [text if mark is None else scored_like(text, remark(text, mark, marker or "", kinds_))
                  for text, mark, (_, _, kinds_) in zip(_translate_grouped(texts, asks), marks, asks, strict=True)]
     sure: dict[int, list[float | None]] = {}
     for (k, _, _), text in zip(asks, done_asks, strict=True):
@@ -174,12 +174,6 @@ def _where(unit: Any) -> str:
     """An entry as a reviewer finds it: its first location, else its msgid's start."""
     locations = unit.getlocations()
     return locations[0] if locations else repr(str(unit.source)[:40])
-
-
-def _scored_like(before: str, after: str) -> str:
-    """``after`` carrying ``before``'s confidence (common.Scored), where it had one."""
-    sure = confidence(before)
-    return after if sure is None else Scored(after, sure)
 
 
 # --- accelerators ---------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,12 +121,20 @@ class Texts:
         if not texts:
             return []
         self.count(len(texts))
-        out = self.translate(texts, fmt, kinds)
+        out = self._translated(texts, fmt, kinds)
         for source, target in zip(texts, out, strict=True):
             kept, total = spans.kept(source, target, kinds)
             self.report.kept += kept
             self.report.spans += total
         return out
+
+    def _translated(self, texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+        """The front end's translation of ``texts``, their soft hyphens (``&shy;``) kept out of it (SentencePiece's
+        normalisation drops them) and put back in the words the translation keeps as they were (a name, a term)."""
+        bare, hyphenated = zip(*(soft_hyphens(t, fmt == "html") for t in texts), strict=True)
+        out = self.translate(list(bare), fmt, kinds)
+        return [t if not words else scored_like(t, with_soft_hyphens(str(t), words))
+                for t, words in zip(out, hyphenated, strict=True)]
 
     def coded(self, items: list[list[spans.Piece]], kinds: Sequence[str] | None = None) -> list[list[spans.Piece]]:
         """Texts with inline codes (spans.py's pieces: a format's own tags, as elements or markup) translated, each
@@ -144,7 +153,7 @@ class Texts:
         if marked:
             self.count(len(marked))
             coded = [spans.to_html(items[k]) for k in marked]
-            html = self.translate([h for h, _ in coded], "html", tuple(k for k in kinds if k != "tags"))
+            html = self._translated([h for h, _ in coded], "html", tuple(k for k in kinds if k != "tags"))
             for k, (_, codes), fragment in zip(marked, coded, html, strict=True):
                 out[k] = spans.from_html(str(fragment), codes)
                 self.confidence[k] = confidence(fragment)
@@ -154,6 +163,37 @@ class Texts:
                 self.report.spans += total + sum(1 for p in spans.ungrouped(items[k]) if isinstance(p, (spans.Open,
                                                                                                        spans.Empty)))
         return [spans.ungrouped([*lead, *mine, *trail]) for (lead, _, trail), mine in zip(edges, out, strict=True)]
+
+
+SHY = "\u00ad"
+_SHY_REF = re.compile(r"&shy;|&#173;|&#[xX]0*[aA][dD];")
+_HYPHENATED = re.compile(r"\w*(?:\u00ad\w*)+")
+
+
+def soft_hyphens(text: str, html: bool = False) -> tuple[str, dict[str, str]]:
+    """``text`` without its soft hyphens (HTML's ``&shy;`` too, where ``html``), and each word that held some by its
+    plain form (the entity, where it was written so)."""
+    if SHY not in text and not (html and "&" in text and _SHY_REF.search(text)):
+        return text, {}
+    entity = html and "&shy;" in text
+    if html:
+        text = _SHY_REF.sub(SHY, text)
+    words = {w.replace(SHY, ""): w.replace(SHY, "&shy;") if entity else w for w in _HYPHENATED.findall(text)}
+    return text.replace(SHY, ""), words
+
+
+def with_soft_hyphens(text: str, words: dict[str, str]) -> str:
+    """A translation with its source's soft hyphens put back in each word it kept as it was (:func:`soft_hyphens`)."""
+    for plain, hyphenated in words.items():
+        if plain:
+            text = re.sub(rf"(?<![\w&#]){re.escape(plain)}(?!\w)", hyphenated.replace("\\", "\\\\"), text)
+    return text
+
+
+def scored_like(before: str, after: str) -> str:
+    """``after`` carrying ``before``'s confidence (:class:`Scored`), where it had one."""
+    sure = confidence(before)
+    return after if sure is None else Scored(after, sure)
 
 
 def _plain(pieces: list[spans.Piece]) -> str:

@@ -25,6 +25,8 @@ from .plain import read
 _LINK_END = re.compile(r"\](?:\((?:[^()\\]|\\.|\((?:[^()\\]|\\.)*\))*\)|\[(?:[^\]\\]|\\.)*\])?")
 _TAG = re.compile(r"<(/?)([A-Za-z][\w-]*)[^>]*?(/?)>")
 _LINE_START = re.compile(r"^(?:[-+*>#=|]|\d+[.)]$|\d+[.)]\s)")
+# what starts a block when a paragraph's first line starts with it: a list item, a quote, a heading
+_BLOCK_START = re.compile(r"^(?:[-+*](?:\s|$)|>|#{1,6}(?:\s|$)|\d{1,9}[.)](?:\s|$))")
 
 
 class _Mismatch(Exception):
@@ -201,15 +203,12 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     out = iter(texts.coded(asked, (*texts.kinds, "tags")))
     dropped: set[int] = set()
     for first, content, source, breaks in blocks:
-        done = next(out)
+        done = _unnested(next(out))
         if done != source:                                 # (one with no words stays as it was written)
             dropped |= _put(lines, first, content, written(done, breaks, unbroken=True))
     dropped |= _put_html(lines, html_blocks, texts)
     for line, row in cells.items():
-        new = [written(next(out)).replace("|", "\\|") for _ in row]
-        lead = lines[line][:len(lines[line]) - len(lines[line].lstrip())]
-        edge = lines[line].strip()
-        lines[line] = lead + ("| " if edge.startswith("|") else "") + " | ".join(new) + (" |" if edge.endswith("|") else "")
+        lines[line] = _row(lines[line], [written(next(out)).replace("|", "\\|") for _ in row])
     dst.write_bytes(end.join(x.replace("\n", end) for k, x in enumerate(lines) if k not in dropped).encode("utf-8"))
 
 
@@ -259,12 +258,53 @@ def _put_html(lines: list[str], html_blocks: list[tuple[int, int, str]], texts: 
         page = page.rstrip("\n")
         if not (page.startswith(before) and page.endswith(after)):
             continue                                       # (markup.py moved what is not this block's: kept)
-        new = page[len(before):len(page) - len(after)].split("\n")
+        new = page[len(before):len(page) - len(after)].rstrip("\n").split("\n")
         prefixes = [_prefix(lines[first + j], part) for j, part in enumerate(block.rstrip("\n").split("\n"))]
         lines[first] = "\n".join(prefixes[min(j, len(prefixes) - 1)] + line if line else line
                                  for j, line in enumerate(new))     # (one line may now hold several: joined at the end)
         dropped |= set(range(first + 1, last))
     return dropped
+
+
+def _row(line: str, new: list[str]) -> str:
+    """A table row with its cells' texts replaced by ``new``, each cell's padding and the pipes as they were."""
+    parts = re.split(r"(?<!\\)\|", line)
+    inner = [k for k in range(len(parts)) if not (k in (0, len(parts) - 1) and not parts[k].strip())]
+    if len(inner) != len(new):                             # (a row markdown-it reads otherwise: as one cell each)
+        return ("| " if line.lstrip().startswith("|") else "") + " | ".join(new)
+    for k, text in zip(inner, new, strict=True):
+        cell = parts[k]
+        if text.strip():
+            parts[k] = cell[:len(cell) - len(cell.lstrip())] + text + cell[len(cell.rstrip()):] if cell.strip() \
+                else f" {text} "
+    return "|".join(parts)
+
+
+def _is_link(p: spans.Piece) -> bool:
+    """Whether a piece is a link: an inline one's opening ``[``, an autolink (``<https://…>``)."""
+    return isinstance(p, spans.Open) and p.value[0] == "[" or isinstance(p, spans.Empty) and isinstance(p.value, str) \
+        and _AUTOLINK.fullmatch(p.value) is not None
+
+
+def _unnested(pieces: list[spans.Piece]) -> list[spans.Piece]:
+    """A block's translated pieces with no link inside another (CommonMark reads neither then): a link the word
+    alignment put inside another's text moved to just after it."""
+    out: list[spans.Piece] = []
+    moved: list[spans.Piece] = []
+    depth = inner = 0                                  # links open in ``out``; in the one being moved
+    for p in pieces:
+        opens = isinstance(p, spans.Open) and _is_link(p)
+        closes = isinstance(p, spans.Close) and _is_link(p.open)
+        if inner or depth and (opens or isinstance(p, spans.Empty) and _is_link(p)):
+            moved += [" ", p] if moved and not inner else [p]
+            inner += opens - closes
+            continue
+        out.append(p)
+        depth += opens - closes
+        if depth == 0 and moved:
+            out += [" ", *moved]
+            moved = []
+    return out + ([" ", *moved] if moved else [])
 
 
 def _prefix(line: str, part: str) -> str:
@@ -273,6 +313,7 @@ def _prefix(line: str, part: str) -> str:
     return line[:at] if at >= 0 else line[:len(line) - len(line.lstrip(" >"))]
 
 
+_AUTOLINK = re.compile(r"<[A-Za-z][\w+.-]{1,31}:[^\s<>]*>")
 # GitHub's alerts: a quote whose first line is one of these markers
 _ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.I)
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
@@ -329,6 +370,8 @@ def _put(lines: list[str], first: int, content: str, translation: str) -> set[in
         mine = mine or [""]
         mine[-1] += mark.group(0) if mark else ""
         new += mine
+    if new and _BLOCK_START.match(new[0]) and not _BLOCK_START.match(content):  # ("- x" would start a list)
+        new[0] = re.sub(r"^(\d+)([.)])", r"\1\\\2", new[0]) if new[0][:1].isdigit() else "\\" + new[0]
     for k, (prefix, _) in enumerate(where[:len(new)]):
         lines[first + k] = prefix + new[k].replace(_NBSP, " ") + (where[-1][1] if k == len(new) - 1 else "")
     return set(range(first + len(new), first + len(where)))

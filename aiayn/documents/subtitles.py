@@ -110,8 +110,8 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         if not translation.strip():                            # (a blank line would end the cue)
             continue
         new = wrap(" ".join(translation.split()), n) if n > 1 else [translation.strip()]
-        for k, line in zip(where, new, strict=False):
-            lines[k] = head + line + tail
+        for j, (k, line) in enumerate(zip(where, new, strict=False)):
+            lines[k] = (head if j == 0 else "") + line + (tail if j == len(new) - 1 else "")
         dropped.update(where[len(new):])                       # fewer words than lines
     body = end.join(line for k, line in enumerate(lines) if k not in dropped)
     dst.write_bytes((bom + body).encode("utf-8"))

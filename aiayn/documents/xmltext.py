@@ -109,6 +109,7 @@ class Document:
         parser.SkippedEntityHandler = skipped
         parser.CommentHandler = parser.ProcessingInstructionHandler = other
         parser.StartCdataSectionHandler = parser.EndCdataSectionHandler = other
+        parser.EntityDeclHandler = _refuse_entities(name)
         parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
         parser.UseForeignDTD(False)
         try:
@@ -138,6 +139,16 @@ class Document:
         """Text as this file writes it: XML-escaped, in its encoding (characters it cannot hold as references)."""
         text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         return text.encode(self.encoding, "xmlcharrefreplace")
+
+
+def _refuse_entities(name: str) -> Callable[..., None]:
+    """expat's handler of an entity declaration: a document that declares its own entities is refused there, before
+    any is expanded (a billion-laughs file, a few KB that expand to gigabytes; no format aiayn reads needs them)."""
+    def refuse(entity: str, *_: object) -> None:
+        raise DocumentError(f"{name} declares its own XML entities (<!ENTITY {entity} …>): refused, as an entity can "
+                            "expand to gigabytes (a billion-laughs file)")
+
+    return refuse
 
 
 def _declared(data: bytes) -> str:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from aiayn import spans
+from aiayn import formatstrings, spans
 from aiayn.cli.main import main
 from aiayn.documents import catalogs
 from aiayn.documents.common import Options
 
-from .helpers import corpus, msgfmt, reversed_stand_in, stand_in, translated
+from .helpers import careless_stand_in, corpus, msgfmt, reversed_stand_in, stand_in, translated
 
 toolkit = pytest.importorskip("translate.storage.pypo", reason="translate-toolkit: pip install aiayn[documents]")
 
@@ -155,3 +155,134 @@ def test_placeholders_on_the_command_line_and_through_a_real_model(tmp_path: Pat
     assert [str(out[k].target).split() for k in ("a b %d c d", "e f {name} g h", "i %(n)s j a")] == \
         [["a", "b", "%d", "c", "d"], ["e", "f", "{name}", "g", "h"], ["i", "%(n)s", "j", "a"]]
     msgfmt(tmp_path / "out.po")
+
+
+C_CATALOGUE = '''msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+#: src/version.c:10
+#, c-format
+msgid "Version %d.%d des Programms"
+msgstr ""
+
+#: src/tr.c:668
+#, c-format
+msgid "Bereich '%s-%s' ist verkehrt"
+msgstr ""
+
+#: src/dd.c:12
+#, c-format
+msgid "%s: %'d Bytes kopiert"
+msgstr ""
+
+#: src/dd.c:30
+#, c-format
+msgid "überspringe %<PRIuMAX> Bytes und %td Sätze"
+msgstr ""
+
+#: src/x.c:3
+#, qt-format
+msgid "Datei %1 hat %2 Zeilen"
+msgstr ""
+
+#: app.py:4
+#, python-brace-format
+msgid "Hallo {name}, {} neue"
+msgstr ""
+'''
+
+
+def test_directives_are_taken_whole_however_they_touch_the_text(tmp_path: Path) -> None:
+    """Findings: `%d.%d` came back `%d.%Canadian…`, `%s-%s` as `%s-%Waiting…`, `%'d` lost, `%<PRIuMAX>` lost its %
+    and swapped places with `%td`. Each flag's grammar takes each directive whole (%'d, %<PRIuMAX>, %td, %1, {name},
+    {}), directives only a few marks apart ("%d.%d", "'%s-%s'" with its quotes) as one, so that a model that drops a
+    lone mark cannot split them; every directive comes back, the ordered ones in order, and msgfmt -c --use-fuzzy
+    passes."""
+    assert [(d.text, d.arg) for d in formatstrings.directives("%s: %'d of %<PRIuMAX> and %td, 100%%", "c-format")] == \
+        [("%s", ""), ("%'d", ""), ("%<PRIuMAX>", ""), ("%td", ""), ("%%", None)]
+    text = "Version %d.%d of '%s-%s'"
+    assert [text[a:b] for a, b, _, _ in spans.protected(text, ("c-format",))] == ["%d.%d", "'%s-%s'"]
+    po = tmp_path / "c.po"
+    po.write_text(C_CATALOGUE, encoding="utf-8")
+    for translate in (careless_stand_in, reversed_stand_in):
+        report = translated(po, tmp_path / "out.po", translate, options=Options("de", "en"))
+        assert report.left == 0, report.notes
+        out = units(tmp_path / "out.po")
+        for source, u in out.items():
+            for flag in catalogs.formats(u):
+                assert not formatstrings.problems(str(source), str(u.target), flag), (source, u.target)
+        assert "%d.%d" in str(out["Version %d.%d des Programms"].target)
+        assert "'%s-%s'" in str(out["Bereich '%s-%s' ist verkehrt"].target)
+        assert re.search(r"%<PRIuMAX>.*%td", str(out["überspringe %<PRIuMAX> Bytes und %td Sätze"].target))
+        msgfmt(tmp_path / "out.po", "--use-fuzzy")
+
+
+def test_an_entry_whose_translation_would_fail_msgfmt_is_left_untranslated_and_named(tmp_path: Path) -> None:
+    """Finding: 21 fatal errors under msgfmt -c --use-fuzzy, hidden by every entry being fuzzy: a reviewer who clears
+    the flag ships a format string that crashes the program. Here a translation that breaks a directive (as a model
+    does) is not written: its entry stays untranslated, the report names it, msgfmt -c --use-fuzzy passes, and the
+    command line's summary says so."""
+    def breaking(texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+        return [t.replace("%d", "%Deutsch").replace("{name}", "{Name}") for t in stand_in(texts, fmt, kinds)]
+
+    po = tmp_path / "c.po"
+    po.write_text(C_CATALOGUE, encoding="utf-8")
+    report = translated(po, tmp_path / "out.po", breaking, options=Options("de", "en"))
+    out = units(tmp_path / "out.po")
+    assert str(out["Version %d.%d des Programms"].target) == "" and str(out["Hallo {name}, {} neue"].target) == ""
+    assert str(out["Datei %1 hat %2 Zeilen"].target) == "DATEI %1 HAT %2 ZEILEN"
+    assert report.left == 2 and any("src/version.c:10 left untranslated: c-format" in n for n in report.notes), \
+        report.notes
+    msgfmt(tmp_path / "out.po", "--use-fuzzy")
+
+
+GTK = '''msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+msgid "_Datei"
+msgstr ""
+
+msgid "Datei _speichern"
+msgstr ""
+
+msgid "Ö_ffnen"
+msgstr ""
+
+msgid "_Neu"
+msgstr ""
+
+msgctxt "keyboard label"
+msgid "Page_Up"
+msgstr ""
+
+#, c-format
+msgid "_Öffne %s"
+msgstr ""
+
+msgid "Datei_name"
+msgstr ""
+
+msgid "Tom __und__ Jerry"
+msgstr ""
+'''
+
+
+@pytest.mark.parametrize("marker", ["_", "&"])
+def test_accelerators_stay_on_a_letter_of_the_translation(tmp_path: Path, marker: str) -> None:
+    """Finding: GTK's mnemonics (_File) kept 0 of 194. A catalogue whose labels mark their accelerator with _ (GTK)
+    or & (KDE) has it taken out before translating and put back on a letter of the translation (a word with the
+    same first letter, else the word at the same place), one for one; a doubled marker is the character itself;
+    msgfmt --check-accelerators agrees."""
+    po = tmp_path / "gtk.po"
+    po.write_text(GTK.replace("_", marker) if marker == "&" else GTK, encoding="utf-8")
+    translated(po, tmp_path / "out.po", reversed_stand_in, options=Options("de", "en"))
+    out = units(tmp_path / "out.po")
+    got = {str(k): str(u.target) for k, u in out.items()}
+    m = marker
+    assert got[f"{m}Datei"] == f"{m}DATEI" and got[f"Datei {m}speichern"] == f"{m}SPEICHERN DATEI"
+    assert got[f"Ö{m}ffnen"] == f"{m}ÖFFNEN" and got[f"{m}Öffne %s"].count(m) == 1 and "%s" in got[f"{m}Öffne %s"]
+    assert all(len(catalogs.accelerators(t, m)) == len(catalogs.accelerators(s, m)) for s, t in got.items()), got
+    assert got[f"Tom {m}{m}und{m}{m} Jerry"].count(m * 2) == 2
+    msgfmt(tmp_path / "out.po", "--use-fuzzy", f"--check-accelerators={m}")

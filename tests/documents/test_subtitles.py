@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import corpus, reversed_stand_in, stand_in, translated
+from . import fidelity
+from .helpers import careless_stand_in, corpus, reversed_stand_in, stand_in, translated
 
 pysrt = pytest.importorskip("pysrt", reason="pysrt: pip install aiayn[dev]")
 
@@ -53,3 +54,42 @@ def test_webvtt_keeps_its_header_notes_styles_settings_and_voices(tmp_path: Path
     changed = [k for k, (a, b) in enumerate(zip(lines, source, strict=True)) if a != b]
     assert changed == [11, 12, 15]                                # the cues' text lines, nothing else
     assert lines[11].startswith("<v Anna>") and lines[12].endswith("</v>") and "<c.gelb>KINDER</c>" in lines[15]
+
+
+DIALOGUE = """\ufeffWEBVTT
+
+1
+00:00:01.000 --> 00:00:03.000 align:middle line:84%
+- Wo warst du?
+- Zu Hause.
+
+2
+00:00:04.000 --> 00:00:06.000
+-Wer ist da?
+-Ich bin es, der Nachbar
+von nebenan.
+
+00:00:07.000 --> 00:00:08.000
+♪ Ein Lied im Radio ♪
+00:00:08.000 --> 00:00:09.500
+Wenn der <00:00:08.500><c>Mond</c> <00:00:09.000>scheint
+"""
+
+
+@pytest.mark.parametrize("translate", [careless_stand_in, reversed_stand_in], ids=["careless", "reversed"])
+def test_dialogue_dashes_markers_timestamps_timings_and_the_bom_stay(tmp_path: Path, translate: object) -> None:
+    """Findings (Netflix's WebVTT, pysrt's dialogue): dialogue dashes at line starts dropped (0/162, 2/156); WebVTT's
+    karaoke timestamps dropped (0/5); a cue with no blank line before the next timing line (as yt-dlp writes them)
+    turned that timing line into text (4 -> 3); the BOM dropped. Here, even when the model drops a lone mark, every
+    dash and music note is where it was (a speaker's second line goes with the first), every timestamp is in its
+    cue, every timing line is one, and the file keeps its BOM."""
+    src = tmp_path / "d.vtt"
+    src.write_text(DIALOGUE, encoding="utf-8")
+    translated(src, tmp_path / "out.vtt", translate)
+    m = fidelity.subtitles(src, tmp_path / "out.vtt")
+    assert m["cues_kept"] == m["cues"] == 4 and m["dashes_kept"] == m["dashes"] == 5, m
+    assert m["timestamps_kept"] == m["timestamps"] == 2 and m["bom_kept"], m
+    lines = (tmp_path / "out.vtt").read_text(encoding="utf-8-sig").split("\n")
+    assert lines[4].startswith("- ") and lines[5].startswith("- ") and lines[9].startswith("-")
+    assert not lines[11].startswith("-") and lines[11] and lines[14].startswith("♪ ") and lines[14].endswith(" ♪")
+    assert lines[15] == "00:00:08.000 --> 00:00:09.500" and "<00:00:08.500>" in lines[16]

@@ -5,11 +5,13 @@ files are shaped like Angular's (1.2, ``<x/>`` interpolations) and Symfony's (2.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from aiayn.documents.common import Options
 
-from .helpers import corpus, reversed_stand_in, translated, valid, well_formed, xliff_schema
+from .helpers import corpus, no_worse, reversed_stand_in, translated, valid, well_formed, xliff_schema
 
 X12 = "{urn:oasis:names:tc:xliff:document:1.2}"
 X20 = "{urn:oasis:names:tc:xliff:document:2.0}"
@@ -97,3 +99,94 @@ def test_xliff_in_another_encoding_keeps_it(tmp_path: Path) -> None:
     data = (tmp_path / "out.xlf").read_bytes()
     assert "Größe &#8594; size".encode("latin-1") in data
     assert well_formed(data).find(f"{X12}file/{X12}body/{X12}trans-unit/{X12}target").text == "Größe → size"
+
+
+SDL = """<?xml version="1.0" encoding="utf-8"?>
+<xliff xmlns:sdl="http://sdl.com/FileTypes/SdlXliff/1.0" xmlns="urn:oasis:names:tc:xliff:document:1.2" version="1.2" \
+sdl:version="1.0">
+  <file original="bericht.docx" datatype="x-sdlfilterframework2" source-language="de-DE" target-language="en-US">
+    <body>
+      <trans-unit id="a1">
+        <source><g id="1">Ein Hund rennt.</g> Zwei Kinder spielen.</source>
+        <seg-source><g id="1"><mrk mtype="seg" mid="1">Ein Hund rennt.</mrk></g> <mrk mtype="seg" mid="2">Zwei \
+Kinder <g id="2">spielen</g>.</mrk></seg-source>
+        <target><g id="1"><mrk mtype="seg" mid="1"/></g> <mrk mtype="seg" mid="2"></mrk></target>
+        <sdl:seg-defs><sdl:seg id="1"/><sdl:seg id="2" conf="Draft"/></sdl:seg-defs>
+      </trans-unit>
+      <trans-unit id="a2">
+        <source>Gesperrt.</source>
+        <seg-source><mrk mtype="seg" mid="3">Gesperrt.</mrk></seg-source>
+        <target><mrk mtype="seg" mid="3"/></target>
+        <sdl:seg-defs><sdl:seg id="3" locked="true"/></sdl:seg-defs>
+      </trans-unit>
+      <trans-unit id="a3">
+        <source>Schon fertig. Und neu.</source>
+        <seg-source><mrk mtype="seg" mid="4">Schon fertig.</mrk> <mrk mtype="seg" mid="5">Und <x id="5"/>neu.</mrk>\
+</seg-source>
+        <target><mrk mtype="seg" mid="4">Done already.</mrk> <mrk mtype="seg" mid="5"/></target>
+        <sdl:seg-defs><sdl:seg id="4" conf="Translated"/><sdl:seg id="5"/></sdl:seg-defs>
+      </trans-unit>
+      <trans-unit id="a4">
+        <source>Ohne Ziel.</source>
+        <seg-source><mrk mtype="seg" mid="6">Ohne <x id="6"/>Ziel.</mrk></seg-source>
+      </trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+
+
+def test_sdlxliff_segments_are_translated_in_their_markers(tmp_path: Path) -> None:
+    """Finding: an SDLXLIFF file (Trados's empty <mrk mtype="seg"/> targets) came back byte-identical, "0 texts
+    translated", exit 0. Here each empty target marker holds its segment's translation (its inline codes too), a
+    translated or locked segment stays, a unit without a target gets one that mirrors its seg-source, Trados's
+    record of each new segment says it is a machine draft, and the output is valid XLIFF 1.2."""
+    src = tmp_path / "bericht.sdlxliff"
+    src.write_text(SDL, encoding="utf-8")
+    report = translated(src, tmp_path / "out.sdlxliff", reversed_stand_in, options=Options("de", "en"))
+    assert report.texts == 4 and not report.notes
+    root = well_formed((tmp_path / "out.sdlxliff").read_bytes())
+    units = {u.get("id"): u for u in root.iter(X12 + "trans-unit")}
+    segs = {m.get("mid"): "".join(m.itertext()) for u in units.values() for t in u.iter(X12 + "target")
+            for m in t.iter(X12 + "mrk")}
+    assert segs == {"1": "RENNT. HUND EIN", "2": "SPIELEN. KINDER ZWEI", "3": "", "4": "Done already.",
+                    "5": "NEU. UND", "6": "ZIEL. OHNE"}
+    assert units["a1"].find(f"{X12}target/{X12}g/{X12}mrk") is not None
+    assert [x.get("id") for x in units["a4"].iter(X12 + "x")] == ["6", "6"]
+    sdl = "{http://sdl.com/FileTypes/SdlXliff/1.0}"
+    confs = {s.get("id"): (s.get("conf"), s.get("origin")) for s in root.iter(sdl + "seg")}
+    assert confs == {"1": ("Draft", "mt"), "2": ("Draft", "mt"), "3": (None, None), "4": ("Translated", None),
+                     "5": ("Draft", "mt")}
+    no_worse(xliff_schema("1.2"), src, tmp_path / "out.sdlxliff")
+
+
+def test_xliff20_translate_is_inherited_the_nearest_wins(tmp_path: Path) -> None:
+    """Finding: a translate="yes" group inside a translate="no" file was ignored (0/3 segments)."""
+    src = tmp_path / "in.xlf"
+    src.write_text('<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de">'
+                   '<file id="f" translate="no"><unit id="u0"><segment><source>Nein.</source></segment></unit>'
+                   '<group id="g" translate="yes"><unit id="u1"><segment><source>Eins.</source></segment></unit>'
+                   '<unit id="u2"><segment><source>Zwei.</source></segment></unit><unit id="u3" translate="no">'
+                   '<segment><source>Drei.</source></segment></unit></group></file></xliff>', encoding="utf-8")
+    translated(src, tmp_path / "out.xlf", options=Options("de", "en"))
+    root = well_formed((tmp_path / "out.xlf").read_bytes())
+    got = {u.get("id"): "".join(u.find(f"{X20}segment/{X20}target").itertext()) if u.find(
+        f"{X20}segment/{X20}target") is not None else None for u in root.iter(X20 + "unit")}
+    assert got == {"u0": None, "u1": "EINS.", "u2": "ZWEI.", "u3": None}
+
+
+def test_a_file_with_nothing_to_translate_says_why_and_exits_non_zero(tmp_path: Path, copy_model: Path) -> None:
+    """Finding: a file where nothing was translated answered "0 texts translated" and exit 0. Here the command
+    line warns why (every unit has a target, or is translate="no", or is locked) and exits 1; memoQ's .mqxliff and
+    Trados's .sdlxliff are read as XLIFF."""
+    src = tmp_path / "done.mqxliff"
+    src.write_text('<xliff xmlns="urn:oasis:names:tc:xliff:document:1.2" xmlns:mq="MQXliff" version="1.2"><file '
+                   'source-language="de" datatype="plaintext" original="x"><body><trans-unit id="1" '
+                   'mq:status="ManuallyConfirmed"><source>Ja</source><target>Yes</target></trans-unit><trans-unit '
+                   'id="2" translate="no"><source>Nein</source></trans-unit></body></file></xliff>', encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(copy_model), "--device", "cpu",
+                          "--input", str(src), "--output", str(tmp_path / "out.mqxliff")], capture_output=True,
+                         text=True)
+    assert run.returncode == 1, run.stderr
+    assert "no unit to translate: of its units, 1 has a target already, 1 translate=no" in run.stderr
+    assert "nothing was translated" in run.stderr
