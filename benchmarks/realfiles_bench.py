@@ -3,6 +3,7 @@ tools measure them (tests/documents/fidelity.py), the figures summed per file ty
 
     make realfiles                                   # fetch them (tests/documents/realfiles.py)
     python -m benchmarks realfiles --model runs/demo/run-de-en [--extra DIR ...] [--only po,md]
+        [--tree /tmp/base]       # an earlier commit's worktree instead (each file in its own process)
 
 The files: build/realfiles/ (catalogues of 17 Debian packages and Django, READMEs of 22 npm and PyPI packages,
 subtitles of webvtt-py and pysrt, Symfony's XLIFF, Debian's reference in German, pandoc's office documents and
@@ -18,7 +19,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,8 +61,9 @@ def measure(kind: str, src: Path, out: Path) -> dict[str, Any]:
     return m
 
 
-def one(model: str, src: Path, tmp: Path, extra: list[str]) -> dict[str, Any]:
-    """A file translated by the command line (in this process), its exit status, seconds, figures."""
+def one(model: str, src: Path, tmp: Path, extra: list[str], tree: str | None = None) -> dict[str, Any]:
+    """A file translated by the command line (in this process; ``tree``: another source tree's, in its own), its
+    exit status, seconds, figures."""
     from aiayn.cli.main import main as cli
 
     kind = TYPES[src.suffix.lower()]
@@ -68,8 +72,15 @@ def one(model: str, src: Path, tmp: Path, extra: list[str]) -> dict[str, Any]:
     out = tmp / f"out-{src.name}"
     log = io.StringIO()
     start = time.perf_counter()
-    with contextlib.redirect_stderr(log):
-        rc = cli(["translate", "--model", model, "--input", str(copy), "--output", str(out), "--quiet", *extra])
+    args = ["translate", "--model", model, "--input", str(copy), "--output", str(out), "--quiet", *extra]
+    if tree is not None:
+        run = subprocess.run([sys.executable, "-m", "aiayn", *args], capture_output=True, text=True, cwd=tree,
+                             env={**os.environ, "PYTHONPATH": tree})
+        rc = run.returncode
+        log.write(run.stderr)
+    else:
+        with contextlib.redirect_stderr(log):
+            rc = cli(args)
     row: dict[str, Any] = {"file": str(src), "type": kind, "rc": rc, "seconds": round(time.perf_counter() - start, 1),
                            "log": [line for line in log.getvalue().splitlines() if "left untranslated" in line
                                    or "nothing was translated" in line or "error" in line.lower()][:10]}
@@ -104,6 +115,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--only", default="", help="types to run (comma-separated: po, md, subtitles, xliff, html, "
                                                "office, epub)")
     ap.add_argument("--flags", default="", help="more flags for aiayn translate (e.g. '--engine torch')")
+    ap.add_argument("--tree", metavar="PATH", help="run another source tree's aiayn (a git worktree of an earlier "
+                                                   "commit) instead, each file in its own process")
     a = ap.parse_args(argv)
     from tests.documents import realfiles
 
@@ -117,14 +130,15 @@ def main(argv: list[str]) -> None:
         for k, src in enumerate(files):
             folder = Path(tmp) / str(k)
             folder.mkdir()
-            rows.append(one(a.model, src, folder, a.flags.split()))
+            rows.append(one(str(Path(a.model).resolve()), src, folder, a.flags.split(), a.tree))
             r = rows[-1]
             print(f"{k + 1}/{len(files)} {r['type']:9} rc={r['rc']} {r['seconds']:6.1f}s {src.name} "
                   f"{'; '.join(r.get('problems', []))[:150]}", flush=True)
     totals = summed(rows)
     for kind, t in totals.items():
         print(kind, t)
-    print(f"recorded {record.write('realfiles', {'model': a.model, 'files': len(rows), 'types': totals, 'rows': rows})}")
+    figures = {"model": a.model, "tree": a.tree or "this", "files": len(rows), "types": totals, "rows": rows}
+    print(f"recorded {record.write('realfiles', figures)}")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,9 @@ def pieces(content: str, children: list[Any]) -> tuple[list[spans.Piece], list[s
         elif t.type == "code_inline":
             r.pieces.append(spans.Empty(r.take_re(re.compile(re.escape(t.markup) + r".*?(?<!`)" + re.escape(t.markup)
                                                              + r"(?!`)", re.S))))
+        elif t.type == "html_inline" and re.fullmatch(r"<br\s*/?>", t.content, re.I):
+            r.breaks.append(r.take(t.content))          # (a line break, as a hard break is: not glue between words)
+            r.pieces.append("\n")
         elif t.type == "html_inline":
             _html(r, r.take(t.content))
         else:

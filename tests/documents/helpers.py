@@ -44,8 +44,9 @@ def stand_in(texts: list[str], fmt: str, kinds: tuple[str, ...], reverse: bool =
             out.append(_fragment(t, tuple(k for k in kinds if k != "tags"), reverse, careless))
             continue
         pieces = spans.code(t.strip(), kinds)
-        if pieces is None:
-            out.append(_words(t, reverse, careless)[0] if reverse or careless else t.upper())
+        if pieces is None:                              # (a line break cuts a text into lines: pipeline.py)
+            out.append("\n".join(_words(line, reverse, careless)[0] for line in t.split("\n")) if reverse or careless
+                       else t.upper())
             continue
         html, codes = spans.to_html(pieces)
         lead, trail = t[:len(t) - len(t.lstrip())], t[len(t.rstrip()):]

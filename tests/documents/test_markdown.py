@@ -118,6 +118,8 @@ Ein Absatz in den Details, siehe [Leitfaden für Beiträge].
 
 </details>
 
+Zeile eins<br>Zeile zwei.
+
 Drücke **<kbd>Strg</kbd>** und [`frozendict`](https://docs.python.org/fd) oder [https://x.org/a](https://x.org/a) und
 [die Anleitung][] lesen.
 
@@ -164,7 +166,8 @@ def test_github_markdown_keeps_alerts_details_links_and_html(tmp_path: Path, tra
     assert out.count("</details>") == 2 and "> [!NOTE]\n" in out and "> [!WARNING]\n" in out
     assert re.search(r"\*\*<kbd>STRG</kbd>\*\*", out) and "[`frozendict`](https://docs.python.org/fd)" in out
     assert re.search(r"\]\[Leitfaden für Beiträge\]", out) and "][preact/compat]" in out and "][die Anleitung]" in out
-    assert "    <summary>INNEN</summary>" in out.replace("  <details>\n", "") or "<summary>INNEN</summary>" in out
+    assert "\n  <details>\n    <summary>INNEN</summary>\n" in out and "\n  </details>\n" in out
+    assert "ZEILE EINS<br>ZEILE ZWEI." in out or "EINS ZEILE<br>ZWEI. ZEILE" in out     # (each line its own)
     assert "| | SPALTE | MEHR |" in out and re.search(r"\| \| (EIN WERT|WERT EIN) \| \|", out)
     assert "\\*" not in out
 

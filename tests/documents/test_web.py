@@ -209,3 +209,17 @@ def test_ruby_annotations_and_soft_hyphens_stay(tmp_path: Path) -> None:
     translated(page, tmp_path / "out.html", keeping)
     out = (tmp_path / "out.html").read_text(encoding="utf-8")
     assert "Bundes&shy;tag" in out and "<ruby>漢<rp>(</rp><rt>kan</rt><rp>)</rp></ruby>" in out, out
+
+
+def test_an_inline_element_that_holds_a_block_is_one(tmp_path: Path) -> None:
+    """Found on turborepo's README: <a> around a <picture> and an <h1> made one line of the whole block, the heading
+    moved before the picture. An inline element that holds a block is a block: its blocks keep their order and their
+    lines, the heading's text translated in it."""
+    page = tmp_path / "p.html"
+    page.write_text('<p align="center">\n  <a href="https://x.org">\n    <picture>\n      <source srcset="d.png">\n'
+                    '      <img src="l.png" height="128">\n    </picture>\n    <h1 align="center">Turbo Haus</h1>\n'
+                    '  </a>\n</p>\n', encoding="utf-8")
+    translated(page, tmp_path / "out.html", reversed_stand_in)
+    out = (tmp_path / "out.html").read_text(encoding="utf-8")
+    assert re.findall(r"<(\w+)", out) == ["p", "a", "picture", "source", "img", "h1"], out
+    assert '<h1 align="center">HAUS TURBO</h1>' in out and out.count("\n") >= 8, out
