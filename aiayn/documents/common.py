@@ -129,12 +129,18 @@ class Texts:
         return out
 
     def _translated(self, texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
-        """The front end's translation of ``texts``, their soft hyphens (``&shy;``) kept out of it (SentencePiece's
-        normalisation drops them) and put back in the words the translation keeps as they were (a name, a term)."""
-        bare, hyphenated = zip(*(soft_hyphens(t, fmt == "html") for t in texts), strict=True)
-        out = self.translate(list(bare), fmt, kinds)
-        return [t if not words else scored_like(t, with_soft_hyphens(str(t), words))
-                for t, words in zip(out, hyphenated, strict=True)]
+        """The front end's translation of ``texts``: their soft hyphens (``&shy;``) kept out of it (SentencePiece's
+        normalisation drops them) and put back in the words the translation keeps as they were (a name, a term);
+        a text without a letter (``…``, ``2000``, GNU's quote characters `` ` `` and ``'``, ``%1:``) is its own
+        translation (a model makes nothing, or a word, of it)."""
+        worded = [k for k, t in enumerate(texts) if any(ch.isalpha() for ch in _visible(t, fmt, kinds))]
+        bare, hyphenated = zip(*(soft_hyphens(texts[k], fmt == "html") for k in worded), strict=True) if worded \
+            else ((), ())
+        out: list[str] = list(texts)
+        for k, t, words in zip(worded, self.translate(list(bare), fmt, kinds) if worded else [], hyphenated,
+                               strict=True):
+            out[k] = t if not words else scored_like(t, with_soft_hyphens(str(t), words))
+        return out
 
     def coded(self, items: list[list[spans.Piece]], kinds: Sequence[str] | None = None) -> list[list[spans.Piece]]:
         """Texts with inline codes (spans.py's pieces: a format's own tags, as elements or markup) translated, each
@@ -163,6 +169,18 @@ class Texts:
                 self.report.spans += total + sum(1 for p in spans.ungrouped(items[k]) if isinstance(p, (spans.Open,
                                                                                                        spans.Empty)))
         return [spans.ungrouped([*lead, *mine, *trail]) for (lead, _, trail), mine in zip(edges, out, strict=True)]
+
+
+def _visible(text: str, fmt: str, kinds: tuple[str, ...]) -> str:
+    """What of a text a model would read: an HTML fragment's text (its tags out), a text's words outside its
+    protected spans."""
+    if fmt == "html":
+        text = re.sub(r"<[^>]*>", " ", text)
+    at, kept = 0, []
+    for start, end, _ in spans.find(text, kinds):
+        kept.append(text[at:start])
+        at = end
+    return "".join(kept) + text[at:]
 
 
 SHY = "\u00ad"

@@ -159,16 +159,19 @@ def xliff(src: Path, out: Path, schemas: dict[str, Path | None] | None = None) -
         ns = root.tag.split("}")[0] + "}" if root.tag.startswith("{") else ""
         empty = total = 0
         for unit in root.iter(ns + "trans-unit", ns + "segment"):
+            says = next((a.get("translate") for a in unit.iterancestors() if a.get("translate")), None)
+            if (unit.get("translate") or says) == "no":
+                continue                                # (translate="no": nothing to translate; the nearest wins)
             segs = unit.find(ns + "seg-source")
             target = unit.find(ns + "target")
             if segs is not None and segs.findall(".//" + ns + "mrk"):
                 for mrk in segs.iter(ns + "mrk"):
-                    if mrk.get("mtype") == "seg":
+                    if mrk.get("mtype") == "seg" and _words(mrk).strip():     # (one of codes alone: nothing)
                         total += 1
                         mine = [t for t in (target.iter(ns + "mrk") if target is not None else [])
                                 if t.get("mid") == mrk.get("mid")]
                         empty += not mine or not "".join(mine[0].itertext()).strip()
-            elif unit.find(ns + "source") is not None and "".join(unit.find(ns + "source").itertext()).strip():
+            elif unit.find(ns + "source") is not None and _words(unit.find(ns + "source")).strip():
                 total += 1                              # (a unit with an empty source has nothing to translate)
                 empty += target is None or not "".join(target.itertext()).strip()
         return empty, total
@@ -190,6 +193,16 @@ def xliff(src: Path, out: Path, schemas: dict[str, Path | None] | None = None) -
         if before and not after:
             problems.append(f"invalid against {path.name}: {[str(e) for e in schema.error_log][:3]}")
     return {**m, "problems": problems}
+
+
+def _words(el: Any) -> str:
+    """An XLIFF element's text outside its codes (``<ph>``, ``<bpt>``, ``<ept>``, ``<it>`` hold native code)."""
+    out = [el.text or ""]
+    for child in el:
+        if child.tag.split("}")[-1] not in ("ph", "bpt", "ept", "it"):
+            out.append(_words(child))
+        out.append(child.tail or "")
+    return "".join(out)
 
 
 def page(src: Path, out: Path) -> dict[str, Any]:

@@ -286,3 +286,19 @@ def test_accelerators_stay_on_a_letter_of_the_translation(tmp_path: Path, marker
     assert all(len(catalogs.accelerators(t, m)) == len(catalogs.accelerators(s, m)) for s, t in got.items()), got
     assert got[f"Tom {m}{m}und{m}{m} Jerry"].count(m * 2) == 2
     msgfmt(tmp_path / "out.po", "--use-fuzzy", f"--check-accelerators={m}")
+
+
+def test_an_entry_without_a_letter_is_its_own_translation(tmp_path: Path) -> None:
+    """Found on coreutils, grep, sed and tar with the demo model: gnulib's quote characters (msgid "`" and "'"), "???"
+    and okular's "%1:" came back empty (4 of 10,053 entries silently untranslated). A text with no letter outside its
+    placeholders is not given to the model: it is its own translation, marked fuzzy like the rest."""
+    po = tmp_path / "q.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "`"\nmsgstr ""\n\n'
+                  'msgid "\'"\nmsgstr ""\n\nmsgid "???"\nmsgstr ""\n\n#, kde-format\nmsgid "%1:"\nmsgstr ""\n\n'
+                  'msgid "2000"\nmsgstr ""\n', encoding="utf-8")
+    translated(po, tmp_path / "out.po", careless_stand_in, options=Options("en", "de"))
+    out = units(tmp_path / "out.po")
+    assert {str(k): str(u.target) for k, u in out.items()} == {"`": "`", "'": "'", "???": "???", "%1:": "%1:",
+                                                               "2000": "2000"}
+    assert all(u.isfuzzy() for u in out.values())
+    msgfmt(tmp_path / "out.po", "--use-fuzzy")
