@@ -61,7 +61,11 @@ DOUBLE_BRACE = re.compile(r"\{\{.*?\}\}")
 # the head of a brace placeholder: {}, {0}, {name}, {0.attr}, {name!r:>10}, {0:N2}, {0,-10}, ICU's {count, plural, …}
 _BRACE_HEAD = re.compile(r"\{\s*(?:[A-Za-z_][\w.-]*|\d+)?\s*(?:[!:,][^{}]*)?(?=[{}])")
 
-KINDS = ("printf", "percent", "brace", "dollar", "tags", "ass", "url", "email", *formatstrings.flags())
+# a program's name for a thing, of several underscores or capitals (G_FILENAME_ENCODING, KP_Page_Up, SO_RCVBUF):
+# not words; a catalogue that marks its accelerators with "_" protects them (documents/catalogs.py)
+IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+){2,}\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+
+KINDS = ("printf", "percent", "brace", "dollar", "tags", "ass", "url", "email", "identifier", *formatstrings.flags())
 # what a plain text is taken to hold when nothing says otherwise (the command line, both APIs): each kind whose
 # pattern does not turn up in ordinary prose; tags are markup only where a format says so (--format html, a PO's
 # strings, subtitles)
@@ -156,7 +160,7 @@ def parse(text: str) -> tuple[str, ...]:
 
 
 # what a text must hold for a span of some kind to be in it: most texts hold none, and are passed over at this cost
-_ANY = re.compile(r"[%{}$<@]|://|www\.")
+_ANY = re.compile(r"[%{}$<@_]|://|www\.")
 
 
 def find(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str]]:
@@ -167,7 +171,7 @@ def find(text: str, kinds: Iterable[str]) -> list[tuple[int, int, str]]:
     kinds = set(kinds)
     found: list[tuple[int, int, str]] = []
     patterns = {"printf": PRINTF, "percent": PERCENT, "dollar": DOLLAR, "url": URL, "email": EMAIL, "tags": TAG,
-                "ass": ASS}
+                "ass": ASS, "identifier": IDENTIFIER}
     for kind, pattern in patterns.items():
         if kind in kinds:
             found += [(m.start(), m.end(), kind) for m in pattern.finditer(text)]

@@ -22,6 +22,9 @@ a real ``aiayn serve`` on a free port) and counts with the format's own tools:
   the statuses, the slowest answer against ``--file-timeout``, SIGTERM's exit status and time, files left behind.
 - **bombs**: a docx holding a 2 GB image, a pptx holding 6 GB, a docx of 3 million paragraphs (bzip2 packs each to
   kilobytes): status, seconds, the server's peak memory over its idle.
+- **laughs**: a 5 KB billion-laughs XLIFF, once and six at once: statuses, seconds, the server's memory.
+- **sigterm**: SIGTERM 8 s into a 4,000-line document's translation: its answer, the server's exit status and time,
+  tracebacks and CancelledErrors in its log.
 
 Records ``results/files/files-<date>.json``.
 """
@@ -50,7 +53,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import record  # noqa: E402
 
-PARTS = ("catalogues", "xliff", "subtitles", "markdown", "html", "epub", "burst", "bombs")
+PARTS = ("catalogues", "xliff", "subtitles", "markdown", "html", "epub", "burst", "bombs", "laughs", "sigterm")
 
 
 def cli(model: str, src: Path, dst: Path, *flags: str) -> tuple[float, str]:
@@ -440,6 +443,66 @@ def bombs(model: str, data: Path, tmp: Path) -> dict[str, Any]:
     return out
 
 
+def billion_laughs() -> bytes:
+    """A 5 KB XLIFF whose one unit's source expands to 10^9 "lol"s (3 GB) through nine nested entities."""
+    decls = ['<!ENTITY lol "lol">'] + [f'<!ENTITY lol{k} "{("&lol" + (str(k - 1) if k > 1 else "") + ";") * 10}">'
+                                       for k in range(1, 10)]
+    return (f'<?xml version="1.0"?>\n<!DOCTYPE xliff [{"".join(decls)}]>\n<xliff version="1.2" xmlns="urn:oasis:'
+            'names:tc:xliff:document:1.2"><file source-language="de" datatype="plaintext" original="x"><body>'
+            '<trans-unit id="1"><source>&lol9;</source></trans-unit></body></file></xliff>').encode()
+
+
+def laughs(model: str, data: Path, tmp: Path, n: int = 6) -> dict[str, Any]:
+    """One billion-laughs XLIFF, then ``n`` at once: statuses, seconds, the server's memory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bomb = billion_laughs()
+    s = Server(model, tmp)
+    out: dict[str, Any] = {"bytes": len(bomb)}
+    try:
+        time.sleep(2)
+        idle, peak = s.rss("VmRSS"), s.rss("VmHWM")
+        status, answer, seconds = s.upload("lol.xlf", bomb)
+        out["one"] = {"status": status, "seconds": round(seconds, 4), "error": answer.get("error")}
+        start = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            statuses = [r[0] for r in pool.map(lambda k: s.upload(f"lol{k}.xlf", bomb), range(n))]
+        out[f"{n}_at_once"] = {"statuses": statuses, "seconds": round(time.perf_counter() - start, 4)}
+        out["rss_over_idle_mb"] = round((s.rss("VmRSS") - idle) / 2**20, 1)
+        out["peak_growth_mb"] = round((s.rss("VmHWM") - peak) / 2**20, 1)
+        print(out)
+    finally:
+        out["stop"] = s.stop()
+    return out
+
+
+def sigterm(model: str, data: Path, tmp: Path) -> dict[str, Any]:
+    """A long document being translated when SIGTERM comes: its answer, how long the server takes to exit, and
+    whether its log holds a traceback."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(5)
+    words = "Hund Katze Wiese Kind spielt rennt über die eine der im Sand am Strand".split()
+    text = "\n".join(" ".join(rng.choice(words) for _ in range(12)) + "." for _ in range(4000)).encode()
+    s = Server(model, tmp, "--file-timeout", "600")
+    out: dict[str, Any] = {"lines": 4000}
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(s.upload, "lang.txt", text, 600)
+            time.sleep(8)                                   # (as the finding: 8 s into its translation)
+            out["exit"] = s.stop()
+            status, body, _ = answer.result(timeout=120)
+        out.update(status=status, error=body.get("error"), tracebacks=s.tracebacks())
+        s.log.seek(0)
+        out["cancelled_errors"] = s.log.read().decode(errors="replace").count("CancelledError")
+        print(out)
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+    return out
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks files", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
@@ -462,4 +525,4 @@ def main(argv: list[str]) -> None:
 
 
 RUNS = {"catalogues": catalogues, "xliff": xliff, "subtitles": subtitles, "markdown": markdown, "html": html,
-        "epub": epub, "burst": burst, "bombs": bombs}
+        "epub": epub, "burst": burst, "bombs": bombs, "laughs": laughs, "sigterm": sigterm}

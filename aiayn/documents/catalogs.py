@@ -123,8 +123,9 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         for s in mine:
             for _, core, _ in _lines(s):
                 if core:
-                    bare, mark = unmark(core, marker, kinds(u, texts.kinds))
-                    asks.append((k, bare, kinds(u, texts.kinds)))
+                    mine = (*kinds(u, texts.kinds), "identifier") if marker == "_" else kinds(u, texts.kinds)
+                    bare, mark = unmark(core, marker, mine)
+                    asks.append((k, bare, mine))
                     marks.append(mark)
     done_asks = [text if mark is None else scored_like(text, remark(text, mark, marker or "", kinds_))
                  for text, mark, (_, _, kinds_) in zip(_translate_grouped(texts, asks), marks, asks, strict=True)]
@@ -193,8 +194,9 @@ def accelerator_marker(sources: list[str]) -> str | None:
 
 def accelerators(text: str, marker: str, kinds: tuple[str, ...] = spans.DEFAULT) -> list[int]:
     """Where ``marker`` marks an accelerator in ``text``: before a letter or digit, not doubled (``__``, ``&&``: the
-    character itself), not an entity (``&amp;``) and not inside a protected span (a URL's ``&``)."""
-    taken = spans.find(text, (*kinds, "url"))
+    character itself), not an entity (``&amp;``) and not inside a protected span (a URL's ``&``, a name's ``_``:
+    ``G_FILENAME_ENCODING``, spans.IDENTIFIER)."""
+    taken = spans.find(text, (*kinds, "url", *(("identifier",) if marker == "_" else ())))
     out, at = [], 0
     while (i := text.find(marker, at)) >= 0:
         after = text[i + 1:i + 2]

@@ -23,7 +23,8 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 def _words(line: str, reverse: bool, careless: bool = False) -> tuple[str, str]:
     words = line.split()
-    keep = [i for i, w in enumerate(words) if not careless or any(c.isalnum() for c in w) and not w.startswith("[!")]
+    keep = [i for i, w in enumerate(words) if not careless or any(c.isalnum() for c in w) and not w.startswith("[!")
+            and "<" not in w]                           # (markup it never saw, as text: dropped too)
     order = keep[::-1] if reverse else keep
     return " ".join(words[i].upper() for i in order), " ".join(f"{i}-{j}" for j, i in enumerate(order))
 
@@ -36,8 +37,8 @@ def _fragment(html: str, kinds: tuple[str, ...], reverse: bool, careless: bool =
 def stand_in(texts: list[str], fmt: str, kinds: tuple[str, ...], reverse: bool = False,
              careless: bool = False) -> list[str]:
     """What the pipeline makes of ``texts`` when its model upper-cases each word (``reverse``: and reverses their
-    order; ``careless``: and drops a word of marks alone, "-", ".", "[!NOTE]", as a small model drops what it never
-    saw), aligned word for word: protected spans and markup through spans.py and markup.py, as pipeline.py does."""
+    order; ``careless``: and drops a word of marks alone, "-", ".", "[!NOTE]", "<00:01.000>", as a small model drops
+    what it never saw), aligned word for word: protected spans and markup through spans.py and markup.py, as pipeline.py does."""
     out = []
     for t in texts:
         if fmt == "html":
