@@ -120,12 +120,12 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     for k, u in enumerate(todo):
         mine = [str(s) for s in u.source.strings] if u.hasplural() else [str(u.source)]
         strings.append(mine)
+        protect = (*kinds(u, texts.kinds), "identifier") if marker == "_" else kinds(u, texts.kinds)
         for s in mine:
             for _, core, _ in _lines(s):
                 if core:
-                    mine = (*kinds(u, texts.kinds), "identifier") if marker == "_" else kinds(u, texts.kinds)
-                    bare, mark = unmark(core, marker, mine)
-                    asks.append((k, bare, mine))
+                    bare, mark = unmark(core, marker, protect)
+                    asks.append((k, bare, protect))
                     marks.append(mark)
     done_asks = [text if mark is None else scored_like(text, remark(text, mark, marker or "", kinds_))
                  for text, mark, (_, _, kinds_) in zip(_translate_grouped(texts, asks), marks, asks, strict=True)]

@@ -38,7 +38,8 @@ def stand_in(texts: list[str], fmt: str, kinds: tuple[str, ...], reverse: bool =
              careless: bool = False) -> list[str]:
     """What the pipeline makes of ``texts`` when its model upper-cases each word (``reverse``: and reverses their
     order; ``careless``: and drops a word of marks alone, "-", ".", "[!NOTE]", "<00:01.000>", as a small model drops
-    what it never saw), aligned word for word: protected spans and markup through spans.py and markup.py, as pipeline.py does."""
+    what it never saw), aligned word for word: protected spans and markup through spans.py and markup.py, as
+    pipeline.py does."""
     out = []
     for t in texts:
         if fmt == "html":

@@ -277,8 +277,8 @@ def test_accelerators_stay_on_a_letter_of_the_translation(tmp_path: Path, marker
     name of several underscores (G_FILENAME_ENCODING, KP_Page_Up: 3 gtk20 entries left untranslated with the demo
     model) is no accelerator and no word: it comes back whole; msgfmt --check-accelerators agrees."""
     po = tmp_path / "gtk.po"
-    names = 'msgctxt "keyboard label"\nmsgid "KP_Page_Up"\nmsgstr ""\n\n#, c-format\nmsgid "Setze G_FILENAME_ENCODING: %s"\n' \
-        'msgstr ""\n'                            # (names of several underscores: not accelerators, not words)
+    names = ('msgctxt "keyboard label"\nmsgid "KP_Page_Up"\nmsgstr ""\n\n#, c-format\n'
+             'msgid "Setze G_FILENAME_ENCODING: %s"\nmsgstr ""\n')   # (names of several underscores: not accelerators)
     po.write_text(GTK.replace("_", marker) if marker == "&" else GTK + "\n" + names, encoding="utf-8")
     translated(po, tmp_path / "out.po", reversed_stand_in, options=Options("de", "en"))
     out = units(tmp_path / "out.po")

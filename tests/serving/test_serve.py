@@ -242,6 +242,7 @@ def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
 @pytest.mark.skipif(chrome() is None, reason="no Chromium + chromedriver here: `make browser` installs them (Debian: "
                     "apt-get install chromium chromium-driver)")
 def test_the_page_in_a_real_browser(server: Server) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -254,7 +255,8 @@ def test_the_page_in_a_real_browser(server: Server) -> None:
         source.clear()
         source.send_keys("a b c d e\nj i h g")
         d.find_element(By.ID, "translate").click()
-        wait = WebDriverWait(d, 60)
+        # (the page redraws its list as answers come: an element read mid-redraw is stale, and read again)
+        wait = WebDriverWait(d, 60, ignored_exceptions=(StaleElementReferenceException,))
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#translations li")) == 2)
         items = d.find_elements(By.CSS_SELECTOR, "#translations li")
         assert "a b c d e" in items[0].text and "j i h g" in items[1].text
