@@ -78,7 +78,9 @@ class Request:
     alignments: bool = setting(False, "each translation's word alignment too: 'i-j' links, source word i to target "
                                "word j, from 0 (from the encoder-decoder attention)", needs="alignments")
     protect: tuple[str, ...] = setting(spans.DEFAULT, "the kinds of protected span taken out of a text before "
-                                       f"translating and put back on the aligned words (of {', '.join(spans.KINDS)}; "
+                                       "translating and put back on the aligned words (of "
+                                       f"{', '.join(k for k in spans.KINDS if not k.endswith('-format'))}, or a "
+                                       "gettext format flag's grammar: c-format, python-format, qt-format ...; "
                                        f"none: off; default {','.join(spans.DEFAULT)}); a plain text is protected "
                                        "where its translation is one line, without alignments or constraints, and the "
                                        "engine aligns", parse=spans.parse)
