@@ -269,21 +269,19 @@ def test_a_document_past_its_deadline_is_a_504_and_its_work_stops(copy_model: Pa
 def test_sigterm_stops_a_document_in_flight_with_a_503_and_no_traceback(copy_model: Path) -> None:
     """Finding: SIGTERM 8 s into a catalogue's translation took 68 s to exit (the shutdown's grace, then the task
     cancelled), answered 500 and logged a CancelledError traceback. Here the document's work stops at once: its
-    upload is answered 503 (send it again: another replica takes it), the server exits 0 within seconds, and its
-    log holds no traceback."""
+    upload is answered 503 (send it again: another replica takes it) rather than finished, the server exits 0, and
+    its log holds no traceback (how fast: python -m benchmarks files --parts sigterm)."""
     s = Server("--no-processes", "--workers", "1", "--file-timeout", "300", model=copy_model)
     lines = copy_lines(6000, seed=9)
     try:
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(upload, s, "long.txt", "\n".join(lines).encode(), 120)
             wait_for(lambda: s.metric("aiayn_decoding_steps_total") > 0, "the document's decoding to start")
-            start = time.monotonic()
             s.proc.send_signal(signal.SIGTERM)
             status, body = answer.result(timeout=60)
             s.proc.wait(timeout=60)
-            took = time.monotonic() - start
-        assert status == 503 and "shutting down" in body["error"], (status, body)
-        assert s.proc.returncode == 0 and took < 15, (s.proc.returncode, took)
+        assert status == 503 and "shutting down" in body["error"], (status, body)    # (stopped, not finished)
+        assert s.proc.returncode == 0
     finally:
         s.stop()
     assert "Traceback" not in s.output() and "CancelledError" not in s.output(), s.output()[-3000:]
@@ -291,8 +289,9 @@ def test_sigterm_stops_a_document_in_flight_with_a_503_and_no_traceback(copy_mod
 
 def test_a_billion_laughs_is_refused_at_once_any_number_at_once(copy_model: Path, tmp_path: Path) -> None:
     """Finding: a 5 KB billion-laughs XLIFF cost 2.7 s and +337 MB that stayed held; six at once +800 MB and 19.9 s.
-    Here the parser refuses a file that declares its own entities before expanding any: each of eight at once is a
-    400 naming why, and the server's peak memory grows by less than 20 MB; the command line refuses it too."""
+    Here the parser refuses a file that declares its own entities where it reads the declaration, before expanding
+    any: each of eight at once is a 400 naming why, and the server's peak memory grows by less than 20 MB (an
+    expansion would cost hundreds); the command line refuses it too."""
     lol = "&lol;" * 10
     decls = "".join(f'<!ENTITY lol{k} "{lol.replace("lol;", f"lol{k - 1};") if k > 1 else "lol"}">' for k in
                     range(1, 10)).replace("lol0", "lol")
@@ -303,10 +302,8 @@ def test_a_billion_laughs_is_refused_at_once_any_number_at_once(copy_model: Path
     s = Server("--no-processes", "--workers", "1", model=copy_model)
     try:
         idle, peak = _rss(s.proc.pid, "VmRSS"), _rss(s.proc.pid, "VmHWM")
-        start = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(8) as pool:                 # (how fast: python -m benchmarks files --parts laughs)
             results = list(pool.map(lambda k: upload(s, f"lol{k}.xlf", bomb), range(8)))
-        assert time.monotonic() - start < 10
         assert all(status == 400 and "declares its own XML entities" in answer["error"] for status, answer in results)
         grew = max(_rss(s.proc.pid, "VmHWM") - peak, _rss(s.proc.pid, "VmRSS") - idle)
         assert grew < 20 << 20, grew
