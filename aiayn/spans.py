@@ -105,13 +105,13 @@ class Group:
     pieces: tuple[Piece, ...]
 
 
-def _wordless(text: str, kinds: Iterable[str]) -> bool:
-    """Whether a text has no letter or digit outside its protected spans (a URL as a link's text)."""
+def outside(text: str, kinds: Iterable[str]) -> str:
+    """What of ``text`` is not in its protected spans of ``kinds``: what a model reads of it."""
     at, rest = 0, []
     for start, end, _ in find(text, kinds):
         rest.append(text[at:start])
         at = end
-    return not any(ch.isalnum() for ch in "".join(rest) + text[at:])
+    return "".join(rest) + text[at:]
 
 
 def grouped(pieces: Sequence[Piece], kinds: Iterable[str] = ()) -> list[Piece]:
@@ -127,7 +127,7 @@ def grouped(pieces: Sequence[Piece], kinds: Iterable[str] = ()) -> list[Piece]:
         elif isinstance(p, Close) and opened and opened[-1] is p.open:
             opened.pop()
             k = next(i for i in range(len(out) - 1, -1, -1) if out[i] is p.open)
-            if all(not isinstance(q, str) or _wordless(q, kinds) for q in out[k + 1:-1]):
+            if all(not isinstance(q, str) or not any(ch.isalnum() for ch in outside(q, kinds)) for q in out[k + 1:-1]):
                 inner = tuple(out[k:])
                 out[k:] = [Empty(Group(inner), any(isinstance(q, Empty) and q.ordered for q in inner))]
     return out

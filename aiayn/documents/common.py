@@ -172,15 +172,8 @@ class Texts:
 
 
 def _visible(text: str, fmt: str, kinds: tuple[str, ...]) -> str:
-    """What of a text a model would read: an HTML fragment's text (its tags out), a text's words outside its
-    protected spans."""
-    if fmt == "html":
-        text = re.sub(r"<[^>]*>", " ", text)
-    at, kept = 0, []
-    for start, end, _ in spans.find(text, kinds):
-        kept.append(text[at:start])
-        at = end
-    return "".join(kept) + text[at:]
+    """What of a text a model would read: outside its protected spans, and an HTML fragment's tags."""
+    return spans.outside(re.sub(r"<[^>]*>", " ", text) if fmt == "html" else text, kinds)
 
 
 SHY = "\u00ad"

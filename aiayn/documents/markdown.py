@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import spans
+from ..htmltree import VOID
 from .common import Options, Texts, balance
 from .plain import read
 
@@ -149,7 +150,7 @@ def _image(r: _Reader) -> str:
 def _html(r: _Reader, raw: str) -> None:
     """An inline HTML tag: paired with its end tag where that follows, else an empty code."""
     m = _TAG.fullmatch(raw)
-    if m and not m.group(1) and not m.group(3) and m.group(2).lower() not in _VOID:
+    if m and not m.group(1) and not m.group(3) and m.group(2).lower() not in VOID:
         r.open("html:" + m.group(2).lower(), raw)
     elif m and m.group(1) and r.opened and r.opened[-1][0] == "html:" + m.group(2).lower():
         r.close("html:" + m.group(2).lower(), raw)
@@ -319,7 +320,6 @@ def _prefix(line: str, part: str) -> str:
 _AUTOLINK = re.compile(r"<[A-Za-z][\w+.-]{1,31}:[^\s<>]*>")
 # GitHub's alerts: a quote whose first line is one of these markers
 _ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.I)
-_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
 
 
 def _balanced(block: str) -> tuple[str, str]:
@@ -330,7 +330,7 @@ def _balanced(block: str) -> tuple[str, str]:
     strays: list[str] = []
     for m in re.finditer(r"<!--.*?-->|<(/?)([A-Za-z][\w-]*)\b(?:[^>\"']|\"[^\"]*\"|'[^']*')*?(/?)>", block, re.S):
         name = (m.group(2) or "").lower()
-        if not name or name in _VOID or m.group(3):
+        if not name or name in VOID or m.group(3):
             continue
         if not m.group(1):
             open_.append(name)
