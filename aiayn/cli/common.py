@@ -17,6 +17,32 @@ from typing import Any
 log = logging.getLogger("aiayn")
 
 
+# Modules of the optional parts whose distribution is named otherwise (the rest are named as their module)
+DISTRIBUTIONS = {"translate": "translate-toolkit", "markdown_it": "markdown-it-py", "multipart": "python-multipart",
+                 "prometheus_client": "prometheus-client", "charset_normalizer": "charset-normalizer",
+                 "python_multipart": "python-multipart"}
+
+
+def missing_part(e: ImportError) -> str:
+    """What to install for a module that is not there: the extra of aiayn's that holds it (pyproject.toml, as the
+    installed package's metadata lists it), else the module itself."""
+    module = (e.name or str(e).rsplit(" ", 1)[-1].strip("'\"")).split(".")[0]
+    dist = DISTRIBUTIONS.get(module, module).lower().replace("_", "-")
+    try:
+        from importlib.metadata import requires
+
+        listed = requires("aiayn") or []
+    except Exception:  # noqa: BLE001 - run from a source tree without its metadata
+        listed = []
+    import re
+
+    for requirement in listed:
+        m = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?[^;]*;\s*extra\s*==\s*['\"]([\w-]+)['\"]", requirement)
+        if m and m.group(1).lower().replace("_", "-") == dist and m.group(2) not in ("test", "dev", "bench"):
+            return f"this needs {dist}, in aiayn's {m.group(2)} extra: pip install 'aiayn[{m.group(2)}]'"
+    return f"this needs the Python module {module}, which is not installed: pip install {dist}"
+
+
 DEFAULT_CACHE = Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn"))
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from .. import __version__
-from .common import COMMANDS, setup_logging
+from .common import COMMANDS, missing_part, setup_logging
 from .data import add_align, add_prepare
 from .evaluate import add_calibrate, add_evaluate
 from .interop import add_export, add_import
@@ -64,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"aiayn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:                 # an optional part not installed: which extra holds it
+        if args.verbose:
+            raise
+        print(f"aiayn {args.command}: error: {missing_part(e)}", file=sys.stderr)
         return 2
 
 

@@ -119,7 +119,7 @@ def translate_document(src: Path, dst: Path, translate: Translate, limits: Limit
         dst.unlink(missing_ok=True)
         if isinstance(e, _Raised):
             raise e.error from None
-        if isinstance(e, DocumentError):
+        if isinstance(e, (DocumentError, ImportError)):      # (an optional part missing: the CLI names its extra)
             raise
         if isinstance(e, (OSError, UnicodeError)):
             raise DocumentError(f"{name}: {e}") from None

@@ -7,6 +7,7 @@ aiayn's own engine is asked for, or a conversion is to be made.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -51,10 +52,20 @@ def converted(path: str | Path, quantization: str | None) -> Path:
     """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now (export.convert) if missing or
     stale."""
     run, ckpt, out = conversion_of(path, quantization)
-    if not (out / "model.bin").is_file():
-        from ..interop.export import convert
+    if (out / "model.bin").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Replicas (or worker processes) started at once on a fresh model: one converts, the others wait for its lock
+    # and then find the conversion made (an advisory lock, released by the system if its holder dies).
+    with open(out.parent / f".{out.name}.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (out / "model.bin").is_file():
+                from ..interop.export import convert
 
-        convert(run, ckpt, out, quantization)
+                convert(run, ckpt, out, quantization)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return out
 
 

@@ -12,24 +12,39 @@ own limits and origin), both, or none. Three checks, in this order, each refusin
    ``--max-chars``: aiayn 413, LibreTranslate's 400), and a database key's characters per day (UTC): 429. A document
    (``/translate_file``) is charged to the day by :meth:`Access.charge` as its texts are translated.
 
-The counts are kept in shared.py's storage (this process's, or Redis shared by replicas). A key is never logged: a
-client is named by its address, ``the API key`` (the shared one) or ``key ID`` (a database key's row).
+Requests per minute are counted in shared.py's storage (this process's, or Redis shared by replicas: a Redis restart
+forgets at most a minute of them); characters per day in the keys database itself (database.py says why), by each
+key's never-reused ``uid``. A key is never logged: a client is named by its address, ``the API key`` (the shared one)
+or ``key ID`` (a database key's row).
+
 Keys read from the database are remembered :data:`KEY_TTL_S` seconds, so a removed key stops working within that.
+
+**A keys database that goes away** (stopped, unreachable, locked): the keys this process has seen keep working from
+their remembered rows for ``--keys-grace`` seconds from the first failure, their characters of the day counted here
+against what the database last said they had spent and written to it once it answers; a key not seen before, and
+every key past the grace, is answered 503 with ``Retry-After``. One warning when the outage starts and one when it
+ends; ``aiayn_keys_database_up`` reads 0 meanwhile and ``aiayn_keys_database_errors_total`` counts. The database is
+asked again at most every :data:`RETRY_S` seconds, by one request at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from .database import Database, Key, digest
+from .database import Database, Key, Unavailable, digest
 from .guards import ServiceError, address, same_key
 from .shared import Local
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 KEY_TTL_S = 10.0
+RETRY_S = 2.0
 DAY_S = 86_400
 
 
@@ -46,9 +61,16 @@ class Access:
 
     MOST = 10_000       # keys remembered at once
 
-    def __init__(self, cfg: Any, shared: Local, db: Database | None = None) -> None:
-        self.cfg, self.shared, self.db = cfg, shared, db
+    def __init__(self, cfg: Any, shared: Local, db: Database | None = None, metrics: Any = None) -> None:
+        self.cfg, self.shared, self.db, self.metrics = cfg, shared, db, metrics
         self.found: OrderedDict[str, tuple[float, Key | None]] = OrderedDict()
+        self.down_since: float | None = None         # when the database stopped answering (None: it answers)
+        self.next_try = 0.0                          # the earliest the database is asked again while it is away
+        self.asking = False                          # a request is asking it now
+        self.known_spent: dict[tuple[str, str], int] = {}   # (uid, day) -> what the database last said was spent
+        self.owed: dict[tuple[str, str], int] = {}          # (uid, day) -> spent while it was away, to be written
+        if metrics is not None and db is not None:
+            metrics.keys_up.set(1)
 
     @property
     def keyed(self) -> bool:
@@ -60,13 +82,70 @@ class Access:
         """Whether a request without a key is refused."""
         return self.keyed and not self.cfg.keys_optional
 
+    # --- the database, and its outages ---------------------------------------------------------------------------
+
+    @property
+    def in_grace(self) -> bool:
+        return self.down_since is None or time.monotonic() - self.down_since <= self.cfg.keys_grace
+
+    def unavailable(self) -> ServiceError:
+        return ServiceError(503, "The keys database is unavailable: try again shortly", {"Retry-After": str(int(
+            RETRY_S * 5))})
+
+    async def _ask(self, work: Callable[[], T]) -> T:
+        """``work()`` (a call of the database) in a thread; Unavailable, without asking, while the database is
+        resting after a failure or another request is asking it."""
+        if self.down_since is not None and (time.monotonic() < self.next_try or self.asking):
+            raise Unavailable("resting")
+        self.asking = True
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(None, work)
+        except Unavailable as e:
+            self.next_try = time.monotonic() + RETRY_S
+            if self.metrics is not None:
+                self.metrics.keys_errors.inc()
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+                if self.metrics is not None:
+                    self.metrics.keys_up.set(0)
+                log.warning("%s: the keys seen are served from memory for %g s, then 503 until it answers", e,
+                            self.cfg.keys_grace)
+            raise
+        finally:
+            self.asking = False
+        if self.down_since is not None:
+            log.warning("the keys database %s answers again after %.0f s", self.db.where if self.db else "",
+                        time.monotonic() - self.down_since)
+            self.down_since = None
+            if self.metrics is not None:
+                self.metrics.keys_up.set(1)
+            await self._settle()
+        return answer
+
+    async def _settle(self) -> None:
+        """What keys spent while the database was away, written to it (added whatever their budgets)."""
+        assert self.db is not None
+        db = self.db
+        while self.owed:
+            (uid, day), chars = next(iter(self.owed.items()))
+            await asyncio.get_running_loop().run_in_executor(None, db.add_spent, uid, day, chars)
+            del self.owed[(uid, day)]
+            self.known_spent[(uid, day)] = self.known_spent.get((uid, day), 0) + chars
+            await self.shared.unspend(f"owed:{uid}:{day}", chars)
+
     async def _row(self, key: str) -> Key | None:
         assert self.db is not None
+        db = self.db
         h, now = digest(key), time.monotonic()
         hit = self.found.get(h)
         if hit is not None and hit[0] > now - KEY_TTL_S:
             return hit[1]
-        row = await asyncio.get_running_loop().run_in_executor(None, self.db.find, key)
+        try:
+            row = await self._ask(lambda: db.find(key))
+        except Unavailable:
+            if hit is not None and self.in_grace:
+                return hit[1]                           # (its time not renewed: the database is asked again)
+            raise self.unavailable() from None
         self.found[h] = (now, row)
         self.found.move_to_end(h)
         if len(self.found) > self.MOST:
@@ -90,7 +169,7 @@ class Access:
         if row.origin and origin != row.origin:
             raise ServiceError(403, f"this API key is for the pages of {row.origin} (the request's Origin: "
                                     f"{origin or 'none'})")
-        return Client(f"key {row.id}", row)
+        return Client(f"key {row.uid}", row)
 
     async def admit(self, client: Client) -> None:
         """429 when ``client`` has had its requests for this minute."""
@@ -109,10 +188,30 @@ class Access:
         await self.charge(client, chars)
 
     async def charge(self, client: Client, chars: int) -> None:
-        """429 when ``chars`` more characters would pass ``client``'s key's characters for the day; else spent."""
-        daily = client.key.daily_chars if client.key is not None else None
-        if daily and not await self.shared.spend(f"chars:{client.name}:{time.strftime('%Y-%m-%d', time.gmtime())}",
-                                                 chars, daily, 2 * DAY_S):
+        """429 when ``chars`` more characters would pass ``client``'s key's characters for the day; else spent (in
+        the database; while it is away, here: the module's docstring)."""
+        key, db = client.key, self.db
+        daily = key.daily_chars if key is not None else None
+        if not daily or key is None or db is None:
+            return
+        day, uid = time.strftime("%Y-%m-%d", time.gmtime()), key.uid
+        try:
+            if self.owed:
+                await self._ask(lambda: None)           # (the database asked first: what is owed is written)
+            total = await self._ask(lambda: db.spend(uid, day, chars, daily))
+            spent = total is not None
+            if total is not None:
+                self.known_spent[(uid, day)] = total
+        except Unavailable:
+            if not self.in_grace:
+                raise self.unavailable() from None
+            # counted in the shared storage (so that replicas together stay within the budget) against what the
+            # database last said was spent, and owed by this replica to the database
+            spent = await self.shared.spend(f"owed:{uid}:{day}", chars,
+                                            daily - self.known_spent.get((uid, day), 0), 2 * DAY_S)
+            if spent:
+                self.owed[(uid, day)] = self.owed.get((uid, day), 0) + chars
+        if not spent:
             seconds = DAY_S - int(time.time()) % DAY_S
             raise ServiceError(429, f"this API key's {daily} characters for today are spent (or this request's "
                                     f"{chars} would pass them); they renew at 00:00 UTC", {"Retry-After": str(seconds)})

@@ -12,15 +12,22 @@ keeps the door from being held or blown up by what comes through it:
   work stops at its next chunk (the chunk being decoded is cancelled); shutting down cancels every document.
 - **Limits checked while reading** (documents/archive.py): an archive's unpacked size in all, per part, by its
   compression ratio and in entries, from its central directory before anything is unpacked; the number of texts.
-- **Names.** The stored files are named by a random token and the format's extension; the client's name, sanitised
-  and shortened, is only what the download is called. Translations expire ``--file-ttl`` minutes after they are
-  made, and the folder is removed on shutdown; folders left by a server that died are removed at start.
+- **Names.** The stored files are named by a random token and the client's name, sanitised and shortened (what the
+  download is called). Translations expire ``--file-ttl`` minutes after they are made, and the folder is removed on
+  shutdown; folders left by a server that died are removed at start.
+
+**Any replica serves a download.** Behind a load balancer the download may reach a replica other than the one that
+translated the file. A translation is kept where every replica finds it: in ``--files-dir`` (a folder the replicas
+share, expired by its files' age), else, with ``--shared-storage``, in Redis beside the cache (bounded by its
+``maxmemory``, expiring with ``--file-ttl``). The link names the address the client used (the Host, or a trusted
+proxy's X-Forwarded-Host and X-Forwarded-Proto: guards.Forwarded), or ``--public-url``.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
 import asyncio
 import concurrent.futures
 import logging
+import mimetypes
 import os
 import re
 import secrets
@@ -38,17 +45,23 @@ from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
 from ..languages import canonical
 from ..pipeline import Request
-from .guards import ServiceError
+from .guards import ServiceError, form_fields
 from .models import Models
+from .shared import Local
 
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"
 
 
-def download_url(request: Any, token: str, name: str) -> str:
-    """Where a translation is downloaded: its name percent-encoded (a name may hold any character, and a client's URL
-    library may take ASCII only)."""
-    return f"{str(request.base_url).rstrip('/')}/download_file/{quote(token + '.' + name)}"
+def download_url(request: Any, token: str, name: str, public_url: str | None = None) -> str:
+    """Where a translation is downloaded: under ``public_url`` (``--public-url``), else the address the request was
+    sent to; its name percent-encoded (a name may hold any character, and a client's URL library may take ASCII
+    only)."""
+    base = public_url or str(request.base_url)
+    return f"{base.rstrip('/')}/download_file/{quote(token + '.' + name)}"
+
+
+TOKEN = re.compile(r"([0-9a-f]{32})\.[\w.-]+")
 
 
 def _warn(report: Report) -> None:
@@ -113,23 +126,33 @@ def sweep_stale(root: Path) -> int:
     return removed
 
 
-def expire(made: dict[str, Any], seconds: float) -> None:
-    """The translations in ``made`` (token -> (path, name, when made)) older than ``seconds`` removed, files and all."""
+def expire(made: dict[str, Any], seconds: float, shared_dir: Path | None = None) -> None:
+    """The translations in ``made`` (token -> (path, name, when made)) older than ``seconds`` removed, files and all;
+    and those in ``shared_dir`` (``--files-dir``) older than that by their time of change, whichever replica made
+    them."""
     old = time.monotonic() - seconds
     for token, (path, _, when) in list(made.items()):
         if when < old:
             path.unlink(missing_ok=True)
             del made[token]
+    if shared_dir is not None:
+        before = time.time() - seconds
+        for path in shared_dir.iterdir():
+            try:
+                if TOKEN.fullmatch(path.name) and path.stat().st_mtime < before:
+                    path.unlink()
+            except OSError:
+                pass                                # (another replica removed it first)
 
 
 async def asked(request: Any, authorize: Callable[[dict[str, Any], Any], Awaitable[Any]],
                 models: Models) -> tuple[Any, Any, str, Options, Any]:
     """An upload's request read: the upload, its route, the name it is called by, its options and its client;
     ServiceError for a request refused."""
-    form = await request.form()
-    f = {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
+    texts, form = await form_fields(request)
+    f = {**texts, **dict(request.query_params)}
     client = await authorize(f, request)
-    upload = form.get("file")
+    upload = form.get("file") if form is not None else None
     if upload is None or isinstance(upload, str):
         raise ServiceError(400, "Invalid request: missing file parameter")
     for field_ in ("source", "target"):
@@ -158,11 +181,20 @@ class Files:
 
     def __init__(self, models: Models, cfg: Any, authorize: Callable[[dict[str, Any], Any], Awaitable[Any]],
                  names: dict[str, str], counted: Callable[[Report], None] | None = None,
-                 charge: Callable[[Any, int], Awaitable[None]] | None = None) -> None:
+                 charge: Callable[[Any, int], Awaitable[None]] | None = None, shared: Local | None = None) -> None:
         self.models, self.cfg, self.counted, self.charge = models, cfg, counted, charge
-        self.authorize, self.names = authorize, names
+        self.authorize, self.names, self.shared = authorize, names, shared or Local()
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        self.shared_dir = Path(cfg.files_dir).expanduser() if getattr(cfg, "files_dir", None) else None
+        if self.shared_dir is not None:
+            try:
+                self.shared_dir.mkdir(parents=True, exist_ok=True)
+                probe = self.shared_dir / f".probe-{os.getpid()}"
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as e:
+                raise ValueError(f"--files-dir {self.shared_dir}: cannot write there ({e.strerror})") from None
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.file_workers, thread_name_prefix="aiayn-file")
         self.jobs: set[Job] = set()
         self.waiting = 0                            # documents taken and not yet finished (running or queued)
@@ -185,7 +217,7 @@ class Files:
 
     def expire(self) -> None:
         """Translations older than ``--file-ttl`` minutes removed."""
-        expire(self.made, self.cfg.file_ttl * 60)
+        expire(self.made, self.cfg.file_ttl * 60, self.shared_dir)
 
     async def translate(self, request: Any) -> dict[str, Any]:
         arrived = time.monotonic()
@@ -198,7 +230,7 @@ class Files:
                                {"Retry-After": "10"})
         token = secrets.token_hex(16)
         ext = Path(name).suffix.lower()
-        src, dst = self.dir / f"in-{token}{ext}", self.dir / f"{token}{ext}"
+        src, dst = self.dir / f"in-{token}{ext}", (self.shared_dir or self.dir) / f"{token}.{name}"
         job = Job(arrived + self.cfg.file_timeout_s)
         translated = self._texts(route, job, asyncio.get_running_loop(), client)
 
@@ -227,7 +259,9 @@ class Files:
             self.counted(report)
         _warn(report)
         self.made[token] = (dst, name, time.monotonic())
-        return {"translatedFileUrl": download_url(request, token, name)}
+        if self.shared_dir is None:                 # (kept in Redis too, where there is one: any replica serves it)
+            await self.shared.keep_file(token, name, dst.read_bytes(), int(self.cfg.file_ttl * 60))
+        return {"translatedFileUrl": download_url(request, token, name, getattr(self.cfg, "public_url", None))}
 
     def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop, client: Any) -> Callable[..., list[str]]:
         """What a document's worker thread translates its texts with: chunks of them through the event loop's
@@ -277,12 +311,25 @@ class Files:
             self.waiting -= 1
 
     async def download(self, name: str) -> Any:
-        from fastapi.responses import FileResponse, JSONResponse
+        """A translation by its token: this replica's, the shared folder's, or Redis's (the module's docstring)."""
+        from fastapi.responses import FileResponse, JSONResponse, Response
 
         self.expire()
-        m = re.fullmatch(r"([0-9a-f]{32})\.[\w.-]+", name)
-        found = self.made.get(m.group(1)) if m else None
-        if found is None or not found[0].is_file():
+        m = TOKEN.fullmatch(name)
+        if m is None:
             return JSONResponse({"error": "File not found"}, status_code=404)
-        return FileResponse(found[0], filename=found[1])
+        token = m.group(1)
+        found = self.made.get(token)
+        if found is not None and found[0].is_file():
+            return FileResponse(found[0], filename=found[1])
+        if self.shared_dir is not None:
+            for path in self.shared_dir.glob(f"{token}.*"):
+                return FileResponse(path, filename=path.name[len(token) + 1:])
+        kept = await self.shared.file(token)
+        if kept is None:
+            return JSONResponse({"error": "File not found"}, status_code=404)
+        shown, data = kept
+        disposition = FileResponse(__file__, filename=shown).headers["content-disposition"]   # (as for a file)
+        return Response(data, media_type=mimetypes.guess_type(shown)[0] or "application/octet-stream",
+                        headers={"content-disposition": disposition})
 

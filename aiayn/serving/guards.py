@@ -12,6 +12,11 @@ slow to send their request. One place for each rule:
 - **The key** is compared whole, in constant time (``hmac.compare_digest``).
 - **Keys and limits** are access.py's (who a client is, its requests per minute and characters), counted in
   shared.py's storage.
+- **Proxies**: a request from a trusted proxy (``--forwarded-allow-ips``) is taken as the proxy says it came
+  (:class:`Forwarded`): its client, scheme and host, so that limits count the real client and download links name the
+  address the client used.
+- **Forms** are read as UTF-8, or the charset the request declares (:func:`form_fields`), as LibreTranslate reads
+  them; Starlette reads a url-encoded body's unescaped bytes as Latin-1.
 - **Slow clients**: the headers of a request must arrive within ``read_timeout_s`` of its first byte (of the
   connection, or of the end of the previous request on it), and its body within ``read_timeout_s`` of its headers;
   past either the server answers 408 and closes the connection. uvicorn bounds idle keep-alive connections
@@ -21,10 +26,13 @@ slow to send their request. One place for each rule:
 from __future__ import annotations
 
 import asyncio
+import codecs
 import hmac
+import ipaddress
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qsl
 
 from ..quoting import cut
 
@@ -196,3 +204,68 @@ class BodyLimit:
         await send({"type": "http.response.start", "status": status,
                     "headers": headers + ([(b"connection", b"close")] if close else [])})
         await send({"type": "http.response.body", "body": body})
+
+
+async def form_fields(request: Any) -> tuple[dict[str, str], Any]:
+    """A form's text fields (url-encoded or multipart) and the form itself (its uploads; None for a url-encoded
+    one): each field decoded as UTF-8 or the request's declared charset, bytes that are not of it replaced by U+FFFD
+    (the module's docstring)."""
+    kind, _, params = request.headers.get("content-type", "").partition(";")
+    if kind.strip().lower() != "application/x-www-form-urlencoded":
+        form = await request.form()
+        return {k: v for k, v in form.items() if isinstance(v, str)}, form
+    charset = "utf-8"
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip('"')
+    try:
+        charset = codecs.lookup(charset).name
+    except LookupError:
+        raise ServiceError(400, f"Invalid request: unknown charset {cut(charset)!r}") from None
+    text = (await request.body()).decode(charset, errors="replace")
+    return dict(parse_qsl(text, keep_blank_values=True, encoding=charset, errors="replace")), None
+
+
+class Forwarded:
+    """ASGI middleware: a request whose peer is one of ``trusted`` (addresses or networks, comma-separated; ``*``:
+    any) is taken as it says it came: its client from X-Forwarded-For (the nearest address that is not itself a
+    trusted proxy), its scheme from X-Forwarded-Proto, its Host from X-Forwarded-Host. (uvicorn's proxy headers take
+    no host, and a link built from the Host nginx sends by default, its upstream's name, reaches nobody.)"""
+
+    def __init__(self, app: Any, trusted: str) -> None:
+        self.app, self.any, self.nets = app, False, []
+        for item in (t.strip() for t in trusted.split(",")):
+            if item == "*":
+                self.any = True
+            elif item:
+                try:
+                    self.nets.append(ipaddress.ip_network(item, strict=False))
+                except ValueError:
+                    raise ValueError(f"--forwarded-allow-ips: {item!r} is not an address or a network") from None
+
+    def trusts(self, host: str) -> bool:
+        if self.any:
+            return True
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(ip in net for net in self.nets)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        peer = scope.get("client")
+        if scope["type"] in ("http", "websocket") and peer and self.trusts(peer[0]):
+            headers = {k: v.decode("latin-1") for k, v in scope["headers"]}
+            scope = dict(scope)
+            if hops := [h.strip() for h in headers.get(b"x-forwarded-for", "").split(",") if h.strip()]:
+                client = next((h for h in reversed(hops) if not self.trusts(h)), hops[0])
+                scope["client"] = (client, 0)
+            if proto := headers.get(b"x-forwarded-proto", "").split(",")[-1].strip().lower():
+                if proto in ("http", "https", "ws", "wss"):
+                    scope["scheme"] = proto if scope["type"] == "http" else {"http": "ws", "https": "wss"}.get(
+                        proto, proto)
+            if host := headers.get(b"x-forwarded-host", "").split(",")[-1].strip():
+                scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"host"] + \
+                    [(b"host", host.encode("latin-1"))]
+        await self.app(scope, receive, send)

@@ -39,7 +39,7 @@ from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
 from .access import Access
 from .files import Files
-from .guards import ServiceError, header_key, json_body
+from .guards import ServiceError, form_fields, header_key, json_body
 from .models import Models, Route
 
 
@@ -55,8 +55,8 @@ async def fields(request: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ServiceError(400, "Invalid request: malformed JSON: the body must be an object")
         return data
-    form = await request.form()
-    return {**{k: v for k, v in form.items() if isinstance(v, str)}, **dict(request.query_params)}
+    texts, _ = await form_fields(request)
+    return {**texts, **dict(request.query_params)}
 
 
 LIBRETRANSLATE_ONLY = frozenset({"source", "target", "format", "alternatives", "api_key"})
@@ -294,7 +294,8 @@ def add_routes(app: Any, models: Models, cfg: Any, access: Access, suggestions: 
                 "language": {"source": {"code": first[0], "name": language_name(first[0])},
                              "target": {"code": first[1], "name": language_name(first[1])}}}
 
-    files = Files(models, cfg, admitted, LT_NAMES, lambda report: app.state.metrics.documented(report), access.charge)
+    files = Files(models, cfg, admitted, LT_NAMES, lambda report: app.state.metrics.documented(report), access.charge,
+                  access.shared)
 
     @app.post("/translate_file")
     async def translate_file(request: Request) -> dict[str, Any]:

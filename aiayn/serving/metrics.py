@@ -1,6 +1,7 @@
 """The server's Prometheus metrics (``/metrics``): requests by path and status, latency, requests in flight, the models
 loaded and their engines, documents, protected spans, the fallback, and the confidence of translated texts (a
-histogram read from the pipeline's counts when scraped), and whether the shared storage answers.
+histogram read from the pipeline's counts when scraped), whether the shared storage and the keys database answer,
+and the server's own failures.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ class Metrics:
         self.shared_up.set(1)
         self.shared_errors = Counter("aiayn_shared_storage_errors", "calls to the shared storage that failed (each "
                                      "answered from this replica's own state)", registry=self.registry)
+        self.keys_up = Gauge("aiayn_keys_database_up", "1 while the keys database (--api-keys) answers or none is "
+                             "set; 0 while the keys seen are served from memory (--keys-grace), then 503",
+                             registry=self.registry)
+        self.keys_up.set(1)
+        self.keys_errors = Counter("aiayn_keys_database_errors", "calls to the keys database that failed",
+                                   registry=self.registry)
+        self.failures = Counter("aiayn_failures", "requests that failed on an error of the server's own (a 500; "
+                                "logged as one line, without the request's text)", registry=self.registry)
 
     def documented(self, report: Any) -> None:
         """A translated document's report (documents.common.Report) counted."""

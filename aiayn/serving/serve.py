@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import signal
 import time
+import traceback
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, MutableMapping
 from dataclasses import asdict, dataclass
@@ -43,8 +44,8 @@ from ..quoting import brief, cut
 from . import libretranslate
 from .access import Access
 from .batcher import Limits
-from .database import Database
-from .guards import BodyLimit, ServiceError, header_key, json_body, timed_protocol
+from .database import Database, Unavailable
+from .guards import BodyLimit, Forwarded, ServiceError, header_key, json_body, timed_protocol
 from .metrics import Metrics
 from .models import Models, Pool, Served
 from .shared import Local, open_shared
@@ -92,6 +93,13 @@ class ServeConfig:
                                     "504, its work then stopped (a document holds many requests' text: "
                                     "docs/deploy.md)", gt=0, flag="--file-timeout")
     file_ttl: float = setting(30.0, "minutes a translated document can be downloaded", gt=0)
+    files_dir: str | None = setting(None, "a folder every replica reads and writes (a shared volume) where translated "
+                                    "documents are kept for download (without: a temporary folder of this process, "
+                                    "and with --shared-storage, Redis too, so that any replica serves them)")
+    public_url: str | None = setting(None, "the address clients reach the service at (https://translate.example.org"
+                                     "/prefix), for the download links of /translate_file (without: the request's "
+                                     "own, with the Host, X-Forwarded-Host and X-Forwarded-Proto a trusted proxy "
+                                     "sends: --forwarded-allow-ips)")
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     cache: int = setting(10000, "sentences whose translations each model remembers, answered again without decoding "
                          "(memo.py; least recently used forgotten first; 0: none)", ge=0)
@@ -108,6 +116,9 @@ class ServeConfig:
                                   "api_key field) on all but /health, the page, /languages and /frontend/settings")
     api_keys: str | None = setting(None, "the database of API keys (a SQLite file, or a SQLAlchemy URL), each with "
                                    "its own limits: aiayn keys add; a request shows one as --api-key's is shown")
+    keys_grace: float = setting(300.0, "with --api-keys: seconds the keys already seen keep working from memory "
+                                "while the keys database does not answer; past them, and for keys not seen, 503 "
+                                "(serving/access.py)", ge=0)
     keys_optional: bool = setting(False, "with --api-keys: a request without a key is served too, as its address, "
                                   "under --req-limit and --max-chars (LibreTranslate's --api-keys)")
     shared_storage: str | None = setting(None, "redis://HOST:PORT/N: the request and character counts and the "
@@ -196,7 +207,7 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
     keys = Database(cfg.api_keys) if cfg.api_keys else None
     suggestions = keys if keys is not None and cfg.suggestions == cfg.api_keys else \
         Database(cfg.suggestions) if cfg.suggestions else None
-    access = Access(cfg, shared, keys)
+    access = Access(cfg, shared, keys, metrics)
 
     def start(served: Served) -> None:
         served.open()
@@ -259,6 +270,7 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics, access: Acc
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, timeout_s=cfg.read_timeout_s)   # inside Guard: counted
     app.add_middleware(Guard, access=access, metrics=metrics)
+    app.add_middleware(Forwarded, trusted=cfg.forwarded_allow_ips)        # outermost: who sent it, and where to
 
 
 class Guard:
@@ -280,10 +292,12 @@ class Guard:
         label = path if path in KNOWN_PATHS else "other"
         busy = label in ("/translate", "/attention", "/detect")
 
+        started = False
+
         async def with_cors(message: MutableMapping[str, Any]) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 MutableHeaders(scope=message).update(CORS)
             await send(message)
 
@@ -295,6 +309,19 @@ class Guard:
                 await refused(scope, receive, with_cors)
             else:
                 await self.app(scope, receive, with_cors)
+        except Exception as e:  # noqa: BLE001 - answered, and logged in one line that carries no text of the request
+            if isinstance(e, Unavailable):
+                answer = ServiceError(503, "The database is unavailable: try again shortly", {"Retry-After": "10"})
+            else:
+                self.metrics.failures.inc()
+                frame = traceback.extract_tb(e.__traceback__)[-1]
+                log.error("%s %s failed: %s at %s:%d (in %s)", scope["method"], label, e.__class__.__name__,
+                          Path(frame.filename).name, frame.lineno or 0, frame.name)
+                answer = ServiceError(500, "Internal error: the server could not answer this request")
+            if not started:
+                from starlette.responses import JSONResponse
+
+                await JSONResponse({"error": answer.message}, answer.status, answer.headers)(scope, receive, with_cors)
         finally:
             self.metrics.in_flight.dec(busy)
             self.metrics.requests.labels(label, str(status)).inc()
@@ -492,5 +519,4 @@ def serve(models: "Models | TorchEngine", cfg: ServeConfig, description: dict[st
     log.info("serving on http://%s:%d (Ctrl-C to stop)", cfg.host, cfg.port)
     Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning", timeout_keep_alive=5,
                           timeout_graceful_shutdown=int(cfg.timeout_s) + 5,
-                          http=timed_protocol(cfg.read_timeout_s), proxy_headers=True,
-                          forwarded_allow_ips=cfg.forwarded_allow_ips)).run()
+                          http=timed_protocol(cfg.read_timeout_s), proxy_headers=False)).run()   # (Forwarded's)

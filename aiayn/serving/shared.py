@@ -7,9 +7,12 @@ counts on its own (:class:`Local`, the default). Three operations, each atomic i
 - :meth:`Local.admit`: one more request of ``name``, unless ``limit`` of them came in the last ``window_s`` seconds (a
   sliding window: a client never gets twice its limit by straddling a minute's edge). Redis's clock decides, so that
   replicas whose clocks differ agree.
-- :meth:`Local.spend`: ``amount`` more of a budget (characters of a day), unless that would pass it.
-- :meth:`Redis.recall` / :meth:`Redis.remember`: translations by key (memo.py), each kept ``ttl_s`` seconds; Redis's
-  ``maxmemory`` bounds them (docs/deploy.md starts it with ``--maxmemory-policy allkeys-lru``).
+- :meth:`Local.spend`: ``amount`` more of a budget, unless that would pass it (what keys spend while the keys
+  database is away: access.py; the record of what keys spend is that database).
+- :meth:`Redis.recall` / :meth:`Redis.remember`: translations by key (memo.py), each kept ``ttl_s`` seconds; and
+  :meth:`Redis.keep_file` / :meth:`Redis.file`: translated documents (files.py), so that any replica serves the
+  download. Redis's ``maxmemory`` bounds them (docs/deploy.md starts it with ``--maxmemory-policy allkeys-lru``):
+  nothing in Redis is a record that must last.
 
 **Redis going away is not an error.** A call that fails (or takes longer than :data:`TIMEOUT_S`) is answered from this
 process's own state, a warning is logged once per outage, ``aiayn_shared_storage_up`` reads 0 and
@@ -72,11 +75,24 @@ class Local:
         self.spent[name] = used + amount
         return True
 
+    async def unspend(self, name: str, amount: int) -> None:
+        """``amount`` of ``name``'s budget given back (what a replica owed and has since written elsewhere)."""
+        if name in self.spent:
+            self.spent[name] = max(0, self.spent[name] - amount)
+
     async def recall(self, keys: list[str]) -> list[bytes | None]:
         return [None] * len(keys)               # (this process's translations are memo.py's own table)
 
     async def remember(self, items: dict[str, bytes], ttl_s: int) -> None:
         pass
+
+    async def keep_file(self, token: str, name: str, data: bytes, ttl_s: int) -> bool:
+        """A translated document kept for every replica (False: not kept, the storage is this process's)."""
+        return False
+
+    async def file(self, token: str) -> tuple[str, bytes] | None:
+        """A document kept by :meth:`keep_file`: its download name and bytes (None: not there)."""
+        return None
 
     def describe(self) -> str:
         return "this process"
@@ -163,6 +179,10 @@ class Redis(Local):
             lambda: self._spend(keys=[f"{self.prefix}:spent:{name}"], args=[amount, budget, ttl_s]),
             lambda: super(Redis, self).spend(name, amount, budget, ttl_s)))
 
+    async def unspend(self, name: str, amount: int) -> None:
+        await self._try(lambda: self.client.decrby(f"{self.prefix}:spent:{name}", amount),
+                        lambda: super(Redis, self).unspend(name, amount))
+
     async def recall(self, keys: list[str]) -> list[bytes | None]:
         async def get() -> list[bytes | None]:
             got = await self.client.mget([f"{self.prefix}:mt:{k}" for k in keys])
@@ -178,6 +198,23 @@ class Redis(Local):
                 await p.execute()
 
         await self._try(put, lambda: super(Redis, self).remember(items, ttl_s))
+
+    async def keep_file(self, token: str, name: str, data: bytes, ttl_s: int) -> bool:
+        async def put() -> bool:
+            await self.client.set(f"{self.prefix}:file:{token}", name.encode() + b"\0" + data, ex=ttl_s)
+            return True
+
+        return await self._try(put, lambda: super(Redis, self).keep_file(token, name, data, ttl_s))
+
+    async def file(self, token: str) -> tuple[str, bytes] | None:
+        async def get() -> tuple[str, bytes] | None:
+            value = await self.client.get(f"{self.prefix}:file:{token}")
+            if value is None:
+                return None
+            name, _, data = bytes(value).partition(b"\0")
+            return name.decode(), data
+
+        return await self._try(get, lambda: super(Redis, self).file(token))
 
     async def check(self) -> None:
         """While Redis is thought gone, ask it again (at most every RETRY_S): ``aiayn_shared_storage_up`` then says

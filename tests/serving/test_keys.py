@@ -151,9 +151,9 @@ def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch:
     async def who() -> str:
         return (await a.identify(Request(), key, True)).name
 
-    assert asyncio.run(who()) == f"key {row.id}"
+    assert asyncio.run(who()) == f"key {row.uid}"
     db.remove_key(str(row.id))
-    assert asyncio.run(who()) == f"key {row.id}"                      # remembered
+    assert asyncio.run(who()) == f"key {row.uid}"                      # remembered
     now[0] += access_module.KEY_TTL_S + 1
     with pytest.raises(ServiceError) as e:
         asyncio.run(who())
