@@ -40,6 +40,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                      "(make realfiles) through aiayn translate, measured as their tools measure them"),
     "many-users": ("many_users", "two replicas behind nginx sharing one Redis and one key database: one limit, one "
                                  "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
+    "detect": ("detect_bench", "language detection on short texts (two and three words of Multi30k's de, en, fr, cs "
+                               "lines): the detector alone, and the served languages first where it is unsure"),
     "suggestions-finetune": ("suggestions_finetune", "corrections sent to POST /suggest, exported and fine-tuned on: "
                                                      "BLEU on their domain and on Multi30k before and after"),
     "shortlist-methods": ("shortlist_methods", "how to build the shortlist (co-occurrence or eflomal, k), chosen on the "

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     record.COMMAND[:] = ["python", "-m", "benchmarks", "many-users", "--model", str(a.model)]
     from tests.helpers import Server
     from tests.serving.test_keys import add_key
-    from tests.serving.test_replicas import Nginx, Redis
+    from tests.serving.services import Nginx, Redis
 
     work = Path(tempfile.mkdtemp(prefix="aiayn-many-"))
     db, redis = work / "keys.db", Redis()
@@ -103,7 +103,7 @@ def paragraph(nginx: Any, db: Path) -> dict[str, Any]:
 
 def outage(redis: Any, replicas: list[Any], nginx: Any, db: Path) -> dict[str, Any]:
     from tests.serving.test_keys import add_key
-    from tests.serving.test_replicas import Redis
+    from tests.serving.services import Redis
 
     key = add_key(db)
     q = {"q": "Ein Mann fährt Fahrrad.", "source": "de", "target": "en", "api_key": key}

@@ -139,17 +139,24 @@ def open_chrome() -> Any:
 class Server:
     """`aiayn serve` in its own process, on a free port; stopped (SIGTERM, then SIGKILL) when the test ends."""
 
-    def __init__(self, *flags: str, model: Path = LEGACY, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *flags: str, model: Path = LEGACY, env: dict[str, str] | None = None,
+                 port: int | None = None, wait: bool = True) -> None:
         """``flags`` after the model; aiayn's own engine unless they name another (`--engine`); ``env``: more of its
-        environment."""
-        self.port = free_port()
+        environment; ``port``: its port (a replica started again where the load balancer expects it); ``wait``:
+        return once it answers /health (else call :meth:`wait_up`: several started at once)."""
+        self.port = port or free_port()
         flags = flags if "--engine" in flags else ("--engine", "torch", *flags)
         env = {**os.environ, "AIAYN_API_KEY": "", **(env or {})}
         self.log = tempfile.TemporaryFile()
         self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",
                            "--port", str(self.port), *flags], env=env,
                           stdout=self.log, stderr=subprocess.STDOUT)   # a file: a pipe nobody reads fills up
-        deadline = time.time() + 60
+        if wait:
+            self.wait_up()
+
+    def wait_up(self, timeout: float = 60) -> None:
+        """Return once it answers /health; RuntimeError (with what it printed) if it exits or does not answer."""
+        deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.output()[-2000:]}")
@@ -160,7 +167,7 @@ class Server:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise RuntimeError("the server did not come up in 60 s")
+        raise RuntimeError(f"the server did not come up in {timeout:g} s")
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                 chunked: bool = False, timeout: float = 60) -> tuple[int, dict[str, str], Any]:

@@ -196,8 +196,6 @@ class Access:
             return
         day, uid = time.strftime("%Y-%m-%d", time.gmtime()), key.uid
         try:
-            if self.owed:
-                await self._ask(lambda: None)           # (the database asked first: what is owed is written)
             total = await self._ask(lambda: db.spend(uid, day, chars, daily))
             spent = total is not None
             if total is not None:

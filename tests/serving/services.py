@@ -51,16 +51,34 @@ class Redis:
         self.proc.send_signal(signal.SIGKILL)            # gone at once, as a crashed or unplugged Redis is
         self.proc.wait()
 
+    def flush(self) -> None:
+        """Everything in it dropped (what eviction under memory pressure, or a restart without saving, does)."""
+        import redis
+
+        redis.Redis(port=self.port, socket_timeout=5).flushall()
+
+
+# What docs/deploy.md's nginx passes on to the replicas: the client's address, and the address and scheme the client
+# used (download links name them: serving/guards.py, Forwarded)
+FORWARDED = ("proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Host $http_host; "
+             "proxy_set_header X-Forwarded-Proto $scheme;")
+# ... and how it keeps a replica that stops (a rolling restart, a crash) from costing a client an error: a request
+# that fails before an answer begins is sent to the other replica, even a POST (nginx retries only the idempotent
+# methods by default; a translation is safe to send again), and a replica that failed is passed over for 2 s only
+RETRY = "proxy_next_upstream error timeout non_idempotent; proxy_next_upstream_tries 3;"
+FAILS = "max_fails=1 fail_timeout=2s"
+
 
 class Nginx:
-    """nginx on a free port of 127.0.0.1, sending requests to ``ports`` in turn (round robin)."""
+    """nginx on a free port of 127.0.0.1, sending requests to ``ports`` in turn (round robin), with docs/deploy.md's
+    headers (``forwarded``; else the client's address only)."""
 
-    def __init__(self, ports: list[int]) -> None:
+    def __init__(self, ports: list[int], forwarded: bool = True) -> None:
         binary = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).is_file()), None)
         if binary is None:
             pytest.skip("no nginx: `make services` installs it (Debian: nginx)")
         self.port, self.dir = free_port(), Path(tempfile.mkdtemp(prefix="aiayn-nginx-"))
-        servers = "".join(f"server 127.0.0.1:{p};" for p in ports)
+        servers = "".join(f"server 127.0.0.1:{p} {FAILS};" for p in ports)
         temp = " ".join(f"{k}_temp_path {self.dir}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         (self.dir / "nginx.conf").write_text(
             f"daemon off; worker_processes 1; pid {self.dir}/nginx.pid; error_log {self.dir}/error.log;\n"
@@ -69,7 +87,8 @@ class Nginx:
             # (bodies and answers kept in memory: run as root, nginx's workers could not write its temp folders)
             f"  server {{ listen 127.0.0.1:{self.port}; client_max_body_size 2m; client_body_buffer_size 2m;\n"
             f"    proxy_buffering off; proxy_read_timeout 300s;\n"
-            f"    location / {{ proxy_pass http://aiayn; proxy_set_header X-Forwarded-For $remote_addr; }} }} }}\n")
+            f"    location / {{ proxy_pass http://aiayn; {RETRY} "
+            f"{FORWARDED if forwarded else 'proxy_set_header X-Forwarded-For $remote_addr;'} }} }} }}\n")
         self.proc = spawn([binary, "-e", str(self.dir / "error.log"), "-p", str(self.dir), "-c",
                            str(self.dir / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._up, "nginx to listen", timeout=20, every=0.05)
@@ -79,6 +98,17 @@ class Nginx:
             return self.post("/languages", None, method="GET")[0] == 200
         except OSError:
             return False
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Any request: its status, headers and body as bytes."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            conn.request(method, path, body, headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
 
     def post(self, path: str, body: Any, method: str = "POST") -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -120,7 +150,7 @@ class Postgres:
             pytest.skip("no PostgreSQL: `make services` installs it (Debian: postgresql)")
         self.bin, self.port = bindir, free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="aiayn-pg-"))
-        self.as_user: list[str] = []
+        self.as_user: dict[str, Any] = {}
         if os.geteuid() == 0:
             import pwd
 
@@ -129,10 +159,11 @@ class Postgres:
             except KeyError:
                 pytest.skip("running as root and there is no postgres user to run PostgreSQL as")
             os.chown(self.dir, user.pw_uid, user.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        subprocess.run([*self.as_user, str(self.bin / "initdb"), "-D", str(self.dir / "data"), "-A", "trust", "-U",
-                        "aiayn", "--no-sync", "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+            # (the process itself as that user, so that the signals the tests send reach it)
+            self.as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+        subprocess.run([str(self.bin / "initdb"), "-D", str(self.dir / "data"), "-A", "trust", "-U", "aiayn",
+                        "--no-sync", "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       cwd=self.dir, **self.as_user)
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
@@ -141,9 +172,10 @@ class Postgres:
         return f"postgresql://aiayn@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
-        self.proc = spawn([*self.as_user, str(self.bin / "postgres"), "-D", str(self.dir / "data"), "-p",
-                           str(self.port), "-k", str(self.dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                           "-c", "max_connections=200"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = spawn([str(self.bin / "postgres"), "-D", str(self.dir / "data"), "-p", str(self.port), "-k",
+                           str(self.dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c",
+                           "max_connections=200"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir,
+                          **self.as_user)
         wait_for(self._up, "PostgreSQL to accept connections", timeout=30, every=0.1)
 
     def _up(self) -> bool:

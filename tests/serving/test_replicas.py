@@ -5,19 +5,16 @@ so (under CI they fail)."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import shutil
-import signal
-import subprocess
-import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import Server, free_port, spawn, wait_for
+from tests.helpers import Server, wait_for
+from tests.serving.services import Nginx, Redis
 from tests.serving.test_keys import add_key
 
 pytest.importorskip("redis")
@@ -87,3 +84,161 @@ def test_redis_gone_degrades_to_local_limits_without_an_error_and_shares_again_w
     finally:
         back.stop()
         redis.proc = back.proc
+
+
+# --- files any replica serves, budgets nothing evicts, a rolling restart, a safe concurrent start -------------------
+
+
+def multipart(fields: dict[str, str], name: str, content: bytes) -> tuple[bytes, dict[str, str]]:
+    """A multipart form (``/translate_file``'s): ``fields`` and one file."""
+    boundary = "aiayn-replicas-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                 "Content-Type: text/plain\r\n\r\n".encode() + content + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+def upload_through(nginx: Nginx, key: str, name: str = "notes.txt") -> str:
+    """A text file translated through the balancer: its download link."""
+    body, headers = multipart({"source": "de", "target": "en", "api_key": key}, name,
+                              "Ein Hund läuft.\n\nZwei Katzen schlafen.\n".encode())
+    status, _, answer = nginx.request("POST", "/translate_file", body, headers)
+    assert status == 200, answer
+    return str(json.loads(answer)["translatedFileUrl"])
+
+
+def test_a_translated_file_downloads_through_any_replica_at_the_address_the_client_used(service: Any) -> None:
+    redis, (a, b), nginx, db = service
+    key = add_key(db, "--name", "files")
+    for _ in range(2):                                          # (one upload made by each replica)
+        url = upload_through(nginx, key)
+        base = f"http://127.0.0.1:{nginx.port}/download_file/"
+        assert url.startswith(base), url                       # nginx's address, not its upstream's name
+        got = [nginx.request("GET", url.removeprefix(f"http://127.0.0.1:{nginx.port}")) for _ in range(4)]
+        assert [g[0] for g in got] == [200] * 4, [g[2][:200] for g in got]        # whichever replica answers
+        assert len({g[2] for g in got}) == 1 and got[0][2].strip()
+        assert all('filename="notes.txt"' in g[1]["content-disposition"] for g in got)
+
+
+def test_a_shared_files_dir_and_a_public_url_serve_downloads_without_redis(tmp_path: Path) -> None:
+    shared, db = tmp_path / "files", tmp_path / "keys.db"
+    key = add_key(db, "--name", "dir")
+    flags = ("--no-processes", "--api-keys", str(db), "--files-dir", str(shared), "--public-url",
+             "https://translate.example.org/mt/")
+    replicas = [Server(*flags), Server(*flags)]
+    nginx = Nginx([r.port for r in replicas], forwarded=False)  # (the Host nginx sends by default: its upstream's)
+    try:
+        url = upload_through(nginx, key, "Bericht.txt")
+        assert url.startswith("https://translate.example.org/mt/download_file/") and url.endswith(".Bericht.txt")
+        path = url.removeprefix("https://translate.example.org/mt")
+        assert [nginx.request("GET", path)[0] for _ in range(4)] == [200] * 4
+        assert len(list(shared.iterdir())) == 1                  # kept once, where both replicas read it
+    finally:
+        nginx.stop()
+        for r in replicas:
+            assert r.stop() == 0
+    assert list(shared.iterdir()), "a shared folder outlives one replica's shutdown"
+
+
+def test_a_keys_budget_outlives_redis_and_is_never_inherited(service: Any) -> None:
+    redis, (a, b), nginx, db = service
+    key = add_key(db, "--name", "budget", "--daily-chars", "40")
+    q = {"q": "Ein Hund läuft auf der Straße.", "source": "de", "target": "en", "api_key": key}  # 30 characters
+    assert nginx.post("/translate", q)[0] == 200
+    assert nginx.post("/translate", q)[0] == 429                 # 60 > 40
+    redis.flush()                                              # evicted, or Redis restarted without saving
+    assert [nginx.post("/translate", q)[0] for _ in range(4)] == [429] * 4
+    redis.stop()                                               # Redis gone
+    assert [nginx.post("/translate", q)[0] for _ in range(4)] == [429] * 4
+    back = Redis(redis.port)
+    redis.proc = back.proc
+    # a removed key's row id is given again by SQLite: its successor starts with nothing spent
+    import sqlite3
+
+    ids = [r[0] for r in sqlite3.connect(db).execute("SELECT id FROM api_keys ORDER BY id")]
+    subprocess_keys(db, "remove", str(ids[-1]))
+    fresh = add_key(db, "--name", "successor", "--daily-chars", "40")
+    assert [r[0] for r in sqlite3.connect(db).execute("SELECT id FROM api_keys ORDER BY id")][-1] == ids[-1]
+    assert nginx.post("/translate", {**q, "api_key": fresh})[0] == 200
+
+
+def subprocess_keys(db: Path, *args: str) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "aiayn", "keys", "--db", str(db), *args], check=True, capture_output=True)
+
+
+def test_two_keys_databases_sharing_one_redis_count_apart(tmp_path: Path) -> None:
+    redis = Redis()
+    first, second = tmp_path / "one.db", tmp_path / "two.db"
+    keys = [add_key(d, "--daily-chars", "40", "--req-limit", "3") for d in (first, second)]   # both row 1
+    servers = [Server("--no-processes", "--api-keys", str(d), "--shared-storage", redis.url) for d in (first, second)]
+    try:
+        q = {"q": "Ein Hund läuft auf der Straße.", "source": "de", "target": "en"}
+        assert servers[0].post("/translate", {**q, "api_key": keys[0]})[0] == 200
+        assert servers[0].post("/translate", {**q, "api_key": keys[0]})[0] == 429
+        assert [servers[1].post("/translate", {**q, "api_key": keys[1]})[0] for _ in range(1)] == [200]
+    finally:
+        for s in servers:
+            assert s.stop() == 0
+        redis.stop()
+
+
+def test_a_rolling_restart_under_load_answers_every_request(service: Any) -> None:
+    import threading
+
+    redis, replicas, nginx, db = service
+    key = add_key(db, "--name", "rolling")
+    q = {"q": "Ein Mann fährt Fahrrad.", "source": "de", "target": "en", "api_key": key}
+    statuses: list[int] = []
+    errors: list[bytes] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            status, _, body = nginx.request("POST", "/translate", json.dumps(q).encode(),
+                                            {"Content-Type": "application/json"})
+            statuses.append(status)
+            if status != 200:
+                errors.append(body[:300])
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for i, r in enumerate(list(replicas)):                 # one at a time: SIGTERM, then started again
+            flags = r.proc.args[r.proc.args.index("--port") + 2:]       # (its flags after its port)
+            assert r.stop() == 0
+            assert "Traceback" not in r.output()
+            replicas[i] = Server(*flags, port=r.port)           # (it answers /health)
+            time.sleep(4.5)                 # nginx tries it again (twice fail_timeout=2s, docs/deploy.md) before the next
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert len(statuses) > 20 and set(statuses) == {200}, (sorted(set(statuses)), errors[:3])
+
+
+def test_replicas_started_at_once_on_a_fresh_model_convert_it_once_and_all_start(tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    from tests.helpers import LEGACY
+
+    model = tmp_path / "run"
+    shutil.copytree(LEGACY, model, ignore=shutil.ignore_patterns("engines"))
+    started = [Server("--engine", "ctranslate2", "--no-processes", model=model, wait=False) for _ in range(3)]
+    try:
+        failed = []
+        for s in started:
+            try:
+                s.wait_up(120)
+            except RuntimeError as e:
+                failed.append(str(e)[-600:])
+        assert not failed, failed
+        assert len(list((model / "engines" / "ctranslate2").glob("*/model.bin"))) == 1
+    finally:
+        for s in started:
+            s.stop()
