@@ -62,15 +62,17 @@ tools:
 realfiles: $(VENV)/.installed-test
 	$(BIN)/python -m tests.documents.realfiles
 
-# redis-server and nginx for the replicas' tests (tests/serving/test_replicas.py: two servers behind a load balancer
-# sharing one Redis); without them those tests skip and say so (under CI they fail)
+# redis-server, nginx and PostgreSQL for the replicas' and databases' tests (tests/serving/test_replicas.py,
+# test_databases.py: two servers behind a load balancer sharing one Redis, keys in a real PostgreSQL); without them
+# those tests skip and say so (under CI they fail)
 services:
-	@{ command -v redis-server >/dev/null 2>&1 && { command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx; }; } || { \
+	@{ command -v redis-server >/dev/null 2>&1 && { command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx; } && \
+	   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
-	    echo "make services: install redis-server and nginx as root" >&2; exit 1; fi; \
-	  command -v apt-get >/dev/null 2>&1 || { echo "make services: no apt-get here; install redis-server and nginx" >&2; exit 1; }; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server nginx >/dev/null; }
-	@redis-server --version | cut -d' ' -f1-3
+	    echo "make services: install redis-server, nginx and postgresql as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make services: no apt-get here; install redis-server, nginx and postgresql" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server nginx postgresql >/dev/null; }
+	@redis-server --version | cut -d' ' -f1-3; ls -d /usr/lib/postgresql/*/bin/postgres
 
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"

@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     record.COMMAND[:] = ["python", "-m", "benchmarks", "many-users", "--model", str(a.model)]
     from tests.helpers import Server
-    from tests.serving.test_keys import add_key
     from tests.serving.services import Nginx, Redis
+    from tests.serving.test_keys import add_key
 
     work = Path(tempfile.mkdtemp(prefix="aiayn-many-"))
     db, redis = work / "keys.db", Redis()
@@ -102,8 +102,8 @@ def paragraph(nginx: Any, db: Path) -> dict[str, Any]:
 
 
 def outage(redis: Any, replicas: list[Any], nginx: Any, db: Path) -> dict[str, Any]:
-    from tests.serving.test_keys import add_key
     from tests.serving.services import Redis
+    from tests.serving.test_keys import add_key
 
     key = add_key(db)
     q = {"q": "Ein Mann fährt Fahrrad.", "source": "de", "target": "en", "api_key": key}

@@ -175,7 +175,7 @@ class Database:
                "char_limit": char_limit, "daily_chars": daily_chars, "origin": origin and origin.rstrip("/"),
                "created": time.time()}
         with self.engine.begin() as c:
-            new_id = int(c.execute(self.keys.insert().values(**row)).inserted_primary_key[0])  # type: ignore[index]
+            new_id = int(c.execute(self.keys.insert().values(**row)).inserted_primary_key[0])
         return key, self._key({**row, "id": new_id})
 
     @staticmethod
@@ -220,7 +220,7 @@ class Database:
                     continue
             return None
 
-        return self._run(work)  # type: ignore[no-any-return]
+        return self._run(work)
 
     def add_spent(self, uid: str, day: str, amount: int) -> None:
         """``amount`` characters key ``uid`` spent on ``day`` while the database was away (access.py), added

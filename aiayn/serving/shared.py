@@ -211,7 +211,7 @@ class Redis(Local):
             value = await self.client.get(f"{self.prefix}:file:{token}")
             if value is None:
                 return None
-            name, _, data = bytes(value).partition(b"\0")
+            name, _, data = (value.encode() if isinstance(value, str) else bytes(value)).partition(b"\0")
             return name.decode(), data
 
         return await self._try(get, lambda: super(Redis, self).file(token))

@@ -210,3 +210,38 @@ def test_a_directory_of_run_dirs_serves_each(en_de: Path, tmp_path: Path) -> Non
     assert [m.name for m in Models.load([tmp_path], device="cpu")] == ["de-en", "en-de"]
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         Models.load([tmp_path / "notes"], device="cpu")
+
+
+def test_forms_in_plain_utf8_are_read_as_utf8_as_libretranslate_reads_them(two: Server,
+                                                                             oracles: dict[str, Translator]) -> None:
+    """``curl -d 'q=Ein Mädchen ...'`` sends the text's UTF-8 bytes unescaped: the same text as percent-encoded."""
+    text = "Ein Mädchen spielt Geige auf der Straße."
+    want = oracles["de-en"].translate([text])[0]
+    raw = f"q={text}&source=de&target=en".encode()                           # (as curl -d sends it)
+    escaped = urllib.parse.urlencode({"q": text, "source": "de", "target": "en"}).encode()
+    for body in (raw, escaped):
+        for ctype in ("application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8",
+                      "application/x-www-form-urlencoded; charset=UTF-8"):
+            assert _send(two, "/translate", body, ctype)[2]["translatedText"] == want, (body, ctype)
+    # a form that declares another charset is read in it; multipart fields are UTF-8 too
+    latin = f"q={text}&source=de&target=en".encode("latin-1")
+    assert _send(two, "/translate", latin, "application/x-www-form-urlencoded; charset=iso-8859-1")[2][
+        "translatedText"] == want
+    body, ctype = _multipart({"q": text, "source": "de", "target": "en"})
+    assert _send(two, "/translate", body, ctype)[2]["translatedText"] == want
+    assert _send(two, "/translate", raw, "application/x-www-form-urlencoded; charset=nonsense")[0] == 400
+
+
+def test_detect_puts_the_languages_served_first_where_the_detector_is_unsure(two: Server) -> None:
+    """On "Ein Hund." py3langid's best guess is Faroese (12.7 against German's 12.3); this server serves German."""
+    from aiayn.serving.libretranslate import Detector
+
+    assert Detector().rank("Ein Hund.")[0]["language"] != "de"                 # the detector alone
+    assert _send(two, "/detect", query={"q": "Ein Hund."})[2][0]["language"] == "de"
+    status, _, got = _send(two, "/translate", urllib.parse.urlencode({"q": "Ein Hund.", "source": "auto",
+                                                                       "target": "en"}).encode(),
+                           "application/x-www-form-urlencoded")
+    assert status == 200 and got["detectedLanguage"]["language"] == "de"
+    # sure of another language, it says so: a French sentence stays French
+    assert _send(two, "/detect", query={"q": "Un homme fait du vélo sur un pont au bord de la mer."})[2][0][
+        "language"] == "fr"

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +25,7 @@ import pytest
 from aiayn import Translator
 from aiayn.config import DecodeConfig
 
-from ..helpers import KEY, LEGACY, Server, chrome, copy_lines, open_chrome, wait_for
+from ..helpers import KEY, LEGACY, ROOT, Server, chrome, cli_error, copy_lines, open_chrome, wait_for
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -487,3 +490,33 @@ def test_a_memory_budget_loads_models_on_first_use_and_unloads_the_least_recentl
     finally:
         assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()[-3000:]
+
+
+@pytest.mark.parametrize("blocked, argv, extra", [
+    ("uvicorn", ["serve", "--model", str(LEGACY), "--engine", "torch", "--port", "0"], "serve"),
+    ("translate", ["translate", "--model", str(LEGACY), "--engine", "torch", "--input", "{po}", "--output",
+                   "{out}"], "documents"),
+    ("sqlalchemy", ["keys", "--db", "{db}", "list"], "serve"),
+])
+def test_a_command_whose_optional_part_is_missing_names_its_extra_in_one_line(
+        tmp_path: Path, blocked: str, argv: list[str], extra: str) -> None:
+    """After the README's first command (the package alone), each command that needs an extra says which, in one
+    line, instead of a ModuleNotFoundError traceback."""
+    (tmp_path / "x.po").write_text('msgid ""\nmsgstr ""\n\nmsgid "Hallo"\nmsgstr ""\n', encoding="utf-8")
+    args = [a.format(po=tmp_path / "x.po", out=tmp_path / "y.po", db=tmp_path / "k.db") for a in argv]
+    code = (f"import sys; sys.modules[{blocked!r}] = None\n"           # (as if it were not installed)
+            "from aiayn.cli.main import main\n"
+            f"sys.exit(main({args!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert f"pip install 'aiayn[{extra}]'" in cli_error(out.stderr, argv[0])
+
+
+def test_the_extras_named_for_missing_modules_are_pyprojects() -> None:
+    import tomllib
+
+    from aiayn.cli.common import DISTRIBUTIONS
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    listed = {re.split(r"[<>=\[;]", r)[0].strip().lower() for reqs in extras.values() for r in reqs}
+    assert set(DISTRIBUTIONS.values()) <= listed, set(DISTRIBUTIONS.values()) - listed
