@@ -173,13 +173,12 @@ def subprocess_keys(db: Path, *args: str) -> None:
 def test_two_keys_databases_sharing_one_redis_count_apart(tmp_path: Path) -> None:
     redis = Redis()
     first, second = tmp_path / "one.db", tmp_path / "two.db"
-    keys = [add_key(d, "--daily-chars", "40", "--req-limit", "3") for d in (first, second)]   # both row 1
+    keys = [add_key(d, "--req-limit", "2") for d in (first, second)]             # both row 1 of their database
     servers = [Server("--no-processes", "--api-keys", str(d), "--shared-storage", redis.url) for d in (first, second)]
     try:
         q = {"q": "Ein Hund läuft auf der Straße.", "source": "de", "target": "en"}
-        assert servers[0].post("/translate", {**q, "api_key": keys[0]})[0] == 200
-        assert servers[0].post("/translate", {**q, "api_key": keys[0]})[0] == 429
-        assert [servers[1].post("/translate", {**q, "api_key": keys[1]})[0] for _ in range(1)] == [200]
+        for s, key in zip(servers, keys, strict=True):
+            assert [s.post("/translate", {**q, "api_key": key})[0] for _ in range(3)] == [200, 200, 429]
     finally:
         for s in servers:
             assert s.stop() == 0
