@@ -137,6 +137,11 @@ class Access:
         assert self.db is not None
         db = self.db
         h, now = digest(key), time.monotonic()
+        if not self.in_grace:                           # the database away past the grace period: no key is trusted
+            try:
+                await self._ask(db.ping)
+            except Unavailable:
+                raise self.unavailable() from None
         hit = self.found.get(h)
         if hit is not None and hit[0] > now - KEY_TTL_S:
             return hit[1]

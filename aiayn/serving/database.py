@@ -193,6 +193,14 @@ class Database:
         row = self._run(work)
         return None if row is None else self._key(row)
 
+    def ping(self) -> None:
+        """Nothing, if the database answers; Unavailable if not."""
+        def work() -> None:
+            with self.engine.connect() as c:
+                c.execute(self.sa.text("SELECT 1"))
+
+        self._run(work)
+
     # --- what keys spent --------------------------------------------------------------------------------------------
 
     def spend(self, uid: str, day: str, amount: int, budget: int) -> int | None:
