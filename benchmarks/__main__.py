@@ -40,6 +40,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                      "(make realfiles) through aiayn translate, measured as their tools measure them"),
     "many-users": ("many_users", "two replicas behind nginx sharing one Redis and one key database: one limit, one "
                                  "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
+    "chaos": ("chaos", "five minutes of two replicas behind nginx under 8 clients while Redis, PostgreSQL and the "
+                       "replicas are killed and restarted: statuses, budgets, downloads, logs, memory"),
     "detect": ("detect_bench", "language detection on short texts (two and three words of Multi30k's de, en, fr, cs "
                                "lines): the detector alone, and the served languages first where it is unsure"),
     "suggestions-finetune": ("suggestions_finetune", "corrections sent to POST /suggest, exported and fine-tuned on: "

@@ -55,7 +55,9 @@ def add_keys(sub: argparse._SubParsersAction) -> None:
     p = command(sub, cmd_keys)
     p.add_argument("action", choices=["add", "list", "remove"])
     p.add_argument("which", nargs="?", help="remove: the key's id (as keys list shows it) or the key itself")
-    p.add_argument("--db", required=True, help="the database: a SQLite file (made if missing) or a SQLAlchemy URL")
+    p.add_argument("--db", required=True, help="the database: a SQLite file (made if missing), or PostgreSQL's URL: "
+                   "postgresql://USER:PASSWORD@HOST:PORT/DB, postgresql://USER@/DB?host=/run/postgresql (its socket), "
+                   "postgresql+psycopg2://... (another driver); its driver: pip install 'aiayn[postgres]'")
     p.add_argument("--name", help="add: who or what the key is for")
     p.add_argument("--req-limit", type=int, help="add: requests per minute (default: the server's --req-limit)")
     p.add_argument("--char-limit", type=int, help="add: characters per request (default: the server's --max-chars)")

@@ -56,45 +56,30 @@ class Client:
     key: Key | None = None
 
 
-class Access:
-    """The checks of the module's docstring for the server ``cfg`` (serve.ServeConfig), counting in ``shared``."""
+class Outages:
+    """The keys database's outages (the module's docstring): since when it has not answered, when it is asked again,
+    one warning as each starts and ends, and ``metrics``' gauge and counter."""
 
-    MOST = 10_000       # keys remembered at once
-
-    def __init__(self, cfg: Any, shared: Local, db: Database | None = None, metrics: Any = None) -> None:
-        self.cfg, self.shared, self.db, self.metrics = cfg, shared, db, metrics
-        self.found: OrderedDict[str, tuple[float, Key | None]] = OrderedDict()
+    def __init__(self, db: Database, grace_s: float, metrics: Any = None) -> None:
+        self.db, self.grace_s, self.metrics = db, grace_s, metrics
         self.down_since: float | None = None         # when the database stopped answering (None: it answers)
         self.next_try = 0.0                          # the earliest the database is asked again while it is away
         self.asking = False                          # a request is asking it now
-        self.known_spent: dict[tuple[str, str], int] = {}   # (uid, day) -> what the database last said was spent
-        self.owed: dict[tuple[str, str], int] = {}          # (uid, day) -> spent while it was away, to be written
-        if metrics is not None and db is not None:
+        if metrics is not None:
             metrics.keys_up.set(1)
 
     @property
-    def keyed(self) -> bool:
-        """Whether the server has keys."""
-        return self.cfg.api_key is not None or self.db is not None
-
-    @property
-    def required(self) -> bool:
-        """Whether a request without a key is refused."""
-        return self.keyed and not self.cfg.keys_optional
-
-    # --- the database, and its outages ---------------------------------------------------------------------------
-
-    @property
     def in_grace(self) -> bool:
-        return self.down_since is None or time.monotonic() - self.down_since <= self.cfg.keys_grace
+        return self.down_since is None or time.monotonic() - self.down_since <= self.grace_s
 
-    def unavailable(self) -> ServiceError:
-        return ServiceError(503, "The keys database is unavailable: try again shortly", {"Retry-After": str(int(
-            RETRY_S * 5))})
+    @staticmethod
+    def unavailable() -> ServiceError:
+        return ServiceError(503, "The keys database is unavailable: try again shortly",
+                            {"Retry-After": str(int(RETRY_S * 5))})
 
-    async def _ask(self, work: Callable[[], T]) -> T:
-        """``work()`` (a call of the database) in a thread; Unavailable, without asking, while the database is
-        resting after a failure or another request is asking it."""
+    async def ask(self, work: Callable[[], T]) -> tuple[T, bool]:
+        """``work()`` (a call of the database) in a thread, and whether the database just answered again;
+        Unavailable, without asking, while it is resting after a failure or another request is asking it."""
         if self.down_since is not None and (time.monotonic() < self.next_try or self.asking):
             raise Unavailable("resting")
         self.asking = True
@@ -109,16 +94,47 @@ class Access:
                 if self.metrics is not None:
                     self.metrics.keys_up.set(0)
                 log.warning("%s: the keys seen are served from memory for %g s, then 503 until it answers", e,
-                            self.cfg.keys_grace)
+                            self.grace_s)
             raise
         finally:
             self.asking = False
-        if self.down_since is not None:
-            log.warning("the keys database %s answers again after %.0f s", self.db.where if self.db else "",
-                        time.monotonic() - self.down_since)
-            self.down_since = None
-            if self.metrics is not None:
-                self.metrics.keys_up.set(1)
+        if self.down_since is None:
+            return answer, False
+        log.warning("the keys database %s answers again after %.0f s", self.db.where, time.monotonic() - self.down_since)
+        self.down_since = None
+        if self.metrics is not None:
+            self.metrics.keys_up.set(1)
+        return answer, True
+
+
+class Access:
+    """The checks of the module's docstring for the server ``cfg`` (serve.ServeConfig), counting in ``shared``."""
+
+    MOST = 10_000       # keys remembered at once
+
+    def __init__(self, cfg: Any, shared: Local, db: Database | None = None, metrics: Any = None) -> None:
+        self.cfg, self.shared, self.db, self.metrics = cfg, shared, db, metrics
+        self.found: OrderedDict[str, tuple[float, Key | None]] = OrderedDict()
+        self.outages = Outages(db, cfg.keys_grace, metrics) if db is not None else None
+        self.owed: dict[tuple[str, str], int] = {}          # (uid, day) -> spent while it was away, to be written
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the server has keys."""
+        return self.cfg.api_key is not None or self.db is not None
+
+    @property
+    def required(self) -> bool:
+        """Whether a request without a key is refused."""
+        return self.keyed and not self.cfg.keys_optional
+
+    # --- the database, and its outages ---------------------------------------------------------------------------
+
+    async def _ask(self, work: Callable[[], T]) -> T:
+        """``work()`` asked of the database (Outages.ask); once it answers again, what was owed it is written."""
+        assert self.outages is not None
+        answer, back = await self.outages.ask(work)
+        if back:
             await self._settle()
         return answer
 
@@ -128,29 +144,30 @@ class Access:
         db = self.db
         while self.owed:
             (uid, day), chars = next(iter(self.owed.items()))
-            await asyncio.get_running_loop().run_in_executor(None, db.add_spent, uid, day, chars)
+            total = await asyncio.get_running_loop().run_in_executor(None, db.add_spent, uid, day, chars)
             del self.owed[(uid, day)]
-            self.known_spent[(uid, day)] = self.known_spent.get((uid, day), 0) + chars
-            await self.shared.unspend(f"owed:{uid}:{day}", chars)
+            await self.shared.seen(f"chars:{uid}:{day}", total, 2 * DAY_S)
+            await self.shared.unspend(f"chars:{uid}:{day}", chars)
 
     async def _row(self, key: str) -> Key | None:
         assert self.db is not None
         db = self.db
-        h, now = digest(key), time.monotonic()
-        if not self.in_grace:                           # the database away past the grace period: no key is trusted
+        h, now, outages = digest(key), time.monotonic(), self.outages
+        assert outages is not None
+        if not outages.in_grace:                        # the database away past the grace period: no key is trusted
             try:
                 await self._ask(db.ping)
             except Unavailable:
-                raise self.unavailable() from None
+                raise outages.unavailable() from None
         hit = self.found.get(h)
         if hit is not None and hit[0] > now - KEY_TTL_S:
             return hit[1]
         try:
             row = await self._ask(lambda: db.find(key))
         except Unavailable:
-            if hit is not None and self.in_grace:
+            if hit is not None and outages.in_grace:
                 return hit[1]                           # (its time not renewed: the database is asked again)
-            raise self.unavailable() from None
+            raise outages.unavailable() from None
         self.found[h] = (now, row)
         self.found.move_to_end(h)
         if len(self.found) > self.MOST:
@@ -200,18 +217,18 @@ class Access:
         if not daily or key is None or db is None:
             return
         day, uid = time.strftime("%Y-%m-%d", time.gmtime()), key.uid
+        name = f"chars:{uid}:{day}"
         try:
-            total = await self._ask(lambda: db.spend(uid, day, chars, daily))
-            spent = total is not None
-            if total is not None:
-                self.known_spent[(uid, day)] = total
+            if self.owed:
+                await self._ask(db.ping)                # (what this replica owes the database is written first)
+            spent, total = await self._ask(lambda: db.spend(uid, day, chars, daily))
+            await self.shared.seen(name, total, 2 * DAY_S)  # (the largest total seen, for every replica, for an outage)
         except Unavailable:
-            if not self.in_grace:
-                raise self.unavailable() from None
-            # counted in the shared storage (so that replicas together stay within the budget) against what the
-            # database last said was spent, and owed by this replica to the database
-            spent = await self.shared.spend(f"owed:{uid}:{day}", chars,
-                                            daily - self.known_spent.get((uid, day), 0), 2 * DAY_S)
+            if self.outages is not None and not self.outages.in_grace:
+                raise self.outages.unavailable() from None
+            # counted in the shared storage (so that replicas together stay within the budget) on top of the
+            # largest total any replica last had from the database, and owed by this replica to the database
+            spent = await self.shared.spend(name, chars, daily, 2 * DAY_S)
             if spent:
                 self.owed[(uid, day)] = self.owed.get((uid, day), 0) + chars
         if not spent:

@@ -100,7 +100,82 @@ def _safe_url(url: str) -> str:
     return url.replace(f":{u.password}@", ":***@") if u.password else url
 
 
-class Database:
+class Spending:
+    """What each key spent of its days (the ``key_usage`` table: the module's docstring says why here), the part of
+    :class:`Database` access.py charges requests to."""
+
+    sa: Any
+    engine: Any
+    usage: Any
+    where: str
+
+    def _run(self, work: Any) -> Any:
+        """``work()``, its database errors raised as Unavailable (module docstring)."""
+        try:
+            return work()
+        except self.sa.exc.SQLAlchemyError as e:
+            raise Unavailable(f"the database {self.where} did not answer: {_kind(e)}") from None
+
+    def spend(self, uid: str, day: str, amount: int, budget: int) -> tuple[bool, int]:
+        """``amount`` more characters of key ``uid`` on ``day``, unless that would pass ``budget`` (then nothing is
+        spent): one conditional UPDATE, atomic whatever the number of replicas. Whether it was spent, and what is
+        spent now in all. Unavailable when the database does not answer."""
+        sa, u = self.sa, self.usage
+        mine = (u.c.uid == uid, u.c.day == day)
+
+        def work() -> tuple[bool, int]:
+            for _ in range(2):                    # (twice: another replica may make the day's row in between)
+                with self.engine.begin() as c:
+                    done = c.execute(u.update().where(*mine, u.c.chars + amount <= budget)
+                                     .values(chars=u.c.chars + amount)).rowcount
+                    total = c.execute(sa.select(u.c.chars).where(*mine)).scalar()
+                if total is not None:
+                    return bool(done), int(total)
+                if amount > budget:
+                    return False, 0
+                try:
+                    with self.engine.begin() as c:
+                        c.execute(u.insert().values(uid=uid, day=day, chars=amount))
+                    return True, amount
+                except sa.exc.IntegrityError:
+                    continue
+            raise Unavailable(f"the database {self.where} did not answer: the day's row could not be written")
+
+        done, total = self._run(work)
+        return bool(done), int(total)
+
+    def add_spent(self, uid: str, day: str, amount: int) -> int:
+        """``amount`` characters key ``uid`` spent on ``day`` while the database was away (access.py), added
+        whatever its budget; what is spent now, in all."""
+        sa, u = self.sa, self.usage
+
+        def work() -> int:
+            for _ in range(2):                    # (twice: another replica may make the day's row in between)
+                try:
+                    with self.engine.begin() as c:
+                        if not c.execute(u.update().where(u.c.uid == uid, u.c.day == day)
+                                         .values(chars=u.c.chars + amount)).rowcount:
+                            c.execute(u.insert().values(uid=uid, day=day, chars=amount))
+                        return int(c.execute(sa.select(u.c.chars).where(u.c.uid == uid, u.c.day == day))
+                                   .scalar_one())
+                except sa.exc.IntegrityError:
+                    continue
+            raise Unavailable(f"the database {self.where} did not answer: the day's row could not be written")
+
+        return int(self._run(work))
+
+    def spent(self, uid: str, day: str) -> int:
+        """Characters key ``uid`` spent on ``day``."""
+        def work() -> int:
+            with self.engine.connect() as c:
+                row = c.execute(self.sa.select(self.usage.c.chars).where(self.usage.c.uid == uid,
+                                                                          self.usage.c.day == day)).first()
+            return 0 if row is None else int(row[0])
+
+        return int(self._run(work))
+
+
+class Database(Spending):
     """The keys and suggestions tables of the database at ``db`` (a path or a URL), made if missing."""
 
     def __init__(self, db: str | Path) -> None:
@@ -153,13 +228,6 @@ class Database:
             for (row_id,) in c.execute(sa.select(self.keys.c.id).where(self.keys.c.uid.is_(None))).all():
                 c.execute(self.keys.update().where(self.keys.c.id == row_id).values(uid=secrets.token_hex(16)))
 
-    def _run(self, work: Any) -> Any:
-        """``work()``, its database errors raised as Unavailable (module docstring)."""
-        try:
-            return work()
-        except self.sa.exc.SQLAlchemyError as e:
-            raise Unavailable(f"the database {self.where} did not answer: {_kind(e)}") from None
-
     # --- keys -------------------------------------------------------------------------------------------------------
 
     def add_key(self, name: str = "", req_limit: int | None = None, char_limit: int | None = None,
@@ -200,63 +268,6 @@ class Database:
                 c.execute(self.sa.text("SELECT 1"))
 
         self._run(work)
-
-    # --- what keys spent --------------------------------------------------------------------------------------------
-
-    def spend(self, uid: str, day: str, amount: int, budget: int) -> int | None:
-        """``amount`` more characters of key ``uid`` on ``day``, unless that would pass ``budget`` (then nothing is
-        spent: None): one conditional UPDATE, atomic whatever the number of replicas; what is spent now, in all.
-        Unavailable when the database does not answer."""
-        sa, u = self.sa, self.usage
-        mine = (u.c.uid == uid, u.c.day == day)
-
-        def work() -> int | None:
-            for _ in range(2):                    # (twice: another replica may make the day's row in between)
-                with self.engine.begin() as c:
-                    if c.execute(u.update().where(*mine, u.c.chars + amount <= budget)
-                                 .values(chars=u.c.chars + amount)).rowcount:
-                        return int(c.execute(sa.select(u.c.chars).where(*mine)).scalar_one())
-                    if c.execute(sa.select(u.c.chars).where(*mine)).first() is not None:
-                        return None
-                if amount > budget:
-                    return None
-                try:
-                    with self.engine.begin() as c:
-                        c.execute(u.insert().values(uid=uid, day=day, chars=amount))
-                    return amount
-                except sa.exc.IntegrityError:
-                    continue
-            return None
-
-        return self._run(work)
-
-    def add_spent(self, uid: str, day: str, amount: int) -> None:
-        """``amount`` characters key ``uid`` spent on ``day`` while the database was away (access.py), added
-        whatever its budget."""
-        sa, u = self.sa, self.usage
-
-        def work() -> None:
-            for _ in range(2):                    # (twice: another replica may make the day's row in between)
-                try:
-                    with self.engine.begin() as c:
-                        if not c.execute(u.update().where(u.c.uid == uid, u.c.day == day)
-                                         .values(chars=u.c.chars + amount)).rowcount:
-                            c.execute(u.insert().values(uid=uid, day=day, chars=amount))
-                    return
-                except sa.exc.IntegrityError:
-                    continue
-
-        self._run(work)
-
-    def spent(self, uid: str, day: str) -> int:
-        """Characters key ``uid`` spent on ``day``."""
-        def work() -> int:
-            with self.engine.connect() as c:
-                row = c.execute(self.sa.select(self.usage.c.chars).where(self.usage.c.uid == uid,
-                                                                          self.usage.c.day == day)).first()
-            return 0 if row is None else int(row[0])
-
-        return int(self._run(work))
 
     def list_keys(self) -> list[Key]:
         with self.engine.connect() as c:

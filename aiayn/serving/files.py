@@ -51,6 +51,7 @@ from .shared import Local
 
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"
+SWEEP_S = 30.0          # how often the shared folder (--files-dir) is looked over for expired translations
 
 
 def download_url(request: Any, token: str, name: str, public_url: str | None = None) -> str:
@@ -126,6 +127,19 @@ def sweep_stale(root: Path) -> int:
     return removed
 
 
+def writable(folder: Path) -> Path:
+    """``folder`` (``--files-dir``), made if missing; ValueError where this process cannot write there."""
+    folder = folder.expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(f"--files-dir {folder}: cannot write there ({e.strerror})") from None
+    return folder
+
+
 def expire(made: dict[str, Any], seconds: float, shared_dir: Path | None = None) -> None:
     """The translations in ``made`` (token -> (path, name, when made)) older than ``seconds`` removed, files and all;
     and those in ``shared_dir`` (``--files-dir``) older than that by their time of change, whichever replica made
@@ -170,6 +184,30 @@ async def asked(request: Any, authorize: Callable[[dict[str, Any], Any], Awaitab
     return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review), client
 
 
+async def download(name: str, made: dict[str, Any], shared_dir: Path | None, shared: Local) -> Any:
+    """The answer to ``GET /download_file/NAME``: the translation of NAME's token, from ``made`` (this replica's),
+    ``shared_dir`` (``--files-dir``) or ``shared`` (Redis's), else a 404."""
+    from fastapi.responses import FileResponse, JSONResponse, Response
+
+    m = TOKEN.fullmatch(name)
+    if m is None:
+        return JSONResponse({"error": "File not found"}, status_code=404)
+    token = m.group(1)
+    found = made.get(token)
+    if found is not None and found[0].is_file():
+        return FileResponse(found[0], filename=found[1])
+    if shared_dir is not None:
+        for path in shared_dir.glob(f"{token}.*"):
+            return FileResponse(path, filename=path.name[len(token) + 1:])
+    kept = await shared.file(token)
+    if kept is None:
+        return JSONResponse({"error": "File not found"}, status_code=404)
+    shown, data = kept
+    disposition = FileResponse(__file__, filename=shown).headers["content-disposition"]   # (as for a file)
+    return Response(data, media_type=mimetypes.guess_type(shown)[0] or "application/octet-stream",
+                    headers={"content-disposition": disposition})
+
+
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``authorize`` LibreTranslate's key check and
     request limit of a request's fields (access.py: the client it returns), ``charge`` what spends a client's
@@ -186,15 +224,8 @@ class Files:
         self.authorize, self.names, self.shared = authorize, names, shared or Local()
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
-        self.shared_dir = Path(cfg.files_dir).expanduser() if getattr(cfg, "files_dir", None) else None
-        if self.shared_dir is not None:
-            try:
-                self.shared_dir.mkdir(parents=True, exist_ok=True)
-                probe = self.shared_dir / f".probe-{os.getpid()}"
-                probe.write_bytes(b"")
-                probe.unlink()
-            except OSError as e:
-                raise ValueError(f"--files-dir {self.shared_dir}: cannot write there ({e.strerror})") from None
+        self.shared_dir = writable(Path(cfg.files_dir)) if getattr(cfg, "files_dir", None) else None
+        self.swept = 0.0
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.file_workers, thread_name_prefix="aiayn-file")
         self.jobs: set[Job] = set()
         self.waiting = 0                            # documents taken and not yet finished (running or queued)
@@ -216,8 +247,12 @@ class Files:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def expire(self) -> None:
-        """Translations older than ``--file-ttl`` minutes removed."""
-        expire(self.made, self.cfg.file_ttl * 60, self.shared_dir)
+        """Translations older than ``--file-ttl`` minutes removed (the shared folder's looked over at most every
+        :data:`SWEEP_S` seconds: it may hold every replica's thousands)."""
+        sweep = self.shared_dir is not None and time.monotonic() - self.swept > SWEEP_S
+        if sweep:
+            self.swept = time.monotonic()
+        expire(self.made, self.cfg.file_ttl * 60, self.shared_dir if sweep else None)
 
     async def translate(self, request: Any) -> dict[str, Any]:
         arrived = time.monotonic()
@@ -312,24 +347,5 @@ class Files:
 
     async def download(self, name: str) -> Any:
         """A translation by its token: this replica's, the shared folder's, or Redis's (the module's docstring)."""
-        from fastapi.responses import FileResponse, JSONResponse, Response
-
         self.expire()
-        m = TOKEN.fullmatch(name)
-        if m is None:
-            return JSONResponse({"error": "File not found"}, status_code=404)
-        token = m.group(1)
-        found = self.made.get(token)
-        if found is not None and found[0].is_file():
-            return FileResponse(found[0], filename=found[1])
-        if self.shared_dir is not None:
-            for path in self.shared_dir.glob(f"{token}.*"):
-                return FileResponse(path, filename=path.name[len(token) + 1:])
-        kept = await self.shared.file(token)
-        if kept is None:
-            return JSONResponse({"error": "File not found"}, status_code=404)
-        shown, data = kept
-        disposition = FileResponse(__file__, filename=shown).headers["content-disposition"]   # (as for a file)
-        return Response(data, media_type=mimetypes.guess_type(shown)[0] or "application/octet-stream",
-                        headers={"content-disposition": disposition})
-
+        return await download(name, self.made, self.shared_dir, self.shared)

@@ -114,16 +114,18 @@ class ServeConfig:
                            "per core, at most 4; 1 on GPUs)", ge=0)
     api_key: str | None = setting(None, "require this key (header X-API-Key or Authorization: Bearer; LibreTranslate's "
                                   "api_key field) on all but /health, the page, /languages and /frontend/settings")
-    api_keys: str | None = setting(None, "the database of API keys (a SQLite file, or a SQLAlchemy URL), each with "
-                                   "its own limits: aiayn keys add; a request shows one as --api-key's is shown")
+    api_keys: str | None = setting(None, "the database of API keys (a SQLite file, or PostgreSQL's URL: aiayn keys "
+                                   "--help), each with its own limits: aiayn keys add; a request shows one as "
+                                   "--api-key's is shown")
     keys_grace: float = setting(300.0, "with --api-keys: seconds the keys already seen keep working from memory "
                                 "while the keys database does not answer; past them, and for keys not seen, 503 "
                                 "(serving/access.py)", ge=0)
     keys_optional: bool = setting(False, "with --api-keys: a request without a key is served too, as its address, "
                                   "under --req-limit and --max-chars (LibreTranslate's --api-keys)")
-    shared_storage: str | None = setting(None, "redis://HOST:PORT/N: the request and character counts and the "
-                                         "translations remembered, shared by every replica using it (without: each "
-                                         "process's own); Redis gone: this process's own, with a warning")
+    shared_storage: str | None = setting(None, "redis://HOST:PORT/N: the request counts, the translations "
+                                         "remembered and the translated files, shared by every replica using it "
+                                         "(without: each process's own); Redis gone: this process's own, with a "
+                                         "warning")
     cache_ttl: int = setting(86400, "with --shared-storage: seconds a translation stays there", ge=1)
     suggestions: str | None = setting(None, "store POST /suggest's corrections in this database (a SQLite file or a "
                                       "SQLAlchemy URL; it may be --api-keys's): aiayn suggestions export")

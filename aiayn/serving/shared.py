@@ -7,8 +7,9 @@ counts on its own (:class:`Local`, the default). Three operations, each atomic i
 - :meth:`Local.admit`: one more request of ``name``, unless ``limit`` of them came in the last ``window_s`` seconds (a
   sliding window: a client never gets twice its limit by straddling a minute's edge). Redis's clock decides, so that
   replicas whose clocks differ agree.
-- :meth:`Local.spend`: ``amount`` more of a budget, unless that would pass it (what keys spend while the keys
-  database is away: access.py; the record of what keys spend is that database).
+- :meth:`Local.spend`: ``amount`` more of a budget, unless that and the largest total :meth:`Local.seen` of it
+  would pass it (what keys spend while the keys database is away, counted against what it last said they had
+  spent: access.py; the record of what keys spend is that database).
 - :meth:`Redis.recall` / :meth:`Redis.remember`: translations by key (memo.py), each kept ``ttl_s`` seconds; and
   :meth:`Redis.keep_file` / :meth:`Redis.file`: translated documents (files.py), so that any replica serves the
   download. Redis's ``maxmemory`` bounds them (docs/deploy.md starts it with ``--maxmemory-policy allkeys-lru``):
@@ -45,6 +46,7 @@ class Local:
     def __init__(self) -> None:
         self.times: OrderedDict[str, deque[float]] = OrderedDict()      # least recently seen first
         self.spent: OrderedDict[str, int] = OrderedDict()
+        self.totals: OrderedDict[str, int] = OrderedDict()
 
     async def admit(self, name: str, limit: int, window_s: float = 60.0) -> bool:
         now = time.monotonic()
@@ -65,18 +67,24 @@ class Local:
         return True
 
     async def spend(self, name: str, amount: int, budget: int, ttl_s: int) -> bool:
-        """``name`` names its period (a key's day: ``chars:ID:2026-11-28``), so a new period starts at 0."""
+        """``name`` names its period (a key's day: ``chars:UID:2026-11-28``), so a new period starts at 0."""
         used = self.spent.pop(name, 0)
         self.spent[name] = used
         if len(self.spent) > self.MOST:
             self.spent.popitem(last=False)
-        if used + amount > budget:
+        if used + self.totals.get(name, 0) + amount > budget:
             return False
         self.spent[name] = used + amount
         return True
 
+    async def seen(self, name: str, total: int, ttl_s: int) -> None:
+        """``total`` of ``name``'s budget spent elsewhere (the keys database), kept if it is the largest seen."""
+        self.totals[name] = max(total, self.totals.pop(name, 0))
+        if len(self.totals) > self.MOST:
+            self.totals.popitem(last=False)
+
     async def unspend(self, name: str, amount: int) -> None:
-        """``amount`` of ``name``'s budget given back (what a replica owed and has since written elsewhere)."""
+        """``amount`` of what :meth:`spend` counted given back (written elsewhere since, and :meth:`seen` there)."""
         if name in self.spent:
             self.spent[name] = max(0, self.spent[name] - amount)
 
@@ -115,10 +123,17 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
 return 1
 """
 SPEND = """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local used = tonumber(redis.call('GET', KEYS[1]) or '0') +
+  math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[4]))
 if used + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return 0 end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+SEEN = """
+if tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
 return 1
 """
 
@@ -139,6 +154,7 @@ class Redis(Local):
         self.url, self.metrics, self.prefix, self.errors = url, metrics, prefix, (RedisError, OSError, TimeoutError)
         self.client = aioredis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
         self._admit, self._spend = self.client.register_script(ADMIT), self.client.register_script(SPEND)
+        self._seen = self.client.register_script(SEEN)
         self.down_until, self.down = 0.0, False
         self._up(True)
 
@@ -176,8 +192,14 @@ class Redis(Local):
 
     async def spend(self, name: str, amount: int, budget: int, ttl_s: int) -> bool:
         return bool(await self._try(
-            lambda: self._spend(keys=[f"{self.prefix}:spent:{name}"], args=[amount, budget, ttl_s]),
+            lambda: self._spend(keys=[f"{self.prefix}:spent:{name}", f"{self.prefix}:total:{name}"],
+                                args=[amount, budget, ttl_s, self.totals.get(name, 0)]),
             lambda: super(Redis, self).spend(name, amount, budget, ttl_s)))
+
+    async def seen(self, name: str, total: int, ttl_s: int) -> None:
+        await Local.seen(self, name, total, ttl_s)          # (kept here too, for when Redis is away)
+        await self._try(lambda: self._seen(keys=[f"{self.prefix}:total:{name}"], args=[total, ttl_s]),
+                        lambda: Local.check(self))
 
     async def unspend(self, name: str, amount: int) -> None:
         await self._try(lambda: self.client.decrby(f"{self.prefix}:spent:{name}", amount),

@@ -62,9 +62,10 @@ class Redis:
 FORWARDED = ("proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Host $http_host; "
              "proxy_set_header X-Forwarded-Proto $scheme;")
 # ... and how it keeps a replica that stops (a rolling restart, a crash) from costing a client an error: a request
-# that fails before an answer begins is sent to the other replica, even a POST (nginx retries only the idempotent
-# methods by default; a translation is safe to send again), and a replica that failed is passed over for 2 s only
-RETRY = "proxy_next_upstream error timeout non_idempotent; proxy_next_upstream_tries 3;"
+# that fails before an answer begins, or that a replica answers 503 (shutting down, its queue full), is sent to the
+# other replica, even a POST (nginx retries only the idempotent methods by default; a translation is safe to send
+# again), and a replica that failed is passed over for 2 s only
+RETRY = "proxy_next_upstream error timeout http_503 non_idempotent; proxy_next_upstream_tries 3;"
 FAILS = "max_fails=1 fail_timeout=2s"
 
 

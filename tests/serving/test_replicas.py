@@ -241,3 +241,17 @@ def test_replicas_started_at_once_on_a_fresh_model_convert_it_once_and_all_start
     finally:
         for s in started:
             s.stop()
+
+
+def test_a_shared_files_dir_expires_every_replicas_translations_by_age(tmp_path: Path) -> None:
+    import os
+
+    from aiayn.serving.files import expire
+
+    old, new, other = (tmp_path / f"{c * 32}.report.txt" for c in "abc")
+    for path in (old, new, other):
+        path.write_text("x")
+    other.rename(other := tmp_path / "notes.txt")                  # (not a translation: left alone)
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    expire({}, 60, tmp_path)
+    assert not old.exists() and new.exists() and other.exists()
