@@ -5,7 +5,7 @@ among every language py3langid knows, by the detector alone and with the languag
 
     python -m benchmarks detect [--data ../shared/data/multi30k]
 
-Records benchmarks/results/detect/detect-<date>.json: per words, per ratio, the share of lines found in their
+Records benchmarks/results/detect/detect-<date>.json: per words, per ratio, the per cent of lines found in their
 language.
 """
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
                 short = [" ".join(t.split()[:words]).rstrip(".,") + "." for t in texts]
                 hits = sum(detector.rank(t, best=1, preferred=served if ratio is not None else None)[0]["language"]
                            == lang for t in short)
-                found[lang] = round(hits / len(short), 3)
+                found[lang] = round(100 * hits / len(short), 1)         # (per cent)
             table["detector alone" if ratio is None else f"served first at {ratio:g}"] = found
         report[f"{words} words"] = table
     print(json.dumps(report, indent=2))

@@ -196,9 +196,8 @@ async def download(name: str, made: dict[str, Any], shared_dir: Path | None, sha
     found = made.get(token)
     if found is not None and found[0].is_file():
         return FileResponse(found[0], filename=found[1])
-    if shared_dir is not None:
-        for path in shared_dir.glob(f"{token}.*"):
-            return FileResponse(path, filename=path.name[len(token) + 1:])
+    if shared_dir is not None and (shared_dir / name).is_file():     # (NAME is the file's: TOKEN.display-name)
+        return FileResponse(shared_dir / name, filename=name[len(token) + 1:])
     kept = await shared.file(token)
     if kept is None:
         return JSONResponse({"error": "File not found"}, status_code=404)
