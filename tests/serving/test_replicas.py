@@ -203,7 +203,16 @@ def test_a_rolling_restart_under_load_answers_every_request(service: Any) -> Non
             if status != 200:
                 errors.append(body[:300])
 
-    threads = [threading.Thread(target=client) for _ in range(4)]
+    def uploader() -> None:                              # documents too (a replica told to stop answers them 503)
+        body, headers = multipart({"source": "de", "target": "en", "api_key": key}, "notes.txt",
+                                  "\n\n".join(["Ein Hund läuft über die Wiese."] * 40).encode())
+        while not stop.is_set():
+            status, _, answer = nginx.request("POST", "/translate_file", body, headers)
+            statuses.append(status)
+            if status != 200:
+                errors.append(answer[:300])
+
+    threads = [threading.Thread(target=client) for _ in range(3)] + [threading.Thread(target=uploader) for _ in range(2)]
     for t in threads:
         t.start()
     try:
