@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,16 +57,16 @@ def converted(path: str | Path, quantization: str | None) -> Path:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     # Replicas (or worker processes) started at once on a fresh model: one converts, the others wait for its lock
-    # and then find the conversion made (an advisory lock, released by the system if its holder dies).
-    with open(out.parent / f".{out.name}.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not (out / "model.bin").is_file():
-                from ..interop.export import convert
+    # (an advisory lock on the cache's folder, released by the system if its holder dies) and then find it made.
+    folder = os.open(out.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if not (out / "model.bin").is_file():
+            from ..interop.export import convert
 
-                convert(run, ckpt, out, quantization)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            convert(run, ckpt, out, quantization)
+    finally:
+        os.close(folder)                                    # (the lock goes with it)
     return out
 
 
