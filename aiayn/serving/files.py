@@ -19,7 +19,8 @@ keeps the door from being held or blown up by what comes through it:
 **Any replica serves a download.** Behind a load balancer the download may reach a replica other than the one that
 translated the file. A translation is kept where every replica finds it: in ``--files-dir`` (a folder the replicas
 share, expired by its files' age), else, with ``--shared-storage``, in Redis beside the cache (bounded by its
-``maxmemory``, expiring with ``--file-ttl``). The link names the address the client used (the Host, or a trusted
+``maxmemory``, expiring with ``--file-ttl``; a document over :data:`IN_REDIS` bytes stays with its replica, with a
+warning). The link names the address the client used (the Host, or a trusted
 proxy's X-Forwarded-Host and X-Forwarded-Proto: guards.Forwarded), or ``--public-url``.
 """
 
@@ -52,6 +53,7 @@ from .shared import Local
 log = logging.getLogger(__name__)
 PREFIX = "aiayn-files-"
 SWEEP_S = 30.0          # how often the shared folder (--files-dir) is looked over for expired translations
+IN_REDIS = 8 << 20      # the largest translated document kept in Redis (one call of it must fit shared.TIMEOUT_S)
 
 
 def download_url(request: Any, token: str, name: str, public_url: str | None = None) -> str:
@@ -224,7 +226,7 @@ class Files:
         sweep_stale(Path(tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         self.shared_dir = writable(Path(cfg.files_dir)) if getattr(cfg, "files_dir", None) else None
-        self.swept = 0.0
+        self.swept, self.warned_size = 0.0, False
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.file_workers, thread_name_prefix="aiayn-file")
         self.jobs: set[Job] = set()
         self.waiting = 0                            # documents taken and not yet finished (running or queued)
@@ -293,8 +295,12 @@ class Files:
             self.counted(report)
         _warn(report)
         self.made[token] = (dst, name, time.monotonic())
-        if self.shared_dir is None:                 # (kept in Redis too, where there is one: any replica serves it)
+        if self.shared_dir is None and dst.stat().st_size <= IN_REDIS:   # (kept in Redis too: any replica serves it)
             await self.shared.keep_file(token, name, dst.read_bytes(), int(self.cfg.file_ttl * 60))
+        elif self.shared_dir is None and not self.warned_size:
+            self.warned_size = True
+            log.warning("a translated document of %d bytes is kept by this replica only (Redis keeps those of at most "
+                        "%d): --files-dir keeps every one where all replicas find it", dst.stat().st_size, IN_REDIS)
         return {"translatedFileUrl": download_url(request, token, name, getattr(self.cfg, "public_url", None))}
 
     def _texts(self, route: Any, job: Job, loop: asyncio.AbstractEventLoop, client: Any) -> Callable[..., list[str]]:
