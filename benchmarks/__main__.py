@@ -40,6 +40,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                      "(make realfiles) through aiayn translate, measured as their tools measure them"),
     "many-users": ("many_users", "two replicas behind nginx sharing one Redis and one key database: one limit, one "
                                  "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
+    "bilingual": ("bilingual", "one model per direction of Multi30k's de, en, fr, cs, each trained as make demo's "
+                               "(1,200 updates): test_2016_flickr BLEU, what a many-language model is held against"),
     "chaos": ("chaos", "five minutes of two replicas behind nginx under 8 clients while Redis, PostgreSQL and the "
                        "replicas are killed and restarted: statuses, budgets, downloads, logs, memory"),
     "detect": ("detect_bench", "language detection on short texts (two and three words of Multi30k's de, en, fr, cs "
