@@ -129,7 +129,7 @@ class Chaos:
                     self.charged[i] += size
 
     def _upload(self, i: int, texts: list[str]) -> tuple[int, int]:
-        from tests.serving.test_replicas import multipart
+        from tests.helpers import multipart
 
         body, headers = multipart({"source": "de", "target": "en", "api_key": self.keys[i]}, f"client{i}.txt",
                                   "\n\n".join(texts).encode() + b"\n")
@@ -167,6 +167,15 @@ class Chaos:
         self.replicas[i] = self.Server(*self.flags, model=self.model, port=old.port)
         self.event(f"replica {'AB'[i]} answers /health again")
 
+    def redis_outage(self, start: float, end: float) -> None:
+        """Redis killed at ``start`` seconds and started again, empty, on its port at ``end``."""
+        self.until(start)
+        self.redis.stop()
+        self.event("redis-server killed")
+        self.until(end)
+        self.redis.proc = self.Redis(self.redis.port).proc
+        self.event("redis-server started again (empty)")
+
     def until(self, t: float) -> None:
         time.sleep(max(0.0, t - (time.monotonic() - self.t0)))
 
@@ -179,13 +188,7 @@ class Chaos:
             t.start()
         s = self.seconds / 300
         try:
-            self.until(30 * s)
-            self.redis.stop()
-            self.event("redis-server killed")
-            self.until(50 * s)
-            back = self.Redis(self.redis.port)
-            self.redis.proc = back.proc
-            self.event("redis-server started again (empty)")
+            self.redis_outage(30 * s, 50 * s)
             self.until(80 * s)
             self.pg.stop()
             self.event("PostgreSQL stopped")
@@ -201,13 +204,7 @@ class Chaos:
             time.sleep(4.5)
             self.event("rolling restart: SIGTERM to replica B")
             self.restart(1, "term")
-            self.until(240 * s)
-            self.redis.stop()
-            self.event("redis-server killed")
-            self.until(250 * s)
-            back = self.Redis(self.redis.port)
-            self.redis.proc = back.proc
-            self.event("redis-server started again (empty)")
+            self.redis_outage(240 * s, 250 * s)
             self.until(self.seconds)
         finally:
             stop.set()

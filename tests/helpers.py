@@ -217,6 +217,17 @@ class Server:
         return int(self.proc.returncode)
 
 
+def multipart(fields: dict[str, str], name: str | None = None, content: bytes = b"") -> tuple[bytes, dict[str, str]]:
+    """A multipart form: ``fields``, and the file ``name`` holding ``content`` (as /translate_file takes it)."""
+    boundary = "aiaynBoundary42"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    if name is not None:
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                     "Content-Type: application/octet-stream\r\n\r\n".encode() + content + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
 def copy_lines(n: int, seed: int = 7) -> list[str]:
     """Lines of the copy task (letters a-j, 4-24 of them), all different: each has its own right translation."""
     rng = random.Random(seed)

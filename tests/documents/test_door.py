@@ -17,22 +17,13 @@ import pytest
 
 from aiayn.cli.main import main
 
-from ..helpers import Server, copy_lines, wait_for
+from ..helpers import Server, copy_lines, multipart, wait_for
 from .helpers import FILES
 from .test_office import _word
 from .test_opendocument import _odt, _rich
 from .test_web import _epub
 
 docx = pytest.importorskip("docx", reason="python-docx: pip install aiayn[dev]")
-
-
-def multipart(fields: dict[str, str], name: str, content: bytes) -> tuple[bytes, dict[str, str]]:
-    boundary = "aiayn-test-boundary"
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-             for k, v in fields.items()]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-                 "Content-Type: application/octet-stream\r\n\r\n".encode() + content + b"\r\n")
-    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
 
 
 def upload(server: Server, name: str, content: bytes, timeout: float = 120, **fields: str) -> tuple[int, Any]:

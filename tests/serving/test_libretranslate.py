@@ -19,7 +19,7 @@ from aiayn.pipeline import Request, translate
 from aiayn.serving.guards import ServiceError
 from aiayn.serving.models import Models, Served
 
-from ..helpers import LEGACY, Server, copy_lines, relabeled
+from ..helpers import LEGACY, Server, copy_lines, multipart, relabeled
 
 pytest.importorskip("fastapi")
 lt_client = pytest.importorskip("libretranslatepy", reason="the LibreTranslate client: pip install libretranslatepy")
@@ -72,11 +72,6 @@ def _send(server: Server, path: str, body: bytes = b"", ctype: str | None = None
     return server.request(method, url, body, {"Content-Type": ctype} if ctype else {})
 
 
-def _multipart(fields: dict[str, str], boundary: str = "aiaynBoundary42") -> tuple[bytes, str]:
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
-    return ("".join(parts) + f"--{boundary}--\r\n").encode(), f"multipart/form-data; boundary={boundary}"
-
-
 def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator]) -> None:
     want = oracles["de-en"].translate(GERMAN)
     sure = [round(t.confidence, 4) for t in oracles["de-en"].translations(GERMAN)]    # (aiayn's own field)
@@ -86,8 +81,8 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
     assert _send(two, "/translate", form, "application/x-www-form-urlencoded")[2] == {"translatedText": want[0],
                                                                                        "confidence": sure[0]}
     # Nextcloud: multipart with an empty api_key; TranslateYou: everything in the query string of an empty POST
-    body, ctype = _multipart({"q": GERMAN[1], "source": "de", "target": "en", "api_key": ""})
-    assert _send(two, "/translate", body, ctype)[2] == {"translatedText": want[1], "confidence": sure[1]}
+    body, headers = multipart({"q": GERMAN[1], "source": "de", "target": "en", "api_key": ""})
+    assert _send(two, "/translate", body, headers["Content-Type"])[2] == {"translatedText": want[1], "confidence": sure[1]}
     assert _send(two, "/translate", query={"q": GERMAN[0], "source": "de", "target": "en"})[2] == \
         {"translatedText": want[0], "confidence": sure[0]}
     # the query string wins over the form, as in LibreTranslate (Flask's request.values)
@@ -227,8 +222,8 @@ def test_forms_in_plain_utf8_are_read_as_utf8_as_libretranslate_reads_them(two: 
     latin = f"q={text}&source=de&target=en".encode("latin-1")
     assert _send(two, "/translate", latin, "application/x-www-form-urlencoded; charset=iso-8859-1")[2][
         "translatedText"] == want
-    body, ctype = _multipart({"q": text, "source": "de", "target": "en"})
-    assert _send(two, "/translate", body, ctype)[2]["translatedText"] == want
+    body, headers = multipart({"q": text, "source": "de", "target": "en"})
+    assert _send(two, "/translate", body, headers["Content-Type"])[2]["translatedText"] == want
     assert _send(two, "/translate", raw, "application/x-www-form-urlencoded; charset=nonsense")[0] == 400
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Server, wait_for
+from tests.helpers import Server, multipart, wait_for
 from tests.serving.services import Nginx, Redis
 from tests.serving.test_keys import add_key
 
@@ -87,16 +87,6 @@ def test_redis_gone_degrades_to_local_limits_without_an_error_and_shares_again_w
 
 
 # --- files any replica serves, budgets nothing evicts, a rolling restart, a safe concurrent start -------------------
-
-
-def multipart(fields: dict[str, str], name: str, content: bytes) -> tuple[bytes, dict[str, str]]:
-    """A multipart form (``/translate_file``'s): ``fields`` and one file."""
-    boundary = "aiayn-replicas-boundary"
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-             for k, v in fields.items()]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-                 "Content-Type: text/plain\r\n\r\n".encode() + content + b"\r\n")
-    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
 
 
 def upload_through(nginx: Nginx, key: str, name: str = "notes.txt") -> str:
