@@ -393,6 +393,67 @@ def from_dict(cls: type, values: dict[str, Any]) -> Any:
     return cls(**values)
 
 
+Position = Literal["source", "target"]         # where a multilingual model's language tag goes
+
+
+@dataclass(frozen=True)
+class Multilingual:
+    """What a multilingual data directory (and a run trained on it) records (multilingual.py): its languages, the
+    directions it was trained on, where the tag goes, the sampling temperature, and each evaluation split's lines by
+    direction (``ranges[split][direction] = (first, end)``)."""
+
+    langs: tuple[str, ...]
+    directions: tuple[tuple[str, str], ...]
+    position: Position = "source"
+    temperature: float = 1.0
+    ranges: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    train: dict[str, int] = field(default_factory=dict)          # training pairs per direction, as sampled
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["directions"] = [f"{a}-{b}" for a, b in self.directions]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Multilingual:
+        return cls(tuple(d["langs"]), tuple((x.split("-", 1)[0], x.split("-", 1)[1]) for x in d["directions"]),
+                   d.get("position", "source"), float(d.get("temperature", 1.0)),
+                   {s: {k: (int(v[0]), int(v[1])) for k, v in r.items()} for s, r in d.get("ranges", {}).items()},
+                   {k: int(v) for k, v in d.get("train", {}).items()})
+
+    def describe(self) -> str:
+        return (f"{len(self.langs)} languages ({', '.join(self.langs)}), {len(self.directions)} directions trained, the "
+                f"target named by a tag on the {self.position} (temperature {self.temperature:g}); evaluation splits "
+                "hold every direction")
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The languages it can write: those it has a tag for."""
+        return self.langs
+
+    def trained(self, src: str, tgt: str) -> bool:
+        """Whether (src, tgt) was one of its training directions (else it is zero-shot)."""
+        return (src, tgt) in self.directions
+
+    def check(self, src: str | None, tgt: str | None) -> None:
+        """ValueError naming what it knows unless it can translate ``src`` into ``tgt``: both among its languages,
+        and different (the source may be left out: the tag names only the target)."""
+        known = ", ".join(self.langs)
+        if tgt is None:
+            raise ValueError(f"this is a multilingual model: name the target language with --target (one of {known})")
+        if tgt not in self.langs:
+            raise ValueError(f"this model does not write {tgt!r}: its languages are {known}")
+        if src is not None and src not in self.langs:
+            raise ValueError(f"this model does not read {src!r}: its languages are {known}")
+        if src == tgt:
+            raise ValueError(f"--source and --target are both {src!r}")
+
+    def source_ids(self, ids: list[int], tgt: str, tag_id: int) -> list[int]:
+        """A line's source ids as the model reads them with ``tgt`` as the target (``tag_id``: the tag's id): the
+        tag first when the tag is the source's; a blank line stays blank (it is never decoded)."""
+        return [tag_id, *ids] if ids and self.position == "source" else ids
+
+
 @dataclass(frozen=True)
 class Norms:
     """What a model's training data shows of its sentences, for what it is given and what it gives: the longest

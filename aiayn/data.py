@@ -34,7 +34,7 @@ import numpy as np
 if TYPE_CHECKING:          # (imported where batches are made: reading a data dir's records needs no PyTorch)
     pass
 
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Norms
+from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Multilingual, Norms
 from .tokenizer import AnyTokenizer, Vocab
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def read_pairs(source: Source, errors: str = "strict", hasher: Any = None) -> It
 
 
 NEWER: dict[str, Any] = {"vocab": "joint", "src_vocab_size": 0, "tgt_vocab_size": 0, "tokenizers": (),
-                          "shard_size": 0}
+                          "shard_size": 0, "symbols": ()}
 
 
 class BinWriter:
@@ -242,24 +242,14 @@ class DataDir:
         """The digest of the inputs and options this directory was prepared from (same digest: same data)."""
         return str(self.manifest["hash"])
 
+    @property
+    def multilingual(self) -> Multilingual | None:
+        """config.Multilingual of a data dir of many directions; None for one pair."""
+        return Multilingual.from_dict(self.manifest["multilingual"]) if "multilingual" in self.manifest else None
+
     def pairs(self, split: str) -> int:
         """Sentence pairs in ``split`` (after the training split's filters)."""
         return int(self.manifest["splits"][split]["pairs"])
-
-    def summary(self) -> list[str]:
-        """What was prepared, in words: each split's counts and filters, the vocabulary, the time it took."""
-        m, src, tgt = self.manifest, self.src, self.tgt
-        lines = []
-        for split, s in m["splits"].items():
-            dropped = ", ".join(f"{k} {v}" for k, v in s["dropped"].items() if v) or "none"
-            lines.append(f"{split:5s} {s['pairs']:8d} pairs ({s['pairs_in']} in; dropped: {dropped})  "
-                         f"{s['src_tokens']} {src} / {s['tgt_tokens']} {tgt} tokens")
-        v = m["vocab"]
-        if v.get("joint", True):
-            lines.append(f"vocabulary: {v['size']} pieces ({v.get('made', v['model_type'])}), shared by {src} and {tgt}")
-        else:
-            lines.append(f"vocabularies: {src} {v['src_size']} pieces, {tgt} {v['tgt_size']} pieces ({v['made']})")
-        return [*lines, f"data dir: {self.path} (prepared in {m['seconds']:.1f} s)"]
 
     # -- the layout ------------------------------------------------------------------------------------------------
 
@@ -354,6 +344,24 @@ class DataDir:
     def raw_lines(self, split: str, side: str) -> list[str]:
         """The lines of :meth:`raw`."""
         return list(read_lines(self.raw(split, side)))
+
+
+def summary(data: DataDir) -> list[str]:
+    """What was prepared, in words: each split's counts and filters, the vocabulary, the time it took."""
+    m, src, tgt = data.manifest, data.src, data.tgt
+    lines = []
+    for split, s in m["splits"].items():
+        dropped = ", ".join(f"{k} {v}" for k, v in s["dropped"].items() if v) or "none"
+        lines.append(f"{split:5s} {s['pairs']:8d} pairs ({s['pairs_in']} in; dropped: {dropped})  "
+                     f"{s['src_tokens']} {src} / {s['tgt_tokens']} {tgt} tokens")
+    v = m["vocab"]
+    if v.get("joint", True):
+        lines.append(f"vocabulary: {v['size']} pieces ({v.get('made', v['model_type'])}), shared by {src} and {tgt}")
+    else:
+        lines.append(f"vocabularies: {src} {v['src_size']} pieces, {tgt} {v['tgt_size']} pieces ({v['made']})")
+    if (multi := data.multilingual) is not None:
+        lines.append(multi.describe())
+    return [*lines, f"data dir: {data.path} (prepared in {m['seconds']:.1f} s)"]
 
 
 def count_starters(src: TokenArray, tokenizer: AnyTokenizer) -> tuple[tuple[str, float], ...]:

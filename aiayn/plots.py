@@ -114,9 +114,17 @@ def training_curves(metrics: Path, path: Path) -> Path:
     axes[0].plot([r["step"] for r in valid], [r["valid_nll"] for r in valid], "o-", label="valid NLL")
     axes[0].set(xlabel="step", title="loss per target token")
     axes[0].legend()
+    directions = sorted({k for r in valid for k in r if k.startswith("valid_bleu_") and k != "valid_bleu_lc"
+                         and k != "valid_bleu_sentences"})
+    for key in directions:                 # a multilingual run: each direction's (multilingual.py), thin
+        axes[1].plot([r["step"] for r in valid if key in r], [r[key] for r in valid if key in r], lw=0.8,
+                     label=key.removeprefix("valid_bleu_").replace("-", "→"))
     if any("valid_bleu" in r for r in valid):
         axes[1].plot([r["step"] for r in valid if "valid_bleu" in r], [r["valid_bleu"] for r in valid
-                                                                       if "valid_bleu" in r], "o-")
+                                                                       if "valid_bleu" in r], "o-", color="black",
+                     label="mean" if directions else None)
+    if directions:
+        axes[1].legend(fontsize=6, ncol=2)
     axes[1].set(xlabel="step", title="validation BLEU (greedy)")
     axes[2].plot([r["step"] for r in train], [r["tgt_tokens_per_s"] for r in train])
     axes[2].set(xlabel="step", title="target tokens / s")

@@ -41,6 +41,7 @@ class PrepareOptions:
     max_ratio: float = 3.0             # ... and pairs whose longer side has more than this x the tokens of the other
     min_len_for_ratio: int = 10        # the ratio filter ignores pairs whose longer side is shorter than this
     shard_size: int = 0                # training pairs per shard file (0: one file per language)
+    symbols: tuple[str, ...] = ()      # pieces the trained vocabulary keeps whole (multilingual.py: language tags)
 
 
 def _filter_reason(ns: int, nt: int, o: PrepareOptions) -> str | None:
@@ -111,7 +112,8 @@ def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
         return vocab
     if opts.vocab == "joint":
         lines = (line for pair in read_pairs(train, opts.encoding_errors) for line in pair)
-        Tokenizer.train(lines, tmp / stored_name(None), opts.vocab_size, opts.model_type, opts.character_coverage)
+        Tokenizer.train(lines, tmp / stored_name(None), opts.vocab_size, opts.model_type, opts.character_coverage,
+                        symbols=opts.symbols)
         return Vocab.from_files(tmp / stored_name(None))
     if opts.vocab != "separate":
         raise DataError(f"--vocab {opts.vocab!r}: expected 'joint' or 'separate'")
@@ -127,11 +129,36 @@ def _make_vocab(train: Source, tmp: Path, opts: PrepareOptions) -> Vocab:
     return Vocab.from_files(tmp / stored_name("src"), tmp / stored_name("tgt"))
 
 
+def encode_tagged(tokenizer: Any, lines: list[str], tags: tuple[str, ...] | list[str]) -> list[list[int]]:
+    """Each line's ids, where a line that starts with a tag and a space (``<2fr> Ein Mann``, as a multilingual data
+    directory's text holds them) gets the tag's id and then its text's own ids: the same ids as the text encoded
+    alone with the tag put in front when translating, with no word-start piece of its own before the tag."""
+    ids = {t: tokenizer.piece_id(t) for t in tags}
+    heads: list[int | None] = []
+    texts = []
+    for line in lines:
+        head, sep, rest = line.partition(" ")
+        known = ids.get(head) if sep else None
+        heads.append(known)
+        texts.append(rest if known is not None else line)
+    return [([h, *x] if h is not None else x) for h, x in zip(heads, tokenizer.encode(texts), strict=True)]
+
+
+def _encode(vocab: Vocab, src_lines: list[str], tgt_lines: list[str],
+            symbols: tuple[str, ...]) -> tuple[list[list[int]], list[list[int]]]:
+    """Both sides' ids; with ``symbols``, a multilingual data dir's lines, a language tag in front (multilingual.py)."""
+    if symbols:
+        return encode_tagged(vocab.src, src_lines, symbols), encode_tagged(vocab.tgt, tgt_lines, symbols)
+    return vocab.src.encode(src_lines), vocab.tgt.encode(tgt_lines)
+
+
 def _encode_split(
-    split: str, source: Source, vocab: Vocab, out: DataDir, opts: PrepareOptions, dtype: np.dtype, chunk: int
+    split: str, source: Source, vocab: Vocab, out: DataDir, opts: PrepareOptions, dtype: np.dtype, chunk: int,
+    raw_source: Source | None = None,
 ) -> dict[str, Any]:
     """Tokenize one split in chunks of ``chunk`` pairs into binaries (sharded for train with ``shard_size``);
-    memory stays bounded whatever the corpus size."""
+    memory stays bounded whatever the corpus size. ``raw_source``: the evaluation split's text as it is translated
+    and scored, line for line, where it is not what is encoded (multilingual.py: without the language tags)."""
     shard_size = opts.shard_size if split == "train" else 0
     chunk = min(chunk, shard_size) if shard_size else chunk
     shards: list[dict[str, BinWriter]] = []
@@ -147,9 +174,10 @@ def _encode_split(
         raw = {lang: open(out.raw_file(split, lang), "w", encoding="utf-8") for lang in (opts.src, opts.tgt)}  # noqa: SIM115
     dropped = {"empty": 0, "too_long": 0, "ratio": 0}
     pairs = read_pairs(source, opts.encoding_errors)
+    raw_pairs = read_pairs(raw_source, opts.encoding_errors) if raw_source is not None else None
     while block := list(itertools.islice(pairs, chunk)):
         src_lines, tgt_lines = (list(x) for x in zip(*block, strict=True))
-        src_ids, tgt_ids = vocab.src.encode(src_lines), vocab.tgt.encode(tgt_lines)
+        src_ids, tgt_ids = _encode(vocab, src_lines, tgt_lines, opts.symbols)
         if split == "train":  # evaluation splits are never filtered: every line is translated and scored
             keep = [_filter_reason(len(s), len(t), opts) for s, t in zip(src_ids, tgt_ids, strict=True)]
             for reason in keep:
@@ -166,6 +194,8 @@ def _encode_split(
             writers[opts.tgt].add(tgt_ids[:room])
             src_ids, tgt_ids = src_ids[room:], tgt_ids[room:]
         if raw is not None:
+            if raw_pairs is not None:
+                src_lines, tgt_lines = (list(x) for x in zip(*itertools.islice(raw_pairs, len(block)), strict=True))
             raw[opts.src].write("".join(line + "\n" for line in src_lines))
             raw[opts.tgt].write("".join(line + "\n" for line in tgt_lines))
     if raw is not None:
@@ -186,10 +216,11 @@ def _encode_split(
 
 def prepare(
     sources: dict[str, Source], out: str | Path, opts: PrepareOptions, force: bool = False, chunk: int = 50_000,
-    extra: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None, raw: dict[str, Source] | None = None,
 ) -> Path:
     """Build a data directory from parallel text; returns its path. Reuses an identical earlier build. ``extra``:
-    more fields for the manifest (how the inputs were made: distill.py records its teacher there).
+    more fields for the manifest (how the inputs were made: distill.py records its teacher there); ``raw``: an
+    evaluation split's text as translated and scored, where it differs from what is encoded (line for line).
 
     Everything is written to a temporary sibling directory and renamed into place at the end
     (:func:`atomic.atomic_dir`), so a failure never leaves a half-written data directory.
@@ -208,7 +239,8 @@ def prepare(
         vocab = Vocab.load(tmp)
         dtype = np.dtype(np.uint16 if max(vocab.src.vocab_size, vocab.tgt.vocab_size) <= 2**16 else np.uint32)
         layout = DataDir(tmp, new=True)
-        splits = {s: _encode_split(s, src, vocab, layout, opts, dtype, chunk) for s, src in sources.items()}
+        splits = {s: _encode_split(s, src, vocab, layout, opts, dtype, chunk, (raw or {}).get(s))
+                  for s, src in sources.items()}
         for s in splits:
             splits[s].update(inputs[s])
         made = "given" if opts.tokenizers else f"trained ({opts.model_type})"

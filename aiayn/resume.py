@@ -52,7 +52,9 @@ def write_run_dir(run: RunDir, data: DataDir, cfg: RunConfig, init_from: Path | 
     """Clean up what a crash in the middle of a save left, and write (or refresh) the run's description."""
     if run.path.is_dir():
         remove_debris(run.path)
-    info = {"data_dir": str(data.path.resolve()), "src": data.src, "tgt": data.tgt, "data_hash": data.hash,
+    multi = data.multilingual
+    langs = {"multilingual": multi.to_dict()} if multi is not None else {"src": data.src, "tgt": data.tgt}
+    info = {"data_dir": str(data.path.resolve()), **langs, "data_hash": data.hash,
             # what the training data shows of its sentences (data.Norms: sentences.py and repair.py use it)
             "norms": data.norms().to_dict(),
             # and what a fine-tuning run started from (kept on resume)

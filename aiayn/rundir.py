@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoint
-from .config import Norms, RunConfig
+from .config import Multilingual, Norms, RunConfig
 from .tokenizer import Vocab
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
@@ -151,15 +151,18 @@ class RunDir:
     def data_info(self) -> dict[str, Any]:
         """data.json: which data the run was trained on (and started from); {} when missing or unreadable."""
         try:
-            info = json.loads(self.data_file.read_text())
+            return info if isinstance(info := json.loads(self.data_file.read_text()), dict) else {}
         except (OSError, ValueError):
             return {}
-        return info if isinstance(info, dict) else {}
 
     def languages(self) -> tuple[str, str] | None:
         """(source, target) language codes of the data the run was trained on, when recorded."""
         info = self.data_info()
         return (str(info["src"]), str(info["tgt"])) if "src" in info and "tgt" in info else None
+
+    def multilingual(self) -> Multilingual | None:
+        """config.Multilingual of a run trained on many directions (None for one pair)."""
+        return Multilingual.from_dict(m) if isinstance(m := self.data_info().get("multilingual"), dict) else None
 
     def norms(self) -> Norms:
         """What the run's training data shows of its sentences (data.Norms; :func:`norms`)."""
@@ -167,8 +170,7 @@ class RunDir:
 
     def target_language(self) -> str | None:
         """The target language code of the run's data (what BLEU's tokenizer is chosen by), when recorded."""
-        langs = self.languages()
-        return langs[1] if langs else None
+        return langs[1] if (langs := self.languages()) else None
 
     # -- outputs ---------------------------------------------------------------------------------------------------
 

@@ -161,6 +161,13 @@ class Tokenizer:
     def pieces(self, line: str) -> list[str]:
         return self.sp.EncodeAsPieces(line)
 
+    def piece_id(self, piece: str) -> int | None:
+        """The aiayn id of a whole piece (a language tag), None if the vocabulary has no such piece."""
+        native = int(self.sp.PieceToId(piece))
+        if self.table is not None or native == self.sp.unk_id() or self.sp.IdToPiece(native) != piece:
+            return None
+        return self.ids.ours([[native]])[0][0]
+
     @staticmethod
     def train(
         sentences: Iterable[str],
@@ -172,8 +179,11 @@ class Tokenizer:
         sample_size: int = 2_000_000,
         num_threads: int | None = None,
         seed: int = 1,
+        symbols: tuple[str, ...] = (),
     ) -> Tokenizer:
         """Train a joint model on ``sentences`` (source and target lines together); write ``out_path``.
+        ``symbols``: strings kept whole, one piece each wherever they occur (a multilingual model's language tags,
+        multilingual.py), given the ids after the special ones.
 
         ``character_coverage`` defaults to 1.0 for alphabetic text and 0.9995 when the sample has more
         than 1,000 distinct characters (CJK); rarer characters are then spelled as byte pieces.
@@ -184,6 +194,7 @@ class Tokenizer:
             raise ValueError(f"model_type={model_type!r}: expected 'bpe' or 'unigram'")
         lines, character_coverage = _with_coverage(sentences, character_coverage)
         model = io.BytesIO()
+        more: dict[str, Any] = {"user_defined_symbols": list(symbols)} if symbols else {}
         try:
             spm.SentencePieceTrainer.Train(
                 sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, model_type=model_type,
@@ -191,7 +202,7 @@ class Tokenizer:
                 remove_extra_whitespaces=False, split_digits=True, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
                 unk_id=UNK_ID, input_sentence_size=sample_size, shuffle_input_sentence=True,
                 num_threads=num_threads or os.cpu_count() or 1, max_sentence_length=16384,
-                minloglevel=2,
+                minloglevel=2, **more,
             )
         except RuntimeError as e:
             raise _training_error(str(e), vocab_size) from None
@@ -314,6 +325,11 @@ class HFTokenizer:
 
     def pieces(self, line: str) -> list[str]:
         return list(self.tok.encode(line, add_special_tokens=False).tokens)
+
+    def piece_id(self, piece: str) -> int | None:
+        """The aiayn id of a whole piece (a language tag), None if the vocabulary has no such piece."""
+        native = self.tok.token_to_id(piece)
+        return None if native is None else self.ids.ours([[native]])[0][0]
 
 
 AnyTokenizer = Tokenizer | HFTokenizer

@@ -181,13 +181,37 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
         hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, precision)
         text = detokenize(data.vocab(), [h[0].tokens for h in hyps])
         all_refs = data.raw_lines("valid", "tgt")
-        s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)
-        out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"],
-                    "valid_bleu_sentences": len(chosen)})
+        if (multi := data.multilingual) is not None:
+            out.update(_by_direction(multi.ranges.get("valid", {}), chosen, text, all_refs, cfg))
+        else:
+            s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)
+            out.update({"valid_bleu": s["bleu"], "valid_bleu_lc": s["bleu_lc"], "valid_chrf": s["chrf"]})
+        out["valid_bleu_sentences"] = len(chosen)
         if hypotheses is not None:
             hypotheses.parent.mkdir(parents=True, exist_ok=True)
             hypotheses.write_text("".join(t + "\n" for t in text), encoding="utf-8")
     out["valid_seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _by_direction(ranges: dict[str, tuple[int, int]], chosen: np.ndarray, text: list[str], refs: list[str],
+                  cfg: RunConfig) -> dict[str, float]:
+    """A multilingual validation's scores (multilingual.py): each direction's BLEU over its own lines
+    (``valid_bleu_de-en`` ...; each scored as its target language needs) and, as ``valid_bleu`` (what the best
+    checkpoint and early stopping follow), ``valid_bleu_lc`` and ``valid_chrf``, their mean over the directions."""
+    out: dict[str, float] = {}
+    at = {int(i): k for k, i in enumerate(chosen)}
+    means: dict[str, list[float]] = {"valid_bleu": [], "valid_bleu_lc": [], "valid_chrf": []}
+    for name, (first, end) in ranges.items():
+        rows = [i for i in range(first, end) if i in at]
+        if not rows:
+            continue
+        s = score([text[at[i]] for i in rows], [refs[i] for i in rows], lang=name.split("-", 1)[1],
+                  tokenize=cfg.train.bleu_tokenize or None)
+        out[f"valid_bleu_{name}"] = s["bleu"]
+        for key, value in (("valid_bleu", s["bleu"]), ("valid_bleu_lc", s["bleu_lc"]), ("valid_chrf", s["chrf"])):
+            means[key].append(value)
+    out.update({k: round(float(np.mean(v)), 2) for k, v in means.items() if v})
     return out
 
 

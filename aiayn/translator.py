@@ -22,11 +22,20 @@ class Translator:
         object.__setattr__(self, "engine_", engine)
 
     @classmethod
-    def load(cls, path: str | Path, engine: str = "torch", processes: bool = False, **settings: Any) -> Translator:
+    def load(cls, path: str | Path, engine: str = "torch", processes: bool = False, source: str | None = None,
+             target: str | None = None, **settings: Any) -> Translator:
         """The engine ``engine`` names (engines.auto.ENGINES) on run dir (or checkpoint) ``path``, with the run's
         decoding settings and ``settings`` (DecodeConfig fields) over them; ``processes``: aiayn's engine in worker
-        processes where engines.auto.decode_processes says so (as ``aiayn translate``)."""
-        return cls(load(path, engine, processes, **settings))
+        processes where engines.auto.decode_processes says so (as ``aiayn translate``). ``source`` and ``target``:
+        the direction of a multilingual run (multilingual.for_direction; a bilingual run is checked against them)."""
+        from .multilingual import for_direction
+
+        loaded = load(path, engine, processes, **settings)
+        try:
+            return cls(for_direction(loaded, source, target))
+        except ValueError:
+            loaded.close()
+            raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["engine_"], name)

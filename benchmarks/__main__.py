@@ -42,6 +42,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                  "cache, a 20,000-character paragraph, Redis gone and back, /detect among all"),
     "bilingual": ("bilingual", "one model per direction of Multi30k's de, en, fr, cs, each trained as make demo's "
                                "(1,200 updates): test_2016_flickr BLEU, what a many-language model is held against"),
+    "multilingual": ("multilingual", "one model for the twelve directions of Multi30k's de, en, fr, cs (or only those "
+                                     "to and from English) with as many updates as their bilingual models together: "
+                                     "test BLEU per direction, zero-shot and through English"),
     "chaos": ("chaos", "five minutes of two replicas behind nginx under 8 clients while Redis, PostgreSQL and the "
                        "replicas are killed and restarted: statuses, budgets, downloads, logs, memory"),
     "detect": ("detect_bench", "language detection on short texts (two and three words of Multi30k's de, en, fr, cs "

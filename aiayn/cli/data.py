@@ -17,8 +17,11 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     train one joint SentencePiece vocabulary (or one per language, or use given tokenizers) and write binarized
     splits."""
     from ..corpora import inputs, tokenizer_files
-    from ..data import DataDir
+    from ..data import DataDir, summary
     from ..prepare import PrepareOptions, prepare
+
+    if a.langs:
+        return _prepare_multilingual(a)
 
     given = inputs(a.cache_dir, corpus=a.corpus, hf_dataset_name=a.hf_dataset, hf_config=a.hf_config,
                    hf_split_map=_split_map(a.hf_split_map), train=a.train, valid=a.valid, test=a.test, src=a.src,
@@ -31,7 +34,34 @@ def cmd_prepare(a: argparse.Namespace) -> int:
                           encoding_errors=a.encoding_errors, max_len=a.max_len, max_ratio=a.max_ratio,
                           shard_size=a.shard_size)
     out = prepare(given.sources, a.out, opts, force=a.force)
-    for line in DataDir(out).summary():
+    for line in summary(DataDir(out)):
+        log.info("%s", line)
+    return 0
+
+
+def _prepare_multilingual(a: argparse.Namespace) -> int:
+    """``--langs``: one data dir of many directions (multilingual.py) from PREFIX.<lang> files (or PREFIX.<pair>.<lang>)."""
+    from ..data import DataDir, summary
+    from ..multilingual import parse_directions, parse_langs, prepare_multilingual
+    from ..prepare import PrepareOptions
+
+    if a.corpus or a.hf_dataset or a.src or a.tgt:
+        raise ValueError("--langs reads --train/--valid/--test PREFIX files; leave out --corpus, --hf-dataset, --src "
+                         "and --tgt")
+    if not (a.train and a.valid):
+        raise ValueError("--langs needs --train PREFIX --valid PREFIX (files PREFIX.de, PREFIX.en, ...)")
+    if a.vocab != "joint" or a.spm_model or a.hf_tokenizer or a.vocab_from:
+        raise ValueError("a multilingual data dir trains one joint vocabulary with its language tags: leave out "
+                         "--vocab separate, --spm-model, --hf-tokenizer and --vocab-from")
+    langs = parse_langs(a.langs)
+    directions = parse_directions(a.directions, langs)
+    opts = PrepareOptions(src="src", tgt="tgt", vocab_size=a.vocab_size, model_type=a.model_type,
+                          character_coverage=a.character_coverage, encoding_errors=a.encoding_errors,
+                          max_len=a.max_len, max_ratio=a.max_ratio, shard_size=a.shard_size)
+    splits = {k: v for k, v in (("train", a.train), ("valid", a.valid), ("test", a.test)) if v}
+    out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature, a.tag_position,
+                               force=a.force)
+    for line in summary(DataDir(out)):
         log.info("%s", line)
     return 0
 
@@ -85,6 +115,18 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
                    "token ratio above this (pairs with both sides under 10 tokens are kept)")
     p.add_argument("--shard-size", type=int, default=0, metavar="PAIRS",
                    help="split the training binaries into shards of this many pairs (default: one file per language)")
+    p.add_argument("--langs", metavar="LANG,LANG,...",
+                   help="many languages in one model (docs/multilingual.md): the files PREFIX.de, PREFIX.en, ... of a "
+                   "multi-parallel corpus (or PREFIX.de-en.de, PREFIX.de-en.en per pair), e.g. --langs de,en,fr,cs")
+    p.add_argument("--directions", default="all", metavar="all|LANG|SRC-TGT,...",
+                   help="with --langs: the directions trained: all (default), one language (to and from it only: the "
+                   "others are zero-shot), or a list such as de-en,en-de")
+    p.add_argument("--sampling-temperature", type=float, default=1.0, metavar="T",
+                   help="with --langs: direction d gets a share of (n_d/N)^(1/T) of the training pairs (1, the default: "
+                   "as the corpus is; 5: small directions repeated)")
+    p.add_argument("--tag-position", choices=["source", "target"], default="source",
+                   help="with --langs: the target-language tag <2xx> starts the source (default, as Johnson et al. "
+                   "and OPUS-MT) or the target (as fairseq's decoder langtok, forced when decoding)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
 

@@ -25,7 +25,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     with loaded(a, given(a, "decode")) as engines:
         translator = Pivot(engines) if len(engines) > 1 else engines[0]
         run = RunDir.locate(a.model[-1])[0]
-        lang = a.lang or run.target_language()
+        lang = a.lang or a.target or run.target_language()
         r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),
                      lang=lang, tokenize=a.tokenize, ter=a.ter, **given(a, "request"))
     if a.json:
@@ -99,6 +99,8 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--src", required=True, type=Path, help="source file (plain or .gz)")
     p.add_argument("--ref", required=True, type=Path, action="append",
                    help="raw reference file (plain or .gz); repeat for several references")
+    p.add_argument("--source", metavar="LANG", help="with a multilingual model: the direction's source language")
+    p.add_argument("--target", metavar="LANG", help="with a multilingual model: the direction's target language")
     p.add_argument("--hyps", type=Path, help="where to write the hypotheses (default RUN_DIR/hyps/SRC.hyp)")
     p.add_argument("--tokenize", help="sacreBLEU tokenizer for BLEU (13a, zh, ja-mecab, ko-mecab, char, intl, "
                    "flores200, none; default: chosen from the target language)")

@@ -110,14 +110,14 @@ def cmd_distill(a: argparse.Namespace) -> int:
     outputs, whose tokenizer is the teacher's, and whose validation and test splits keep their references; train a
     student on it with `aiayn train`. Re-running resumes after a kill; under torchrun each process translates its own
     shards."""
-    from ..data import DataDir
+    from ..data import DataDir, summary
     from ..distill import DistillOptions, distill
     from ..distributed import Distributed
 
     out = distill(a.teacher, a.data, a.out, DistillOptions(**given(a, "distill")), force=a.force,
                   **given(a, "decode"))
     if Distributed.from_env().main:
-        for line in DataDir(out).summary():
+        for line in summary(DataDir(out)):
             log.info("%s", line)
     return 0
 

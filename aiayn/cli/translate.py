@@ -58,11 +58,17 @@ def _check_input(a: argparse.Namespace) -> None:
 def loaded(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any]]:
     """The engine of each --model (more than one: a pivot, each in turn), closed at the end (worker processes end)."""
     from ..engines.auto import load
+    from ..multilingual import for_direction
 
     engines: list[Any] = []
     try:
         for m in a.model:
             engines.append(load(m, a.engine, processes=a.processes, **settings))
+        if len(engines) == 1:
+            engines[0] = for_direction(engines[0], a.source, a.target)
+        elif a.source or a.target or any(e.multilingual is not None for e in engines):
+            raise ValueError("--source/--target and a multilingual model: give one --model (a multilingual model "
+                             "translates every direction it knows itself)")
         yield engines
     finally:
         for engine in engines:
@@ -213,6 +219,9 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
     p = command(sub, cmd_translate)
     add_decode_flags(p)
     add_request_flags(p)
+    p.add_argument("--source", metavar="LANG", help="the source language: with a multilingual model, the direction "
+                   "is --source and --target (docs/multilingual.md); a bilingual model checks that it is its own")
+    p.add_argument("--target", metavar="LANG", help="the target language (see --source)")
     p.add_argument("--input", type=Path, help="input file (default: stdin)")
     p.add_argument("--output", type=Path, help="output file (default: stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only anyway)")

@@ -227,4 +227,7 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
         if len(found) != 1:
             raise ValueError(f"{path} holds {len(found)} Argos packages: name one (aiayn serve takes them all)")
         return argos.load(found[0], **settings)
-    return ENGINES[engine](path, processes, serving, **settings)
+    loaded = ENGINES[engine](path, processes, serving, **settings)
+    if (multi := RunDir.locate(path)[0].multilingual()) is not None:
+        loaded.multilingual = multi           # many directions: multilingual.for_direction chooses one
+    return loaded

@@ -219,6 +219,7 @@ class Engine(Protocol):
     workers: int                  # batches it decodes side by side
     calls_at_once: int            # calls a caller may make side by side to advantage (stream.stream)
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
+    multilingual: Any             # a model of many directions (multilingual.Multilingual), else None
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
     calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's
 
@@ -298,6 +299,7 @@ class EngineBase(ABC):
 
     vocab: Vocab
     languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
+    multilingual: Any = None                          # a model of many directions: multilingual.Multilingual
     norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
     calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
     _calibration: Calibration | None = None

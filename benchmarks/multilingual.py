@@ -1,0 +1,112 @@
+"""One model for many directions of Multi30k's four languages (de, en, fr, cs), held against one bilingual model
+per direction (benchmarks/bilingual.py): the same recipe (``multi30k-de-en-short``, so the same model size), a joint
+8,000-piece vocabulary (now with the four language tags), fp32, and as many updates as the bilingual models of its
+directions together (1,200 each: 14,400 for all twelve). Then test_2016_flickr of every direction (the zero-shot ones
+too) translated with the averaged weights and scored with sacreBLEU, and with ``--pivot en`` each direction without
+English also translated through English by the same model.
+
+    python -m benchmarks multilingual [--directions all|en] [--updates-per-direction 1200] [--out runs/multilingual]
+
+Training resumes where it stopped (run it again: the data is reused, the run goes on from its last checkpoint), so
+a budget longer than one sitting is spent over several. Recorded in
+benchmarks/results/multilingual/multilingual-<directions>-<date>.json: each direction's BLEU, its lowercased form,
+chrF, whether it was trained or is zero-shot, and the training's updates and minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+import record  # noqa: E402
+
+LANGS = ("de", "en", "fr", "cs")
+
+
+def train(data: Path, out: Path, directions: str, per_direction: int) -> tuple[Path, dict[str, object]]:
+    from aiayn.data import DataDir
+    from aiayn.multilingual import parse_directions, prepare_multilingual
+    from aiayn.prepare import PrepareOptions
+    from aiayn.recipes import resolve
+    from aiayn.runtime import configure
+    from aiayn.train import Trainer
+
+    chosen = parse_directions(directions, LANGS)
+    splits = {"train": data / "train", "valid": data / "val", "test": data / "test_2016_flickr"}
+    prepared = DataDir(prepare_multilingual(splits, LANGS, chosen, out / f"data-{directions}",
+                                            PrepareOptions(src="src", tgt="tgt", vocab_size=8000)))
+    updates = per_direction * len(chosen)
+    cfg = resolve(yaml_path="multi30k-de-en-short", sets=[
+        f"max_steps={updates}", "train.precision=fp32", "max_minutes=100000",
+        # one validation of 1,200 lines (100 a direction) every 1,200 updates: the twelve directions' 12,168
+        # validation lines at every 500 would take longer than the training between them
+        "valid_every_steps=1200", "valid_max_sentences=1200"])
+    configure(cfg.train.threads)
+    run = out / f"run-{directions}"
+    trainer = Trainer(prepared.path, run, cfg)
+    trainer.train()
+    return run, {"steps": trainer.state.step, "train_minutes": round(trainer.state.seconds / 60, 1),
+                 "directions_trained": [f"{a}-{b}" for a, b in chosen], "updates_per_direction": per_direction}
+
+
+def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object]]:
+    """Each direction's test_2016_flickr scores (and, with ``pivot``, through it for the directions without it)."""
+    from aiayn.chains import Pivot
+    from aiayn.data import read_lines
+    from aiayn.engines.auto import load
+    from aiayn.evaluate import evaluate
+    from aiayn.multilingual import for_direction
+    from aiayn.rundir import RunDir
+
+    engine = load(run, "torch")
+    multi = engine.multilingual
+    out: dict[str, dict[str, object]] = {}
+    try:
+        for a in LANGS:
+            for b in LANGS:
+                if a == b:
+                    continue
+                src = list(read_lines(data / f"test_2016_flickr.{a}.gz"))
+                ref = list(read_lines(data / f"test_2016_flickr.{b}.gz"))
+                ways = {"direct": for_direction(engine, a, b)}
+                if pivot and pivot not in (a, b):
+                    ways["pivot"] = Pivot([for_direction(engine, a, pivot), for_direction(engine, pivot, b)])
+                for way, translator in ways.items():
+                    s = evaluate(translator, src, ref, RunDir(run).hypotheses(f"test_2016_flickr.{a}-{b}.{way}"),
+                                 lang=b)
+                    out.setdefault(f"{a}-{b}", {"trained": multi.trained(a, b)})[way] = {
+                        k: s[k] for k in ("bleu", "bleu_lc", "chrf")}
+                    print(f"{a}-{b} {way}: BLEU {s['bleu']}", flush=True)
+    finally:
+        engine.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--directions", default="all", help="all (twelve) or en (to and from English: six)")
+    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "multilingual")
+    p.add_argument("--updates-per-direction", type=int, default=1200)
+    p.add_argument("--pivot", help="also translate each direction without this language through it")
+    a = p.parse_args(argv)
+    record.COMMAND[:] = ["python", "-m", "benchmarks", "multilingual", "--directions", a.directions,
+                         "--updates-per-direction", str(a.updates_per_direction),
+                         *(["--pivot", a.pivot] if a.pivot else [])]
+    t0 = time.perf_counter()
+    run, trained = train(a.data, a.out, a.directions, a.updates_per_direction)
+    result = {"recipe": "multi30k-de-en-short", "vocab_size": 8000, "tag": "source", **trained,
+              "test_2016_flickr": test(run, a.data, a.pivot), "minutes": round((time.perf_counter() - t0) / 60, 1),
+              "run_dir": str(run)}
+    print(json.dumps(result, indent=2), flush=True)
+    print(f"recorded in {record.write('multilingual', result, name=f'multilingual-{a.directions}')}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

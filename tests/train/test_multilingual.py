@@ -1,0 +1,204 @@
+"""Many languages in one model (multilingual.py): the data directory of many directions, the target named by a tag,
+validation per direction, and translating a direction a run knows (and refusing one it does not).
+
+The trained test uses three made-up "languages" of the same random strings (the seeds' copy task): ``fw`` the
+letters as they are, ``nx`` each letter the next one (a -> b, ..., j -> a), ``up`` in capitals. Only the tag tells
+the model which of them to write, so a model that ignores it cannot pass."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiayn.config import Multilingual
+from aiayn.data import DataDir, DataError
+from aiayn.multilingual import (
+    for_direction,
+    parse_directions,
+    parse_langs,
+    prepare_multilingual,
+    sampled_sizes,
+    tag,
+)
+from aiayn.prepare import PrepareOptions, encode_tagged
+
+LANGS = ("fw", "nx", "up")
+WAYS = {"fw": lambda w: w, "nx": lambda w: ["bcdefghija"[ord(x) - 97] for x in w], "up": lambda w: [x.upper() for x in w]}
+
+
+def _corpus(folder: Path, n: dict[str, int], seed: int = 7) -> Path:
+    """PREFIX.fw / .nx / .up for each split: the same random strings of the letters a-j, written three ways."""
+    rng = random.Random(seed)
+    for split, count in n.items():
+        words = [[rng.choice("abcdefghij") for _ in range(rng.randint(4, 16))] for _ in range(count)]
+        for lang, way in WAYS.items():
+            (folder / f"{split}.{lang}").write_text("".join(" ".join(way(w)) + "\n" for w in words))
+    return folder
+
+
+OPTS = PrepareOptions(src="src", tgt="tgt", vocab_size=284)
+
+
+# --- the settings ------------------------------------------------------------------------------------------------------
+
+
+def test_directions_are_all_one_languages_or_a_list_and_anything_else_is_refused_by_name() -> None:
+    langs = parse_langs("de,en,fr,cs")
+    assert len(parse_directions("all", langs)) == 12
+    assert parse_directions("en", langs) == (("de", "en"), ("en", "de"), ("en", "fr"), ("en", "cs"), ("fr", "en"),
+                                             ("cs", "en"))
+    assert parse_directions("de-en,en-fr,de-en", langs) == (("de", "en"), ("en", "fr"))
+    for bad in ("de-it", "de-de", "deen"):
+        with pytest.raises(ValueError, match=f"'{bad}' is not SRC-TGT"):
+            parse_directions(bad, langs)
+    for bad in ("de", "de,de", "de,src", "de,e n"):
+        with pytest.raises(ValueError, match="--langs"):
+            parse_langs(bad)
+
+
+def test_temperature_keeps_the_corpus_at_one_and_evens_it_out_above() -> None:
+    sizes = {"de-en": 90000, "de-cs": 10000}
+    assert sampled_sizes(sizes, 1.0) == sizes
+    five = sampled_sizes(sizes, 5.0)
+    assert sum(five.values()) == 100000 and 10000 < five["de-cs"] < 50000 < five["de-en"] < 90000, five
+    assert all(abs(n - 50000) < 100 for n in sampled_sizes(sizes, 1000.0).values())     # (very hot: even)
+    with pytest.raises(ValueError, match="temperature"):
+        sampled_sizes(sizes, 0)
+
+
+# --- the data directory ------------------------------------------------------------------------------------------------
+
+
+def test_a_data_dir_of_every_direction_with_whole_tags_and_untagged_references(tmp_path: Path) -> None:
+    c = _corpus(tmp_path, {"train": 300, "valid": 20})
+    out = prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, parse_directions("fw", LANGS),
+                               tmp_path / "data", OPTS)
+    d = DataDir(out)
+    multi = d.multilingual
+    assert multi.directions == (("fw", "nx"), ("fw", "up"), ("nx", "fw"), ("up", "fw"))
+    assert multi.train == {"fw-nx": 300, "fw-up": 300, "nx-fw": 300, "up-fw": 300} and d.pairs("train") == 1200
+    # the evaluation split holds every direction, the zero-shot ones (nx-up, up-nx) too, in order
+    assert list(multi.ranges["valid"]) == ["fw-nx", "fw-up", "nx-fw", "nx-up", "up-fw", "up-nx"]
+    assert multi.ranges["valid"]["nx-up"] == (60, 80) and d.pairs("valid") == 120
+    vocab, (src, tgt) = d.vocab(), d.split("valid")
+    raw_src, raw_tgt = d.raw_lines("valid", "src"), d.raw_lines("valid", "tgt")
+    for name, (first, end) in multi.ranges["valid"].items():
+        a, b = name.split("-")
+        for i in (first, end - 1):
+            # the tag is one piece and the first id; the rest is the text's own encoding (as translating encodes it)
+            assert src[i].tolist() == [vocab.src.piece_id(tag(b)), *vocab.src.encode([raw_src[i]])[0]], name
+            assert tgt[i].tolist() == vocab.tgt.encode([raw_tgt[i]])[0]
+            assert not raw_src[i].startswith("<2")          # what is translated and scored carries no tag
+    assert raw_tgt[multi.ranges["valid"]["nx-up"][0]] == (c / "valid.up").read_text().splitlines()[0]
+
+
+def test_pairs_of_files_where_the_corpus_is_not_multi_parallel_and_missing_files_named(tmp_path: Path) -> None:
+    c = _corpus(tmp_path, {"train": 50, "valid": 10})
+    for lang in ("fw", "nx"):                 # fw-nx has a corpus of its own (fairseq's PREFIX.fw-nx.fw names)
+        (c / f"train.nx-fw.{lang}").write_text("a b\n" * 7)
+    out = prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, (("fw", "nx"), ("up", "fw")),
+                               tmp_path / "data", OPTS)
+    assert DataDir(out).multilingual.train == {"fw-nx": 7, "up-fw": 50}
+    (c / "valid.up").unlink()
+    with pytest.raises(DataError, match=r"no files for up-fw under .*valid: expected .*valid\.up"):
+        prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, (("up", "fw"),), tmp_path / "d2",
+                             OPTS)
+
+
+def test_the_tag_on_the_target_side_and_a_line_that_only_looks_tagged(tmp_path: Path) -> None:
+    c = _corpus(tmp_path, {"train": 100, "valid": 5})
+    out = prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, (("fw", "nx"),),
+                               tmp_path / "data", OPTS, position="target")
+    d = DataDir(out)
+    src, tgt = d.split("valid")
+    vocab = d.vocab()
+    assert tgt[0][0] == vocab.tgt.piece_id("<2nx>") and src[0][0] != vocab.src.piece_id("<2nx>")
+    assert d.raw_lines("valid", "tgt")[0] == (c / "valid.nx").read_text().splitlines()[0]
+    # a tag is a tag only where it starts a line and a space follows it
+    ids = encode_tagged(vocab.src, ["<2nx>a b", "a <2nx> b", "<2nx> a b"], ["<2nx>"])
+    assert [vocab.src.piece_id("<2nx>") == x[0] for x in ids] == [False, False, True]
+
+
+def test_a_multilingual_vocabulary_is_one_joint_vocabulary(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    c = _corpus(tmp_path, {"train": 20, "valid": 5})
+    with pytest.raises(ValueError, match="one joint vocabulary"):
+        prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, (("fw", "nx"),), tmp_path / "d",
+                             replace(OPTS, vocab="separate"))
+
+
+# --- a model of many directions ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model trained on the four directions to and from ``fw`` (nx-up and up-nx are zero-shot), with the copy
+    task's recipe."""
+    from aiayn.cli.main import main
+    from aiayn.recipes import RECIPES
+
+    c = _corpus(tmp_path_factory.mktemp("three"), {"train": 6000, "valid": 60, "test": 100})
+    run = c / "run"
+    assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
+                 "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
+    assert main(["train", "--data", str(c / "data"), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
+                 "--set", "tensorboard=false", "max_steps=600", "valid_every_steps=300"]) == 0
+    return run
+
+
+def test_the_tag_chooses_what_the_model_writes(three_ways: Path) -> None:
+    from aiayn.translator import Translator
+
+    lines = (three_ways.parent / "test.fw").read_text().splitlines()
+    for target in ("nx", "up"):
+        t = Translator.load(three_ways, source="fw", target=target)
+        try:
+            out = t.translate(lines + [""])
+        finally:
+            t.close()
+        want = [" ".join(WAYS[target](x.split())) for x in lines]
+        right = sum(a == b for a, b in zip(out, want, strict=False))
+        assert right >= 0.9 * len(lines), (target, right, list(zip(out, want, strict=False))[:3])
+        assert out[-1] == ""                            # a blank line stays blank: it is not given a tag to decode
+
+
+def test_validation_scores_each_direction_and_the_best_is_their_mean(three_ways: Path) -> None:
+    last = [json.loads(x) for x in (three_ways / "metrics.jsonl").read_text().splitlines() if "valid_loss" in x][-1]
+    names = ["fw-nx", "fw-up", "nx-fw", "nx-up", "up-fw", "up-nx"]
+    scores = [last[f"valid_bleu_{n}"] for n in names]
+    assert last["valid_bleu"] == pytest.approx(sum(scores) / len(scores), abs=0.01)
+    assert min(last[f"valid_bleu_{n}"] for n in ("fw-nx", "fw-up", "nx-fw", "up-fw")) > 80, last
+    multi = Multilingual.from_dict(json.loads((three_ways / "data.json").read_text())["multilingual"])
+    assert not multi.trained("nx", "up") and multi.trained("up", "fw")
+
+
+def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_ways: Path) -> None:
+    def translate(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(three_ways), "--engine",
+                               "torch", *flags], input="a b c d e\n", capture_output=True, text=True, timeout=120)
+
+    r = translate("--source", "fw", "--target", "up")
+    assert r.returncode == 0 and r.stdout == "A B C D E\n", r.stderr
+    for flags, said in ((("--source", "fw", "--target", "de"), "does not write 'de': its languages are fw, nx, up"),
+                        (("--target", "up"), "name the source language too"),
+                        ((), "name the target language with --target (one of fw, nx, up)"),
+                        (("--source", "up", "--target", "up"), "are both 'up'")):
+        r = translate(*flags)
+        assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (flags, r.stderr)
+
+
+def test_a_bilingual_engine_is_checked_against_the_direction_named(three_ways: Path) -> None:
+    class Bilingual:
+        languages = ("de", "en")
+        multilingual = None
+
+    one = Bilingual()
+    assert for_direction(one, None, None) is one and for_direction(one, "de", "en") is one
+    with pytest.raises(ValueError, match="translates de into en, not de into fr"):
+        for_direction(one, "de", "fr")
