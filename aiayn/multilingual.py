@@ -213,7 +213,7 @@ class Directed:
         tag_id = engine.vocab.src.piece_id(tag(tgt))
         if tag_id is None:
             raise ValueError(f"the model's vocabulary has no piece {tag(tgt)}: it was not prepared with --langs")
-        caps = replace(engine.capabilities, alignments=False, attention=False)
+        caps = replace(engine.capabilities, alignments=False, attention=False, processes=False)
         self.__dict__.update(engine_=engine, multilingual=multi, languages=(src, tgt), tag_id=tag_id,
                              capabilities=caps)
 

@@ -16,7 +16,7 @@ import pytest
 from aiayn.corpora import fetch
 from aiayn.data import DataDir
 from aiayn.prepare import PrepareOptions, prepare
-from tests.helpers import _CHILDREN
+from tests.helpers import _CHILDREN, three_ways_corpus
 
 # Reasons a test may still skip under CI: hardware a CI machine does not have.
 MAY_SKIP_IN_CI = ("CUDA", "GPU")
@@ -95,3 +95,17 @@ def _no_child_left_behind() -> Iterator[None]:
             proc.wait()
 
 
+@pytest.fixture(scope="session")
+def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A multilingual model of tests/helpers.py's three_ways_corpus (about a minute on 2 cores), trained on the four
+    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe."""
+    from aiayn.cli.main import main
+    from aiayn.recipes import RECIPES
+
+    c = three_ways_corpus(tmp_path_factory.mktemp("three"), {"train": 6000, "valid": 60, "test": 100})
+    run = c / "run"
+    assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
+                 "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
+    assert main(["train", "--data", str(c / "data"), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
+                 "--set", "tensorboard=false", "max_steps=600", "valid_every_steps=300"]) == 0
+    return run

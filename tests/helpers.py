@@ -235,3 +235,17 @@ def copy_lines(n: int, seed: int = 7) -> list[str]:
     while len(lines) < n:
         lines.add(" ".join(rng.choice("abcdefghij") for _ in range(rng.randint(4, 24))))
     return sorted(lines, key=lambda line: rng.random())
+
+
+# three made-up languages of the same random strings (tests/train/test_multilingual.py): only a tag tells them apart
+WAYS = {"fw": lambda w: w, "nx": lambda w: ["bcdefghija"[ord(x) - 97] for x in w], "up": lambda w: [x.upper() for x in w]}
+
+
+def three_ways_corpus(folder: Path, n: dict[str, int], seed: int = 7) -> Path:
+    """PREFIX.fw / .nx / .up for each split: the same random strings of the letters a-j, written three ways."""
+    rng = random.Random(seed)
+    for split, count in n.items():
+        words = [[rng.choice("abcdefghij") for _ in range(rng.randint(4, 16))] for _ in range(count)]
+        for lang, way in WAYS.items():
+            (folder / f"{split}.{lang}").write_text("".join(" ".join(way(w)) + "\n" for w in words))
+    return folder

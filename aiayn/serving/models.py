@@ -88,6 +88,31 @@ class Served:
             me.open()
         return me
 
+    @classmethod
+    def load_all(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0,
+                 **decode: Any) -> list[Served]:
+        """The models of run dir ``path``: one (:meth:`load`), or for a multilingual run one for each direction it was
+        trained on (multilingual.py), all over one engine loaded now, for good: its weights are counted once (by the
+        first direction) and a memory budget does not unload them. The directions it was not trained on are left to
+        pivot (Models.chains)."""
+        run, ckpt = RunDir.locate(path)
+        if (multi := run.multilingual()) is None:
+            return [cls.load(path, engine, lazy, processes, **decode)]
+        from ..multilingual import Directed
+
+        first = cls.load(path, engine, False, processes, **decode)
+        shared = first.translator
+        out = []
+        for a, b in multi.directions:
+            pair = (canonical(a), canonical(b))
+            info = {k: v for k, v in first.info.items() if k != "path"}     # (no path: never unloaded, loaded again)
+            me = cls(f"{pair[0]}-{pair[1]}", cast("Engine", Directed(shared, multi, a, b)), pair,
+                     {**info, "multilingual": run.path.name, **({"bytes": 0} if out else {})}, settings=dict(decode),
+                     asked=engine, processes=first.processes)
+            me.threads = first.threads
+            out.append(me)
+        return out
+
     @property
     def translator(self) -> Engine:
         """The engine (RuntimeError while it is not loaded)."""
@@ -172,8 +197,9 @@ class Served:
         return await _fall_back(self, prepared, await translate_async(self.translator, prepared, self.decoder))
 
     def memory_bytes(self) -> int:
-        """The bytes of its weights and buffers as loaded (int8: packed weights; CTranslate2: its model file)."""
-        return self.translator.memory_bytes()
+        """The bytes of its weights and buffers as loaded (int8: packed weights; CTranslate2: its model file; a
+        multilingual model's: counted by its first direction, the others 0)."""
+        return int(self.info["bytes"]) if self.info.get("bytes") == 0 else self.translator.memory_bytes()
 
     def describe(self) -> dict[str, Any]:
         """This model in /info (a model not loaded now: what its run dir says, memory_bytes 0)."""
@@ -341,7 +367,7 @@ class Models:
              **decode: Any) -> Models:
         """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool);
         ``processes``: as Served.load's."""
-        return cls([Served.load(p, engine, lazy, processes, **decode) for p in run_dirs(paths)])
+        return cls([s for p in run_dirs(paths) for s in Served.load_all(p, engine, lazy, processes, **decode)])
 
     def add_fallback(self, back: Served, min_confidence: float) -> None:
         """``back`` (loaded when the server starts) translates again the unsure texts of each model of its language

@@ -8,7 +8,6 @@ the model which of them to write, so a model that ignores it cannot pass."""
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -27,18 +26,10 @@ from aiayn.multilingual import (
 )
 from aiayn.prepare import PrepareOptions, encode_tagged
 
+from ..helpers import WAYS, three_ways_corpus
+
 LANGS = ("fw", "nx", "up")
-WAYS = {"fw": lambda w: w, "nx": lambda w: ["bcdefghija"[ord(x) - 97] for x in w], "up": lambda w: [x.upper() for x in w]}
-
-
-def _corpus(folder: Path, n: dict[str, int], seed: int = 7) -> Path:
-    """PREFIX.fw / .nx / .up for each split: the same random strings of the letters a-j, written three ways."""
-    rng = random.Random(seed)
-    for split, count in n.items():
-        words = [[rng.choice("abcdefghij") for _ in range(rng.randint(4, 16))] for _ in range(count)]
-        for lang, way in WAYS.items():
-            (folder / f"{split}.{lang}").write_text("".join(" ".join(way(w)) + "\n" for w in words))
-    return folder
+_corpus = three_ways_corpus
 
 
 OPTS = PrepareOptions(src="src", tgt="tgt", vocab_size=284)
@@ -134,22 +125,6 @@ def test_a_multilingual_vocabulary_is_one_joint_vocabulary(tmp_path: Path) -> No
 
 
 # --- a model of many directions ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model trained on the four directions to and from ``fw`` (nx-up and up-nx are zero-shot), with the copy
-    task's recipe."""
-    from aiayn.cli.main import main
-    from aiayn.recipes import RECIPES
-
-    c = _corpus(tmp_path_factory.mktemp("three"), {"train": 6000, "valid": 60, "test": 100})
-    run = c / "run"
-    assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                 "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
-    assert main(["train", "--data", str(c / "data"), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
-                 "--set", "tensorboard=false", "max_steps=600", "valid_every_steps=300"]) == 0
-    return run
 
 
 def test_the_tag_chooses_what_the_model_writes(three_ways: Path) -> None:
