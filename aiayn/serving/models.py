@@ -102,7 +102,7 @@ class Served:
 
         first = cls.load(path, engine, False, processes, **decode)
         shared = first.translator
-        out = []
+        out: list[Served] = []
         for a, b in multi.directions:
             pair = (canonical(a), canonical(b))
             info = {k: v for k, v in first.info.items() if k != "path"}     # (no path: never unloaded, loaded again)
