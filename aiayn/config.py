@@ -408,6 +408,7 @@ class Multilingual:
     temperature: float = 1.0
     ranges: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     train: dict[str, int] = field(default_factory=dict)          # training pairs per direction, as sampled
+    tags: dict[str, str] = field(default_factory=dict)           # a language's tag where not <2xx> (Marian: >>fra<<)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -419,17 +420,16 @@ class Multilingual:
         return cls(tuple(d["langs"]), tuple((x.split("-", 1)[0], x.split("-", 1)[1]) for x in d["directions"]),
                    d.get("position", "source"), float(d.get("temperature", 1.0)),
                    {s: {k: (int(v[0]), int(v[1])) for k, v in r.items()} for s, r in d.get("ranges", {}).items()},
-                   {k: int(v) for k, v in d.get("train", {}).items()})
+                   {k: int(v) for k, v in d.get("train", {}).items()}, {k: str(v) for k, v in d.get("tags", {}).items()})
+
+    def tag(self, lang: str) -> str:
+        """The piece that names ``lang`` as the target: ``<2fr>`` (an imported model's own: ``>>fra<<``)."""
+        return self.tags.get(lang, f"<2{lang}>")
 
     def describe(self) -> str:
         return (f"{len(self.langs)} languages ({', '.join(self.langs)}), {len(self.directions)} directions trained, the "
                 f"target named by a tag on the {self.position} (temperature {self.temperature:g}); evaluation splits "
                 "hold every direction")
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        """The languages it can write: those it has a tag for."""
-        return self.langs
 
     def trained(self, src: str, tgt: str) -> bool:
         """Whether (src, tgt) was one of its training directions (else it is zero-shot)."""
@@ -441,8 +441,9 @@ class Multilingual:
         known = ", ".join(self.langs)
         if tgt is None:
             raise ValueError(f"this is a multilingual model: name the target language with --target (one of {known})")
-        if tgt not in self.langs:
-            raise ValueError(f"this model does not write {tgt!r}: its languages are {known}")
+        if tgt not in self.langs or (self.tags and tgt not in self.tags):
+            writes = ", ".join(self.tags) if self.tags else known
+            raise ValueError(f"this model does not write {tgt!r}: it writes {writes}")
         if src is not None and src not in self.langs:
             raise ValueError(f"this model does not read {src!r}: its languages are {known}")
         if src == tgt:

@@ -45,7 +45,8 @@ SIDES = ("src", "tgt")              # the "languages" of a multilingual data dir
 
 
 def tag(lang: str) -> str:
-    """The piece that names ``lang`` as the target: ``<2fr>``."""
+    """The piece that names ``lang`` as the target in a model trained here: ``<2fr>`` (config.Multilingual.tag: an
+    imported model's may be its own)."""
     return f"<2{lang}>"
 
 
@@ -210,9 +211,9 @@ class Directed:
             raise ValueError("this run names the target by a tag on the target side (--tag-position target), which "
                              "only validation during training decodes; translate with a run whose tag is on the "
                              "source (the default)")
-        tag_id = engine.vocab.src.piece_id(tag(tgt))
+        tag_id = engine.vocab.src.piece_id(multi.tag(tgt))
         if tag_id is None:
-            raise ValueError(f"the model's vocabulary has no piece {tag(tgt)}: it was not prepared with --langs")
+            raise ValueError(f"the model's vocabulary has no piece {multi.tag(tgt)}: it was not prepared with --langs")
         caps = replace(engine.capabilities, alignments=False, attention=False, processes=False)
         self.__dict__.update(engine_=engine, multilingual=multi, languages=(src, tgt), tag_id=tag_id,
                              capabilities=caps)

@@ -163,10 +163,12 @@ class Tokenizer:
 
     def piece_id(self, piece: str) -> int | None:
         """The aiayn id of a whole piece (a language tag), None if the vocabulary has no such piece."""
-        native = int(self.sp.PieceToId(piece))
-        if self.table is not None or native == self.sp.unk_id() or self.sp.IdToPiece(native) != piece:
-            return None
-        return self.ids.ours([[native]])[0][0]
+        if self.table is not None:
+            found = self.table.ids.get(piece)
+        else:
+            native = int(self.sp.PieceToId(piece))
+            found = native if native != self.sp.unk_id() and self.sp.IdToPiece(native) == piece else None
+        return None if found is None else self.ids.ours([[found]])[0][0]
 
     @staticmethod
     def train(

@@ -34,7 +34,8 @@ import torch
 
 from .. import checkpoint
 from ..atomic import atomic_dir
-from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, RunConfig
+from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, Multilingual, RunConfig
+from ..languages import from_tag_code
 from ..model import Transformer
 from ..rundir import RunDir
 from ..tokenizer import Vocab, stored_name, table_of
@@ -80,10 +81,13 @@ def import_model(source: str | Path, out: str | Path, fmt: str = "huggingface", 
     tok_cfg = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     exported = _read_json(folder / INFO) if (folder / INFO).is_file() else {}       # an aiayn export's settings
     langs = _languages(str(source), tok_cfg, src_lang, tgt_lang, exported.get("languages"))
-    info = {"imported_from": str(source), "format": fmt, **({"src": langs[0], "tgt": langs[1]} if langs else {})}
+    info: dict[str, Any] = {"imported_from": str(source), "format": fmt,
+                            **({"src": langs[0], "tgt": langs[1]} if langs else {})}
     # written whole or not at all (a failure leaves --out as it was; --force replaces it, old checkpoints included)
     with tempfile.TemporaryDirectory() as tmp, atomic_dir(out) as new:
         vocab = _vocab(folder, tok_cfg, Path(tmp))
+        if (multi := _targets(vocab, langs, src_lang or tok_cfg.get("source_lang"), folder)) is not None:
+            info = {k: v for k, v in info.items() if k not in ("src", "tgt")} | {"multilingual": multi.to_dict()}
         model = marian_model(hf_cfg, _hf_state(folder), vocab, folder)
         run = RunDir(new)
         run.create(RunConfig(model=model.cfg, decode=_decode_config(folder, exported)), vocab, info)
@@ -285,6 +289,24 @@ def _put_rows(dest: torch.Tensor, src: torch.Tensor, rows: list[int | None]) -> 
     have = [i for i, r in enumerate(rows) if r is not None]
     dest.zero_()
     dest[have] = src[[rows[i] for i in have]]
+
+
+def _targets(vocab: Vocab, langs: tuple[str, str] | None, src: str | None, folder: Path) -> Multilingual | None:
+    """A multilingual model's record (config.Multilingual): OPUS-MT names each target by a ``>>xxx<<`` piece at the
+    start of the source (``>>fra<<``, ``>>por_Latn<<``); with two or more of them the model is served as one direction
+    per target. None for a model of one target (a lone code piece is kept as text: MarianTokenizer's reading)."""
+    table = getattr(vocab.src, "table", None)
+    codes = [p for p in (table.ids if table is not None else {}) if re.fullmatch(r">>[A-Za-z]{2,3}(_[A-Za-z]+)?<<", p)]
+    if len(codes) < 2:
+        return None
+    tags = {from_tag_code(p[2:-2]): p for p in codes}
+    source = from_tag_code(src or (langs[0] if langs else ""))
+    if not source:
+        raise PretrainedError(f"{folder}: a model of {len(tags)} target languages ({', '.join(codes[:6])}...): give "
+                              "its source language with --src")
+    targets = tuple(t for t in tags if t != source)
+    return Multilingual((source, *targets), tuple((source, t) for t in targets), "source",
+                        tags={t: tags[t] for t in targets})
 
 
 def _decode_config(folder: Path, exported: dict[str, Any]) -> DecodeConfig:

@@ -50,14 +50,16 @@ def _spm(lines: list[str], path: Path, size: int) -> list[str]:
 
 
 def make_marian(path: Path, *, share: bool = True, tied: bool = True, activation: str = "swish",
-                layers: tuple[int, int] = (2, 2), ln_std: float = 0.5, **config: Any) -> Path:
+                layers: tuple[int, int] = (2, 2), ln_std: float = 0.5, codes: tuple[str, ...] = (">>eng<<",),
+                **config: Any) -> Path:
     """A MarianMTModel + MarianTokenizer directory laid out as OPUS-MT's: </s> 0, <unk> 1, <pad> last and the
-    decoder's start token, a language code piece, random weights (LayerNorms and the output bias too)."""
+    decoder's start token, language code pieces (``codes``: several make a multilingual model, a target each),
+    random weights (LayerNorms and the output bias too)."""
     path.mkdir(parents=True)
     src_pieces, tgt_pieces = _spm(SRC, path / "source.spm", 300), _spm(TGT, path / "target.spm", 250)
 
     def table(pieces: list[str]) -> dict[str, int]:
-        words = ["</s>", "<unk>", ">>eng<<"] + list(dict.fromkeys(pieces)) + ["<pad>"]
+        words = ["</s>", "<unk>", *codes] + list(dict.fromkeys(pieces)) + ["<pad>"]
         return {w: i for i, w in enumerate(words)}
 
     shared = table(src_pieces + tgt_pieces)
@@ -159,6 +161,40 @@ def test_an_imported_marian_model_scores_and_translates_as_transformers(option: 
         assert same == len(TEST) if beam == 1 else same >= 0.5 * len(TEST), (beam, same)
         if beam == 1 and option == "shared-swish":                    # and the same text as MarianTokenizer's
             assert t.translate(TEST, beam=1) == tok.batch_decode(ids, skip_special_tokens=True)
+
+
+def test_a_multilingual_marian_model_translates_each_target_as_transformers(tmp_path: Path) -> None:
+    """OPUS-MT's multilingual models name the target by a >>xxx<< piece at the start of the source: imported, the
+    run is one direction per target (ISO 639-1 codes), each greedy translation the same tokens as transformers'
+    generate on the line with its code."""
+    from aiayn.rundir import RunDir
+
+    hf_dir = make_marian(tmp_path / "marian", codes=(">>eng<<", ">>fra<<", ">>por_Latn<<"))
+    run = import_model(hf_dir, tmp_path / "run")
+    multi = RunDir(run).multilingual()
+    assert multi is not None and multi.langs == ("de", "en", "fr", "pt") and multi.tags == {
+        "en": ">>eng<<", "fr": ">>fra<<", "pt": ">>por_Latn<<"}
+    assert multi.directions == (("de", "en"), ("de", "fr"), ("de", "pt"))
+    tok, model = _hf(hf_dir)
+    lines = SRC[-100:]
+    outputs = {}
+    for lang, code in multi.tags.items():
+        t = Translator.load(run, device="cpu", precision="fp32", max_len_a=0.0, max_len_b=12, source="de",
+                            target=lang)
+        rows = _rows_of(t)
+        ours = [[rows["tgt"][j] for j in h[0].tokens] for h in t.translate_hypotheses(lines, beam=1)]
+        with torch.no_grad():
+            ids = model.generate(**tok([f"{code} {x}" for x in lines], return_tensors="pt", padding=True),
+                                 num_beams=1, do_sample=False, max_new_tokens=12)
+        theirs = [[j for j in row[1:] if j != model.config.pad_token_id] for row in ids.tolist()]
+        theirs = [row[: row.index(0)] if 0 in row else row for row in theirs]
+        same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+        print(f"multilingual Marian, target {lang} ({code}): {same}/{len(lines)} greedy translations identical")
+        assert same >= 0.99 * len(lines), (lang, same)
+        outputs[lang] = ours
+    assert outputs["en"] != outputs["fr"] != outputs["pt"]             # the code chooses what it writes
+    with pytest.raises(ValueError, match="does not write 'es': it writes en, fr, pt"):
+        Translator.load(run, source="de", target="es")
 
 
 def _rows_of(t: Translator) -> dict[str, list[int | None]]:

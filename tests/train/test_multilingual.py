@@ -160,7 +160,7 @@ def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_wa
 
     r = translate("--source", "fw", "--target", "up")
     assert r.returncode == 0 and r.stdout == "A B C D E\n", r.stderr
-    for flags, said in ((("--source", "fw", "--target", "de"), "does not write 'de': its languages are fw, nx, up"),
+    for flags, said in ((("--source", "fw", "--target", "de"), "does not write 'de': it writes fw, nx, up"),
                         (("--target", "up"), "name the source language too"),
                         ((), "name the target language with --target (one of fw, nx, up)"),
                         (("--source", "up", "--target", "up"), "are both 'up'")):
