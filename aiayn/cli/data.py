@@ -59,7 +59,7 @@ def _prepare_multilingual(a: argparse.Namespace) -> int:
                           character_coverage=a.character_coverage, encoding_errors=a.encoding_errors,
                           max_len=a.max_len, max_ratio=a.max_ratio, shard_size=a.shard_size)
     splits = {k: v for k, v in (("train", a.train), ("valid", a.valid), ("test", a.test)) if v}
-    out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature, a.tag_position,
+    out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature,
                                force=a.force)
     for line in summary(DataDir(out)):
         log.info("%s", line)
@@ -124,9 +124,6 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampling-temperature", type=float, default=1.0, metavar="T",
                    help="with --langs: direction d gets a share of (n_d/N)^(1/T) of the training pairs (1, the default: "
                    "as the corpus is; 5: small directions repeated)")
-    p.add_argument("--tag-position", choices=["source", "target"], default="source",
-                   help="with --langs: the target-language tag <2xx> starts the source (default, as Johnson et al. "
-                   "and OPUS-MT) or the target (as fairseq's decoder langtok, forced when decoding)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
 

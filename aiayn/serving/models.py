@@ -88,31 +88,6 @@ class Served:
             me.open()
         return me
 
-    @classmethod
-    def load_all(cls, path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0,
-                 **decode: Any) -> list[Served]:
-        """The models of run dir ``path``: one (:meth:`load`), or for a multilingual run one for each direction it was
-        trained on (multilingual.py), all over one engine loaded now, for good: its weights are counted once (by the
-        first direction) and a memory budget does not unload them. The directions it was not trained on are left to
-        pivot (Models.chains)."""
-        run, ckpt = RunDir.locate(path)
-        if (multi := run.multilingual()) is None:
-            return [cls.load(path, engine, lazy, processes, **decode)]
-        from ..multilingual import Directed
-
-        first = cls.load(path, engine, False, processes, **decode)
-        shared = first.translator
-        out: list[Served] = []
-        for a, b in multi.directions:
-            pair = (canonical(a), canonical(b))
-            info = {k: v for k, v in first.info.items() if k != "path"}     # (no path: never unloaded, loaded again)
-            me = cls(f"{pair[0]}-{pair[1]}", cast("Engine", Directed(shared, multi, a, b)), pair,
-                     {**info, "multilingual": run.path.name, **({"bytes": 0} if out else {})}, settings=dict(decode),
-                     asked=engine, processes=first.processes)
-            me.threads = first.threads
-            out.append(me)
-        return out
-
     @property
     def translator(self) -> Engine:
         """The engine (RuntimeError while it is not loaded)."""
@@ -222,6 +197,31 @@ class Served:
         model, parameters = t.model_info()
         return {**pair, "model": model, "parameters": parameters, "memory_bytes": self.memory_bytes(),
                 "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
+
+
+def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0,
+             **decode: Any) -> list[Served]:
+    """The models of run dir ``path``: one (:meth:`Served.load`), or for a multilingual run one for each direction it was
+    trained on (multilingual.py), all over one engine loaded now, for good: its weights are counted once (by the
+    first direction) and a memory budget does not unload them. The directions it was not trained on are left to
+    pivot (Models.chains)."""
+    run, ckpt = RunDir.locate(path)
+    if (multi := run.multilingual()) is None:
+        return [Served.load(path, engine, lazy, processes, **decode)]
+    from ..multilingual import Directed
+
+    first = Served.load(path, engine, False, processes, **decode)
+    shared = first.translator
+    out: list[Served] = []
+    for a, b in multi.directions:
+        pair = (canonical(a), canonical(b))
+        info = {k: v for k, v in first.info.items() if k != "path"}     # (no path: never unloaded, loaded again)
+        me = Served(f"{pair[0]}-{pair[1]}", cast("Engine", Directed(shared, multi, a, b)), pair,
+                 {**info, "multilingual": run.path.name, **({"bytes": 0} if out else {})}, settings=dict(decode),
+                 asked=engine, processes=first.processes)
+        me.threads = first.threads
+        out.append(me)
+    return out
 
 
 class Route(Protocol):
@@ -367,7 +367,7 @@ class Models:
              **decode: Any) -> Models:
         """The models of run dirs ``paths`` (run_dirs), loaded now, or with ``lazy`` on first use (see Pool);
         ``processes``: as Served.load's."""
-        return cls([s for p in run_dirs(paths) for s in Served.load_all(p, engine, lazy, processes, **decode)])
+        return cls([s for p in run_dirs(paths) for s in load_all(p, engine, lazy, processes, **decode)])
 
     def add_fallback(self, back: Served, min_confidence: float) -> None:
         """``back`` (loaded when the server starts) translates again the unsure texts of each model of its language
