@@ -346,6 +346,41 @@ def hf_dataset(name: str, src: str, tgt: str, cache_dir: str | Path, config: str
     return sources
 
 
+def hf_multilingual(name: str, pairs: Sequence[tuple[str, str]], cache_dir: str | Path, config: str | None = None,
+                    split_map: dict[str, str] | None = None) -> dict[str, Path]:
+    """A many-language corpus from Hugging Face datasets, one dataset (or configuration) per pair of languages
+    (IWSLT 2017's ``iwslt2017-de-it``, ...): ``name`` and ``config`` may hold ``{src}`` and ``{tgt}``, filled with
+    each pair (either order of it, whichever exists). Each pair's splits (:func:`hf_dataset`) are linked as
+    fairseq's pair files, ``SPLIT.de-it.de`` / ``SPLIT.de-it.it``, into one folder; returns each split's PREFIX
+    there, as ``aiayn prepare --langs`` reads them (multilingual.direction_source)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{config or ''}").strip("_")[-100:]
+    folder = Path(cache_dir) / "hf" / f"{slug}-pairs"
+    folder.mkdir(parents=True, exist_ok=True)
+    done: set[frozenset[str]] = set()
+    prefixes: dict[str, Path] = {}
+    for a, b in pairs:
+        if frozenset((a, b)) in done:
+            continue
+        done.add(frozenset((a, b)))
+        sources, error = None, None
+        for x, y in ((a, b), (b, a)):
+            try:
+                sources = hf_dataset(name.format(src=x, tgt=y), a, b, cache_dir,
+                                     config.format(src=x, tgt=y) if config else None, split_map)
+                break
+            except DataError as e:
+                error = error or e
+        if sources is None:
+            raise error or DataError(f"{name}: nothing for {a}-{b}")
+        for split, source in sources.items():
+            for lang, path in ((a, source.src_path), (b, source.tgt_path)):
+                link = folder / f"{split}.{a}-{b}.{lang}"
+                link.unlink(missing_ok=True)
+                link.symlink_to(Path(str(path)).resolve())
+            prefixes[split] = folder / split
+    return prefixes
+
+
 def hf_tokenizer_file(name: str, cache_dir: str | Path) -> Path:
     """A ``tokenizer.json``: the file or directory ``name``, or the hub model ``name``'s (e.g.
     ``bert-base-chinese``), downloaded once into ``cache_dir``."""

@@ -45,11 +45,12 @@ def _prepare_multilingual(a: argparse.Namespace) -> int:
     from ..multilingual import parse_directions, parse_langs, prepare_multilingual
     from ..prepare import PrepareOptions
 
-    if a.corpus or a.hf_dataset or a.src or a.tgt:
-        raise ValueError("--langs reads --train/--valid/--test PREFIX files; leave out --corpus, --hf-dataset, --src "
+    if a.corpus or a.src or a.tgt:
+        raise ValueError("--langs reads --train/--valid/--test PREFIX files or --hf-dataset; leave out --corpus, --src "
                          "and --tgt")
-    if not (a.train and a.valid):
-        raise ValueError("--langs needs --train PREFIX --valid PREFIX (files PREFIX.de, PREFIX.en, ...)")
+    if not (a.hf_dataset or (a.train and a.valid)):
+        raise ValueError("--langs needs --train PREFIX --valid PREFIX (files PREFIX.de, PREFIX.en, ...) or "
+                         "--hf-dataset NAME")
     if a.vocab != "joint" or a.spm_model or a.hf_tokenizer or a.vocab_from:
         raise ValueError("a multilingual data dir trains one joint vocabulary with its language tags: leave out "
                          "--vocab separate, --spm-model, --hf-tokenizer and --vocab-from")
@@ -58,7 +59,12 @@ def _prepare_multilingual(a: argparse.Namespace) -> int:
     opts = PrepareOptions(src="src", tgt="tgt", vocab_size=a.vocab_size, model_type=a.model_type,
                           character_coverage=a.character_coverage, encoding_errors=a.encoding_errors,
                           max_len=a.max_len, max_ratio=a.max_ratio, shard_size=a.shard_size)
-    splits = {k: v for k, v in (("train", a.train), ("valid", a.valid), ("test", a.test)) if v}
+    splits: dict[str, str | Path] = {k: v for k, v in (("train", a.train), ("valid", a.valid), ("test", a.test)) if v}
+    if a.hf_dataset:                 # one dataset (or configuration) per pair of languages: {src} and {tgt} in it
+        from ..corpora import hf_multilingual
+
+        pairs = [(x, y) for x in langs for y in langs if x < y]
+        splits = dict(hf_multilingual(a.hf_dataset, pairs, a.cache_dir, a.hf_config, _split_map(a.hf_split_map)))
     out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature,
                                force=a.force)
     for line in summary(DataDir(out)):

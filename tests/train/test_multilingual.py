@@ -115,6 +115,33 @@ def test_the_tag_on_the_target_side_and_a_line_that_only_looks_tagged(tmp_path: 
     assert [vocab.src.piece_id("<2nx>") == x[0] for x in ids] == [False, False, True]
 
 
+def test_a_corpus_of_one_hugging_face_dataset_per_pair(tmp_path: Path) -> None:
+    """IWSLT 2017's way (``--hf-dataset IWSLT/iwslt2017 --hf-config 'iwslt2017-{src}-{tgt}'``), on datasets written
+    here with save_to_disk: one per pair, named in either order, each with a translation column."""
+    datasets = pytest.importorskip("datasets")
+    from aiayn.cli.main import main
+
+    datasets.disable_progress_bars()
+    c = _corpus(tmp_path, {"train": 200, "valid": 10, "test": 10})
+    for a, b in (("fw", "nx"), ("up", "fw"), ("nx", "up")):          # up-fw: the other order than fw-up
+        lines = {lang: {s: (c / f"{s}.{lang}").read_text().splitlines() for s in ("train", "valid", "test")}
+                 for lang in (a, b)}
+        datasets.DatasetDict({theirs: datasets.Dataset.from_list(
+            [{"translation": {a: x, b: y}} for x, y in zip(lines[a][ours], lines[b][ours], strict=True)])
+            for ours, theirs in (("train", "train"), ("valid", "validation"), ("test", "test"))}
+        ).save_to_disk(str(tmp_path / f"ds-{a}-{b}"))
+    out = tmp_path / "data"
+    assert main(["prepare", "--hf-dataset", str(tmp_path / "ds-{src}-{tgt}"), "--langs", "fw,nx,up", "--vocab-size",
+                 "284", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    d = DataDir(out)
+    assert d.multilingual.train == {f"{a}-{b}": 200 for a in LANGS for b in LANGS if a != b}
+    assert sorted(d.multilingual.ranges["test"]) == sorted(d.multilingual.train)
+    first = d.multilingual.ranges["valid"]["up-nx"][0]
+    assert d.raw_lines("valid", "tgt")[first] == (c / "valid.nx").read_text().splitlines()[0]
+    assert main(["prepare", "--hf-dataset", str(tmp_path / "ds-{src}-{tgt}"), "--langs", "fw,nx,de", "--out",
+                 str(tmp_path / "d2"), "--cache-dir", str(tmp_path / "cache")]) == 2      # no dataset for de
+
+
 def test_a_multilingual_vocabulary_is_one_joint_vocabulary(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -160,6 +187,11 @@ def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_wa
 
     r = translate("--source", "fw", "--target", "up")
     assert r.returncode == 0 and r.stdout == "A B C D E\n", r.stderr
+    folder = three_ways.parent
+    r = subprocess.run([sys.executable, "-m", "aiayn", "evaluate", "--model", str(three_ways), "--engine", "torch",
+                        "--source", "fw", "--target", "nx", "--src", str(folder / "test.fw"), "--ref",
+                        str(folder / "test.nx"), "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and json.loads(r.stdout)["bleu"] > 90, (r.stdout, r.stderr[-2000:])
     for flags, said in ((("--source", "fw", "--target", "de"), "does not write 'de': it writes fw, nx, up"),
                         (("--target", "up"), "name the source language too"),
                         ((), "name the target language with --target (one of fw, nx, up)"),
@@ -168,7 +200,7 @@ def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_wa
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (flags, r.stderr)
 
 
-def test_a_bilingual_engine_is_checked_against_the_direction_named(three_ways: Path) -> None:
+def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
     class Bilingual:
         languages = ("de", "en")
         multilingual = None
