@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import precision as precisions
 from ..confidence import for_run
-from ..config import DecodeConfig, ModelConfig, Norms, Precision
+from ..config import DecodeConfig, ModelConfig, Multilingual, Norms, Precision
 from ..runtime import DeviceName, cores, cpu_workers
 from ..tokenizer import Vocab
 from .base import Capabilities, EngineBase, Hypothesis, max_length, require, with_fixed
@@ -135,6 +135,7 @@ class CTranslate2Engine(EngineBase):
         me = cls(out, vocab, cfg, decode, threads)
         langs = info.get("languages")
         me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
+        me.multilingual = Multilingual.from_dict(info["multilingual"]) if info.get("multilingual") else None
         me.norms = Norms.from_dict(info.get("norms")) or Norms()
         me.calibration = for_run(out)               # (export copies the run's calibration.json)
         return me

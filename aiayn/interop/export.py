@@ -79,6 +79,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
             "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
             "model": m.to_dict(),                                          # (CTranslate2Engine.from_export)
             "parameters": sum(p.numel() for p in t.model.parameters())}
+    if (multi := t.run.multilingual()) is not None:                # its directions and tags (multilingual.py)
+        info["multilingual"] = multi.to_dict()
     if fmt == "argos":
         return _to_argos(t, out, quantization, info)
     if fmt == "ctranslate2":
@@ -96,6 +98,10 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
 
     if not t.vocab.joint:
         raise ExportError(f"{t.run} has a SentencePiece model per side; an Argos package holds one for both")
+    if t.run.multilingual() is not None:
+        raise ExportError(f"{t.run} is a multilingual run, its target named by a tag before each source line, which an "
+                          "Argos package cannot put there (argostranslate gives CTranslate2 a target prefix only); "
+                          "serve it with `aiayn serve`, or export it with --format ctranslate2")
     langs = t.run.languages()
     if not langs:
         raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "

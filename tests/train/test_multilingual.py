@@ -200,6 +200,25 @@ def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_wa
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (flags, r.stderr)
 
 
+def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refused(three_ways: Path,
+                                                                                   tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    from aiayn import Translator
+    from aiayn.engines.ctranslate2 import CTranslate2Engine
+    from aiayn.interop.export import ExportError, export
+
+    out = export(three_ways, tmp_path / "ct2", "ctranslate2")
+    engine = CTranslate2Engine.from_export(out)
+    try:
+        assert engine.multilingual is not None and engine.multilingual.langs == LANGS
+        assert Translator(for_direction(engine, "fw", "up")).translate(["a b c j"]) == ["A B C J"]
+        assert Translator(for_direction(engine, "fw", "nx")).translate(["a b c j"]) == ["b c d a"]
+    finally:
+        engine.close()
+    with pytest.raises(ExportError, match="argostranslate gives CTranslate2 a target prefix only"):
+        export(three_ways, tmp_path / "argos", "argos")
+
+
 def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
     class Bilingual:
         languages = ("de", "en")
