@@ -45,6 +45,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "multilingual": ("multilingual", "one model for the twelve directions of Multi30k's de, en, fr, cs (or only those "
                                      "to and from English) with as many updates as their bilingual models together: "
                                      "test BLEU per direction, zero-shot and through English"),
+    "multilingual-serving": ("multilingual_serving", "one server holding a multilingual model against one holding a "
+                                                     "bilingual model per direction: every direction through "
+                                                     "libretranslatepy, and each server's memory"),
     "chaos": ("chaos", "five minutes of two replicas behind nginx under 8 clients while Redis, PostgreSQL and the "
                        "replicas are killed and restarted: statuses, budgets, downloads, logs, memory"),
     "detect": ("detect_bench", "language detection on short texts (two and three words of Multi30k's de, en, fr, cs "

@@ -142,6 +142,15 @@ def test_a_corpus_of_one_hugging_face_dataset_per_pair(tmp_path: Path) -> None:
                  str(tmp_path / "d2"), "--cache-dir", str(tmp_path / "cache")]) == 2      # no dataset for de
 
 
+def test_a_source_gets_its_tag_and_a_blank_line_none() -> None:
+    """What every engine is given (multilingual.Directed.encode): the tag's id, then the line's; a blank line stays
+    empty, so that no engine decodes a lone tag into words (the pipeline answers blank lines before any engine)."""
+    multi = Multilingual(("de", "fr"), (("de", "fr"),))
+    assert multi.source_ids([9, 8], "fr", 5) == [5, 9, 8] and multi.source_ids([], "fr", 5) == []
+    assert Multilingual(("de", "fr"), (("de", "fr"),), "target").source_ids([9, 8], "fr", 5) == [9, 8]
+    assert multi.tag("fr") == "<2fr>" and Multilingual(("de", "fr"), (), tags={"fr": ">>fra<<"}).tag("fr") == ">>fra<<"
+
+
 def test_a_multilingual_vocabulary_is_one_joint_vocabulary(tmp_path: Path) -> None:
     from dataclasses import replace
 
