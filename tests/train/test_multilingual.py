@@ -216,7 +216,7 @@ def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refus
     from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.interop.export import ExportError, export
 
-    out = export(three_ways, tmp_path / "ct2", "ctranslate2")
+    out = export(three_ways, "ctranslate2", tmp_path / "ct2")
     engine = CTranslate2Engine.from_export(out)
     try:
         assert engine.multilingual is not None and engine.multilingual.langs == LANGS
@@ -225,7 +225,7 @@ def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refus
     finally:
         engine.close()
     with pytest.raises(ExportError, match="argostranslate gives CTranslate2 a target prefix only"):
-        export(three_ways, tmp_path / "argos", "argos")
+        export(three_ways, "argos", tmp_path / "argos")
 
 
 def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
