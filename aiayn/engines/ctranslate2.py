@@ -121,14 +121,15 @@ class CTranslate2Engine(EngineBase):
     def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
                     **settings: Any) -> CTranslate2Engine:
         """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
-        length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
+        beam, length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
         type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
         out = Path(out)
         info = json.loads((out / INFO).read_text())
         tgt = out / EXPORT_TGT_SPM
         vocab = Vocab.from_files(out / EXPORT_SPM, tgt if tgt.is_file() else None)
         cfg = ModelConfig(**info["model"]) if "model" in info else ModelConfig(max_positions=info["max_positions"])
-        decode = DecodeConfig(lenpen=info["lenpen"], length_norm="length",    # (CTranslate2's: log p / |Y| ** lenpen)
+        decode = DecodeConfig(beam=int(info.get("beam", DecodeConfig.beam)), lenpen=info["lenpen"],
+                              length_norm="length",                         # (CTranslate2's: log p / |Y| ** lenpen)
                               max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
                               device="cpu", precision=precision, workers=workers).replace(**settings)
         ctranslate2_refuses(decode)

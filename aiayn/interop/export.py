@@ -72,7 +72,8 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
                           "export supports runs whose two sides number their SentencePiece pieces alike (one joint "
                           "vocabulary, `aiayn prepare`'s default, or an imported Marian model's piece table)")
     d, m = t.config.decode, t.config.model
-    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "lenpen": d.lenpen,
+    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "beam": d.beam,
+            "lenpen": d.lenpen,
             "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
             "max_positions": m.max_positions, "languages": t.run.languages(), "norms": t.run.norms().to_dict(),
             "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces

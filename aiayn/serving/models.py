@@ -205,9 +205,8 @@ def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, proces
     trained on (multilingual.py), all over one engine loaded now, for good: its weights are counted once (by the
     first direction) and a memory budget does not unload them. The directions it was not trained on are left to
     pivot (Models.chains)."""
-    run, ckpt = RunDir.locate(path)
-    if (multi := run.multilingual()) is None:
-        return [Served.load(path, engine, lazy, processes, **decode)]
+    if (Path(path) / "metadata.json").is_file() or (multi := RunDir.locate(path)[0].multilingual()) is None:
+        return [Served.load(path, engine, lazy, processes, **decode)]          # (an Argos package: one pair)
     from ..multilingual import Directed
 
     first = Served.load(path, engine, False, processes, **decode)
@@ -217,7 +216,7 @@ def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, proces
         pair = (canonical(a), canonical(b))
         info = {k: v for k, v in first.info.items() if k != "path"}     # (no path: never unloaded, loaded again)
         me = Served(f"{pair[0]}-{pair[1]}", cast("Engine", Directed(shared, multi, a, b)), pair,
-                 {**info, "multilingual": run.path.name, **({"bytes": 0} if out else {})}, settings=dict(decode),
+                 {**info, "multilingual": Path(info["run"]).name, **({"bytes": 0} if out else {})}, settings=dict(decode),
                  asked=engine, processes=first.processes)
         me.threads = first.threads
         out.append(me)
