@@ -101,6 +101,11 @@ def main(argv: list[str] | None = None) -> None:
                          *(["--pivot", a.pivot] if a.pivot else [])]
     t0 = time.perf_counter()
     run, trained = train(a.data, a.out, a.directions, a.updates_per_direction)
+    budget = a.updates_per_direction * len(trained["directions_trained"])  # type: ignore[arg-type]
+    if int(trained["steps"]) < budget:                                      # type: ignore[call-overload]
+        print(f"training stopped at update {trained['steps']} of {budget}: run the same command again to go on "
+              "(nothing recorded)", flush=True)
+        return
     result = {"recipe": "multi30k-de-en-short", "vocab_size": 8000, "tag": "source", **trained,
               "test_2016_flickr": test(run, a.data, a.pivot), "minutes": round((time.perf_counter() - t0) / 60, 1),
               "run_dir": str(run)}
