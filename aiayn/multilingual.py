@@ -109,11 +109,6 @@ def direction_source(prefix: str | Path, src: str, tgt: str) -> Source:
                         f"corpus) or {p}.{src}-{tgt}.{src} and {p}.{src}-{tgt}.{tgt} (plain or .gz)") from None
 
 
-def _tagged(pairs: Iterator[tuple[str, str]], label: str, position: Position) -> Iterator[tuple[str, str]]:
-    for s, t in pairs:
-        yield (f"{label} {s}", t) if position == "source" else (s, f"{label} {t}")
-
-
 def _write_split(sources: dict[tuple[str, str], Source], sizes: dict[str, int] | None, position: Position,
                  out: Path, errors: str, seed: int) -> dict[str, tuple[int, int]]:
     """Write one split's directions one after another: ``out``.src / ``out``.tgt tagged (what is encoded) and, for an
