@@ -16,9 +16,11 @@ greedy search) or a second, forced pass (20-28 % of beam search's time, measured
 
 ``aiayn calibrate --model RUN`` fits the regression (:func:`fit`: Newton's method on standardized features, numpy
 only: a handful of features and a thousand sentences need no scikit-learn) on the validation split and stores it in
-the run directory as ``calibration.json``; an engine loaded from a run without one uses the calibration shipped in
-the package (bundled/calibration.json, fitted on the ``make demo`` model), and says so in ``/metrics``-free terms:
-:attr:`Calibration.source`. A text of several sentences is as sure as its least sure sentence (:func:`of_text`).
+the run directory as ``calibration.json`` (a multilingual run's holds one more per direction, fitted on that
+direction's validation lines: :meth:`Calibration.for_direction`); an engine loaded from a run without one uses the
+calibration shipped in the package (bundled/calibration.json, fitted on the ``make demo`` model), and says so in
+``/metrics``-free terms: :attr:`Calibration.source`. A text of several sentences is as sure as its least sure
+sentence (:func:`of_text`).
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ class Calibration:
     names: list[str] = field(default_factory=lambda: list(NAMES))
     fitted: dict[str, Any] = field(default_factory=dict)     # what it was fitted on, and how well it did
     source: str = ""                                          # where it was read from (not saved)
+    directions: dict[str, Calibration] = field(default_factory=dict)   # a multilingual run's, one per direction
+
+    def for_direction(self, name: str) -> Calibration:
+        """The calibration of one direction (``de-en``) of a multilingual run: its own where it was fitted, else
+        this one (fitted on every direction's sentences together)."""
+        return self.directions.get(name, self)
 
     def __call__(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """The confidence in [0, 1] of each row of features."""
@@ -110,7 +118,8 @@ class Calibration:
         import os
 
         d = asdict(self)
-        d.pop("source")
+        for x in (d, *d["directions"].values()):
+            x.pop("source")
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(d, indent=1) + "\n", encoding="utf-8")
         os.replace(tmp, path)                               # (a reader sees the old file or the new, whole)
@@ -120,14 +129,21 @@ class Calibration:
         """A calibration file; ValueError naming it where it is not one (or not of these features)."""
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-            me = Calibration(**{k: d[k] for k in ("weights", "bias", "mean", "std", "threshold", "names", "fitted")
-                                if k in d})
-        except (OSError, ValueError, TypeError, KeyError) as e:
+            me = Calibration.from_dict(d)
+            me.directions = {str(k): Calibration.from_dict(v) for k, v in d.get("directions", {}).items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"{path}: not a calibration file ({e})") from None
-        if list(me.names) != list(NAMES) or not len(me.weights) == len(me.mean) == len(me.std) == len(NAMES):
-            raise ValueError(f"{path}: calibrated on other features ({', '.join(me.names)}); run aiayn calibrate again")
-        me.source = str(path)
+        for one in (me, *me.directions.values()):
+            if list(one.names) != list(NAMES) or not len(one.weights) == len(one.mean) == len(one.std) == len(NAMES):
+                raise ValueError(f"{path}: calibrated on other features ({', '.join(one.names)}); run aiayn calibrate "
+                                 "again")
+            one.source = str(path)
         return me
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Calibration:
+        return Calibration(**{k: d[k] for k in ("weights", "bias", "mean", "std", "threshold", "names", "fitted")
+                              if k in d})
 
 
 def for_run(run_dir: Path | None) -> Calibration:
@@ -143,9 +159,9 @@ def fit(x: Sequence[Sequence[float]], good: Sequence[bool], threshold: float = T
     penalty ``l2`` on the weights (not the bias)."""
     a = np.asarray(x, dtype=np.float64)
     y = np.asarray(good, dtype=np.float64)
-    mean = np.nanmean(np.where(np.isnan(a), np.nan, a), axis=0)
-    mean = np.where(np.isnan(mean), 0.0, mean)
-    std = np.nanstd(a, axis=0)
+    seen = (~np.isnan(a)).sum(0)                     # a feature no row has (greedy: no runner-up) gets weight 0
+    mean = np.where(seen > 0, np.nansum(a, axis=0) / np.maximum(seen, 1), 0.0)
+    std = np.sqrt(np.where(seen > 0, np.nansum((a - mean) ** 2, axis=0) / np.maximum(seen, 1), 1.0))
     std = np.where(~np.isfinite(std) | (std < 1e-9), 1.0, std)
     z = np.where(np.isnan(a), 0.0, (a - mean) / std)
     z1 = np.hstack([z, np.ones((len(z), 1))])

@@ -162,6 +162,41 @@ def calibrate(engine: Any, sources: Sequence[str], references: Sequence[str], th
     return cal, report
 
 
+def calibrate_directions(engine: Any, multi: Any, valid: tuple[Sequence[str], Sequence[str]], threshold: float,
+                         test: tuple[Sequence[str], Sequence[str]] | None = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`calibrate` for a multilingual run (``multi``: config.Multilingual; ``valid``/``test``: the splits' untagged
+    lines, every direction's one after another, where ``multi.ranges`` says): one calibration per direction, fitted
+    on that direction's validation lines and held out on its test lines, inside one fitted on all of them together
+    (for a direction without its own). Returns it and the report of each."""
+    from .confidence import fit
+    from .multilingual import for_direction
+
+    rows: list[list[float]] = []
+    chrfs: list[float] = []
+    per, report = {}, {}
+    for name, (first, end) in multi.ranges.get("valid", {}).items():
+        view = for_direction(engine, *name.split("-", 1))
+        x, chrf = sentence_features(view, valid[0][first:end], valid[1][first:end])
+        rows, chrfs = rows + x, chrfs + chrf
+        if sum(c >= threshold for c in chrf) in (0, len(chrf)):
+            continue                # every sentence on one side of the threshold: the pooled calibration serves it
+        per[name] = fit(x, [c >= threshold for c in chrf], threshold)
+        report[name] = {"fitted": {**agreement(per[name](x), chrf, threshold), "sentences": len(x)}}
+        if test is not None and name in multi.ranges.get("test", {}):
+            a, b = multi.ranges["test"][name]
+            hx, hchrf = sentence_features(view, test[0][a:b], test[1][a:b])
+            report[name]["held_out"] = {**agreement(per[name](hx), hchrf, threshold), "sentences": len(hx)}
+        per[name].fitted = {**report[name], "engine": engine.engine, "threshold": threshold}
+    if sum(c >= threshold for c in chrfs) in (0, len(chrfs)):
+        raise ValueError(f"every one or none of the {len(chrfs)} sentences scores chrF {threshold:g} or more: a "
+                         "calibration cannot tell good from bad there; choose another --threshold")
+    cal = fit(rows, [c >= threshold for c in chrfs], threshold)
+    cal.fitted = {"fitted": {**agreement(cal(rows), chrfs, threshold), "sentences": len(rows)},
+                  "engine": engine.engine, "threshold": threshold, "directions": report}
+    cal.directions = per
+    return cal, cal.fitted
+
+
 def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[str],
                       **overrides: Any) -> tuple[list[list[float]], list[float]]:
     """Each line's features (confidence.features, each line one sentence) and the sentence chrF of its best

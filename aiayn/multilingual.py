@@ -197,8 +197,9 @@ def prepare_multilingual(splits: dict[str, str | Path], langs: Sequence[str], di
 class Directed:
     """One direction of a multilingual model's engine (engines.Engine), as a bilingual engine is: its ``languages``
     are (src, tgt) and its ``encode`` puts the target's tag in front of each line's source ids; everything else is
-    the engine's own, so several directions share one model in memory (the server keeps one view per direction).
-    Word alignments and attention maps would count the tag as a source word: they are not offered."""
+    the engine's own but its calibration (the direction's own, where ``aiayn calibrate`` fitted one), so several
+    directions share one model in memory (the server keeps one view per direction). Word alignments and attention
+    maps would count the tag as a source word: they are not offered."""
 
     def __init__(self, engine: Any, multi: Multilingual, src: str, tgt: str) -> None:
         multi.check(src, tgt)
@@ -211,7 +212,7 @@ class Directed:
             raise ValueError(f"the model's vocabulary has no piece {multi.tag(tgt)}: it was not prepared with --langs")
         caps = replace(engine.capabilities, alignments=False, attention=False, processes=False)
         self.__dict__.update(engine_=engine, multilingual=multi, languages=(src, tgt), tag_id=tag_id,
-                             capabilities=caps)
+                             capabilities=caps, calibration=engine.calibration.for_direction(f"{src}-{tgt}"))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["engine_"], name)

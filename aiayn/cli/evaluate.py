@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from .common import add_decode_flags, add_processes_flag, add_request_flags, command, given, number
 from .translate import loaded
@@ -45,38 +46,61 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    from ..data import DataDir, read_lines
     from ..engines.auto import load
-    from ..evaluate import calibrate
+    from ..evaluate import calibrate, calibrate_directions
+    from ..multilingual import for_direction
     from ..rundir import RunDir
 
     run = RunDir.locate(a.model)[0]
-    if a.src or a.ref:
-        if not (a.src and a.ref):
-            raise ValueError("--src and --ref go together: the lines to calibrate on and their references")
-        fit_on = (list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace")))
-        held = None
-    else:
-        info = run.data_info()
-        if "data_dir" not in info or not DataDir(info["data_dir"]).has_split("valid"):
-            raise ValueError(f"{run.path}: its data dir (data.json's data_dir) is not here; give --src and --ref")
-        data = DataDir(info["data_dir"])
-        fit_on = data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt")
-        held = (data.raw_lines("test", "src"), data.raw_lines("test", "tgt")) if data.has_split("test") else None
+    fit_on, held = _calibration_lines(a, run)
     engine = load(a.model, a.engine)
     try:
-        cal, report = calibrate(engine, *fit_on, a.threshold, held)
+        if fit_on is None:                      # a multilingual run on its validation split: each direction
+            data = _data_dir(run)
+            test = (data.raw_lines("test", "src"), data.raw_lines("test", "tgt")) if data.has_split("test") else None
+            cal, report = calibrate_directions(engine, engine.multilingual, (data.raw_lines("valid", "src"),
+                                                                             data.raw_lines("valid", "tgt")),
+                                               a.threshold, test)
+        else:
+            cal, report = calibrate(for_direction(engine, a.source, a.target), fit_on[0], fit_on[1], a.threshold, held)
     finally:
         engine.close()
     out = run.path / "calibration.json"
     cal.save(out)
-    for name, what in (("fitted", "fitted on"), ("held_out", "held out")):
-        if name in report:
-            r = report[name]
-            print(f"{what}: {r['sentences']} sentences, Pearson r {number(r['pearson'])} with sentence chrF, ROC AUC "
-                  f"{number(r['roc_auc'])} for the {r['below_threshold']:.1%} under chrF {a.threshold:g}")
+    for name, r in [("", report), *sorted(report.get("directions", {}).items())]:
+        for part, what in (("fitted", "fitted on"), ("held_out", "held out")):
+            if part in r:
+                x = r[part]
+                print(f"{name + ': ' if name else ''}{what}: {x['sentences']} sentences, Pearson r "
+                      f"{number(x['pearson'])} with sentence chrF, ROC AUC {number(x['roc_auc'])} for the "
+                      f"{x['below_threshold']:.1%} under chrF {a.threshold:g}")
     print(f"calibration: {out}")
     return 0
+
+
+def _data_dir(run: Any) -> Any:
+    from ..data import DataDir
+
+    info = run.data_info()
+    if "data_dir" not in info or not DataDir(info["data_dir"]).has_split("valid"):
+        raise ValueError(f"{run.path}: its data dir (data.json's data_dir) is not here; give --src and --ref")
+    return DataDir(info["data_dir"])
+
+
+def _calibration_lines(a: argparse.Namespace, run: Any) -> tuple[Any, Any]:
+    """What ``aiayn calibrate`` fits on and holds out: --src/--ref (nothing held out), else the run's validation and
+    test splits (None for a multilingual run: each direction's lines are its own)."""
+    from ..data import read_lines
+
+    if a.src or a.ref:
+        if not (a.src and a.ref):
+            raise ValueError("--src and --ref go together: the lines to calibrate on and their references")
+        return (list(read_lines(a.src, "replace")), list(read_lines(a.ref, "replace"))), None
+    data = _data_dir(run)
+    if data.multilingual is not None:
+        return None, None
+    held = (data.raw_lines("test", "src"), data.raw_lines("test", "tgt")) if data.has_split("test") else None
+    return (data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt")), held
 
 
 def add_calibrate(sub: argparse._SubParsersAction) -> None:
@@ -90,6 +114,9 @@ def add_calibrate(sub: argparse._SubParsersAction) -> None:
                    help="sentence chrF at or above which a translation is acceptable (default %(default)s)")
     p.add_argument("--src", type=Path, help="lines to calibrate on (default: the run's validation split)")
     p.add_argument("--ref", type=Path, help="their references")
+    p.add_argument("--source", help="a multilingual run with --src/--ref: the direction they are (default without "
+                                    "them: every direction, each on its own validation lines)")
+    p.add_argument("--target", help="see --source")
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:

@@ -244,3 +244,32 @@ def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
     assert for_direction(one, None, None) is one and for_direction(one, "de", "en") is one
     with pytest.raises(ValueError, match="translates de into en, not de into fr"):
         for_direction(one, "de", "fr")
+
+
+def test_each_direction_is_calibrated_on_its_own_validation_lines(three_ways: Path, tmp_path: Path) -> None:
+    """``aiayn calibrate`` on a multilingual run fits one calibration per direction (on that direction's validation
+    lines) inside one fitted on them all, and each direction's view of the engine reads its own. The toy's trained
+    directions translate every line (chrF 100: nothing to tell apart, so they read the pooled one); its zero-shot
+    ones score 0-21, split by a threshold of 10."""
+    import shutil
+
+    from aiayn.cli.main import main
+    from aiayn.confidence import Calibration
+    from aiayn.translator import Translator
+
+    run = tmp_path / "run"
+    shutil.copytree(three_ways, run)           # (the session's run stays as it is)
+    assert main(["calibrate", "--model", str(run), "--engine", "torch", "--threshold", "10"]) == 0
+    cal = Calibration.load(run / "calibration.json")
+    ranges = Multilingual.from_dict(json.loads((run / "data.json").read_text())["multilingual"]).ranges["valid"]
+    assert set(cal.directions) == {"nx-up", "up-nx"}, cal.fitted
+    for name, one in cal.directions.items():
+        assert one.fitted["fitted"]["sentences"] == ranges[name][1] - ranges[name][0] == 60
+        assert one.weights != cal.weights
+    assert cal.fitted["fitted"]["sentences"] == 360
+    for name in ranges:
+        t = Translator.load(run, source=name[:2], target=name[3:])
+        try:
+            assert t.engine_.calibration.weights == cal.directions.get(name, cal).weights, name
+        finally:
+            t.close()
