@@ -16,7 +16,7 @@ import functools
 import json
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -448,6 +448,23 @@ class Multilingual:
             raise ValueError(f"this model does not read {src!r}: its languages are {known}")
         if src == tgt:
             raise ValueError(f"--source and --target are both {src!r}")
+
+    def first_tokens(self, lines: Sequence[int], piece_id: Callable[[str], int | None], split: str = "valid",
+                     ) -> list[int] | None:
+        """With the tag on the target side, each of these lines (numbers in ``split``) decodes from its direction's
+        tag (``piece_id``: the target vocabulary's id of a piece): the search's forced first tokens (search.py); else
+        None (the tag is in the source ids already)."""
+        if self.position != "target":
+            return None
+        tags = {name: piece_id(self.tag(name.split("-", 1)[1])) for name in self.ranges.get(split, {})}
+        out = []
+        for i in lines:
+            name = next((n for n, (a, b) in self.ranges[split].items() if a <= i < b), None)
+            tag_id = None if name is None else tags[name]
+            if tag_id is None:
+                raise ValueError(f"line {i + 1} of {split} lies in no direction with a tag in the vocabulary")
+            out.append(tag_id)
+        return out
 
     def source_ids(self, ids: list[int], tgt: str, tag_id: int) -> list[int]:
         """A line's source ids as the model reads them with ``tgt`` as the target (``tag_id``: the tag's id): the

@@ -79,6 +79,32 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
     return logp
 
 
+def _force_first(logp: Tensor, step: int | Tensor, first: Tensor | None, out: Output) -> None:
+    """A sentence with a forced first token (``first`` >= 0, broadcastable to ``logp``'s rows (...,)), while it has
+    decoded nothing (``step`` 0), may only choose that token, at no cost (log-probability 0): a target-side language
+    tag (multilingual.py), as CTranslate2's ``target_prefix`` of one token. logp (..., V), or (..., K) with a shortlist
+    (whose candidates then hold the token)."""
+    if first is None or (isinstance(step, int) and step != 0):
+        return
+    rows = (first >= 0) & (step == 0)
+    if not bool(rows.any()):
+        return
+    cols = first.clamp(min=0)
+    if out.ids is not None:
+        cols = torch.searchsorted(out.ids, cols).clamp(max=out.ids.numel() - 1)
+    forced = torch.full_like(logp, float("-inf"))
+    forced.scatter_(-1, cols.expand(logp.shape[:-1])[..., None], 0.0)
+    logp[rows.expand(logp.shape[:-1])] = forced[rows.expand(logp.shape[:-1])]
+
+
+def _drop_first(hyps: list[Hypothesis], forced: bool) -> list[Hypothesis]:
+    """Hypotheses without their forced first token (the output starts after it)."""
+    if not forced:
+        return hyps
+    return [dataclasses.replace(h, tokens=h.tokens[1:], runner_up=None if h.runner_up is None else
+                                (h.runner_up[0], h.runner_up[1][1:])) for h in hyps]
+
+
 def _no_repeat(logp: Tensor, histories: Callable[[], list[list[int]]], n: int, out: Output) -> None:
     """``no_repeat_ngram`` n (0: off): in each row of ``logp`` (..., V or K; rows in the order of ``histories()``, each
     row's tokens so far), forbid every token that would complete an n-gram the row has already produced."""
@@ -124,9 +150,10 @@ class _OneBest:
     sentence's tokens, log-probability and length, the length rule and the choice of each step's token."""
 
     def __init__(self, model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int,
-                 min_len: int, no_repeat: int, o: Output) -> None:
+                 min_len: int, no_repeat: int, o: Output, first: Tensor | None = None) -> None:
         B, device = src.shape[0], src.device
-        self.limit = max_lengths(model, src, a, b)
+        self.first = first                                       # (B,) forced first tokens (-1: none), or None
+        self.limit = max_lengths(model, src, a, b) + (0 if first is None else (first >= 0).long())
         self.steps = int(self.limit.max()) + 1                   # steps at most: the longest output, then EOS
         self.pick, self.min_len, self.no_repeat, self.o, self.eos = pick, min_len, no_repeat, o, model.cfg.eos_id
         self.out = torch.full((B, self.steps), model.cfg.pad_id, dtype=torch.long, device=device)
@@ -137,6 +164,7 @@ class _OneBest:
         """Step t: the log-probabilities (n, V) of the sentences ``rows`` (n,) limited (length, min_len,
         no_repeat), a token picked for each and recorded. -> the tokens (n,) and which ended (n,)."""
         logp = _allowed(logp, t, self.limit[rows], self.o, self.min_len)
+        _force_first(logp, t, None if self.first is None else self.first[rows], self.o)
         _no_repeat(logp, lambda: self.out[rows, :t].tolist(), self.no_repeat, self.o)
         cols = self.pick(logp)                                    # (n,)
         tokens = self.o.tokens(cols)
@@ -147,20 +175,22 @@ class _OneBest:
         return tokens, done
 
     def hypotheses(self) -> list[Hypothesis]:
-        return [Hypothesis(self.out[i, : self.length[i]].tolist(), float(self.logprob[i]), float(self.logprob[i]))
+        return [_drop_first([Hypothesis(self.out[i, : self.length[i]].tolist(), float(self.logprob[i]),
+                                        float(self.logprob[i]))], self.first is not None and int(self.first[i]) >= 0)[0]
                 for i in range(len(self.out))]
 
 
 def _one_best(
     model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], a: float, b: int, min_len: int = 0,
     out_layer: Output | None = None, stop: Stop | None = None, no_repeat: int = 0, static: bool = False,
+    first: Tensor | None = None,
 ) -> list[Hypothesis]:
     """Shared loop of greedy and sampling: one hypothesis per sentence; finished rows leave the batch. ``out_layer``:
     the vocabulary or a shortlist's candidates (default: the vocabulary); ``stop``: raise Stopped once it is true;
-    ``static``: on the static-shape step (:func:`start`)."""
+    ``static``: on the static-shape step (:func:`start`); ``first``: (B,) forced first tokens (-1: none)."""
     o = out_layer or Output.full(model.cfg)
     B = src.shape[0]
-    best = _OneBest(model, src, pick, a, b, min_len, no_repeat, o)
+    best = _OneBest(model, src, pick, a, b, min_len, no_repeat, o, first)
     cache = start(model, src, best.steps, static)
     rows = torch.arange(B, device=src.device)                     # original sentence of each active row
     tokens = torch.full((B,), model.cfg.bos_id, dtype=torch.long, device=src.device)
@@ -188,22 +218,22 @@ def settings(decode: DecodeConfig | None = None, **fields: Any) -> DecodeConfig:
 
 @torch.inference_mode()
 def greedy(model: Transformer, src: Tensor, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
-           stop: Stop | None = None, **fields: Any) -> list[Hypothesis]:
+           stop: Stop | None = None, first: Tensor | None = None, **fields: Any) -> list[Hypothesis]:
     """The most probable next token at every step. src (B, S) ids ending with EOS, right-padded. Settings used:
     the length rule (max_len_a, max_len_b, min_len), shortlist (over ``candidates``' tokens for this batch),
-    no_repeat_ngram."""
+    no_repeat_ngram; ``first``: (B,) each sentence's forced first token (-1: none), left out of its output."""
     d = settings(decode, **fields)
     return _one_best(model, src, block_argmax, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static, first)
 
 
 @torch.inference_mode()
 def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
            generator: torch.Generator | None = None, candidates: Shortlist | None = None,
-           stop: Stop | None = None, **fields: Any) -> list[Hypothesis]:
+           stop: Stop | None = None, first: Tensor | None = None, **fields: Any) -> list[Hypothesis]:
     """Ancestral sampling from softmax(logits / temperature), optionally restricted to the top-k tokens
     and/or the smallest set whose probability reaches top_p (nucleus sampling). Settings used: temperature, top_k,
-    top_p and the length rule."""
+    top_p and the length rule; ``first`` as :func:`greedy`'s."""
     d = settings(decode, **fields)
     temperature, top_k, top_p = d.temperature, d.top_k, d.top_p
 
@@ -220,24 +250,28 @@ def sample(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
         return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
 
     return _one_best(model, src, pick, d.max_len_a, d.max_len_b, d.min_len,
-                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static)
+                     output_for(model, src, candidates, d.shortlist), stop, d.no_repeat_ngram, d.static, first)
 
 
 def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generator: torch.Generator | None = None,
                  candidates: Shortlist | None = None, constraints: list[Constraints | None] | None = None,
-                 stop: Stop | None = None) -> list[list[Hypothesis]]:
+                 stop: Stop | None = None, first: Tensor | None = None) -> list[list[Hypothesis]]:
     """The search ``decode`` asks for, on src (B, S): sampling, greedy (beam 1) or beam search; ``decode.nbest``
     hypotheses per sentence (one for sampling and greedy). ``candidates``: the model's shortlist, used when
     ``decode.shortlist`` is set; ``constraints``: each sentence's, or None (constraints.py; beam search only);
-    ``stop``: checked before each step, Stopped raised once it is true."""
+    ``stop``: checked before each step, Stopped raised once it is true; ``first``: (B,) each sentence's forced first
+    token (-1: none; a target-side language tag), left out of its output."""
+    if first is not None and decode.shortlist:
+        raise ValueError("shortlist=true: a shortlist's candidates do not hold the language tag this model's output "
+                         "starts with; decode without it")
     if constraints is not None and any(c is not None for c in constraints):
         refuse_constraints(decode)
-        return beam_search(model, src, decode, candidates, constraints=constraints, stop=stop)
+        return beam_search(model, src, decode, candidates, constraints=constraints, stop=stop, first=first)
     if decode.sampling:
-        return [[h] for h in sample(model, src, decode, generator, candidates, stop)]
+        return [[h] for h in sample(model, src, decode, generator, candidates, stop, first)]
     if decode.beam == 1:
-        return [[h] for h in greedy(model, src, decode, candidates, stop)]
-    return beam_search(model, src, decode, candidates, stop=stop)
+        return [[h] for h in greedy(model, src, decode, candidates, stop, first)]
+    return beam_search(model, src, decode, candidates, stop=stop, first=first)
 
 
 # --- beam search ---------------------------------------------------------------------------------------------------
@@ -313,20 +347,24 @@ class BeamSearch:
 
     @torch.inference_mode()
     def admit(self, src: Tensor, keys: list[Any], decode: DecodeConfig | None = None,
-              constraints: list[Constraints | None] | None = None, **fields: Any) -> None:
+              constraints: list[Constraints | None] | None = None, first: Tensor | None = None,
+              **fields: Any) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
-        results; ``constraints`` (B) their lexical constraints or None. ``decode`` (default: the search's) may differ
-        from the search's settings only in what a search applies per sentence (DecodeConfig.batch_key)."""
+        results; ``constraints`` (B) their lexical constraints or None; ``first`` (B) their forced first tokens (-1:
+        none; left out of their hypotheses) or None. ``decode`` (default: the search's) may differ from the search's
+        settings only in what a search applies per sentence (DecodeConfig.batch_key)."""
         d = settings(decode or self.decode, **fields)
         _same_batch(d, self.decode)
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
         # with a shortlist, the batch decodes over its sentences' candidates: those of sentences joining add theirs
         self.out = output_for(model, src, self.candidates, d.shortlist, self.out if self.cache is not None else None)
-        limit = max_lengths(model, src, d.max_len_a, d.max_len_b)
+        first = torch.full((B,), -1, dtype=torch.long, device=dev) if first is None else first.to(dev)
+        limit = max_lengths(model, src, d.max_len_a, d.max_len_b) + (first >= 0).long()
         cache = start(model, src, int(limit.max()) + 1, d.static)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
-            self.cache, self.tokens, self.limit = cache, tokens, limit
+            self.cache, self.tokens, self.limit, self.first = cache, tokens, limit, first
+            self.forcing = False
             self.start, self.count = (torch.zeros(B, dtype=torch.long, device=dev) for _ in range(2))
             self.scores = torch.zeros(B, 1, device=dev)
             self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
@@ -336,11 +374,13 @@ class BeamSearch:
             self.cache = _join(self.cache, cache.expand(k))
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
+            self.first = torch.cat([self.first, first])
             fresh = torch.full((B, k), float("-inf"), device=dev)
             fresh[:, 0] = 0.0
             self.scores = torch.cat([self.scores, fresh])
             self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
         self.keys, self.finished = self.keys + keys, self.finished + [[] for _ in keys]
+        self.forcing = self.forcing or bool((first >= 0).any())    # (else no step looks for forced tokens)
         self.lexical.admit(constraints or [None] * B, self.scores.shape[1], d)
         if d.static:    # k rows each from the first step (one live), so that a static cache keeps one shape
             self._expand()
@@ -371,6 +411,7 @@ class BeamSearch:
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
         logp, cache = decode_step(self.model, self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
         logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
+        _force_first(logp, decoded[:, None], self.first[:, None] if self.forcing else None, self.out)
         _no_repeat(logp, lambda: _histories(self.seqs, decoded), self.decode.no_repeat_ngram, self.out)
         self.lexical.forbid_eos(logp, self.scores, decoded >= self.limit, self.out.eos)
         top, beam_of, col = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
@@ -405,7 +446,8 @@ class BeamSearch:
         gone = done | dropped
         if not gone.any():
             return []
-        out = [(self.keys[i], _ranked(self.finished[i], self.k)) for i in done.nonzero()[:, 0].tolist()]
+        out = [(self.keys[i], _drop_first(_ranked(self.finished[i], self.k), int(self.first[i]) >= 0))
+               for i in done.nonzero()[:, 0].tolist()]
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
             self.keys[i], self.finished[i] = None, []
@@ -421,7 +463,8 @@ class BeamSearch:
         k = self.k
         self.cache = self.cache.keep_((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))
         self.tokens = self.tokens.view(-1, k)[keep].view(-1)
-        self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
+        self.scores, self.seqs, self.limit, self.first = self.scores[keep], self.seqs[keep], self.limit[keep], \
+            self.first[keep]
         self.start, self.count = self.start[keep], self.count[keep]
         self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
         self.lexical.keep(keep.tolist())
@@ -434,13 +477,13 @@ class BeamSearch:
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, decode: DecodeConfig | None = None,
                 candidates: Shortlist | None = None, constraints: list[Constraints | None] | None = None,
-                stop: Stop | None = None, **fields: Any) -> list[list[Hypothesis]]:
+                stop: Stop | None = None, first: Tensor | None = None, **fields: Any) -> list[list[Hypothesis]]:
     """Beam search of a batch of sentences (:class:`BeamSearch`, all admitted at once). src (B, S) ids ending
     with EOS, right-padded. Returns the ``nbest`` best finished hypotheses per sentence. Settings used: beam,
     lenpen, length_norm, min_len, the length rule, nbest, shortlist (over ``candidates``' tokens); ``constraints``:
-    each sentence's lexical constraints or None (constraints.py)."""
+    each sentence's lexical constraints or None (constraints.py); ``first`` as :func:`greedy`'s."""
     search = BeamSearch(model, decode, candidates, **fields)
-    search.admit(src, list(range(src.shape[0])), constraints=constraints)
+    search.admit(src, list(range(src.shape[0])), constraints=constraints, first=first)
     out: list[list[Hypothesis]] = [[] for _ in range(src.shape[0])]
     while search.active:
         _check(stop)

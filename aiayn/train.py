@@ -178,10 +178,12 @@ def validate(model: Transformer, data: DataDir, cfg: RunConfig, device: torch.de
     if cfg.train.valid_bleu:
         chosen = bleu_subset(len(src), cfg.train.valid_max_sentences, cfg.train.seed)
         greedy = dataclasses.replace(cfg.decode, beam=1, nbest=1, sampling=False)
-        hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, precision)
+        multi = data.multilingual
+        first = None if multi is None else multi.first_tokens(chosen.tolist(), data.vocab().tgt.piece_id)
+        hyps = translate_ids(model, [src[int(i)].tolist() for i in chosen], greedy, device, precision, first=first)
         text = detokenize(data.vocab(), [h[0].tokens for h in hyps])
         all_refs = data.raw_lines("valid", "tgt")
-        if (multi := data.multilingual) is not None:
+        if multi is not None:
             out.update(_by_direction(multi.ranges.get("valid", {}), chosen, text, all_refs, cfg))
         else:
             s = score(text, [all_refs[int(i)] for i in chosen], lang=data.tgt, tokenize=cfg.train.bleu_tokenize or None)

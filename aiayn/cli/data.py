@@ -65,7 +65,7 @@ def _prepare_multilingual(a: argparse.Namespace) -> int:
 
         pairs = [(x, y) for x in langs for y in langs if x < y]
         splits = dict(hf_multilingual(a.hf_dataset, pairs, a.cache_dir, a.hf_config, _split_map(a.hf_split_map)))
-    out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature,
+    out = prepare_multilingual(splits, langs, directions, a.out, opts, a.sampling_temperature, a.tag_position,
                                force=a.force)
     for line in summary(DataDir(out)):
         log.info("%s", line)
@@ -130,6 +130,10 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampling-temperature", type=float, default=1.0, metavar="T",
                    help="with --langs: direction d gets a share of (n_d/N)^(1/T) of the training pairs (1, the default: "
                    "as the corpus is; 5: small directions repeated)")
+    p.add_argument("--tag-position", choices=("source", "target"), default="source",
+                   help="with --langs: the target language's tag <2xx> first in the source (default: Johnson et al., "
+                   "Marian, Sockeye) or first in the target, the decoder's first token (fairseq's --decoder-langtok; "
+                   "such a run is validated, not yet translated: docs/multilingual.md)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
 

@@ -73,6 +73,7 @@ def translate_ids(
     model: Transformer, src_ids: Sequence[Sequence[int]], decode: DecodeConfig, device: torch.device,
     precision: str = "fp32", generator: torch.Generator | None = None, candidates: Shortlist | None = None,
     constraints: Sequence[Constraints | None] | None = None, stop: Stop | None = None,
+    first: Sequence[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode each source id sequence (no EOS). Returns ``decode.nbest`` hypotheses per input, in input order.
 
@@ -80,7 +81,8 @@ def translate_ids(
     whoever made it, as :class:`TorchEngine` does); ``precision``: a training precision to autocast its fp32 weights to
     (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``);
     ``constraints``: each input's lexical constraints, or None (constraints.py); ``stop``: search.Stopped is raised
-    once it is true (checked before each decoding step).
+    once it is true (checked before each decoding step); ``first``: each input's forced first output token (a
+    target-side language tag, multilingual.py; -1: none), left out of its hypotheses.
     """
     cfg = model.cfg
     limit = cfg.max_positions - 1
@@ -93,9 +95,10 @@ def translate_ids(
 
     def run(batch: list[int]) -> list[list[Hypothesis]]:
         src = source_batch(model, [seqs[i] for i in batch], device)
+        lead = None if first is None else torch.tensor([first[i] for i in batch], device=device)
         with autocast(device, precision):   # thread-local: entered by the thread that decodes
             return decode_batch(model, src, decode, generator, candidates,
-                                None if cons is None else [cons[i] for i in batch], stop)
+                                None if cons is None else [cons[i] for i in batch], stop, lead)
 
     batches = decode_batches(src_ids, cfg.max_positions, decode)
     # sampling stays on one thread: the order of its random draws would otherwise depend on thread timing

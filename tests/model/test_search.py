@@ -578,3 +578,45 @@ def test_each_admission_has_its_own_length_limit(model: Transformer) -> None:
         alone = beam_search(model, src, beam=4, lenpen=0.6, max_len_a=lo, max_len_b=hi)
         assert [got[(name, i)][0].tokens for i in range(len(src))] == [h[0].tokens for h in alone]
     assert max(len(got[("a", i)][0].tokens) for i in range(len(a))) <= 3
+
+
+def test_a_forced_first_token_is_chosen_at_no_cost_and_left_out_of_the_output() -> None:
+    """A target-side language tag (multilingual.py): the output must start with ``first``, as CTranslate2's
+    target_prefix of one token. Forced to "b" (p .4), the rest is the script's after "b": EOS (.9), so the
+    hypothesis is empty with log .9 (the forced token costs nothing); unforced, greedy takes "a a"."""
+    fake = ScriptedDecoder(SCRIPT)
+    src = torch.cat([SRC, SRC])
+    first = torch.tensor([B, -1])
+    g = greedy(fake, src, first=first)  # type: ignore[arg-type]
+    assert [h.tokens for h in g] == [[], [A, A]]
+    assert g[0].logprob == pytest.approx(math.log(0.9)) and g[1].logprob == pytest.approx(math.log(0.216))
+    b = beam_search(fake, src, beam=2, lenpen=0.0, nbest=2, first=first)  # type: ignore[arg-type]
+    assert [h.tokens for h in b[0]] == [[], [A]] and [h.tokens for h in b[1]] == [[B], [A, A]]
+    assert b[0][0].logprob == pytest.approx(math.log(0.9)) and b[0][1].logprob == pytest.approx(math.log(0.05))
+    assert b[0][0].runner_up is not None and b[0][0].runner_up[1] == [A]
+    s = sample(fake, src, first=first, generator=torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+    assert s[0].tokens == []
+
+
+def test_sentences_with_and_without_a_forced_first_token_share_a_search(model: Transformer) -> None:
+    """What a sentence gets with a forced first token does not depend on its neighbours: each sentence admitted
+    alone equals the batch; the forced token leads what is decoded, and the rest follows it as the model's own
+    continuation would (the unforced search's best after that token, by recomputing the prefix)."""
+    src = _src(4)
+    first = torch.tensor([7, -1, 9, 7, -1, 11])
+    batch = beam_search(model, src, beam=3, lenpen=0.0, max_len_b=8, first=first)
+    for i in range(src.shape[0]):
+        alone = beam_search(model, src[i : i + 1], beam=3, lenpen=0.0, max_len_b=8, first=first[i : i + 1])
+        assert [h.tokens for h in alone[0]] == [h.tokens for h in batch[i]]
+    g = greedy(model, src, max_len_b=8, first=first)
+    for i, h in enumerate(g):
+        if first[i] < 0:
+            continue
+        s = src[i : i + 1, : int((src[i] != PAD).sum())]
+        prefix = [BOS, int(first[i])]
+        with torch.no_grad():
+            for _ in range(len(h.tokens) + 1):
+                logp = model(s, torch.tensor([prefix]))[0, -1]
+                logp[[PAD, BOS]] = float("-inf")
+                prefix.append(int(logp.argmax()))
+        assert prefix[2 : 2 + len(h.tokens)] == h.tokens

@@ -235,6 +235,26 @@ def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refus
         export(three_ways, "argos", tmp_path / "argos")
 
 
+def test_a_target_side_tag_is_validated_from_the_forced_tag(tmp_path: Path) -> None:
+    """--tag-position target: the tag is the decoder's first token, which validation forces (search.py ``first``)
+    and leaves out of what it scores; a search that let the model guess it would write one language for both
+    targets of a source. Translating such a run is refused by name (only validation decodes it yet)."""
+    from aiayn.cli.main import main
+    from aiayn.recipes import RECIPES
+    from aiayn.translator import Translator
+
+    c = three_ways_corpus(tmp_path, {"train": 6000, "valid": 60})
+    assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
+                 "--directions", "fw", "--tag-position", "target", "--vocab-size", "284", "--out",
+                 str(c / "data")]) == 0
+    assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config", str(RECIPES / "copy.yaml"),
+                 "--set", "tensorboard=false", "max_steps=600", "valid_every_steps=600"]) == 0
+    last = [json.loads(x) for x in (c / "run" / "metrics.jsonl").read_text().splitlines() if "valid_loss" in x][-1]
+    assert min(last[f"valid_bleu_{n}"] for n in ("fw-nx", "fw-up", "nx-fw", "up-fw")) > 80, last
+    with pytest.raises(ValueError, match="tag on the target side"):
+        Translator.load(c / "run", source="fw", target="nx")
+
+
 def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
     class Bilingual:
         languages = ("de", "en")
