@@ -6,6 +6,12 @@ too) translated with the averaged weights and scored with sacreBLEU, and with ``
 English also translated through English by the same model.
 
     python -m benchmarks multilingual [--directions all|en] [--updates-per-direction 1200] [--out runs/multilingual]
+    python -m benchmarks multilingual --tag-position target --updates-per-direction 300
+
+``--tag-position target`` trains the same model with the tag first in the target (the decoder's first token) and
+records its validation BLEU per direction (greedy, 100 lines a direction) beside the source-tag run's at the same
+update (read from that run's metrics.jsonl: the same lines, the same seed, the same rate schedule), since only
+validation decodes such a run yet.
 
 Training resumes where it stopped (run it again: the data is reused, the run goes on from its last checkpoint), so
 a budget longer than one sitting is spent over several. Recorded in
@@ -29,7 +35,8 @@ import record  # noqa: E402
 LANGS = ("de", "en", "fr", "cs")
 
 
-def train(data: Path, out: Path, directions: str, per_direction: int) -> tuple[Path, dict[str, object]]:
+def train(data: Path, out: Path, directions: str, per_direction: int,
+          position: str = "source") -> tuple[Path, dict[str, object]]:
     from aiayn.data import DataDir
     from aiayn.multilingual import parse_directions, prepare_multilingual
     from aiayn.prepare import PrepareOptions
@@ -39,8 +46,9 @@ def train(data: Path, out: Path, directions: str, per_direction: int) -> tuple[P
 
     chosen = parse_directions(directions, LANGS)
     splits = {"train": data / "train", "valid": data / "val", "test": data / "test_2016_flickr"}
-    prepared = DataDir(prepare_multilingual(splits, LANGS, chosen, out / f"data-{directions}",
-                                            PrepareOptions(src="src", tgt="tgt", vocab_size=8000)))
+    name = directions if position == "source" else f"{directions}-{position}"
+    prepared = DataDir(prepare_multilingual(splits, LANGS, chosen, out / f"data-{name}",
+                                            PrepareOptions(src="src", tgt="tgt", vocab_size=8000), position=position))
     updates = per_direction * len(chosen)
     cfg = resolve(yaml_path="multi30k-de-en-short", sets=[
         f"max_steps={updates}", "train.precision=fp32", "max_minutes=100000",
@@ -48,7 +56,7 @@ def train(data: Path, out: Path, directions: str, per_direction: int) -> tuple[P
         # validation lines at every 500 would take longer than the training between them
         "valid_every_steps=1200", "valid_max_sentences=1200"])
     configure(cfg.train.threads)
-    run = out / f"run-{directions}"
+    run = out / f"run-{name}"
     trainer = Trainer(prepared.path, run, cfg)
     trainer.train()
     return run, {"steps": trainer.state.step, "train_minutes": round(trainer.state.seconds / 60, 1),
@@ -88,6 +96,16 @@ def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object
     return out
 
 
+def validation_at(run: Path, step: int) -> dict[str, float]:
+    """A run's validation BLEU per direction (and their mean) at update ``step``, from its metrics.jsonl."""
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        m = json.loads(line)
+        if m.get("step") == step and "valid_bleu" in m:
+            return {k[len("valid_bleu_"):] if k != "valid_bleu" else "mean": v for k, v in m.items()
+                    if k.startswith("valid_bleu") and k not in ("valid_bleu_lc", "valid_bleu_sentences")}
+    raise SystemExit(f"{run} has no validation at update {step}: train it that far first")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--directions", default="all", help="all (twelve) or en (to and from English: six)")
@@ -95,22 +113,31 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "multilingual")
     p.add_argument("--updates-per-direction", type=int, default=1200)
     p.add_argument("--pivot", help="also translate each direction without this language through it")
+    p.add_argument("--tag-position", choices=("source", "target"), default="source")
     a = p.parse_args(argv)
     record.COMMAND[:] = ["python", "-m", "benchmarks", "multilingual", "--directions", a.directions,
                          "--updates-per-direction", str(a.updates_per_direction),
-                         *(["--pivot", a.pivot] if a.pivot else [])]
+                         *(["--pivot", a.pivot] if a.pivot else []), "--tag-position", a.tag_position]
     t0 = time.perf_counter()
-    run, trained = train(a.data, a.out, a.directions, a.updates_per_direction)
+    run, trained = train(a.data, a.out, a.directions, a.updates_per_direction, a.tag_position)
     budget = a.updates_per_direction * len(trained["directions_trained"])  # type: ignore[arg-type]
     if int(trained["steps"]) < budget:                                      # type: ignore[call-overload]
         print(f"training stopped at update {trained['steps']} of {budget}: run the same command again to go on "
               "(nothing recorded)", flush=True)
         return
-    result = {"recipe": "multi30k-de-en-short", "vocab_size": 8000, "tag": "source", **trained,
-              "test_2016_flickr": test(run, a.data, a.pivot), "minutes": round((time.perf_counter() - t0) / 60, 1),
-              "run_dir": str(run)}
+    if a.tag_position == "target":
+        step = int(trained["steps"])                                        # type: ignore[call-overload]
+        result = {"recipe": "multi30k-de-en-short", "vocab_size": 8000, **trained, "valid_greedy_bleu": {
+            "target": validation_at(run, step), "source": validation_at(a.out / f"run-{a.directions}", step)},
+            "minutes": round((time.perf_counter() - t0) / 60, 1), "run_dir": str(run)}
+        name = f"tag-position-{a.directions}"
+    else:
+        result = {"recipe": "multi30k-de-en-short", "vocab_size": 8000, "tag": "source", **trained,
+                  "test_2016_flickr": test(run, a.data, a.pivot), "minutes": round((time.perf_counter() - t0) / 60, 1),
+                  "run_dir": str(run)}
+        name = f"multilingual-{a.directions}"
     print(json.dumps(result, indent=2), flush=True)
-    print(f"recorded in {record.write('multilingual', result, name=f'multilingual-{a.directions}')}", flush=True)
+    print(f"recorded in {record.write('multilingual', result, name=name)}", flush=True)
 
 
 if __name__ == "__main__":
