@@ -6,7 +6,7 @@
 is the oracle the fast path is tested against (tests/model/test_model.py). :func:`fast_attention` picks, for the
 device, dtype and shape, between PyTorch's fused ``scaled_dot_product_attention`` and the written-out form
 (faster on CPU for a few queries, and for bf16/fp16), and lays the beams of one sentence side by side so
-that they read one copy of its keys. Why each choice, with measurements: docs/performance.md.
+that they read one copy of its keys. Why each choice, with measurements: benchmarks/NOTEBOOK.md.
 Multi-head attention (§3.2.2), which calls these, is in model.py.
 
 Shape legend: B batch (or hypotheses), H heads, T queries, S keys, K d_k.

@@ -223,7 +223,7 @@ class DecoderCache:
         first capacity (they grow past it if needed).
 
         The source keys/values are stored contiguous: each step's attention matmuls would otherwise copy
-        the strided views of the fused projection (docs/performance.md).
+        the strided views of the fused projection (benchmarks/NOTEBOOK.md).
         """
         memory_kv = [(k.contiguous(), v.contiguous()) for k, v in memory_kv]
         N, H, _, K = memory_kv[0][0].shape

@@ -2,7 +2,7 @@
 
 The paper applies it to each sub-layer's output before the residual sum, and to the sums of embeddings and
 positional encodings; tensor2tensor's options add it to the attention probabilities and inside the FFN. On
-CPU the keep decisions are drawn faster than ``torch.nn.functional.dropout`` draws them (docs/performance.md);
+CPU the keep decisions are drawn faster than ``torch.nn.functional.dropout`` draws them (benchmarks/NOTEBOOK.md);
 on GPUs, PyTorch's kernel is used.
 """
 
@@ -17,7 +17,7 @@ def _keep_mask(shape: torch.Size, p: float) -> tuple[Tensor, float]:
     """CPU dropout's keep decisions: a bool tensor of ``shape`` with P(True) = 1 - p, and the scale 1 / (1 - p).
 
     Deviation (speed): the decisions come from 16-bit slices of 64-bit random words, so p is rounded to
-    a multiple of 1/65536 (PyTorch's CPU dropout draws one float per element; docs/performance.md).
+    a multiple of 1/65536 (PyTorch's CPU dropout draws one float per element; benchmarks/NOTEBOOK.md).
     """
     threshold = round(p * 65536)
     n = shape.numel()

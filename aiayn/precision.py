@@ -57,7 +57,7 @@ def cpu_has_bf16_instructions() -> bool:
 # bf16 counts as fast on a CPU when its matrix products run at least this many times fp32's rate. Where the
 # instructions do their work, bf16 ran 2.5x fp32 (a 2-core AMD EPYC with AVX-512 BF16: ~380 against ~150 GFLOP/s);
 # on a 2-core Intel Xeon VM that lists AVX-512 BF16 (AMX hidden) oneDNN ran it at 0.54x, and training in bf16 at
-# 0.61x (docs/performance.md, benchmarks/results/bf16-probe/bf16-probe-20261127.txt). The flags alone do not tell
+# 0.61x (benchmarks/NOTEBOOK.md, benchmarks/results/bf16-probe/bf16-probe-20261127.txt). The flags alone do not tell
 # the two apart.
 FAST_BF16 = 1.3
 

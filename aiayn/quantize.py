@@ -30,7 +30,7 @@ def full_range() -> bool:
 
 class Int8Linear(nn.Module):
     """A dynamically quantized linear layer called straight through its kernel (same kernel and output as
-    ``torch.ao``'s module, without its per-call Python overhead; docs/performance.md). ``relu``: max(0, .) of the
+    ``torch.ao``'s module, without its per-call Python overhead; benchmarks/NOTEBOOK.md). ``relu``: max(0, .) of the
     output computed by the kernel itself (fbgemm's ``linear_relu_dynamic``: the same numbers, one pass fewer)."""
 
     def __init__(self, quantized: nn.Module, packed: object, relu: bool = False, reduce_range: bool = True) -> None:

@@ -40,8 +40,8 @@ def cpu_flags() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class DeviceName:
-    """A device as named without PyTorch (engine.Device): ``type`` cpu, cuda or mps, and a GPU's ``index`` if one was
-    named; CTranslate2's devices (ct2.device_of), and those aiayn's worker processes report (processes.py)."""
+    """A device as named without PyTorch (engines.base.Device): ``type`` cpu, cuda or mps, and a GPU's ``index`` if one was
+    named; CTranslate2's devices (ctranslate2.device_of), and those aiayn's worker processes report (processes.py)."""
 
     type: str
     index: int | None = None

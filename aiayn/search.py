@@ -57,8 +57,10 @@ def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
     return torch.tensor([max_length(k, a, b, model.cfg.max_positions) for k in n], device=src.device)
 
 
-def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_len: int = 0) -> Tensor:
-    """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit.
+def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_len: int = 0,
+             first: Tensor | None = None) -> Tensor:
+    """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit, and a
+    sentence's forced first token (``first``, :func:`_force_first`) where it has decoded nothing.
     logp (..., V) (or K: ``out`` says which column holds each of those tokens), limit (...,); ``step`` the tokens
     decoded so far, an int or a tensor broadcastable to limit (sentences that joined the search at different steps)."""
     eos_id = out.eos
@@ -76,6 +78,7 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
         eos = logp[..., eos_id].clamp(min=-1e4)   # a forced EOS is never impossible, even if p(EOS) underflows
         logp[at_limit] = float("-inf")
         logp[..., eos_id] = torch.where(at_limit, eos, logp[..., eos_id])
+    _force_first(logp, step, first, out)
     return logp
 
 
@@ -163,8 +166,7 @@ class _OneBest:
     def take(self, logp: Tensor, t: int, rows: Tensor) -> tuple[Tensor, Tensor]:
         """Step t: the log-probabilities (n, V) of the sentences ``rows`` (n,) limited (length, min_len,
         no_repeat), a token picked for each and recorded. -> the tokens (n,) and which ended (n,)."""
-        logp = _allowed(logp, t, self.limit[rows], self.o, self.min_len)
-        _force_first(logp, t, None if self.first is None else self.first[rows], self.o)
+        logp = _allowed(logp, t, self.limit[rows], self.o, self.min_len, None if self.first is None else self.first[rows])
         _no_repeat(logp, lambda: self.out[rows, :t].tolist(), self.no_repeat, self.o)
         cols = self.pick(logp)                                    # (n,)
         tokens = self.o.tokens(cols)
@@ -324,12 +326,11 @@ class BeamSearch:
     best), or at its length limit. What it gets does not depend on when it joined or on its neighbours, but for
     rounding in int8 (one activation scale per call) and a shortlist's candidates (the union of the batch's).
 
-    State, n sentences in the batch: ``keys`` the caller's key of each; ``start`` (n,) the step at which each joined;
-    ``limit`` (n,) its longest output; ``scores`` (n, w) its w live beams' scores (w = 1 before the first step of a
-    batch that all started together, else k; a sentence that joins a running batch starts with one live beam and
-    k - 1 at -inf); ``seqs`` (n, w, t) their tokens, a sentence's in its last ``step - start`` columns; ``finished``
-    its finished hypotheses, ``count`` (n,) how many; ``out`` the output layer; ``lexical`` its constraints
-    (constraints.py). A sentence done leaves at once: the batch's last sentence moves into its rows."""
+    State, n sentences: ``keys`` the caller's key of each; ``start`` (n,) the step it joined; ``limit`` (n,) its longest
+    output; ``first`` (n,) its forced first token or -1; ``scores`` (n, w) its w live beams' scores (w = 1 before the
+    first step of a batch that started together, else k: one live, k - 1 at -inf for a sentence joining later);
+    ``seqs`` (n, w, t) their tokens, in the last ``step - start`` columns; ``finished`` its finished hypotheses,
+    ``count`` (n,) how many; ``out`` the output layer; ``lexical`` its constraints (constraints.py)."""
 
     def __init__(self, model: Transformer, decode: DecodeConfig | None = None, candidates: Shortlist | None = None,
                  **fields: Any) -> None:
@@ -350,9 +351,8 @@ class BeamSearch:
               constraints: list[Constraints | None] | None = None, first: Tensor | None = None,
               **fields: Any) -> None:
         """Add sentences: src (B, S) ids ending with EOS, right-padded; ``keys`` (B) name them in :meth:`step`'s
-        results; ``constraints`` (B) their lexical constraints or None; ``first`` (B) their forced first tokens (-1:
-        none; left out of their hypotheses) or None. ``decode`` (default: the search's) may differ from the search's
-        settings only in what a search applies per sentence (DecodeConfig.batch_key)."""
+        results; ``constraints`` (B) their constraints, ``first`` (B) their forced first tokens (-1: none), or None.
+        ``decode`` (default: the search's) may differ from it only per sentence (DecodeConfig.batch_key)."""
         d = settings(decode or self.decode, **fields)
         _same_batch(d, self.decode)
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
@@ -363,8 +363,7 @@ class BeamSearch:
         cache = start(model, src, int(limit.max()) + 1, d.static)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
-            self.cache, self.tokens, self.limit, self.first = cache, tokens, limit, first
-            self.forcing = False
+            self.cache, self.tokens, self.limit, self.first, self.forcing = cache, tokens, limit, first, False
             self.start, self.count = (torch.zeros(B, dtype=torch.long, device=dev) for _ in range(2))
             self.scores = torch.zeros(B, 1, device=dev)
             self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
@@ -375,9 +374,8 @@ class BeamSearch:
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
             self.first = torch.cat([self.first, first])
-            fresh = torch.full((B, k), float("-inf"), device=dev)
-            fresh[:, 0] = 0.0
-            self.scores = torch.cat([self.scores, fresh])
+            fresh = torch.full((B, k - 1), float("-inf"), device=dev)
+            self.scores = torch.cat([self.scores, torch.cat([torch.zeros(B, 1, device=dev), fresh], 1)])
             self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
         self.keys, self.finished = self.keys + keys, self.finished + [[] for _ in keys]
         self.forcing = self.forcing or bool((first >= 0).any())    # (else no step looks for forced tokens)
@@ -386,8 +384,7 @@ class BeamSearch:
             self._expand()
 
     def _expand(self) -> None:
-        """Before the first step of a batch its sentences have one beam each: make it k (one live, k - 1 at
-        -inf), the layout of sentences joining later."""
+        """Before a batch's first step its sentences have one beam each: make it k, as for sentences joining later."""
         assert self.cache is not None
         n, w = self.scores.shape
         if w == self.k:
@@ -406,12 +403,11 @@ class BeamSearch:
     def step(self) -> list[tuple[Any, list[Hypothesis]]]:
         """One decoding step for every sentence; (key, finished hypotheses, best first) of those now done."""
         assert self.cache is not None, "step() with no sentences: admit() some first"
-        cfg, k, dev = self.model.cfg, self.k, self.tokens.device
-        n, w = self.scores.shape
+        (n, w), cfg, k, dev = self.scores.shape, self.model.cfg, self.k, self.tokens.device
         decoded = self.cache.step - self.start                              # (n,) tokens each has so far
         logp, cache = decode_step(self.model, self.tokens, self.cache, self.out.project)   # (n*w, V) or (n*w, K)
-        logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len)
-        _force_first(logp, decoded[:, None], self.first[:, None] if self.forcing else None, self.out)
+        logp = _allowed(logp.view(n, w, -1), decoded[:, None], self.limit[:, None].expand(n, w), self.out, self.min_len,
+                        self.first[:, None] if self.forcing else None)
         _no_repeat(logp, lambda: _histories(self.seqs, decoded), self.decode.no_repeat_ngram, self.out)
         self.lexical.forbid_eos(logp, self.scores, decoded >= self.limit, self.out.eos)
         top, beam_of, col = beam_topk(logp, self.scores, 2 * k)            # (n, 2k) each, best first
@@ -460,12 +456,10 @@ class BeamSearch:
     def _keep(self, keep: Tensor) -> None:
         """Only the sentences ``keep`` (m,) stay in the batch, in that order (the cache's rows moved in place)."""
         assert self.cache is not None
-        k = self.k
-        self.cache = self.cache.keep_((keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1))
-        self.tokens = self.tokens.view(-1, k)[keep].view(-1)
-        self.scores, self.seqs, self.limit, self.first = self.scores[keep], self.seqs[keep], self.limit[keep], \
-            self.first[keep]
-        self.start, self.count = self.start[keep], self.count[keep]
+        self.cache = self.cache.keep_((keep[:, None] * self.k + torch.arange(self.k, device=keep.device)).view(-1))
+        self.tokens = self.tokens.view(-1, self.k)[keep].view(-1)
+        self.scores, self.seqs, self.limit = self.scores[keep], self.seqs[keep], self.limit[keep]
+        self.start, self.count, self.first = self.start[keep], self.count[keep], self.first[keep]
         self.keys, self.finished = [self.keys[i] for i in keep.tolist()], [self.finished[i] for i in keep.tolist()]
         self.lexical.keep(keep.tolist())
         m = int(self.start.min())       # the decoded columns no sentence needs any more: the buffers stay as long

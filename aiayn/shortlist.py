@@ -39,7 +39,7 @@ import numpy as np
 from .config import ModelConfig
 from .data import DataError
 
-if TYPE_CHECKING:          # (imported where used: a run's shortlist is read and checked without PyTorch, ct2.py)
+if TYPE_CHECKING:          # (imported where used: engines/ctranslate2.py reads and checks a shortlist without PyTorch)
     import torch
     from torch import Tensor, nn
 

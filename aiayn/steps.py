@@ -44,7 +44,7 @@ class TracedSteps:
     """A model's decoding step (:class:`DecoderStep`) as recorded by ``torch.jit.trace``: the same operators, without
     the Python between them. One trace for each number of rows per source, with and without the self-attention
     mask, each made after its first ``after`` uses. engines.torch.TorchEngine decodes with them on CPUs
-    (``model.traced = TracedSteps(model)``; docs/performance.md); a model whose weights change must not. Steps over
+    (``model.traced = TracedSteps(model)``; benchmarks/NOTEBOOK.md); a model whose weights change must not. Steps over
     a shortlist's output layer stay plain."""
 
     def __init__(self, model: Transformer, after: int = 256) -> None:
@@ -62,7 +62,7 @@ class TracedSteps:
 class _TracedStep:
     """A DecoderStep run as it is for its first ``after`` calls, then traced (from that call's arguments) and run as
     traced from then on. Tracing and the executor's first optimized run cost ~0.18 s for the demo model (int8), and
-    a traced step saves ~0.7-1.6 ms (docs/performance.md): ``after`` = 256 calls, about where the steps run plain
+    a traced step saves ~0.7-1.6 ms (benchmarks/NOTEBOOK.md): ``after`` = 256 calls, about where the steps run plain
     have cost what the trace will, so a short run (a one-line translation, a small file) never pays it, and a long
     one pays at most about twice the least it could have.
 

@@ -24,8 +24,10 @@ INDEX = record.HERE / "RECORDS.md"
 
 
 def citing_files() -> list[Path]:
-    """Where a record may be cited: the README, the documentation, CONTRIBUTING, the benchmarks and the tests."""
-    found = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", record.HERE / "README.md", record.HERE / "results" / "ci.md",
+    """Where a record may be cited: the README, the documentation, CONTRIBUTING, the changelog, the benchmarks (their
+    performance notebook too) and the tests."""
+    found = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", record.HERE / "README.md",
+             record.HERE / "NOTEBOOK.md", record.HERE / "results" / "ci.md",
              *sorted((ROOT / "docs").rglob("*.md")), *sorted(record.HERE.glob("*.py")),
              *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "aiayn").rglob("*.py"))]
     return [p for p in found if p.is_file()]

@@ -1,8 +1,8 @@
 """Which engine decodes: ``--engine torch`` (aiayn's own, torch.TorchEngine), ``ctranslate2`` (the run's model on
-CTranslate2, ct2.CTranslate2Engine: converted on first use by export.py and cached in the run dir) or ``auto``, the
-command line's default (:class:`AutoEngine`: CTranslate2 where it is installed, aiayn's own engine for what
-CTranslate2 cannot do). :func:`load` makes any of them from a run dir. Like ct2.py this module needs no PyTorch until
-aiayn's own engine is asked for, or a conversion is to be made.
+CTranslate2, ctranslate2.CTranslate2Engine: converted on first use by export.py and cached in the run dir) or
+``auto``, the command line's default (:class:`AutoEngine`: CTranslate2 where it is installed, aiayn's own engine for
+what CTranslate2 cannot do). :func:`load` makes any of them from a run dir. Like engines/ctranslate2.py this module
+needs no PyTorch until aiayn's own engine is asked for, or a conversion is to be made.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class Hypothesis:
 def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
     """The longest output (tokens before EOS) allowed for a source sentence of ``n_src_tokens`` tokens (EOS not
     counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
-    aiayn drives (search.py, CTranslate2 through ct2.py, transformers through export.py)."""
+    aiayn drives (search.py, CTranslate2 through engines/ctranslate2.py, transformers through export.py)."""
     return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
 
 

@@ -363,7 +363,7 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
 
 
 def convert(run: RunDir, ckpt: Path, out: Path, quantization: str | None) -> None:
-    """Convert checkpoint ``ckpt`` of ``run`` for CTranslate2 into ``out`` (ct2.converted's cache: older conversions
+    """Convert checkpoint ``ckpt`` of ``run`` for CTranslate2 into ``out`` (auto.converted's cache: older conversions
     of the same checkpoint removed, the new one checked on the run's validation lines)."""
     key = out.name.rsplit("-", 1)[0]
     for stale in out.parent.glob(f"{key}-*") if out.parent.is_dir() else ():

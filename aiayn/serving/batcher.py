@@ -339,7 +339,7 @@ def admit(engine: Engine, jobs: list[Job], searches: dict[tuple[Any, ...], Searc
 
 
 class WholeBatcher:
-    """Batching for an engine that decodes whole batches (CTranslate2: ct2.CTranslate2Engine; aiayn's in worker
+    """Batching for an engine that decodes whole batches (CTranslate2: ctranslate2.CTranslate2Engine; aiayn's in worker
     processes: processes.ProcessEngine): when one of the
     ``workers`` decoding threads is free, the requests waiting with the same settings (within max_batch_tokens) are
     decoded together as one batch. Runs in the event loop's thread; the batches in the engine's."""

@@ -104,7 +104,7 @@ def problems(readme: Path, root: Path = ROOT, record_page: bool = False) -> list
 # Pages that are records themselves: lab notebooks, which the README and the other pages name as their source. A
 # table there names its source file where one was kept; where its figures were transcribed from runs whose
 # directories are not kept, it says so and how (<!-- record: ... -->), so that no table is left unaccounted for.
-RECORD_PAGES = {"results.md", "performance.md"}
+RECORD_PAGES = {"results.md"}
 
 
 def pages() -> list[Path]:
