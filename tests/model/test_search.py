@@ -620,3 +620,18 @@ def test_sentences_with_and_without_a_forced_first_token_share_a_search(model: T
                 logp[[PAD, BOS]] = float("-inf")
                 prefix.append(int(logp.argmax()))
         assert prefix[2 : 2 + len(h.tokens)] == h.tokens
+
+
+def test_a_forced_sentence_moving_into_a_finished_ones_rows_keeps_its_forced_token() -> None:
+    """Sentences leave the batch as the last ones move into their rows: a sentence's forced first token moves with
+    it. The unforced short one (1 source token, limit 1) is done a step before the two forced to "b", and the last
+    of them moves into its row; each still gets what it gets alone."""
+    fake = ScriptedDecoder(SCRIPT)
+    src = torch.tensor([[7, EOS, PAD, PAD], [7, 7, 7, EOS], [7, 7, 7, EOS]])
+    first = torch.tensor([-1, B, B])
+    kw: dict[str, Any] = {"beam": 2, "lenpen": 0.0, "nbest": 2, "max_len_a": 1.0, "max_len_b": 0}
+    batch = beam_search(fake, src, first=first, **kw)  # type: ignore[arg-type]
+    for i in range(3):
+        alone = beam_search(fake, src[i : i + 1], first=first[i : i + 1], **kw)  # type: ignore[arg-type]
+        assert [h.tokens for h in alone[0]] == [h.tokens for h in batch[i]], i
+    assert [h.tokens for h in batch[2]] == [[], [A]]
