@@ -145,19 +145,36 @@ def calibrate(engine: Any, sources: Sequence[str], references: Sequence[str], th
     find those at or above ``threshold`` (confidence.fit). Returns the calibration and how well it does: Pearson's r of
     its confidence with sentence chrF, and the ROC AUC of its confidence for finding the sentences below the
     threshold, on the lines it was fitted on and on ``held_out`` (sources, references) where given."""
+    x, chrf = sentence_features(engine, sources, references, **overrides)
+    _fittable(chrf, threshold)
+    held = sentence_features(engine, *held_out, **overrides) if held_out is not None else None
+    return _fitted(engine, x, chrf, threshold, held)
+
+
+def _one_sided(chrf: Sequence[float], threshold: float) -> str:
+    """'none' or 'every one' where all sentences lie on one side of ``threshold`` (nothing to fit), else ''."""
+    good = sum(c >= threshold for c in chrf)
+    return "none" if good == 0 else "every one" if good == len(chrf) else ""
+
+
+def _fittable(chrf: Sequence[float], threshold: float) -> None:
+    """ValueError where every sentence lies on one side of ``threshold``: there is nothing to fit."""
+    if good := _one_sided(chrf, threshold):
+        raise ValueError(f"{good} of the {len(chrf)} sentences scores chrF {threshold:g} or more: a calibration "
+                         "cannot tell good from bad there; choose another --threshold")
+
+
+def _fitted(engine: Any, x: list[list[float]], chrf: list[float], threshold: float,
+            held: tuple[list[list[float]], list[float]] | None = None) -> tuple[Any, dict[str, Any]]:
+    """The calibration fitted on features ``x`` against sentence chrF ``chrf`` (confidence.fit), and its report on
+    them and on ``held``'s held-out features and chrF."""
     from .confidence import fit
 
-    x, chrf = sentence_features(engine, sources, references, **overrides)
-    good = sum(c >= threshold for c in chrf)
-    if good in (0, len(chrf)):
-        raise ValueError(f"{'none' if good == 0 else 'every one'} of the {len(chrf)} sentences scores chrF {threshold:g} "
-                         "or more: a calibration cannot tell good from bad there; choose another --threshold")
     cal = fit(x, [c >= threshold for c in chrf], threshold)
     report = {"fitted": {**agreement(cal(x), chrf, threshold), "sentences": len(x)}, "engine": engine.engine,
               "threshold": threshold}
-    if held_out is not None:
-        hx, hchrf = sentence_features(engine, *held_out, **overrides)
-        report["held_out"] = {**agreement(cal(hx), hchrf, threshold), "sentences": len(hx)}
+    if held is not None:
+        report["held_out"] = {**agreement(cal(held[0]), held[1], threshold), "sentences": len(held[0])}
     cal.fitted = report
     return cal, report
 
@@ -167,34 +184,25 @@ def calibrate_directions(engine: Any, multi: Any, valid: tuple[Sequence[str], Se
     """:func:`calibrate` for a multilingual run (``multi``: config.Multilingual; ``valid``/``test``: the splits' untagged
     lines, every direction's one after another, where ``multi.ranges`` says): one calibration per direction, fitted
     on that direction's validation lines and held out on its test lines, inside one fitted on all of them together
-    (for a direction without its own). Returns it and the report of each."""
-    from .confidence import fit
+    (for a direction whose sentences all lie on one side of the threshold). Returns it and the report of each."""
     from .multilingual import for_direction
 
     rows: list[list[float]] = []
     chrfs: list[float] = []
-    per, report = {}, {}
+    per = {}
     for name, (first, end) in multi.ranges.get("valid", {}).items():
         view = for_direction(engine, *name.split("-", 1))
         x, chrf = sentence_features(view, valid[0][first:end], valid[1][first:end])
         rows, chrfs = rows + x, chrfs + chrf
-        if sum(c >= threshold for c in chrf) in (0, len(chrf)):
-            continue                # every sentence on one side of the threshold: the pooled calibration serves it
-        per[name] = fit(x, [c >= threshold for c in chrf], threshold)
-        report[name] = {"fitted": {**agreement(per[name](x), chrf, threshold), "sentences": len(x)}}
-        if test is not None and name in multi.ranges.get("test", {}):
-            a, b = multi.ranges["test"][name]
-            hx, hchrf = sentence_features(view, test[0][a:b], test[1][a:b])
-            report[name]["held_out"] = {**agreement(per[name](hx), hchrf, threshold), "sentences": len(hx)}
-        per[name].fitted = {**report[name], "engine": engine.engine, "threshold": threshold}
-    if sum(c >= threshold for c in chrfs) in (0, len(chrfs)):
-        raise ValueError(f"every one or none of the {len(chrfs)} sentences scores chrF {threshold:g} or more: a "
-                         "calibration cannot tell good from bad there; choose another --threshold")
-    cal = fit(rows, [c >= threshold for c in chrfs], threshold)
-    cal.fitted = {"fitted": {**agreement(cal(rows), chrfs, threshold), "sentences": len(rows)},
-                  "engine": engine.engine, "threshold": threshold, "directions": report}
-    cal.directions = per
-    return cal, cal.fitted
+        if _one_sided(chrf, threshold):
+            continue                # nothing to tell apart: the pooled calibration serves this direction
+        a, b = multi.ranges.get("test", {}).get(name, (0, 0))
+        held = sentence_features(view, test[0][a:b], test[1][a:b]) if test is not None and b > a else None
+        per[name] = _fitted(view, x, chrf, threshold, held)[0]
+    _fittable(chrfs, threshold)
+    cal, report = _fitted(engine, rows, chrfs, threshold)
+    cal.directions, report["directions"] = per, {name: c.fitted for name, c in per.items()}
+    return cal, report
 
 
 def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[str],

@@ -85,16 +85,15 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
 def _force_first(logp: Tensor, step: int | Tensor, first: Tensor | None, out: Output) -> None:
     """A sentence with a forced first token (``first`` >= 0, broadcastable to ``logp``'s rows (...,)), while it has
     decoded nothing (``step`` 0), may only choose that token, at no cost (log-probability 0): a target-side language
-    tag (multilingual.py), as CTranslate2's ``target_prefix`` of one token. logp (..., V), or (..., K) with a shortlist
-    (whose candidates then hold the token)."""
+    tag (multilingual.py), as CTranslate2's ``target_prefix`` of one token. logp (..., V): a shortlist's candidates
+    do not hold the tag, so a shortlist is refused."""
     if first is None or (isinstance(step, int) and step != 0):
         return
-    rows = (first >= 0) & (step == 0)
-    if not bool(rows.any()):
-        return
-    cols = first.clamp(min=0)
     if out.ids is not None:
-        cols = torch.searchsorted(out.ids, cols).clamp(max=out.ids.numel() - 1)
+        raise ValueError("shortlist=true: a shortlist's candidates do not hold the language tag this model's output "
+                         "starts with; decode without it")
+    rows = (first >= 0) & (step == 0)
+    cols = first.clamp(min=0)
     forced = torch.full_like(logp, float("-inf"))
     forced.scatter_(-1, cols.expand(logp.shape[:-1])[..., None], 0.0)
     logp[rows.expand(logp.shape[:-1])] = forced[rows.expand(logp.shape[:-1])]
@@ -177,9 +176,9 @@ class _OneBest:
         return tokens, done
 
     def hypotheses(self) -> list[Hypothesis]:
+        forced = [False] * len(self.out) if self.first is None else (self.first >= 0).tolist()
         return [_drop_first([Hypothesis(self.out[i, : self.length[i]].tolist(), float(self.logprob[i]),
-                                        float(self.logprob[i]))], self.first is not None and int(self.first[i]) >= 0)[0]
-                for i in range(len(self.out))]
+                                        float(self.logprob[i]))], forced[i])[0] for i in range(len(self.out))]
 
 
 def _one_best(
@@ -263,9 +262,6 @@ def decode_batch(model: Transformer, src: Tensor, decode: DecodeConfig, generato
     ``decode.shortlist`` is set; ``constraints``: each sentence's, or None (constraints.py; beam search only);
     ``stop``: checked before each step, Stopped raised once it is true; ``first``: (B,) each sentence's forced first
     token (-1: none; a target-side language tag), left out of its output."""
-    if first is not None and decode.shortlist:
-        raise ValueError("shortlist=true: a shortlist's candidates do not hold the language tag this model's output "
-                         "starts with; decode without it")
     if constraints is not None and any(c is not None for c in constraints):
         refuse_constraints(decode)
         return beam_search(model, src, decode, candidates, constraints=constraints, stop=stop, first=first)
@@ -358,12 +354,13 @@ class BeamSearch:
         model, cfg, k, dev, B = self.model, self.model.cfg, self.k, src.device, src.shape[0]
         # with a shortlist, the batch decodes over its sentences' candidates: those of sentences joining add theirs
         self.out = output_for(model, src, self.candidates, d.shortlist, self.out if self.cache is not None else None)
+        forcing = first is not None and bool((first >= 0).any())     # (else no step looks for forced tokens)
         first = torch.full((B,), -1, dtype=torch.long, device=dev) if first is None else first.to(dev)
         limit = max_lengths(model, src, d.max_len_a, d.max_len_b) + (first >= 0).long()
         cache = start(model, src, int(limit.max()) + 1, d.static)
         tokens = torch.full((B,), cfg.bos_id, dtype=torch.long, device=dev)
         if self.cache is None:                              # a new batch: one live beam each until the first step
-            self.cache, self.tokens, self.limit, self.first, self.forcing = cache, tokens, limit, first, False
+            self.cache, self.tokens, self.limit, self.first, self.forcing = cache, tokens, limit, first, forcing
             self.start, self.count = (torch.zeros(B, dtype=torch.long, device=dev) for _ in range(2))
             self.scores = torch.zeros(B, 1, device=dev)
             self.seqs = torch.empty(B, 1, 0, dtype=torch.long, device=dev)
@@ -373,12 +370,11 @@ class BeamSearch:
             self.cache = _join(self.cache, cache.expand(k))
             self.tokens = torch.cat([self.tokens, tokens.repeat_interleave(k)])
             self.limit, self.count = torch.cat([self.limit, limit]), torch.cat([self.count, self.count.new_zeros(B)])
-            self.first = torch.cat([self.first, first])
+            self.first, self.forcing = torch.cat([self.first, first]), self.forcing or forcing
             fresh = torch.full((B, k - 1), float("-inf"), device=dev)
             self.scores = torch.cat([self.scores, torch.cat([torch.zeros(B, 1, device=dev), fresh], 1)])
             self.seqs = torch.cat([self.seqs, self.seqs.new_full((B, k, self.seqs.shape[2]), cfg.pad_id)])
         self.keys, self.finished = self.keys + keys, self.finished + [[] for _ in keys]
-        self.forcing = self.forcing or bool((first >= 0).any())    # (else no step looks for forced tokens)
         self.lexical.admit(constraints or [None] * B, self.scores.shape[1], d)
         if d.static:    # k rows each from the first step (one live), so that a static cache keeps one shape
             self._expand()
@@ -442,7 +438,7 @@ class BeamSearch:
         gone = done | dropped
         if not gone.any():
             return []
-        out = [(self.keys[i], _drop_first(_ranked(self.finished[i], self.k), int(self.first[i]) >= 0))
+        out = [(self.keys[i], _drop_first(_ranked(self.finished[i], self.k), self.forcing and int(self.first[i]) >= 0))
                for i in done.nonzero()[:, 0].tolist()]
         for i in gone.nonzero()[:, 0].tolist():
             self.dropped.discard(self.keys[i])
