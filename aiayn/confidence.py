@@ -112,7 +112,8 @@ class Calibration:
         x = np.asarray(rows, dtype=np.float64)
         mean, std = np.asarray(self.mean), np.asarray(self.std)
         z = np.where(np.isnan(x), 0.0, (x - mean) / std)
-        return (1.0 / (1.0 + np.exp(-(z @ np.asarray(self.weights) + self.bias)))).tolist()
+        logit = np.clip(z @ np.asarray(self.weights) + self.bias, -500.0, 500.0)      # (exp stays finite)
+        return (1.0 / (1.0 + np.exp(-logit))).tolist()
 
     def save(self, path: Path) -> None:
         import os

@@ -114,13 +114,13 @@ def _calibrated(translator: Translator, data: DataDir, run: RunDir,
     ``held_out``; None, said, where it cannot be (a model so short-trained that no sentence is good)."""
     log.info("      calibrating its confidence on the validation split (aiayn calibrate)")
     try:
-        cal, fitted = calibrate(translator, data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt"), THRESHOLD,
-                                held_out)
+        cal, fitted = calibrate(translator.engine, data.raw_lines("valid", "src"), data.raw_lines("valid", "tgt"),
+                                THRESHOLD, held_out)
     except ValueError as e:
         log.warning("      no calibration: %s", e)
         return None
     cal.save(run.path / CALIBRATION)
-    translator.calibration = cal
+    translator.engine.calibration = cal
     return dict(fitted["held_out"])
 
 
@@ -149,7 +149,7 @@ def run_demo(out: Path, minutes: float, src: str = "de", tgt: str = "en", sets: 
     trainer.train()
     log.info("[3/4] translating test_2016_flickr (%d sentences, beam %d) and scoring with sacreBLEU",
              data.pairs("test"), cfg.decode.beam)
-    translator = Translator.load(run.path)
+    translator = Translator.load(run.path, "torch")
     src_lines, refs = data.raw_lines("test", "src"), data.raw_lines("test", "tgt")
     s = evaluate(translator, src_lines, refs, run.hypotheses("test_2016_flickr"), lang=tgt)
     fitted = _calibrated(translator, data, run, (src_lines, refs))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from . import repair
 
-# What evaluate translates with: an engine (engines/), engines in a chain (chains.Pivot) or a translator.Translator
+# What evaluate translates with: a translator.Translator (along its route: an engine, a pivot, a fallback), or an engine
 Translates = Any
 
 
@@ -103,35 +102,35 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
-    from .chains import translations
-    from .pipeline import one_line_each
+    from .pipeline import Request, one_line_each, translate
+    from .route import Route
 
-    before = Counter(repair.COUNTS)
+    route = translator.route if hasattr(translator, "route") else Route((translator,))
     t0 = time.perf_counter()
-    out = translations(translator, src_lines, **overrides)
+    done = route.follow(Request.of(src_lines, **{**overrides, "nbest": 1}), translate)
     seconds = time.perf_counter() - t0
+    out = [ts[0] for ts in done.translations]
     hyps = one_line_each([[t] for t in out])
-    repaired = {kind: {outcome: repair.COUNTS[(kind, outcome)] - before[(kind, outcome)]
-                       for outcome in ("flagged", "repaired")} for kind in repair.KINDS}
+    repaired = {kind: {outcome: done.counts[f"repair.{kind}.{outcome}"] for outcome in ("flagged", "repaired")}
+                for kind in repair.KINDS}
     if hypotheses is not None:
         hypotheses.parent.mkdir(parents=True, exist_ok=True)
         hypotheses.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     s = score(hyps, ref_lines, lang, tokenize, ter)
     keep = ("bleu", "bleu_lc", "chrf", "ter", "signature", "tokenize", "references", "note")
     first = [str(x) for x in (ref_lines[0] if multi else ref_lines)]
-    return {**{k: s[k] for k in keep if k in s}, "confidence": _confidence(translator, out, hyps, first),
+    return {**{k: s[k] for k in keep if k in s}, "confidence": _confidence(route.last(), out, hyps, first),
             "sentences": len(hyps), "seconds": round(seconds, 2),
             "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 1), "repair": repaired,
             "hypotheses": None if hypotheses is None else str(hypotheses)}
 
 
-def _confidence(translator: Any, out: Sequence[Any], hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any] | None:
+def _confidence(engine: Any, out: Sequence[Any], hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any] | None:
     """How the translations' confidences agree with their sentence chrF against the first references (None where
     an engine gave none)."""
     if not out or any(t.confidence is None for t in out):
         return None
-    engines = getattr(translator, "engines", [translator])
-    cal = engines[-1].calibration
+    cal = engine.calibration
     chrf = CHRF()
     scores = [chrf.sentence_score(h, [r]).score for h, r in zip(hyps, refs, strict=True)]
     return {**agreement([t.confidence for t in out], scores, cal.threshold), "threshold": cal.threshold,

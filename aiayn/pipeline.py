@@ -29,9 +29,10 @@ from __future__ import annotations
 import functools
 import re
 import typing
+from collections import Counter
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import config, sentences, spans
 from .confidence import of_text
@@ -47,12 +48,6 @@ if TYPE_CHECKING:
     from .repair import Call
 
 FORMATS = ("text", "html")
-# the protected spans of translated texts, kept and lost, in this process (serve.py's /metrics)
-SPANS = {"kept": 0, "lost": 0}
-# the confidence of every text translated in this process (serve.py's /metrics histogram): how many fall at or
-# below each bound (and above the one before), and their sum
-CONFIDENCE_BOUNDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-CONFIDENCE: dict[str, Any] = {"counts": [0] * len(CONFIDENCE_BOUNDS), "sum": 0.0}
 # the words aiayn's API uses for the options HTML refuses; the CLI and LibreTranslate's API give their own
 NAMES = {"nbest": "nbest", "alignments": "alignments", "constraints": "constraints", "glossary": "glossary",
          "format": "format html", "unit": "fragment"}
@@ -141,6 +136,16 @@ class Translation:
     confidence: float | None = None                     # in [0, 1], its least sure sentence's (confidence.py)
 
 
+class Translated(NamedTuple):
+    """A request's answer: per input text, its translations; and what happened on the way, counted (sentences flagged
+    and repaired by kind, ``repair.<kind>.flagged`` / ``.repaired``; the length guard's ``guard.cut`` / ``.kept``;
+    protected spans ``spans.kept`` / ``.lost``; a route's ``fallback.sent`` / ``.kept``). A front end reports them,
+    the server adds them up per model for /metrics."""
+
+    translations: list[list[Translation]]
+    counts: Counter[str]
+
+
 @dataclass
 class Prepared:
     """A request made ready for an engine: the settings, and the sentences decoded with their ids and constraints."""
@@ -156,6 +161,7 @@ class Prepared:
     parts: list[Fragment | None] | None = None
     coded: list[tuple[str, str, list[spans.Open | spans.Empty]] | None] | None = None
     linked: list[bool] = field(default_factory=list)   # per sentence: whether finish needs its word alignment
+    counts: Counter[str] = field(default_factory=Counter)   # what happened to it (Translated.counts)
 
     @property
     def aligns(self) -> bool:
@@ -281,11 +287,8 @@ def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
         Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
     """repair.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
     p = prepared
-    return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize, p.request.repair)
-
-
-# sentences the length guard cut (guarded), and those whose parts it kept, in this process
-GUARD = {"cut": 0, "kept": 0}
+    return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize, p.request.repair,
+                    p.counts)
 
 
 def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
@@ -295,7 +298,8 @@ def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
     boundary neither the splitter nor an opener found, and the model dropped part of it. It is cut before its likeliest
     starter (sentences.best_cut), the two parts translated, and they are kept where they are surer than the whole
     (their confidences' mean, weighted by their source tokens): ``prepared`` then has two sentences where it had one.
-    Only with the request's ``runon``, for plain text (no HTML, constraints, n-best or sampling)."""
+    Only with the request's ``runon``, for plain text (no HTML, constraints, n-best or sampling); counted in
+    ``prepared.counts`` (``guard.cut``, ``guard.kept``)."""
     p, norms, d, r = prepared, engine.norms, prepared.decode, prepared.request
     if not (r.sentences and r.runon and norms.short and norms.starters) or p.cons is not None or p.parts is not None \
             or d.nbest > 1 or d.sampling:
@@ -313,13 +317,13 @@ def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
                         engine.detokenize([hyps[j][0].tokens for j, _ in todo]))
     sure = confidences(engine, list(zip(parts, ids, strict=True)), [hs[0] for hs in new],
                        engine.detokenize([hs[0].tokens for hs in new]))
-    GUARD["cut"] += len(todo)
+    p.counts["guard.cut"] += len(todo)
     for k in reversed(range(len(todo))):                 # (from the last: a cut moves the sentences after it)
         (j, at), (a, b), (na, nb) = todo[k], sure[2 * k:2 * k + 2], (len(ids[2 * k]), len(ids[2 * k + 1]))
         if (a * na + b * nb) / max(1, na + nb) > whole[k]:
             _cut_sentence(p, j, at, ids[2 * k:2 * k + 2])
             hyps[j:j + 1] = new[2 * k:2 * k + 2]
-            GUARD["kept"] += 1
+            p.counts["guard.kept"] += 1
     return hyps
 
 
@@ -363,25 +367,12 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     for piece in p.pieces:
         mine, at = per_line[at:at + len(piece.spans)], at + len(piece.spans)
         joined.append(_joined(piece, mine, target, max(1, p.decode.nbest), p.request.alignments))
-    out = [t for t, _ in joined] if p.parts is None else _rendered(p, joined)
-    _observe(out)
-    return out
-
-
-def _observe(out: list[list[Translation]]) -> None:
-    """Each text's confidence counted in :data:`CONFIDENCE`."""
-    import bisect
-
-    for ts in out:
-        c = ts[0].confidence if ts else None
-        if c is not None:
-            CONFIDENCE["counts"][min(bisect.bisect_left(CONFIDENCE_BOUNDS, c), len(CONFIDENCE_BOUNDS) - 1)] += 1
-            CONFIDENCE["sum"] += c
+    return [t for t, _ in joined] if p.parts is None else _rendered(p, joined)
 
 
 def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[list[Translation]]:
     """Each text's translation with its markup put back (markup.Fragment.render; a protected plain text read back as
-    text: spans.from_html), and how many of its protected spans it holds."""
+    text: spans.from_html), and how many of its protected spans it holds (counted: ``spans.kept``, ``spans.lost``)."""
     assert p.parts is not None
     out, rows = [], iter(joined)
     for k, (text, part) in enumerate(zip(p.request.texts, p.parts, strict=True)):
@@ -397,8 +388,8 @@ def _rendered(p: Prepared, joined: list[tuple[list[Translation], str]]) -> list[
             rendered = lead + spans.text(spans.from_html(rendered, codes)).strip() + trail
         kinds = tuple(x for x in p.request.protect if p.request.format == "text" or x != "tags")
         kept = spans.kept(text, rendered, kinds)
-        SPANS["kept"] += kept[0]
-        SPANS["lost"] += kept[1] - kept[0]
+        p.counts["spans.kept"] += kept[0]
+        p.counts["spans.lost"] += kept[1] - kept[0]
         out.append([Translation(rendered, sum(t[0].score for t, _ in mine), spans=kept, confidence=sure)])
     return out
 
@@ -447,10 +438,10 @@ def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int
     return out, back
 
 
-def translate(engine: Engine, request: Request) -> list[list[Translation]]:
+def translate(engine: Engine, request: Request) -> Translated:
     """The request's translations, decoded by ``engine`` in this thread."""
     prepared = prepare(engine, request)
-    return finish(engine, prepared, decode(engine, prepared))
+    return Translated(finish(engine, prepared, decode(engine, prepared)), prepared.counts)
 
 
 def one_line_each(out: list[list[Translation]]) -> list[str]:
@@ -462,19 +453,17 @@ Decoder = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | N
                    Awaitable[list[list["Hypothesis"]]]]
 
 
-async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) -> list[list[Translation]]:
+async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) -> Translated:
     """A prepared request's translations, its lines decoded by ``decoder`` (a server's batcher: ``Batcher.translate``),
     the model's other work (word alignments) off the event loop."""
     hyps = await run_async(repairs(engine, prepared, await decoder(prepared.ids, prepared.decode, prepared.cons)),
                            decoder)
     hyps = await run_async(guarded(engine, prepared, hyps), decoder)
     if not prepared.aligns:
-        return finish(engine, prepared, hyps)
+        return Translated(finish(engine, prepared, hyps), prepared.counts)
     import asyncio  # (here: the command line has no event loop, nor imports one)
 
-    return await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
-
-
-# --- a stream of lines, in chunks --------------------------------------------------------------------------------
+    out = await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
+    return Translated(out, prepared.counts)
 
 

@@ -12,15 +12,15 @@ Small and undertrained models fail in three recurring ways, and each has a setti
   or more). Too short (half translated): decoded again with ``min_len`` at the shortest ratio; too long: with the
   length rule at the longest.
 
-The translation kept is the one with the lesser failure (none; a length; a copy; a loop), and of two alike the
-better-scoring (length-normalised log-probability); a sentence is counted repaired when its failure got lesser. Decoding is
-deterministic, so the same input always gives the same output. :data:`COUNTS` holds how many sentences were flagged
-and repaired in this process, by kind: ``aiayn evaluate --json`` reports them, and ``/metrics`` as
-``aiayn_repair_sentences_total``. Sentences are always checked and counted; they are decoded again with
-the request's ``repair`` (``--repair``, ``"repair": true`` in a request), which is off by default: a repair changes what a
-model says, so that aiayn's engine and CTranslate2 (whose no-repeat rule is its own) no longer give the same text,
-and on the demo model it moved BLEU by 0.01-0.04 (benchmarks/results/repair/repair-20261127-0319.json). pipeline.py drives
-it, for every engine.
+The translation kept is the one with the lesser failure (none; a length; a copy; a loop), and of two alike the better-
+scoring (length-normalised log-probability); a sentence is counted repaired when its failure got lesser. Decoding is
+deterministic, so the same input always gives the same output. How many sentences were flagged and repaired, by kind,
+is counted in the request's counts (``repair.<kind>.flagged``, ``.repaired``: pipeline.Translated): ``aiayn evaluate
+--json`` reports them, and ``/metrics`` as ``aiayn_repair_sentences_total``. Sentences are always checked and counted;
+they are decoded again with the request's ``repair`` (``--repair``, ``"repair": true`` in a request), which is off by
+default: a repair changes what a model says, so that aiayn's engine and CTranslate2 (whose no-repeat rule is its own)
+no longer give the same text, and on the demo model it moved BLEU by 0.01-0.04
+(benchmarks/results/repair/repair-20261127-0319.json). pipeline.py drives it, for every engine.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 LOOP = 4                  # times a run of tokens is repeated in a row for a loop
 COPIES = 0.01             # training data copying more often than this: copies are not flagged
 KINDS = ("loop", "copy", "short", "long")
-# flagged and repaired sentences in this process, by (kind, "flagged" | "repaired")
-COUNTS: Counter[tuple[str, str]] = Counter()
 
 Call = tuple[list[list[int]], DecodeConfig, "list[Constraints | None] | None"]
 
@@ -91,11 +89,11 @@ def settings(kind: str, decode: DecodeConfig, n_src: int, norms: Norms) -> Decod
 
 def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[Constraints | None] | None,
              hyps: list[list[Hypothesis]], decode: DecodeConfig, norms: Norms,
-             detokenize: Callable[[list[list[int]]], list[str]], repair: bool) -> Generator[
+             detokenize: Callable[[list[list[int]]], list[str]], repair: bool, counts: Counter[str]) -> Generator[
                  Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
     """The sentences' hypotheses with those flagged decoded again (the module's docstring): a plan, as engine.plan, that
     yields the calls to make (ids, settings, constraints) and is sent their hypotheses. ``detokenize``: ids -> text;
-    ``repair``: the request's option (off: the flagged are only counted)."""
+    ``repair``: the request's option (off: the flagged are only counted, in ``counts``)."""
     if decode.sampling or not hyps:
         return hyps
     outputs = detokenize([hs[0].tokens if hs else [] for hs in hyps])
@@ -104,7 +102,7 @@ def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[
     groups: dict[DecodeConfig, list[int]] = {}
     for i, kind in enumerate(flags):
         if kind is not None:
-            COUNTS[(kind, "flagged")] += 1
+            counts[f"repair.{kind}.flagged"] += 1
             if repair:
                 groups.setdefault(settings(kind, decode, len(ids[i]), norms), []).append(i)
     for again, rows in groups.items():
@@ -114,5 +112,5 @@ def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[
             kind, was = flag(texts[i], ids[i], text, hs[0].tokens if hs else [], norms), SEVERITY[flags[i]]
             if hs and (SEVERITY[kind] < was or SEVERITY[kind] == was and hs[0].score > hyps[i][0].score):
                 hyps[i] = hs
-                COUNTS[(flags[i] or "", "repaired")] += SEVERITY[kind] < was
+                counts[f"repair.{flags[i]}.repaired"] += SEVERITY[kind] < was
     return hyps

@@ -56,35 +56,36 @@ def main(argv: list[str] | None = None) -> None:
     from aiayn.align import align, format_links, method
     from aiayn.rundir import RunDir
 
-    t = Translator.load(a.model, device="cpu")
+    t = Translator.load(a.model, "torch", device="cpu")
     s, g = RunDir.locate(a.model)[0].languages() or ("de", "en")
     split: dict[str, tuple[list[str], list[list[int]], list[str]]] = {}
     for name in ("valid", "test"):
         src = Path(a.data, f"{name}.{s}").read_text(encoding="utf-8").splitlines()[: a.lines]
-        hyps = [h[0].tokens for h in t.translate_hypotheses(src)]
-        split[name] = (src, hyps, t.detokenize(hyps))
+        hyps = [h[0].tokens for h in t.engine.translate_hypotheses(src)]
+        split[name] = (src, hyps, t.engine.detokenize(hyps))
     with gzip.open(f"{a.train}.{s}.gz", "rt", encoding="utf-8") as fs, \
             gzip.open(f"{a.train}.{g}.gz", "rt", encoding="utf-8") as ft:
         train = [(x.strip(), y.strip()) for x, y in zip(fs, ft, strict=True)]
     ours = [(x, y) for name in ("valid", "test") for x, y in zip(split[name][0], split[name][2], strict=True)]
     reference = eflomal_reference(train + ours)[len(train):]
     refs = {"valid": reference[: len(split["valid"][0])], "test": reference[len(split["valid"][0]):]}
-    pieces = (t.vocab.src.piece, t.vocab.tgt.piece)
+    pieces = (t.engine.vocab.src.piece, t.engine.vocab.tgt.piece)
     rows: list[dict[str, Any]] = []
     links: dict[tuple[str, int, int], list[list[tuple[int, int]]]] = {}
-    n_layers = len(t.model.decoder)
+    n_layers = len(t.engine.model.decoder)
     for name in ("valid", "test"):
-        src_ids = t.vocab.src.encode(split[name][0])
+        src_ids = t.engine.vocab.src.encode(split[name][0])
         for layer in range(n_layers):
             for shift in (0, 1):
-                links[(name, layer, shift)] = align(t.model, pieces, src_ids, split[name][1], layer, shift, t.device)
+                links[(name, layer, shift)] = align(t.engine.model, pieces, src_ids, split[name][1], layer, shift,
+                                                    t.engine.device)
                 rows.append({"split": name, "layer": layer, "shift": shift,
                              **agreement(links[(name, layer, shift)], refs[name])})
-    layer, shift, heads = method(t.model)
+    layer, shift, heads = method(t.engine.model)
     if heads:      # a model trained with guided alignment: the heads it trained, which translate --alignments reads
         for name in ("valid", "test"):
-            links[(name, "trained", shift)] = align(t.model, pieces, t.vocab.src.encode(split[name][0]),
-                                                    split[name][1], layer, shift, t.device, heads=heads)
+            links[(name, "trained", shift)] = align(t.engine.model, pieces, t.engine.vocab.src.encode(split[name][0]),
+                                                    split[name][1], layer, shift, t.engine.device, heads=heads)
             rows.append({"split": name, "layer": "trained", "shift": shift, "heads": heads,
                          **agreement(links[(name, "trained", shift)], refs[name])})
     print("| layer (all heads) | shift | valid P | valid R | valid AER | test P | test R | test AER |")

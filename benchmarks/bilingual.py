@@ -53,7 +53,7 @@ def direction(data: Path, out: Path, src: str, tgt: str, updates: int) -> dict[s
     configure(cfg.train.threads)
     trainer = Trainer(prepared.path, run.path, cfg)
     trainer.train()
-    translator = Translator.load(run.path)
+    translator = Translator.load(run.path, "torch")
     s = evaluate(translator, prepared.raw_lines("test", "src"), prepared.raw_lines("test", "tgt"),
                  run.hypotheses("test_2016_flickr"), lang=tgt)
     return {"direction": f"{src}-{tgt}", "recipe": "multi30k-de-en-short", "vocab_size": 8000, "steps":

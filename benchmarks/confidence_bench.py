@@ -14,7 +14,7 @@ cascade that hands the unsure ones to a stronger model.
   for every sentence; aiayn's own beam search keeps the runner-up anyway, so its cost is the features' alone.
 - **Cascade** (``--first`` and ``--fallback``): the test set translated by the first alone, by the fallback alone,
   and by the first with each line less sure than each ``--thresholds`` value translated again by the fallback
-  (chains.translate_with_fallback, as ``aiayn translate --fallback``): BLEU, the share of lines sent on, and
+  (route.Route with a fallback, as ``aiayn translate --fallback``): BLEU, the share of lines sent on, and
   sentences/s, all in this process on this CPU.
 
 Records ``results/confidence/confidence-<date>.json``.
@@ -80,18 +80,18 @@ def cost(engine: Any, src: list[str]) -> dict[str, Any]:
 
 
 def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], thresholds: list[float]) -> dict[str, Any]:
-    from aiayn.chains import FALLBACK, translate_with_fallback
     from aiayn.evaluate import score
-    from aiayn.pipeline import Request, one_line_each
+    from aiayn.pipeline import Request, one_line_each, translate
+    from aiayn.route import Route
 
     def run(name: str, engines: list[Any], back: list[Any], x: float) -> dict[str, Any]:
-        sent = FALLBACK["sent"]
         t0 = time.perf_counter()
-        out = translate_with_fallback(engines, back, Request(src, decode={"nbest": 1}), x)
+        route = Route(tuple(e.engine for e in engines), Route(tuple(e.engine for e in back)) if back else None, x)
+        out, counts = route.follow(Request(src, decode={"nbest": 1}), translate)
         seconds = time.perf_counter() - t0
         s = score(one_line_each(out), ref)
         row = {"bleu": s["bleu"], "chrf": s["chrf"], "seconds": round(seconds, 2),
-               "sentences_per_s": round(len(src) / seconds, 1), "sent_on": round((FALLBACK["sent"] - sent) / len(src), 4)}
+               "sentences_per_s": round(len(src) / seconds, 1), "sent_on": round(counts["fallback.sent"] / len(src), 4)}
         print(f"  {name}: BLEU {row['bleu']:.2f}, {row['sentences_per_s']:.1f} sentences/s, "
               f"{row['sent_on']:.1%} sent on", flush=True)
         return row
@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         first = Translator.load(a.first, a.engine, **({"beam": a.first_beam} if a.first_beam else {}))
         fallback = Translator.load(a.fallback, a.engine)
         try:
-            out["cascade"] = {"first": a.first, "first_beam": first.decode.beam, "fallback": a.fallback,
-                              "fallback_beam": fallback.decode.beam, **cascade(first, fallback, src, ref, a.thresholds)}
+            out["cascade"] = {"first": a.first, "first_beam": first.engine.decode.beam, "fallback": a.fallback,
+                              "fallback_beam": fallback.engine.decode.beam,
+                              **cascade(first, fallback, src, ref, a.thresholds)}
         finally:
             first.close()
             fallback.close()

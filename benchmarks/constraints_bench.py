@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]
     langs = RunDir.locate(a.model)[0].languages() or ("de", "en")
     phrases = draw(ref)
-    t = Translator.load(a.model, precision=a.precision, device="cpu", beam=a.beam)
+    t = Translator.load(a.model, "torch", precision=a.precision, device="cpu", beam=a.beam)
     t.translate(src[-50:])                                                              # warm-up
     speed: list[dict[str, Any]] = []
     plain: list[str] = []

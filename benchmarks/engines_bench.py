@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     engines = {name: Translator.load(a.model, name, device="cpu", precision="fp32") for name in ("torch", "ctranslate2")}
     out: dict[str, dict[str, Any]] = {}
     for name, e in engines.items():
-        aligned, s1 = _timed(lambda e=e: translate(e, Request(lines, alignments=True)))
-        tagged, s2 = _timed(lambda e=e: translate(e, Request(html, format="html")))
+        aligned, s1 = _timed(lambda e=e: translate(e.engine, Request(lines, alignments=True)).translations)
+        tagged, s2 = _timed(lambda e=e: translate(e.engine, Request(html, format="html")).translations)
         out[name] = {"text": [t[0].text for t in aligned], "alignments": [t[0].alignment for t in aligned],
                      "html": [t[0].text for t in tagged], "seconds_aligned": round(s1, 2), "seconds_html": round(s2, 2)}
     figures: dict[str, Any] = {"lines": len(lines), "model": str(a.model), "src": str(a.src)}

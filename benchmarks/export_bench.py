@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     precision = "int8" if a.quantization.startswith("int8") else "fp32"
     with tempfile.TemporaryDirectory() as tmp:
         out = export(a.model, "ctranslate2", Path(tmp) / "ct2", quantization=a.quantization)
-        ours = Translator.load(a.model, device="cpu", precision=precision)
+        ours = Translator.load(a.model, "torch", device="cpu", precision=precision)
         cores = torch.get_num_threads()
         print(f"{len(src)} sentences, aiayn {precision} vs CTranslate2 {ctranslate2.__version__} {a.quantization}, "
               f"{cores} cores")

@@ -135,19 +135,19 @@ def exactness(run: Path, hf_dir: Path, src: list[str], beams: tuple[int, ...]) -
         warnings.simplefilter("ignore")
         tok = transformers.MarianTokenizer.from_pretrained(str(hf_dir))
         model = transformers.MarianMTModel.from_pretrained(str(hf_dir)).eval()
-    t = Translator.load(run, device="cpu", precision="fp32")
-    native = t.vocab.tgt.ids.to_native                                   # aiayn id -> Marian id
+    t = Translator.load(run, "torch", device="cpu", precision="fp32")
+    native = t.engine.vocab.tgt.ids.to_native                                   # aiayn id -> Marian id
     start, pad = model.config.decoder_start_token_id, model.config.pad_token_id
     to_marian = lambda j: start if j == BOS_ID else int(native[j])       # noqa: E731
     result: dict[str, Any] = {"sentences": len(src)}
-    d = t.decode
+    d = t.engine.decode
     worst = 0.0
     for beam in beams:
-        ours = [[to_marian(j) for j in h[0].tokens] for h in t.translate_hypotheses(src, beam=beam)]
+        ours = [[to_marian(j) for j in h[0].tokens] for h in t.engine.translate_hypotheses(src, beam=beam)]
         theirs = []
         for line in src:
             enc = tok([line], return_tensors="pt")
-            limit = max_length(enc["input_ids"].shape[1] - 1, d.max_len_a, d.max_len_b, t.model.cfg.max_positions)
+            limit = max_length(enc["input_ids"].shape[1] - 1, d.max_len_a, d.max_len_b, t.engine.model.cfg.max_positions)
             with torch.no_grad():                    # aiayn's limit counts the words; transformers' counts the EOS
                 ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=limit + 1,
                                      length_penalty=d.lenpen, early_stopping=True)[0].tolist()[1:]
@@ -159,10 +159,10 @@ def exactness(run: Path, hf_dir: Path, src: list[str], beams: tuple[int, ...]) -
                 enc = tok([line], return_tensors="pt")
                 with torch.no_grad():
                     hf = model(**enc, decoder_input_ids=torch.tensor([[start] + y])).logits[0].log_softmax(-1)
-                    s = t.vocab.src.encode([line])[0] + [2]
+                    s = t.engine.vocab.src.encode([line])[0] + [2]
                     inv = {int(n): i for i, n in enumerate(native) if n >= 0}
                     ys = [inv[j] for j in y]
-                    a = t.model(torch.tensor([s]), torch.tensor([[BOS_ID] + ys]))[0]
+                    a = t.engine.model(torch.tensor([s]), torch.tensor([[BOS_ID] + ys]))[0]
                 cols = [i for i in range(a.shape[1]) if i != 0]
                 worst = max(worst, (a[:, cols] - hf[:, [to_marian(i) for i in cols]]).abs().max().item())
     result["max_abs_logprob_difference"] = worst

@@ -78,7 +78,7 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
              figures: dict[str, Any], save: Any, peers: bool = True) -> None:
     from aiayn import Translator
 
-    t = Translator.load(run, device=device, precision=precision)
+    t = Translator.load(run, "torch", device=device, precision=precision)
     rows: list[dict[str, Any]] = figures.setdefault("decoding", [])
     today: dict[int, list[str]] = {}
     for beam in (1, 4):
@@ -105,7 +105,7 @@ def decoding(run: str, lines: list[str], refs: list[str], device: str, precision
         print(figures["ctranslate2"], flush=True)
         save()
         return
-    figures["ctranslate2"] = {"version": record._version("ctranslate2"), "compute_type": fast.precision}
+    figures["ctranslate2"] = {"version": record._version("ctranslate2"), "compute_type": fast.engine.precision}
     for beam in (1, 4):
         first, second, each, out = _passes(fast, lines, beam)
         rows.append({"engine": "ctranslate2", "beam": beam, "precision": precision, "first pass s": round(first, 2),

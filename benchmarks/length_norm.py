@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()
     if len(src) != len(ref):
         sys.exit(f"length_norm.py: {a.src} has {len(src)} lines but {a.ref} has {len(ref)}")
-    t = Translator.load(a.model, device="cpu", precision="fp32")
+    t = Translator.load(a.model, "torch", device="cpu", precision="fp32")
     lang = RunDir.locate(a.model)[0].target_language()
-    beam = a.beam or t.decode.beam
+    beam = a.beam or t.engine.decode.beam
     rows = []
     print(f"| length_norm | alpha | BLEU | BLEU lc | mean length | identical to length/alpha={a.alphas[-1]:g} |")
     print("|---|---|---|---|---|---|")

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]
     rng = random.Random(0)
     tagged = [tag_line(line, rng) for line in src]
-    t = Translator.load(a.model, device="cpu")
+    t = Translator.load(a.model, "torch", device="cpu")
     t0 = time.perf_counter()
     plain = t.translate(src)
     s_plain = time.perf_counter() - t0

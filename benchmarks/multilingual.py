@@ -65,12 +65,13 @@ def train(data: Path, out: Path, directions: str, per_direction: int,
 
 def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object]]:
     """Each direction's test_2016_flickr scores (and, with ``pivot``, through it for the directions without it)."""
-    from aiayn.chains import Pivot
     from aiayn.data import read_lines
     from aiayn.engines.auto import load
     from aiayn.evaluate import evaluate
     from aiayn.multilingual import for_direction
+    from aiayn.route import Route
     from aiayn.rundir import RunDir
+    from aiayn.translator import Translator
 
     engine = load(run, "torch")
     multi = engine.multilingual
@@ -84,7 +85,7 @@ def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object
                 ref = list(read_lines(data / f"test_2016_flickr.{b}.gz"))
                 ways = {"direct": for_direction(engine, a, b)}
                 if pivot and pivot not in (a, b):
-                    ways["pivot"] = Pivot([for_direction(engine, a, pivot), for_direction(engine, pivot, b)])
+                    ways["pivot"] = Translator(Route((for_direction(engine, a, pivot), for_direction(engine, pivot, b))))
                 for way, translator in ways.items():
                     s = evaluate(translator, src, ref, RunDir(run).hypotheses(f"test_2016_flickr.{a}-{b}.{way}"),
                                  lang=b)

@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
         r = rows[str(per)]
         if per > 1:
             texts = joined(src, per, breaks=True)
-            out = [t[0].text for t in translate(engine, Request(texts))]       # (the pipeline: line breaks kept)
+            out = [t[0].text for t in translate(engine.engine, Request(texts)).translations]   # (line breaks kept)
             r["newlines"] = {**score(one_line(out), refs), "line_breaks_kept": sum(
                 o.count("\n") == t.count("\n") for o, t in zip(out, texts, strict=True)) / len(texts)}
         if per > 1 and a.libretranslate:

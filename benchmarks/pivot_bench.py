@@ -3,7 +3,7 @@
     python -m benchmarks pivot --chain runs/demo-1200/run-de-en runs/pivot/run-en-fr \\
         --direct runs/pivot/run-de-fr --src test_2016_flickr.de --ref test_2016_flickr.fr [--engine torch]
 
-The chain is each model in turn (chains.Pivot: what ``aiayn translate --model A --model B`` and a server's pivot
+The chain is each model in turn (route.Route: what ``aiayn translate --model A --model B`` and a server's pivot
 do); the direct model translates the pair itself. Both are scored on the same lines with sacreBLEU (BLEU, lowercased
 BLEU, chrF) and timed. Records ``results/pivot/pivot-<date>.json``.
 """
@@ -30,16 +30,16 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     a = ap.parse_args(argv)
     from aiayn import Translator
-    from aiayn.chains import Pivot
     from aiayn.data import read_lines
     from aiayn.evaluate import evaluate
+    from aiayn.route import Route
     from aiayn.rundir import RunDir
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
     lang = RunDir.locate(a.direct)[0].target_language()
     rows: dict[str, Any] = {}
     for name, translator in (("direct", Translator.load(a.direct, a.engine)),
-                             ("pivot", Pivot([Translator.load(m, a.engine) for m in a.chain]))):
+                             ("pivot", Translator(Route(tuple(Translator.load(m, a.engine).engine for m in a.chain))))):
         r = evaluate(translator, src, ref, lang=lang)
         rows[name] = {k: r[k] for k in ("bleu", "bleu_lc", "chrf", "seconds", "sentences_per_s", "signature")}
         print(f"{name:7} BLEU {r['bleu']:6.2f}  lowercased {r['bleu_lc']:6.2f}  chrF {r['chrf']:6.2f}  "

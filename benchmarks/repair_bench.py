@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
     engine = Translator.load(a.model, a.engine)
     lang = RunDir.locate(a.model)[0].target_language()
-    rows: dict[str, Any] = {"norms": engine.norms.to_dict()}
+    rows: dict[str, Any] = {"norms": engine.engine.norms.to_dict()}
     for beam in a.beam:
         off = evaluate(engine, src, ref, lang=lang, beam=beam, repair=False)
         on = evaluate(engine, src, ref, lang=lang, beam=beam, repair=True)

@@ -263,16 +263,17 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
     from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
 
     torch.set_num_threads(1)
-    t = Translator.load(a.model, device="cpu", precision=a.precision, workers=1)
+    t = Translator.load(a.model, "torch", device="cpu", precision=a.precision, workers=1)
     lines = [line for r in requests for line in r]
 
     def static(size: int) -> list[str]:
         out = []
         with torch.inference_mode():
             for j in range(0, len(lines), size):
-                seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines[j : j + size])]
-                out += [h[0].tokens for h in beam_search(t.model, source_batch(t.model, seqs, t.device), t.decode)]
-        return t.detokenize(out)
+                seqs = [source_ids(t.engine.model, ids) for ids in t.engine.vocab.src.encode(lines[j : j + size])]
+                batch = source_batch(t.engine.model, seqs, t.engine.device)
+                out += [h[0].tokens for h in beam_search(t.engine.model, batch, t.engine.decode)]
+        return t.engine.detokenize(out)
 
     def batcher(clients: int) -> list[str]:
         limits = Limits(workers=1, max_batch_tokens=a.max_batch_tokens, max_wait_ms=0.0, max_queue_lines=10**9,
@@ -280,11 +281,12 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
         out: dict[int, list[str]] = {}
 
         async def run() -> None:
-            b, todo = Batcher(t, limits, DecodeMetrics(CollectorRegistry()).model("bench")), iter(enumerate(requests))
+            b, todo = Batcher(t.engine, limits, DecodeMetrics(CollectorRegistry()).model("bench")), iter(enumerate(requests))
 
             async def client() -> None:
                 for i, r in todo:
-                    out[i] = t.detokenize([hs[0].tokens for hs in await b.translate(t.encode(r), t.decode)])
+                    got = await b.translate(t.engine.encode(r), t.engine.decode)
+                    out[i] = t.engine.detokenize([hs[0].tokens for hs in got])
 
             await asyncio.gather(*(client() for _ in range(clients)))
             b.close()

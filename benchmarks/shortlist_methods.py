@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     d = DataDir(a.data)
     src, ref = d.raw_lines("valid", "src"), d.raw_lines("valid", "tgt")
-    t = Translator.load(a.model, precision="int8", workers=1, device="cpu")
+    t = Translator.load(a.model, "torch", precision="int8", workers=1, device="cpu")
     lang = d.tgt
-    lists = {(m, k): build(d.path, t.model.cfg, k=k, frequent=a.frequent, method=m) for m in ("cooc", "eflomal")
+    lists = {(m, k): build(d.path, t.engine.model.cfg, k=k, frequent=a.frequent, method=m) for m in ("cooc", "eflomal")
              for k in a.k}
     rows = []
     for beam in a.beams:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         base = {"seconds": round(time.perf_counter() - t0, 2), "bleu": score(full, ref, lang)["bleu"]}
         rows.append({"method": "none", "k": 0, "beam": beam, **base, "identical": len(src)})
         for (method, k), sl in lists.items():
-            t.shortlist = sl
+            t.engine.shortlist = sl
             t0 = time.perf_counter()
             out = t.translate(src, beam=beam, shortlist=True)
             same = sum(x == y for x, y in zip(out, full, strict=True))

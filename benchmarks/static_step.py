@@ -89,7 +89,7 @@ class Steps:
 
         torch.manual_seed(0)
         self.model_path, self.rows, self.steps = model_path, rows, steps
-        self.m = m = Translator.load(model_path, device="cpu", precision="fp32", workers=1).model.eval()
+        self.m = m = Translator.load(model_path, "torch", device="cpu", precision="fp32", workers=1).engine.model.eval()
         self.L, self.T = len(m.decoder), steps + 2
         self.src = torch.randint(4, m.cfg.src_vocab_size, (rows, src_len))
         self.src[:, -1] = m.cfg.eos_id
@@ -141,7 +141,7 @@ def measure(model_path: str, rows: int, src_len: int, steps: int, repeats: int, 
 
     st = Steps(model_path, rows, src_len, steps)
     m, toks = st.m, st.toks
-    q8 = Translator.load(model_path, device="cpu", precision="int8", workers=1).model.eval()
+    q8 = Translator.load(model_path, "torch", device="cpu", precision="int8", workers=1).engine.model.eval()
     out: dict[str, Any] = {"rows": rows, "src_len": src_len, "steps": steps}
     with torch.no_grad() if pt2e else torch.inference_mode():          # (torch.export takes no inference tensors)
         st.encode()
@@ -250,7 +250,7 @@ def end_to_end(model_path: str, src: str, n: int, beam: int = 1) -> dict[str, An
     opener = gzip.open if src.endswith(".gz") else open
     with opener(src, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()[:n]
-    t = Translator.load(model_path, device="cpu", precision="fp32", workers=1)
+    t = Translator.load(model_path, "torch", device="cpu", precision="fp32", workers=1)
     out: dict[str, Any] = {"lines": len(lines), "beam": beam}
     for name, size in (("CLI batches", len(lines)), ("4 lines a call", 4)):
         want: list[str] = []

@@ -223,12 +223,12 @@ def trained(a: argparse.Namespace) -> None:
     refs = open(a.ref, encoding="utf-8").read().splitlines() if a.ref else None
     rows = []
     for precision in a.precisions:
-        translator = Translator.load(a.model, device="cpu", precision=precision)
-        cached_model = translator.model
+        translator = Translator.load(a.model, "torch", device="cpu", precision=precision)
+        cached_model = translator.engine.model
         for beam in a.beams:
             outs = {}
             for mode in ("cache", "no cache") if not a.no_uncached else ("cache",):
-                translator.model = cached_model if mode == "cache" else Uncached(cached_model)  # type: ignore[assignment]
+                translator.engine.model = cached_model if mode == "cache" else Uncached(cached_model)  # type: ignore[assignment]
                 translator.translate(lines[:32], beam=beam)                                   # warm-up
                 t0 = time.perf_counter()
                 outs[mode] = translator.translate(lines, beam=beam)

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -197,8 +198,13 @@ class Server:
         return self.request("POST", path, json.dumps(payload).encode(), headers, **kw)
 
     def metric(self, name: str, key: str | None = None) -> float:
+        """A metric's value summed over every series that has the labels ``name`` gives (``x{outcome="kept"}``: every
+        model's series with that outcome)."""
         _, _, text = self.request("GET", "/metrics", headers={"X-API-Key": key} if key else {})
-        lines = [line for line in text.decode().splitlines() if line.startswith((name + " ", name + "{"))]
+        base, _, labels = name.partition("{")
+        wanted = set(re.findall(r'\w+="[^"]*"', labels))
+        lines = [line for line in text.decode().splitlines() if line.startswith((base + " ", base + "{"))
+                 and wanted <= set(re.findall(r'\w+="[^"]*"', line.rsplit(maxsplit=1)[0]))]
         return sum(float(line.rsplit(maxsplit=1)[1]) for line in lines)          # over every model's series
 
     def output(self) -> str:

@@ -13,10 +13,11 @@ from .translate import loaded
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    from ..chains import Pivot
     from ..data import read_lines
     from ..evaluate import evaluate
+    from ..route import Route
     from ..rundir import RunDir
+    from ..translator import Translator
 
     src = list(read_lines(a.src, "replace"))
     refs = [list(read_lines(r, "replace")) for r in a.ref]
@@ -24,7 +25,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         if len(src) != len(ref):
             raise ValueError(f"{a.src} has {len(src)} lines but {path} has {len(ref)}")
     with loaded(a, given(a, "decode")) as engines:
-        translator = Pivot(engines) if len(engines) > 1 else engines[0]
+        translator = Translator(Route(tuple(engines)))          # (several: a pivot, each in turn)
         run = RunDir.locate(a.model[-1])[0]
         lang = a.lang or a.target or run.target_language()
         r = evaluate(translator, src, refs if len(refs) > 1 else refs[0], a.hyps or run.hypotheses(a.src.name),

@@ -90,33 +90,60 @@ def _fallback(a: argparse.Namespace) -> Iterator[list[Any]]:
 
 def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, Any], nbest: int, names: dict[str, str],
                glossary: Any, fallback: list[Any]) -> int:
-    """cmd_translate's work, once its engines are loaded."""
-    from tqdm import tqdm
+    """cmd_translate's work, once its engines are loaded: along one route (route.py: the --model engines in turn, the
+    --fallback engine for the lines they are unsure of)."""
+    import threading
+    from collections import Counter
 
-    from ..chains import FALLBACK, leg, translate_with_fallback
     from ..documents.formats import EXTENSIONS
-    from ..pipeline import Request, prepare
-    from ..stream import stream
+    from ..pipeline import Request, prepare, translate
+    from ..route import Route, with_fallback
 
-    before = dict(FALLBACK)                                 # (this process's counts: this command's are the change)
-    def translate_through(engines: list[Any], request: Request) -> Any:
-        return translate_with_fallback(engines, fallback, request, a.min_confidence)
+    route: Route[Any] = Route(tuple(engines))
+    if fallback:
+        route = with_fallback(route, fallback[0], a.min_confidence)
+    counts: Counter[str] = Counter()                        # what happened to every line (pipeline.Translated)
+    lock = threading.Lock()                                 # (stream's chunks are translated on several threads)
+
+    def translate_through(request: Request) -> Any:
+        done = route.follow(request, translate)
+        with lock:
+            counts.update(done.counts)
+        return done.translations
 
     def request(lines: list[str], constraints: list[list[str]] | None = None) -> Request:
         return Request(lines, decode={**settings, "nbest": nbest}, constraints=constraints, glossary=glossary,
                        names=names, **a.request)
 
-    asked = request([], [] if a.constraints else None)          # what it refuses: before any line is read
-    for engine in engines[:-1]:
-        prepare(engine, leg(asked))
-    prepare(engines[-1], asked)
-    if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and asked.format == "text":  # a document (.txt: lines)
+    for engine, asked in route.checks(request([], [] if a.constraints else None)):    # what it refuses: before any
+        prepare(engine, asked)                                                          # line is read
+    if a.input and a.input.suffix.lower() in EXTENSIONS[1:] and a.request.get("format", "text") == "text":  # a document
         languages = (engines[0].languages or (None, None))[0], (engines[-1].languages or (None, None))[1]
         from ..documents.common import Scored
 
         return _translate_document(a, nbest, languages, lambda texts, fmt, kinds: [
             Scored(t[0].text, t[0].confidence) for t in translate_through(
-                engines, replace(request(texts), format=fmt, protect=kinds))])
+                replace(request(texts), format=fmt, protect=kinds))])
+    if a.constraints:                                       # (line, phrases) pairs
+        run = lambda chunk: translate_through(request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
+    else:
+        run = lambda chunk: translate_through(request(chunk))  # noqa: E731
+    kept, total = _translate_lines(a, run, nbest, min(e.calls_at_once for e in engines))
+    if total:
+        log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept, total)
+    if fallback:
+        _said_fallback(counts, a.min_confidence)
+    return 0
+
+
+def _translate_lines(a: argparse.Namespace, run: Callable[[list[Any]], Any], nbest: int,
+                     in_flight: int) -> tuple[int, int]:
+    """--input (or stdin) to --output (or stdout) line by line, in chunks (stream.py), with a progress bar; the
+    protected spans the translations kept, of how many."""
+    from tqdm import tqdm
+
+    from ..stream import stream
+
     inp = open_input(a.input) if a.input else sys.stdin.buffer
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115
     show = not a.quiet and sys.stderr.isatty() and (a.input is not None or not sys.stdin.isatty())
@@ -126,12 +153,9 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     kept = [0, 0]                                           # protected spans: kept, total
     try:
         lines: Any = Lines(inp)
-        if a.constraints:                                   # (line, phrases) pairs
+        if a.constraints:
             lines = _Constrained(lines, a.constraints)
-            run = lambda chunk: translate_through(engines, request([x for x, _ in chunk], [c for _, c in chunk]))  # noqa: E731
-        else:
-            run = lambda chunk: translate_through(engines, request(chunk))  # noqa: E731
-        for i, translations in enumerate(stream(lines, run, in_flight=min(e.calls_at_once for e in engines))):
+        for i, translations in enumerate(stream(lines, run, in_flight=in_flight)):
             kept[0], kept[1] = kept[0] + translations[0].spans[0], kept[1] + translations[0].spans[1]
             _write(out, i, translations, a.scores, nbest)
             bar.update()
@@ -142,11 +166,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
             inp.close()
         if a.output:
             out.close()
-    if kept[1]:
-        log.info("protected spans (placeholders, URLs, tags): %d of %d kept", kept[0], kept[1])
-    if fallback:
-        _said_fallback({k: FALLBACK[k] - before[k] for k in FALLBACK}, a.min_confidence)
-    return 0
+    return kept[0], kept[1]
 
 
 def _write(out: Any, i: int, translations: list[Any], scores: bool, nbest: int) -> None:
@@ -158,9 +178,9 @@ def _write(out: Any, i: int, translations: list[Any], scores: bool, nbest: int) 
 
 
 def _said_fallback(counts: dict[str, int], min_confidence: float) -> None:
-    sent = counts["sent"]
+    sent = counts.get("fallback.sent", 0)
     log.info("--fallback: %d line%s under confidence %g translated again, %d bettered", sent, "" if sent == 1 else "s",
-             min_confidence, counts["kept"])
+             min_confidence, counts.get("fallback.kept", 0))
 
 
 def _scored(line: int, t: Any, text: str) -> str:

@@ -424,10 +424,9 @@ def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -
 
 def engine_translate(engine: Engine, lines: Sequence[str], beam: int) -> list[str]:
     """Each line's best translation by ``engine`` through the pipeline, one line each (as ``aiayn translate``)."""
-    from ..chains import translations
-    from ..pipeline import one_line_each
+    from ..pipeline import Request, one_line_each, translate
 
-    return one_line_each([[t] for t in translations(engine, lines, beam=beam)])
+    return one_line_each(translate(engine, Request(lines, decode={"beam": beam, "nbest": 1})).translations)
 
 
 def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_type: str = "float32") -> list[str]:

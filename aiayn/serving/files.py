@@ -309,9 +309,9 @@ class Files:
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             if self.charge is not None:
                 await self.charge(client, sum(len(t) for t in chunk))
-            async with route.use():
-                prepared = route.prepare(400, lambda: Request(chunk, format=fmt, names=self.names, protect=kinds))
-                return [Scored(ts[0].text, ts[0].confidence) for ts in await route.translate(prepared)]
+            out = await self.models.translate(route, 400, lambda: Request(chunk, format=fmt, names=self.names,
+                                                                            protect=kinds))
+            return [Scored(ts[0].text, ts[0].confidence) for ts in out]
 
         def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             out: list[str] = []

@@ -37,10 +37,11 @@ from ..documents.formats import EXTENSIONS
 from ..languages import canonical, language_name
 from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
+from ..route import Route
 from .access import Access
 from .files import Files
 from .guards import ServiceError, form_fields, header_key, json_body
-from .models import Models, Route
+from .models import Models, Served
 
 
 def _is_json(request: Any) -> bool:
@@ -199,14 +200,12 @@ def _options(f: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _translate_items(served: Route, items: list[str], alternatives: int, fmt: str,
+async def _translate_items(models: Models, route: Route[Served], items: list[str], alternatives: int, fmt: str,
                            options: dict[str, Any]) -> list[list[Translation]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
-    async with served.use():
-        prepared = served.prepare(400, lambda: Request(items, decode={"nbest": 1 + alternatives}, format=fmt,
-                                                       names=LT_NAMES, **options))
-        out = await served.translate(prepared)
+    out = await models.translate(route, 400, lambda: Request(items, decode={"nbest": 1 + alternatives}, format=fmt,
+                                                             names=LT_NAMES, **options))
     return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in out]
 
 
@@ -257,7 +256,8 @@ async def translate(request: Any, models: Models, cfg: Any, access: Access, dete
     results: list[list[Translation]] = [[] for _ in items]
     for served in dict.fromkeys(routes):          # one batch per model, in the order first named
         mine = [i for i, r in enumerate(routes) if r is served]
-        for i, ts in zip(mine, await _translate_items(served, [items[i] for i in mine], alternatives, fmt, options),
+        for i, ts in zip(mine, await _translate_items(models, served, [items[i] for i in mine], alternatives, fmt,
+                                                                options),
                          strict=True):
             results[i] = ts
     texts = [[t.text for t in r] for r in results]

@@ -1,54 +1,22 @@
 """The server's Prometheus metrics (``/metrics``): requests by path and status, latency, requests in flight, the models
-loaded and their engines, documents, protected spans, the fallback, and the confidence of translated texts (a
-histogram read from the pipeline's counts when scraped), whether the shared storage and the keys database answer,
-and the server's own failures.
+loaded and their engines, documents, and per route (a model's name, or a pivot's: "de-en-fr") what happened to its
+requests: the sentences repaired, protected spans, the fallback, the confidence of translated texts (each request's
+counts and translations, pipeline.Translated: :meth:`Metrics.translated`); whether the shared storage and the keys
+database answer, and the server's own failures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import repair
-from ..chains import FALLBACK
-from ..pipeline import CONFIDENCE, CONFIDENCE_BOUNDS, SPANS
 from .batcher import DecodeMetrics
 
+if TYPE_CHECKING:
+    from ..pipeline import Translated
 
-@dataclass(frozen=True, eq=False)
-class _Confidence:
-    """pipeline.CONFIDENCE (every translated text's confidence, in this process) as a Prometheus histogram."""
-
-    def collect(self) -> Any:
-        from prometheus_client.core import HistogramMetricFamily
-
-        counts, total = CONFIDENCE["counts"], 0
-        buckets = []
-        for bound, n in zip(CONFIDENCE_BOUNDS, counts, strict=True):
-            total += n
-            buckets.append(("+Inf" if bound == 1.0 else f"{bound:g}", total))
-        yield HistogramMetricFamily("aiayn_confidence", "the confidence of translated texts (in [0, 1], calibrated: "
-                                    "confidence.py); a text's is its least sure sentence's", buckets=buckets,
-                                    sum_value=CONFIDENCE["sum"])
-
-
-@dataclass(frozen=True, eq=False)
-class _Counted:
-    """A dict of counts this process keeps (repair.COUNTS, pipeline.SPANS) as a Prometheus counter, read when scraped:
-    each key (a label value, or a tuple of them) one series."""
-
-    name: str
-    help: str
-    labels: tuple[str, ...]
-    counts: dict[Any, int]
-
-    def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily
-
-        family = CounterMetricFamily(self.name, self.help, labels=list(self.labels))
-        for key, n in sorted(self.counts.items()):
-            family.add_metric(list(key) if isinstance(key, tuple) else [key], n)
-        yield family
+# the confidence histogram's bounds (a text's confidence is in [0, 1])
+CONFIDENCE_BOUNDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 class Metrics:
@@ -72,15 +40,17 @@ class Metrics:
         self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
                             "picked), 1", ["model", "engine"], registry=self.registry)
         self.decoding = DecodeMetrics(self.registry)
-        self.registry.register(_Counted("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a "
-                                        "copy of the source, a length out of line), by kind: flagged, and repaired",
-                                        ("kind", "outcome"), repair.COUNTS))
-        self.registry.register(_Confidence())
-        self.registry.register(_Counted("aiayn_fallback_texts", "texts less sure than --min-confidence, by outcome: "
-                                        "sent to the --fallback model, and those whose translation it bettered",
-                                        ("outcome",), FALLBACK))
-        self.registry.register(_Counted("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of "
-                                        "translated texts, by outcome: kept, or lost", ("outcome",), SPANS))
+        self.repaired = Counter("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a copy of "
+                                "the source, a length out of line), by kind: flagged, and repaired",
+                                ["model", "kind", "outcome"], registry=self.registry)
+        self.confidence = Histogram("aiayn_confidence", "the confidence of translated texts (in [0, 1], calibrated: "
+                                    "confidence.py); a text's is its least sure sentence's", ["model"],
+                                    registry=self.registry, buckets=CONFIDENCE_BOUNDS)
+        self.fallback = Counter("aiayn_fallback_texts", "texts less sure than --min-confidence, by outcome: sent to "
+                                "the --fallback model, and those whose translation it bettered", ["model", "outcome"],
+                                registry=self.registry)
+        self.spans = Counter("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of translated "
+                             "texts, by outcome: kept, or lost", ["model", "outcome"], registry=self.registry)
         self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
                                  ["format"], registry=self.registry)
         self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "
@@ -99,6 +69,22 @@ class Metrics:
                                    registry=self.registry)
         self.failures = Counter("aiayn_failures", "requests that failed on an error of the server's own (a 500; "
                                 "logged as one line, without the request's text)", registry=self.registry)
+
+    def translated(self, model: str, done: Translated) -> None:
+        """One request's counts and its texts' confidences (pipeline.Translated), under its route's name."""
+        for kind in repair.KINDS:
+            for outcome in ("flagged", "repaired"):
+                if n := done.counts[f"repair.{kind}.{outcome}"]:
+                    self.repaired.labels(model, kind, outcome).inc(n)
+        for outcome in ("sent", "kept"):
+            if n := done.counts[f"fallback.{outcome}"]:
+                self.fallback.labels(model, outcome).inc(n)
+        for outcome in ("kept", "lost"):
+            if n := done.counts[f"spans.{outcome}"]:
+                self.spans.labels(model, outcome).inc(n)
+        for ts in done.translations:
+            if ts and ts[0].confidence is not None:
+                self.confidence.labels(model).observe(ts[0].confidence)
 
     def documented(self, report: Any) -> None:
         """A translated document's report (documents.common.Report) counted."""

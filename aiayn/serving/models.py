@@ -2,8 +2,9 @@
 
 A request names the pair it wants (``source`` and ``target``; either may be left out where only one model fits it) and
 is routed to that model. A pair no model translates, but two do through a third language (de→en and en→fr for
-de→fr), is routed through both (:class:`Chain`, a pivot: English first where several languages would do), and the
-answer says so; any other pair is a 400 naming the pairs that exist. Language codes are compared as
+de→fr), is routed through both (a pivot: English first where several languages would do), and the answer says so; any
+other pair is a 400 naming the pairs that exist. A route is route.py's, its legs served models: :meth:`Models.translate`
+follows it, each leg's sentences decoded by its batcher beside every other request's. Language codes are compared as
 LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``zh-Hans`` is ``zh``, ``zh-Hant`` is
 ``zt``, ``pt-BR`` is ``pb``).
 """
@@ -15,17 +16,17 @@ import contextlib
 import hashlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ..chains import kept_surer, leg, only, unsure
 from ..engines import auto
 from ..engines.base import Engine, Unsupported
 from ..languages import canonical, language_name
-from ..pipeline import Prepared, Request, Translation, prepare, translate_async
+from ..pipeline import Prepared, Request, Translated, Translation, prepare, translate_async
 from ..quoting import cut
+from ..route import Route
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
@@ -59,7 +60,6 @@ class Served:
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
-    via: tuple[str, ...] = ()                   # (a Chain's: the pivot languages; a model's own: none)
     decoder: Any = None                         # the batcher's translate, behind the translations remembered (memo.py)
     pool: Pool | None = None                    # what loads it on first use (None: loaded at start, for good)
     in_use: int = 0                             # requests using it now (a model in use is never unloaded)
@@ -153,23 +153,14 @@ class Served:
 
     def prepare(self, status: int, request: Callable[[], Request]) -> Prepared:
         """The ``request`` a front end makes, prepared for this model's engine (pipeline.prepare); what is refused, as
-        a ServiceError: HTML that cannot be taken apart and what the engine cannot serve (engine.Unsupported) a 400,
-        any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
-        from ..htmltree import MarkupError
-
-        try:
+        :func:`refused` says."""
+        with refused(status):
             return prepare(self.translator, request())
-        except MarkupError as e:
-            raise ServiceError(400, f"Invalid request: {e}") from None
-        except Unsupported:
-            raise
-        except ValueError as e:
-            raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
 
-    async def translate(self, prepared: Prepared) -> list[list[Translation]]:
-        """Its lines decoded by the batcher beside every other request's; the unsure ones by the fallback (_fall_back)."""
+    async def translate(self, prepared: Prepared) -> Translated:
+        """Its lines decoded by the batcher beside every other request's."""
         assert self.decoder is not None, "the server has not started"
-        return await _fall_back(self, prepared, await translate_async(self.translator, prepared, self.decoder))
+        return await translate_async(self.translator, prepared, self.decoder)
 
     def memory_bytes(self) -> int:
         """The bytes of its weights and buffers as loaded (int8: packed weights; CTranslate2: its model file; a
@@ -199,12 +190,34 @@ class Served:
                 "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
 
 
+@contextlib.contextmanager
+def refused(status: int) -> Iterator[None]:
+    """What the pipeline refuses, as a ServiceError: HTML that cannot be taken apart a 400, any other option (a
+    ValueError) ``status`` (aiayn's API: 422; LibreTranslate's: 400); what an engine cannot serve (engine.Unsupported)
+    goes on, the server's 400 naming the feature."""
+    from ..htmltree import MarkupError
+
+    try:
+        yield
+    except MarkupError as e:
+        raise ServiceError(400, f"Invalid request: {e}") from None
+    except Unsupported:
+        raise
+    except ValueError as e:
+        raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
+
+
+def _legs(route: Route[Served]) -> list[Served]:
+    """The models a route's legs decode with (not its fallbacks': loaded when the server starts, for good)."""
+    return [x for leg in route.legs for x in (_legs(leg) if isinstance(leg, Route) else [leg])]
+
+
 def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0,
              **decode: Any) -> list[Served]:
     """The models of run dir ``path``: one (:meth:`Served.load`), or for a multilingual run one for each direction it was
     trained on (multilingual.py), all over one engine loaded now, for good: its weights are counted once (by the
     first direction) and a memory budget does not unload them. The directions it was not trained on are left to
-    pivot (Models.chains)."""
+    pivot (Models.pivots)."""
     if (Path(path) / "metadata.json").is_file() or (multi := RunDir.locate(path)[0].multilingual()) is None:
         return [Served.load(path, engine, lazy, processes, **decode)]          # (an Argos package: one pair)
     from ..multilingual import Directed
@@ -221,57 +234,6 @@ def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, proces
         me.threads = first.threads
         out.append(me)
     return out
-
-
-class Route(Protocol):
-    """What a request is routed to: a served model, or a chain of two (what both APIs call, inside ``use()``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def use(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
-
-    @property
-    def via(self) -> tuple[str, ...]:
-        """The pivot languages it goes through (a model's own: none)."""
-        ...
-
-    def prepare(self, status: int, request: Callable[[], Request]) -> Any: ...
-
-    async def translate(self, prepared: Any) -> list[list[Translation]]: ...
-
-
-@dataclass(eq=False)
-class Chain:
-    """Two served models translating as one through the language between them (a pivot): each request's texts go
-    through the first (chains.leg: its best translation), and its translations through the second, with everything
-    the request asked of the target (n-best, constraints). Answers as :class:`Served` does."""
-
-    legs: tuple[Served, Served]
-    pair: tuple[str, str]
-    via: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return "-".join([self.pair[0], *self.via, self.pair[1]])
-
-    @contextlib.asynccontextmanager
-    async def use(self) -> AsyncIterator[Chain]:
-        async with self.legs[0].use(), self.legs[1].use():
-            yield self
-
-    def prepare(self, status: int, request: Callable[[], Request]) -> tuple[Request, Prepared, int]:
-        """The request prepared for the first model; what the last refuses is refused here too, before any work."""
-        asked = request()
-        first = self.legs[0].prepare(status, lambda: leg(asked))
-        self.legs[-1].prepare(status, lambda: replace(asked, texts=[], constraints=[] if asked.constraints else None))
-        return asked, first, status
-
-    async def translate(self, prepared: tuple[Request, Prepared, int]) -> list[list[Translation]]:
-        asked, first, status = prepared
-        texts = [ts[0].text for ts in await self.legs[0].translate(first)]
-        last = self.legs[-1]
-        return await last.translate(last.prepare(status, lambda: replace(asked, texts=texts)))
 
 
 def argos_served(package: Path, **decode: Any) -> Served:
@@ -328,16 +290,6 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-async def _fall_back(served: Served, prepared: Prepared, out: list[list[Translation]]) -> list[list[Translation]]:
-    """``out`` with the texts less sure than ``served.min_confidence`` translated again by its ``fallback`` model, kept
-    where surer (chains.translate_with_fallback's rule, counted in its FALLBACK)."""
-    back, low = served.fallback, unsure(out, served.min_confidence)
-    if back is not None and low:
-        async with back.use():
-            kept_surer(out, low, await back.translate(back.prepare(400, lambda: only(prepared.request, low))))
-    return out
-
-
 class Models:
     """The served models, routed by language pair (the module's docstring says how)."""
 
@@ -353,13 +305,17 @@ class Models:
             raise ValueError(f"{unnamed} records no languages (its data dir's manifest has none): with several models "
                              "each must have its language pair")
         self.served = served
-        # every pair no model translates but two do through a third language, English first where several would do
-        self.chains: dict[tuple[str, str], Chain] = {}
+        # every pair no model translates but two do through a third language, English first where several would do:
+        # (the first model, the second, the language between)
+        self.pivots: dict[tuple[str, str], tuple[Served, Served, str]] = {}
         direct = {s.pair: s for s in served if s.pair}
         for (a, b), first in sorted(direct.items(), key=lambda kv: kv[0][1] != "en"):
             for (b2, c), second in direct.items():
-                if b2 == b and c != a and (a, c) not in direct and (a, c) not in self.chains:
-                    self.chains[(a, c)] = Chain((first, second), (a, c), (b,))
+                if b2 == b and c != a and (a, c) not in direct and (a, c) not in self.pivots:
+                    self.pivots[(a, c)] = (first, second, b)
+        self.routes: dict[tuple[str, str] | Served, Route[Served]] = {}    # made once each (route)
+        # what the server does with each request's counts (serve.py: Metrics.translated, by the route's name)
+        self.observe: Callable[[str, Translated], None] = lambda name, done: None
 
     @classmethod
     def load(cls, paths: list[str | Path], engine: str = "torch", lazy: bool = False, processes: int = 0,
@@ -381,6 +337,7 @@ class Models:
         back.name += " (fallback)"
         for s in mine:
             s.fallback, s.min_confidence = back, min_confidence
+        self.routes.clear()
 
     def __iter__(self) -> Any:
         return iter(self.served)
@@ -393,20 +350,20 @@ class Models:
 
     def direct(self, source: str | None, target: str | None) -> Served:
         """The model itself that translates ``source`` into ``target`` (what only one model can do: attention maps)."""
-        return cast("Served", self.route(source, target, pivot=False))
+        return self.route(source, target, pivot=False).first()
 
-    def route(self, source: str | None, target: str | None, pivot: bool = True) -> Route:
-        """The model translating ``source`` into ``target`` (either may be None where one model fits the other), or
-        the :class:`Chain` of two through a pivot language (``pivot``, where both are named); ServiceError(400)
-        naming the pairs that exist otherwise."""
+    def route(self, source: str | None, target: str | None, pivot: bool = True) -> Route[Served]:
+        """The route from ``source`` into ``target`` (either may be None where one model fits the other): the model
+        that translates it, with its fallback where it has one, or two such legs through a pivot language (``pivot``,
+        where both are named); ServiceError(400) naming the pairs that exist otherwise. The same route each time."""
         src, tgt = (canonical(c) if c else None for c in (source, target))
         if len(self.served) == 1 and self.served[0].pair is None:
-            return self.served[0]
+            return self._route(self.served[0])
         fits = [s for s in self.served if s.pair and src in (None, s.pair[0]) and tgt in (None, s.pair[1])]
         if len(fits) == 1:
-            return fits[0]
-        if not fits and pivot and src and tgt and (src, tgt) in self.chains:
-            return self.chains[(src, tgt)]
+            return self._route(fits[0])
+        if not fits and pivot and src and tgt and (src, tgt) in self.pivots:
+            return self._route((src, tgt))
         if not fits:
             known = {lang for s in self.served if s.pair for lang in s.pair}
             for code in (src, tgt):
@@ -416,16 +373,50 @@ class Models:
                                     f"(models loaded: {self.pairs()})")
         raise ServiceError(400, f"several models are loaded ({self.pairs()}): name the source and target languages")
 
+    def _route(self, key: tuple[str, str] | Served) -> Route[Served]:
+        """A model's route (its fallback with it), or a pivot's (each leg a model's route), made once."""
+        if key not in self.routes:
+            def leg(s: Served) -> Route[Served]:
+                back = Route((s.fallback,), name=s.fallback.name) if s.fallback is not None else None
+                return Route((s,), back, s.min_confidence, name=s.name)
+
+            if isinstance(key, Served):
+                self.routes[key] = leg(key)
+            else:
+                first, second, via = self.pivots[key]
+                self.routes[key] = Route((leg(first), leg(second)), via=(via,), name=f"{key[0]}-{via}-{key[1]}")
+        return self.routes[key]
+
+    async def translate(self, route: Route[Served], status: int, request: Callable[[], Request]) -> list[list[Translation]]:
+        """The ``request`` a front end makes, translated along ``route``: each leg's model held loaded meanwhile (its
+        pool), every leg's and the fallback's refusals found before any work, each leg's sentences decoded by its
+        batcher beside every other request's (Served.translate), the counts observed under the route's name. What is
+        refused is a ServiceError: HTML that cannot be taken apart a 400, what an engine cannot serve
+        (engine.Unsupported) a 400, any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
+        async def translated(served: Served, asked: Request) -> Translated:
+            return await served.translate(served.prepare(status, lambda: asked))
+
+        async with contextlib.AsyncExitStack() as held:
+            for served in _legs(route):
+                await held.enter_async_context(served.use())
+            with refused(status):
+                asked = request()
+                for served, empty in route.checks(asked):
+                    prepare(served.translator, empty)
+            done = await route.follow_async(asked, translated)
+        self.observe(route.name, done)
+        return done.translations
+
     def languages(self) -> list[dict[str, Any]]:
         """Every language of the loaded pairs, LibreTranslate's /languages shape: ``{"code", "name", "targets"}``."""
         codes = sorted({lang for s in self.served if s.pair for lang in s.pair})
-        pairs = [s.pair for s in self.served if s.pair] + list(self.chains)          # (through a pivot too)
+        pairs = [s.pair for s in self.served if s.pair] + list(self.pivots)          # (through a pivot too)
         targets = {c: sorted(b for a, b in pairs if a == c) for c in codes}
         return [{"code": c, "name": language_name(c), "targets": targets[c]} for c in codes]
 
     def reaches(self, source: str, target: str) -> bool:
         """Whether a model, or a chain of two, translates ``source`` into ``target``."""
-        return any(s.pair == (source, target) for s in self.served) or (source, target) in self.chains
+        return any(s.pair == (source, target) for s in self.served) or (source, target) in self.pivots
 
     def sources(self) -> list[str]:
         return sorted({s.pair[0] for s in self.served if s.pair})

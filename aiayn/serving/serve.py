@@ -205,6 +205,7 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
         models = Models([Served(f"{pair[0]}-{pair[1]}" if pair else "model", models, pair,
                                 {k: description.pop(k) for k in ("checkpoint", "run") if k in description})])
     metrics, state = Metrics(), {}
+    models.observe = metrics.translated                     # each request's counts, by its route's name
     shared = open_shared(cfg.shared_storage, metrics)
     keys = Database(cfg.api_keys) if cfg.api_keys else None
     suggestions = keys if keys is not None and cfg.suggestions == cfg.api_keys else \
@@ -359,14 +360,12 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, access: Acce
         client = await access.identify(request, header_key(request), False)
         await access.admit(client)
         req = await _parse(request, TranslateRequest)
-        served = models.route(req.source, req.target)
+        route = models.route(req.source, req.target)
         if len(req.text) > cfg.max_lines:
             raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
         await access.spend(client, sum(len(t) for t in req.text), False)
-        async with served.use():
-            prepared = served.prepare(422, lambda: _asked(req))
-            out = await served.translate(prepared)
-        pivot = {"pivot": list(served.via)} if served.via else {}        # the languages it went through, if any
+        out = await models.translate(route, 422, lambda: _asked(req))
+        pivot = {"pivot": list(route.via)} if route.via else {}          # the languages it went through, if any
         sure = [[None if t.confidence is None else round(t.confidence, 4) for t in ts] for ts in out]
         if req.format == "html":
             return {"translations": [ts[0].text for ts in out], "confidence": [c[0] for c in sure], **pivot}
@@ -445,8 +444,8 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
         return {**{k: first[k] for k in ("model", "decode", "parameters", "precision", "device")},
                 "languages": [first["source"], first["target"]] if first["source"] else None,
                 "checkpoint": first.get("checkpoint"), **description, "models": listed,
-                "pivots": [{"source": c.pair[0], "target": c.pair[1], "via": list(c.via), "name": c.name}
-                           for c in models.chains.values()],
+                "pivots": [{"source": a, "target": c, "via": [b], "name": f"{a}-{b}-{c}"}
+                           for (a, c), (_, _, b) in models.pivots.items()],
                 "limits": {k: v for k, v in asdict(cfg).items() if k not in SECRET}}
 
     @app.get("/metrics")

@@ -203,7 +203,7 @@ def test_separate_vocabularies_end_to_end(ru_corpus: Path, tmp_path: Path, capsy
     cfg = run.config().model
     assert (cfg.src_vocab_size, cfg.tgt_vocab_size) == (300, 350)
     assert (run.path / "spm.src.model").is_file() and (run.path / "spm.tgt.model").is_file()
-    t = Translator.load(run.path)
+    t = Translator.load(run.path, "torch")
     assert len(t.translate(["the man sees a dog .", ""])) == 2
     with pytest.raises(ValueError, match="separate vocabularies: export supports runs whose two sides number"):
         from aiayn.interop.export import export
@@ -227,7 +227,7 @@ def test_existing_sentencepiece_model_with_other_ids_is_renumbered(ru_corpus: Pa
     data = _prepare(ru_corpus, "ru", tmp_path / "data", "--spm-model", str(tmp_path / "theirs.model"))
     assert data.vocab_sizes == (101, 101) and data.manifest["vocab"]["made"] == "given"
     run = _train(data, tmp_path / "run", 20)
-    assert len(Translator.load(run.path).translate([line])) == 1
+    assert len(Translator.load(run.path, "torch").translate([line])) == 1
 
 
 def _wordpiece(lines: list[str], path: Path, size: int) -> Path:
@@ -260,7 +260,7 @@ def test_tokenizer_json_wordpiece_per_side_as_in_the_seed(ru_corpus: Path, tmp_p
     en.unlink()
     ru.unlink()                                                              # the run is self-contained
     assert RunDir(run.path).vocab().src.kind == "tokenizers"
-    out = Translator.load(run.path).translate(["the dog runs .", "a cat ."])
+    out = Translator.load(run.path, "torch").translate(["the dog runs .", "a cat ."])
     assert len(out) == 2
 
 
@@ -280,7 +280,7 @@ def test_hf_dataset_saved_to_disk(tmp_path: Path) -> None:
     first = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()[0]
     assert first.endswith(" second line")                                    # one sentence, one line
     run = _train(data, tmp_path / "run", 10)
-    assert len(Translator.load(run.path).translate(["the dog ."])) == 1
+    assert len(Translator.load(run.path, "torch").translate(["the dog ."])) == 1
     # a split that is not there, and a column that is not there: clear errors
     assert main(["prepare", "--hf-dataset", str(tmp_path / "ds"), "--src", "en", "--tgt", "ru", "--out",
                  str(tmp_path / "d2"), "--hf-split-map", "valid=dev", "--cache-dir", str(tmp_path / "cache")]) == 2

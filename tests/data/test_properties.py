@@ -134,7 +134,7 @@ def test_prepare_on_broken_files_works_or_says_which_file_and_line(tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def translator() -> Translator:
-    return Translator.load(LEGACY / "run", device="cpu", max_len_b=8)
+    return Translator.load(LEGACY / "run", "torch", device="cpu", max_len_b=8)
 
 
 @settings(max_examples=60, **SETTINGS)  # type: ignore[arg-type]

@@ -132,8 +132,8 @@ def test_resume_on_the_gpu_is_bit_exact(copy_dir: DataDir, tmp_path: Path, preci
 def test_a_gpu_trained_run_translates_on_the_gpu_and_the_cpu(copy_dir: DataDir, tmp_path: Path) -> None:
     assert _train(copy_dir, tmp_path / "run") == 0
     src = copy_dir.raw("test", "src").read_text().splitlines()[:20]
-    on_gpu = Translator.load(tmp_path / "run", device="cuda").translate(src, beam=4)
-    on_cpu = Translator.load(tmp_path / "run", device="cpu", precision="fp32").translate(src, beam=4)
+    on_gpu = Translator.load(tmp_path / "run", "torch", device="cuda").translate(src, beam=4)
+    on_cpu = Translator.load(tmp_path / "run", "torch", device="cpu", precision="fp32").translate(src, beam=4)
     assert len(on_gpu) == len(on_cpu) == 20
     assert sum(a == b for a, b in zip(on_gpu, on_cpu, strict=True)) >= 18    # bf16 on the GPU, fp32 on the CPU
 

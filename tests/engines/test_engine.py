@@ -52,14 +52,14 @@ def test_every_decoding_setting_maps_to_ctranslate2_or_is_refused_by_name(run: P
 def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     lines = copy_lines(40) + ["", "   "]
-    torch_ = Translator.load(run, device="cpu", workers=1)
+    torch_ = Translator.load(run, "torch", device="cpu", workers=1)
     c = Translator(ctranslate2(run, device="cpu"))
     cache = RunDir(run).engine_cache("ctranslate2")
     made = sorted(d.name for d in cache.iterdir())
     assert len(made) == 1 and (cache / made[0] / "check.json").is_file()      # checked on the validation lines
     for beam in (1, 4):
         assert c.translate(lines, beam=beam) == torch_.translate(lines, beam=beam)
-    ours, theirs = (t.translate_hypotheses(lines[:8], beam=4, nbest=3) for t in (torch_, c))
+    ours, theirs = (t.engine.translate_hypotheses(lines[:8], beam=4, nbest=3) for t in (torch_, c))
     for a, b in zip(ours, theirs, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-3)
@@ -91,13 +91,13 @@ def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> Non
     after = Translator(ctranslate2(run, device="cpu"))
     new = sorted(d.name for d in cache.iterdir())
     assert len(new) == 1 and new != old                                   # converted again, the stale one removed
-    assert after.translate(lines) == Translator.load(run, device="cpu", workers=1).translate(lines) != before
+    assert after.translate(lines) == Translator.load(run, "torch", device="cpu", workers=1).translate(lines) != before
 
 
 def test_the_server_on_ctranslate2_answers_as_the_cli(run: Path) -> None:
     ctranslate2(run, device="cpu")                         # converted before the server starts
     lines = copy_lines(48, seed=3)
-    want = Translator.load(run, device="cpu", workers=1).translate(lines, beam=4)
+    want = Translator.load(run, "torch", device="cpu", workers=1).translate(lines, beam=4)
     s = Server("--engine", "ctranslate2", "--workers", "2", "--beam", "4", model=run)
     try:
         for concurrency in (1, 16):
@@ -156,7 +156,7 @@ def test_auto_decodes_on_ctranslate2_and_hands_what_it_cannot_to_aiayns_engine_s
     lines = copy_lines(24, seed=11)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("\n".join(lines) + "\n")
-    own = Translator.load(run, device="cpu", workers=1)
+    own = Translator.load(run, "torch", device="cpu", workers=1)
     base = ["translate", "--model", str(run), "--device", "cpu", "--input", str(src), "--output", str(out), "--quiet"]
     assert main(base) == 0
     assert out.read_text().splitlines() == Translator(ctranslate2(run, device="cpu")).translate(lines)
@@ -189,7 +189,7 @@ def test_the_server_on_auto_names_its_engine_and_serves_constraints_and_attentio
     as --engine torch), and the model stays auto when the server unloads and loads it again."""
     ctranslate2(run, device="cpu")                         # converted before the server starts
     lines = copy_lines(12, seed=13)
-    own = Translator.load(run, device="cpu", workers=1)
+    own = Translator.load(run, "torch", device="cpu", workers=1)
     s = Server("--engine", "auto", "--beam", "4", "--workers", "2", model=run)
     try:
         assert workers_of(s.proc.pid) == []                # not loaded until something needs it
@@ -228,8 +228,8 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
     import sys
 
     lines = copy_lines(12)
-    torch_ = Translator.load(run, device="cpu", workers=1)
-    parameters = sum(p.numel() for p in torch_.model.parameters())
+    torch_ = Translator.load(run, "torch", device="cpu", workers=1)
+    parameters = sum(p.numel() for p in torch_.engine.model.parameters())
     assert ctranslate2(run, device="cpu").parameters == parameters      # the conversion (that needs PyTorch), once
     info = next(RunDir(run).engine_cache("ctranslate2").glob("*/aiayn-export.json"))
     info.write_text(json.dumps({k: v for k, v in json.loads(info.read_text()).items() if k != "parameters"}))
@@ -251,8 +251,8 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
     assert len(auto) == len(lines)
     if "bfloat16" not in ct2.get_supported_compute_types("cpu"):
         assert auto == torch_.translate(lines, beam=4)                   # fp32 (it was bf16, and failed)
-    want = [f"{h} ||| {a}" for h, a in zip(torch_.translate(lines), torch_.alignments(lines, [
-        h[0].tokens for h in torch_.translate_hypotheses(lines)]), strict=True)]
+    want = [f"{h} ||| {a}" for h, a in zip(torch_.translate(lines), torch_.engine.alignments(lines, [
+        h[0].tokens for h in torch_.engine.translate_hypotheses(lines)]), strict=True)]
     assert translate("--alignments", "--beam", "1") == want                 # --engine auto: CTranslate2
     help_ = subprocess.run([sys.executable, "-c", no_torch, "translate", "--help"], capture_output=True, text=True,
                            timeout=60)
@@ -265,8 +265,8 @@ def test_ctranslate2_gives_the_runner_up_and_the_log_probability_aiayn_gives(run
     log-probabilities, as aiayn's own search has them."""
     lines = ["a b c d e", "j i h g", "c c d"]
     fast = ctranslate2(run, device="cpu", beam=4)
-    own = Translator.load(run, device="cpu", beam=4, workers=1)
-    got, want = fast.translate_hypotheses(lines), own.translate_hypotheses(lines)
+    own = Translator.load(run, "torch", device="cpu", beam=4, workers=1)
+    got, want = fast.translate_hypotheses(lines), own.engine.translate_hypotheses(lines)
     for (g,), (w,) in zip(got, want, strict=True):
         assert g.tokens == w.tokens and g.logprob == pytest.approx(w.logprob, abs=2e-3)
         assert g.runner_up is not None and w.runner_up is not None

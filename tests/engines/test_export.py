@@ -43,14 +43,14 @@ def make_run(path: Path, decode: dict[str, object] | None = None, eos: float = 1
 
 def _pairs(t: Translator) -> list[tuple[list[int], list[int]]]:
     """(source ids + EOS, target ids) pairs to score: each source with a piece of itself reversed as a target."""
-    src = t.vocab.src.encode([line for line in LINES if line])
+    src = t.engine.vocab.src.encode([line for line in LINES if line])
     return [(s + [2], list(reversed(s))[:10]) for s in src]
 
 
 def _aiayn_logprobs(t: Translator, src: list[int], tgt: list[int]) -> torch.Tensor:
     """log p(y_i | y_<i, x) of each target token and the final EOS, teacher-forced."""
     with torch.no_grad():
-        logp = t.model(torch.tensor([src]), torch.tensor([[1] + tgt]))[0]              # (T, V)
+        logp = t.engine.model(torch.tensor([src]), torch.tensor([[1] + tgt]))[0]              # (T, V)
     return logp.gather(1, torch.tensor(tgt + [2])[:, None]).squeeze(1)
 
 
@@ -74,8 +74,8 @@ def test_ctranslate2_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     assert {"model.bin", "spm.model", "aiayn-export.json"} <= {p.name for p in out.iterdir()}
     import ctranslate2
 
-    t = Translator.load(run, device="cpu")
-    engine, piece = ctranslate2.Translator(str(out), device="cpu"), t.vocab.src.piece
+    t = Translator.load(run, "torch", device="cpu")
+    engine, piece = ctranslate2.Translator(str(out), device="cpu"), t.engine.vocab.src.piece
     pieces = lambda ids: [piece(i) for i in ids]  # noqa: E731
     for src, tgt in _pairs(t):            # the whole network's arithmetic: teacher-forced log-probabilities
         theirs = engine.score_batch([pieces(src[:-1])], [pieces(tgt)])[0].log_probs
@@ -98,9 +98,9 @@ def test_huggingface_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     expected = "MarianMTModel" if variant["norm"] == "post" else "PegasusForConditionalGeneration"
     assert type(model).__name__ == expected
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
-    t = Translator.load(run, device="cpu")
+    t = Translator.load(run, "torch", device="cpu")
     for src, tgt in _pairs(t):
-        assert tok([t.vocab.src.decode([src[:-1]])[0]])["input_ids"][0] == src        # the same ids, EOS added
+        assert tok([t.engine.vocab.src.decode([src[:-1]])[0]])["input_ids"][0] == src        # the same ids, EOS added
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([[1] + tgt])).logits[0]
         theirs = logits.log_softmax(-1).gather(1, torch.tensor(tgt + [2])[:, None]).squeeze(1)
@@ -111,7 +111,7 @@ def test_huggingface_export_translates_like_aiayn(variant: dict[str, str], tmp_p
 
 
 def _nbest_aiayn(t: Translator, lines: list[str]) -> list[list[tuple[list[int], float]]]:
-    return [[(h.tokens, h.score) for h in hyps] for hyps in t.translate_hypotheses(lines)]
+    return [[(h.tokens, h.score) for h in hyps] for hyps in t.engine.translate_hypotheses(lines)]
 
 
 def _nbest_huggingface(out: Path, lines: list[str], beam: int, lenpen: float, limit: int
@@ -141,9 +141,9 @@ def test_beam_search_gives_the_n_best_lists_of_transformers_generate(tmp_path: P
     decode = {"beam": 4, "nbest": 4, "lenpen": 1.0, "length_norm": "length", "max_len_b": 30}
     run = make_run(tmp_path / "run", decode=decode, eos=15.0)
     out = export(run, "huggingface", tmp_path / "hf")
-    t = Translator.load(run, device="cpu")
+    t = Translator.load(run, "torch", device="cpu")
     # the inputs whose 4 best end by themselves (each engine treats a hypothesis cut at the length limit its own way)
-    lines = [line for line, hyps in zip(LINES, t.translate_hypotheses(LINES), strict=True)
+    lines = [line for line, hyps in zip(LINES, t.engine.translate_hypotheses(LINES), strict=True)
              if line.strip() and max(len(h.tokens) for h in hyps) < 30]
     ours = _nbest_aiayn(t, lines)
     lengths = {len(tokens) for hyps in ours for tokens, _ in hyps}
@@ -153,7 +153,7 @@ def test_beam_search_gives_the_n_best_lists_of_transformers_generate(tmp_path: P
         assert [tokens for tokens, _ in a] == [tokens for tokens, _ in b], line
         torch.testing.assert_close(torch.tensor([s for _, s in a]), torch.tensor([s for _, s in b]),
                                    atol=1e-4, rtol=1e-5)
-    gnmt = _nbest_aiayn(Translator.load(run, device="cpu", length_norm="gnmt"), lines)
+    gnmt = _nbest_aiayn(Translator.load(run, "torch", device="cpu", length_norm="gnmt"), lines)
     assert [[x for x, _ in h] for h in gnmt] != [[x for x, _ in h] for h in ours]
 
 
@@ -206,11 +206,11 @@ def test_the_ctranslate2_engine_decodes_with_the_runs_minimum_length(tmp_path: P
     for min_len, eos, beams in ((0, 5.0, (1,)), (6, 1.0, (1, 4))):
         run = make_run(tmp_path / f"run{min_len}", decode={"min_len": min_len}, eos=eos)
         out = export(run, "ctranslate2", tmp_path / f"ct2-{min_len}")
-        engine, t = CTranslate2Engine.from_export(out), Translator.load(run, device="cpu")
+        engine, t = CTranslate2Engine.from_export(out), Translator.load(run, "torch", device="cpu")
         assert engine.decode.min_len == min_len
         for beam in beams:
             ours = t.translate(LINES, beam=beam)
             assert Translator(engine).translate(LINES, beam=beam) == ours
-            lengths = [len(h[0].tokens) for h, src in zip(t.translate_hypotheses(LINES, beam=beam), LINES, strict=True)
-                       if src.strip()]
+            lengths = [len(h[0].tokens) for h, src in zip(t.engine.translate_hypotheses(LINES, beam=beam), LINES,
+                                                          strict=True) if src.strip()]
             assert min(lengths) >= min_len

@@ -119,14 +119,15 @@ def test_an_imported_marian_model_scores_and_translates_as_transformers(option: 
     hf_dir = make_marian(tmp_path / "marian", **OPTIONS[option])
     run = import_model(hf_dir, tmp_path / "run")
     tok, model = _hf(hf_dir)
-    t = Translator.load(run, device="cpu", precision="fp32")
-    assert (t.model.cfg.activation, t.model.cfg.output_bias) == ("relu" if "relu" in option else "gelu" if "gelu"
-                                                                 in option else "swish", True)
-    assert (len(t.model.encoder), len(t.model.decoder)) == OPTIONS[option].get("layers", (2, 2))
+    t = Translator.load(run, "torch", device="cpu", precision="fp32")
+    cfg = t.engine.model.cfg
+    assert (cfg.activation, cfg.output_bias) == ("relu" if "relu" in option else "gelu" if "gelu"
+                                                 in option else "swish", True)
+    assert (len(t.engine.model.encoder), len(t.engine.model.decoder)) == OPTIONS[option].get("layers", (2, 2))
     rows = _rows_of(t)
     batch = tok(TEST, text_target=TGT[-24:] + ["A dog.", "Two cats."], return_tensors="pt", padding=True)
-    src = [t.vocab.src.encode([line])[0] + [EOS_ID] for line in TEST]
-    tgt = [t.vocab.tgt.encode([line])[0] for line in TGT[-24:] + ["A dog.", "Two cats."]]
+    src = [t.engine.vocab.src.encode([line])[0] + [EOS_ID] for line in TEST]
+    tgt = [t.engine.vocab.tgt.encode([line])[0] for line in TGT[-24:] + ["A dog.", "Two cats."]]
     worst = 0.0
     for i, (s, y) in enumerate(zip(src, tgt, strict=True)):
         # the same tokens as MarianTokenizer (aiayn ids mapped back to the table's), language code included
@@ -134,7 +135,7 @@ def test_an_imported_marian_model_scores_and_translates_as_transformers(option: 
         assert [rows["tgt"][j] for j in y + [EOS_ID]] == [v for v in batch["labels"][i].tolist() if v != -100
                                                           and v != tok.pad_token_id]
         with torch.no_grad():
-            ours = t.model(torch.tensor([s]), torch.tensor([[BOS_ID] + y]))[0]                    # (T, V + 1)
+            ours = t.engine.model(torch.tensor([s]), torch.tensor([[BOS_ID] + y]))[0]                    # (T, V + 1)
             native = torch.tensor([[model.config.decoder_start_token_id] + [rows["tgt"][j] for j in y]])
             theirs = model(input_ids=torch.tensor([[rows["src"][j] for j in s]]), decoder_input_ids=native
                            ).logits[0].log_softmax(-1)                                            # (T, V)
@@ -144,10 +145,10 @@ def test_an_imported_marian_model_scores_and_translates_as_transformers(option: 
         assert ours[:, PAD_ID].max() < -1000                                 # aiayn's padding: probability 0
     assert worst < 1e-4, f"teacher-forced log-probabilities differ by {worst}"
     # greedy: identical tokens; beam 4: compared. 12 tokens each (an untrained model seldom ends a sentence)
-    t = Translator.load(run, device="cpu", precision="fp32", max_len_a=0.0, max_len_b=12)
+    t = Translator.load(run, "torch", device="cpu", precision="fp32", max_len_a=0.0, max_len_b=12)
     enc = tok(TEST, return_tensors="pt", padding=True)
     for beam in (1, 4):
-        ours_ids = [[rows["tgt"][j] for j in h[0].tokens] for h in t.translate_hypotheses(TEST, beam=beam)]
+        ours_ids = [[rows["tgt"][j] for j in h[0].tokens] for h in t.engine.translate_hypotheses(TEST, beam=beam)]
         with torch.no_grad():
             ids = model.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12, early_stopping=True)
         theirs_ids = [[j for j in row[1:] if j != model.config.pad_token_id] for row in ids.tolist()]
@@ -179,10 +180,10 @@ def test_a_multilingual_marian_model_translates_each_target_as_transformers(tmp_
     lines = SRC[-100:]
     outputs = {}
     for lang, code in multi.tags.items():
-        t = Translator.load(run, device="cpu", precision="fp32", max_len_a=0.0, max_len_b=12, source="de",
+        t = Translator.load(run, "torch", device="cpu", precision="fp32", max_len_a=0.0, max_len_b=12, source="de",
                             target=lang)
         rows = _rows_of(t)
-        ours = [[rows["tgt"][j] for j in h[0].tokens] for h in t.translate_hypotheses(lines, beam=1)]
+        ours = [[rows["tgt"][j] for j in h[0].tokens] for h in t.engine.translate_hypotheses(lines, beam=1)]
         with torch.no_grad():
             ids = model.generate(**tok([f"{code} {x}" for x in lines], return_tensors="pt", padding=True),
                                  num_beams=1, do_sample=False, max_new_tokens=12)
@@ -194,13 +195,13 @@ def test_a_multilingual_marian_model_translates_each_target_as_transformers(tmp_
         outputs[lang] = ours
     assert outputs["en"] != outputs["fr"] != outputs["pt"]             # the code chooses what it writes
     with pytest.raises(ValueError, match="does not write 'es': it writes en, fr, pt"):
-        Translator.load(run, source="de", target="es")
+        Translator.load(run, "torch", source="de", target="es")
 
 
 def _rows_of(t: Translator) -> dict[str, list[int | None]]:
     """aiayn id -> the Marian id of the same piece (aiayn's BOS -> the start token, <pad>)."""
     out = {}
-    for side, tok in (("src", t.vocab.src), ("tgt", t.vocab.tgt)):
+    for side, tok in (("src", t.engine.vocab.src), ("tgt", t.engine.vocab.tgt)):
         rows = [None if n < 0 else int(n) for n in tok.ids.to_native]  # type: ignore[union-attr]
         out[side] = rows
     out["tgt"][BOS_ID] = out["tgt"][PAD_ID]
@@ -219,7 +220,7 @@ def test_the_imported_run_dir_is_a_run_dir_that_exports_and_round_trips(tmp_path
     pytest.importorskip("ctranslate2")
     from aiayn.interop.export import ctranslate2_translate
     out = export(run, "ctranslate2", tmp_path / "ct2")
-    ours = Translator.load(run, device="cpu", precision="fp32").translate(TEST[:-1], beam=1)
+    ours = Translator.load(run, "torch", device="cpu", precision="fp32").translate(TEST[:-1], beam=1)
     assert ctranslate2_translate(out, TEST[:-1], beam=1) == ours
 
 
@@ -233,7 +234,7 @@ def test_aiayn_serve_serves_an_imported_model(tmp_path: Path) -> None:
     try:
         status, _, body = server.post("/translate", {"text": TEST[:3], "beam": 1})
         assert status == 200
-        t = Translator.load(run, device="cpu", max_len_a=0.0, max_len_b=12)
+        t = Translator.load(run, "torch", device="cpu", max_len_a=0.0, max_len_b=12)
         assert body["translations"] == t.translate(TEST[:3], beam=1)
     finally:
         assert server.stop() == 0
@@ -253,8 +254,8 @@ def test_aiayn_to_huggingface_and_back_gives_identical_weights(variant: dict[str
         torch.testing.assert_close(a[k], b[k], atol=0, rtol=0, msg=k)
     # the same translations, up to the ends MarianTokenizer strips (the line starting with a language code is left
     # out: a Marian tokenizer keeps ">>eng<<" whole, aiayn's own SentencePiece tokenizer spells it out)
-    expected = [x.strip() for x in Translator.load(run).translate(TEST[:-1], beam=1)]
-    assert Translator.load(again).translate(TEST[:-1], beam=1) == expected
+    expected = [x.strip() for x in Translator.load(run, "torch").translate(TEST[:-1], beam=1)]
+    assert Translator.load(again, "torch").translate(TEST[:-1], beam=1) == expected
 
 
 @pytest.mark.parametrize("field, value, message", [

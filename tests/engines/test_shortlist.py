@@ -40,20 +40,21 @@ def _lines(copy_dir: DataDir, n: int = 120) -> list[str]:
 
 
 def _candidates(t: Translator, line: str) -> set[int]:
-    assert t.shortlist is not None
-    src = source_batch(t.model, [source_ids(t.model, t.vocab.src.encode([line])[0])], t.device)
-    return set(t.shortlist.candidates(src, t.model.cfg).tolist())
+    assert t.engine.shortlist is not None
+    src = source_batch(t.engine.model, [source_ids(t.engine.model, t.engine.vocab.src.encode([line])[0])], t.engine.device)
+    return set(t.engine.shortlist.candidates(src, t.engine.model.cfg).tolist())
 
 
 def test_greedy_output_is_the_full_searchs_where_its_tokens_are_candidates(run: Path, copy_dir: DataDir) -> None:
-    t = Translator.load(run, precision="fp32")
-    assert t.shortlist is not None and t.shortlist.meta["method"] == "cooc" and t.shortlist.meta["k"] == 3
-    assert t.shortlist.meta["valid"]["candidates_per_sentence"] < 40              # of 281: a real restriction
+    t = Translator.load(run, "torch", precision="fp32")
+    sl = t.engine.shortlist
+    assert sl is not None and sl.meta["method"] == "cooc" and sl.meta["k"] == 3
+    assert t.engine.shortlist.meta["valid"]["candidates_per_sentence"] < 40              # of 281: a real restriction
     inside = 0
     for line in _lines(copy_dir):                                      # one line per batch: its own candidates
         cands = _candidates(t, line)
-        full = t.translate_hypotheses([line], beam=1)[0][0]
-        short = t.translate_hypotheses([line], beam=1, shortlist=True)[0][0]
+        full = t.engine.translate_hypotheses([line], beam=1)[0][0]
+        short = t.engine.translate_hypotheses([line], beam=1, shortlist=True)[0][0]
         assert set(short.tokens) <= cands                              # never a token outside the list
         if set(full.tokens) <= cands:
             inside += 1
@@ -71,24 +72,24 @@ def _without(sl: Shortlist, token: int) -> Shortlist:
 
 def _common_token(t: Translator, lines: list[str]) -> int:
     """A target token the model's outputs of ``lines`` use often (not a special one)."""
-    ids = np.concatenate([h[0].tokens for h in t.translate_hypotheses(lines, beam=1)])
+    ids = np.concatenate([h[0].tokens for h in t.engine.translate_hypotheses(lines, beam=1)])
     counts = np.bincount(ids)
     counts[:4] = 0
     return int(counts.argmax())
 
 
 def test_a_token_left_out_is_never_produced_in_any_search(run: Path, copy_dir: DataDir) -> None:
-    t = Translator.load(run, precision="fp32")
-    assert t.shortlist is not None
+    t = Translator.load(run, "torch", precision="fp32")
+    assert t.engine.shortlist is not None
     lines = _lines(copy_dir, 60)
     x = _common_token(t, lines)
-    t.shortlist = _without(t.shortlist, x)
+    t.engine.shortlist = _without(t.engine.shortlist, x)
     for decode in (dict(beam=1), dict(beam=4), dict(beam=4, nbest=3), dict(sampling=True, beam=1)):
-        hyps = t.translate_hypotheses(lines, shortlist=True, **decode)
+        hyps = t.engine.translate_hypotheses(lines, shortlist=True, **decode)
         assert all(x not in h.tokens for hs in hyps for h in hs), decode
         if not decode.get("sampling"):
             assert all(hs[0].tokens for hs in hyps), decode                # and the others still translate
-    full = t.translate_hypotheses(lines, beam=1)
+    full = t.engine.translate_hypotheses(lines, beam=1)
     assert sum(x in h[0].tokens for h in full) >= 10                       # which the full search would produce
 
 
@@ -105,10 +106,11 @@ def test_the_restricted_output_layer_computes_the_full_layers_columns(kind: str)
 
 
 def test_a_sentence_joining_a_running_search_adds_its_candidates(run: Path, copy_dir: DataDir) -> None:
-    t = Translator.load(run, precision="fp32")
+    t = Translator.load(run, "torch", precision="fp32")
     a, b = _lines(copy_dir, 2)
-    search = BeamSearch(t.model, t.decode.replace(beam=2, shortlist=True), t.shortlist)
-    src = lambda line: source_batch(t.model, [source_ids(t.model, t.vocab.src.encode([line])[0])], t.device)  # noqa: E731
+    search = BeamSearch(t.engine.model, t.engine.decode.replace(beam=2, shortlist=True), t.engine.shortlist)
+    src = lambda line: source_batch(t.engine.model, [source_ids(t.engine.model, t.engine.vocab.src.encode([line])[0])],  # noqa: E731
+                                    t.engine.device)
     search.admit(src(a), ["a"])
     first = set(search.out.ids.tolist())                                   # type: ignore[union-attr]
     search.step()
@@ -122,7 +124,7 @@ def test_a_sentence_joining_a_running_search_adds_its_candidates(run: Path, copy
 
 def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Path) -> None:
     pytest.importorskip("eflomal")
-    cfg = Translator.load(copy_model).model.cfg
+    cfg = Translator.load(copy_model, "torch").engine.model.cfg
     sl = build(copy_dir.path, cfg, k=2, frequent=5, method="eflomal", max_pairs=2000)
     assert sl.meta["pairs"] == 2000 and sl.table.shape == (cfg.src_vocab_size, 2)
     src, _ = copy_dir.split("train")
@@ -140,16 +142,17 @@ def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy
     from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.interop.export import VMAP, export
 
-    t = Translator.load(run, precision="fp32", device="cpu")
+    t = Translator.load(run, "torch", precision="fp32", device="cpu")
     lines = _lines(copy_dir, 40)
-    assert t.shortlist is not None
+    assert t.engine.shortlist is not None
     reduced = tmp_path / "run"
     shutil.copytree(run, reduced)
-    _without(t.shortlist, _common_token(t, lines)).save(reduced)       # a list the full search's output needs
+    _without(t.engine.shortlist, _common_token(t, lines)).save(reduced)       # a list the full search's output needs
     out = export(reduced, "ctranslate2", tmp_path / "ct2")
     vmap = (out / VMAP).read_text(encoding="utf-8").splitlines()
     assert vmap[0].startswith("\t") and len(vmap) > 5          # the always-allowed tokens, then one line per token
-    ours_t, engine = Translator.load(reduced, precision="fp32", device="cpu"), Translator(CTranslate2Engine.from_export(out))
+    ours_t = Translator.load(reduced, "torch", precision="fp32", device="cpu")
+    engine = Translator(CTranslate2Engine.from_export(out))
     for beam in (1, 4):
         ours = [ours_t.translate([line], beam=beam, shortlist=True)[0] for line in lines]    # one line per batch,
         theirs = [engine.translate([line], beam=beam, shortlist=True)[0] for line in lines]  # as in both engines

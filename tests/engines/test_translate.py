@@ -46,7 +46,7 @@ AWKWARD = [
 
 
 def test_n_lines_in_n_lines_out(run_dir: Path, caplog) -> None:  # type: ignore[no-untyped-def]
-    t = Translator.load(run_dir)
+    t = Translator.load(run_dir, "torch")
     with caplog.at_level(logging.WARNING):
         for beam in (1, 3):
             out = t.translate(AWKWARD, beam=beam)
@@ -57,7 +57,7 @@ def test_n_lines_in_n_lines_out(run_dir: Path, caplog) -> None:  # type: ignore[
 
 
 def test_order_is_kept_whatever_the_batching(run_dir: Path) -> None:
-    t = Translator.load(run_dir)
+    t = Translator.load(run_dir, "torch")
     lines = [f"Satz {i} " + "wort " * (i % 7) for i in range(40)]
     big = t.translate(lines, beam=2, batch_tokens=100000, max_len_b=8)     # (an untrained model: short outputs)
     small = t.translate(lines, beam=2, batch_tokens=30, max_len_b=8)
@@ -68,7 +68,7 @@ def test_order_is_kept_whatever_the_batching(run_dir: Path) -> None:
 def test_workers_translate_exactly_as_one_thread(run_dir: Path) -> None:
     """Batches decoded by several threads at once: the same translations, in order, and the caller's
     thread count is left as it was."""
-    t = Translator.load(run_dir)
+    t = Translator.load(run_dir, "torch")
     lines = [f"Ein Mann {i} " + "und ein Hund " * (i % 5) for i in range(30)]
     threads = torch.get_num_threads()
     one = t.translate(lines, beam=3, batch_tokens=40, workers=1, max_len_b=8)
@@ -106,7 +106,7 @@ def test_map_in_threads_keeps_order_and_shares_the_threads() -> None:
 @pytest.mark.filterwarnings("ignore:precision=bf16 on a CPU without native bf16")   # slow there, still correct
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
 def test_reduced_precision_translators(run_dir: Path, precision: str) -> None:
-    t = Translator.load(run_dir, precision=precision)
+    t = Translator.load(run_dir, "torch", precision=precision)
     assert len(t.translate(AWKWARD, beam=2)) == len(AWKWARD)
 
 
@@ -114,8 +114,8 @@ def test_compile_with_int8_is_refused_by_name(run_dir: Path) -> None:
     """torch.compile cannot trace the int8 layers (fbgemm's packed weights): asked for both, at load or in a call, the
     error says which settings clash and what to use instead (it was a traceback from deep inside torch.compile)."""
     with pytest.raises(ValueError, match="decode.compile cannot be used with precision int8.*--precision fp32"):
-        Translator.load(run_dir, precision="int8", compile=True)
-    t = Translator.load(run_dir, precision="int8")
+        Translator.load(run_dir, "torch", precision="int8", compile=True)
+    t = Translator.load(run_dir, "torch", precision="int8")
     with pytest.raises(ValueError, match="decode.compile cannot be used with precision int8"):
         t.translate(AWKWARD[:1], compile=True)
 
@@ -175,8 +175,8 @@ def test_int8_layers_call_the_same_kernel_directly() -> None:
 
 
 def test_nbest_and_sampling(run_dir: Path) -> None:
-    t = Translator.load(run_dir)
-    hyps = t.translate_hypotheses(["Ein Mann."], beam=4, nbest=3)
+    t = Translator.load(run_dir, "torch")
+    hyps = t.engine.translate_hypotheses(["Ein Mann."], beam=4, nbest=3)
     assert len(hyps[0]) == 3 and hyps[0][0].score >= hyps[0][1].score >= hyps[0][2].score
     assert len(t.translate(["Ein Mann.", "Eine Frau."], sampling=True, top_k=5)) == 2
 
@@ -265,14 +265,14 @@ def test_worker_processes_decode_as_threads_do_and_the_caller_loads_no_model(run
     from aiayn.engines.processes import ProcessEngine
 
     lines = AWKWARD + [f"Ein Mann {i} " + "und ein Hund " * (i % 5) for i in range(30)]
-    t = Translator.load(run_dir, workers=2)
+    t = Translator.load(run_dir, "torch", workers=2)
     p = load(run_dir, "torch", processes=True, workers=2, device="cpu")
     try:
         assert isinstance(p, ProcessEngine) and len(workers_of(os.getpid())) == 2 and str(p.device) == "cpu"
         for beam, nbest in ((1, 1), (3, 2)):
             settings = {"beam": beam, "nbest": nbest, "batch_tokens": 40, "max_len_b": 8}
             assert len(decode_batches(p.encode(lines), 64, p.settings(**settings))) > 4
-            want, got = t.translate_hypotheses(lines, **settings), p.translate_hypotheses(lines, **settings)
+            want, got = t.engine.translate_hypotheses(lines, **settings), p.translate_hypotheses(lines, **settings)
             assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
             assert [h.score for hs in got for h in hs] == pytest.approx([h.score for hs in want for h in hs], abs=1e-5)
         assert Translator(p).translate(lines, max_len_b=8) == t.translate(lines, max_len_b=8)
@@ -350,7 +350,7 @@ def test_where_worker_processes_cannot_start_threads_decode(run_dir: Path, monke
     with caplog.at_level(logging.WARNING):
         t = load(run_dir, "torch", processes=True, workers=2, device="cpu")
     assert isinstance(t, TorchEngine) and "worker processes could not be started" in caplog.text
-    want = Translator.load(run_dir).translate(["Ein Mann."], max_len_b=4)
+    want = Translator.load(run_dir, "torch").translate(["Ein Mann."], max_len_b=4)
     assert Translator(t).translate(["Ein Mann."], max_len_b=4) == want
 
 
@@ -379,7 +379,7 @@ def test_a_server_where_worker_processes_cannot_start_decodes_in_threads(run_dir
         assert caplog.text.count("worker processes could not be started") == 1
         t = served.translator
         got = asyncio.run(served.batcher.translate(t.encode(["Ein Mann."]), t.decode))
-        assert t.detokenize([h[0].tokens for h in got]) == Translator.load(run_dir).translate(["Ein Mann."])
+        assert t.detokenize([h[0].tokens for h in got]) == Translator.load(run_dir, "torch").translate(["Ein Mann."])
     finally:
         served.close()
     with caplog.at_level(logging.WARNING):

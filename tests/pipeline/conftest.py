@@ -15,7 +15,7 @@ from ..helpers import Server
 @pytest.fixture(scope="module")
 def copier(copy_model: Path) -> Translator:
     """The session's copy model in this process (it copies its input: the right translation is known)."""
-    return Translator.load(copy_model, device="cpu")
+    return Translator.load(copy_model, "torch", device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -69,10 +69,10 @@ def test_a_copy_is_aligned_on_the_diagonal(copier: Translator) -> None:
     outputs, links = [t for t, _ in got], [x for _, x in got]
     assert outputs == copier.translate(LINES) and outputs[2] == "" and links[2] == ""
     _check(LINES, outputs, links)
-    src = copier.vocab.src.encode(LINES)
-    tokens = [h[0].tokens for h in copier.translate_hypotheses(LINES)]
-    pieces = (copier.vocab.src.piece, copier.vocab.tgt.piece)
-    at = {shift: [format_links(x) for x in align(copier.model, pieces, src, tokens, -1, shift, copier.device)]
+    src = copier.engine.vocab.src.encode(LINES)
+    tokens = [h[0].tokens for h in copier.engine.translate_hypotheses(LINES)]
+    pieces = (copier.engine.vocab.src.piece, copier.engine.vocab.tgt.piece)
+    at = {shift: [format_links(x) for x in align(copier.engine.model, pieces, src, tokens, -1, shift, copier.engine.device)]
           for shift in (0, 1)}
     assert _check(LINES, outputs, at[0]) >= 0.9, at[0]
     later = [(i, j) for text in at[1] for i, j in parse_links(text)]
@@ -85,7 +85,7 @@ def test_cli_and_server_print_the_alignment(copy_model: Path, write: Any, tmp_pa
                  str(out), "--alignments", "--quiet"]) == 0
     rows = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(rows) == len(LINES) and all(" ||| " in r for r in rows)
-    t = Translator.load(copy_model, device="cpu")
+    t = Translator.load(copy_model, "torch", device="cpu")
     assert [tuple(r.split(" ||| ")) for r in rows] == t.translate_aligned(LINES)
     assert main(["translate", "--model", str(copy_model), "--device", "cpu", "--input", str(src), "--output",
                  str(out), "--alignments", "--nbest", "2", "--quiet"]) == 0

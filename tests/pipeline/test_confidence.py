@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ import numpy as np
 import pytest
 
 from aiayn import Translator
-from aiayn.chains import FALLBACK, translate_with_fallback
 from aiayn.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
 from aiayn.config import Norms
 from aiayn.engines.base import Hypothesis
@@ -28,7 +28,7 @@ LINES = ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde spielen im Schnee.", "E
 
 @pytest.fixture(scope="module")
 def legacy() -> Translator:
-    return Translator.load(LEGACY, device="cpu", beam=3, workers=1)
+    return Translator.load(LEGACY, "torch", device="cpu", beam=3, workers=1)
 
 
 # --- the measures and the regression -------------------------------------------------------------------------------
@@ -92,14 +92,14 @@ def test_features_read_the_runner_up_the_length_and_the_unknown_tokens() -> None
 
 
 def test_beam_search_tells_the_best_its_runner_up(legacy: Translator) -> None:
-    hyps = legacy.translate_hypotheses(LINES, nbest=2)
+    hyps = legacy.engine.translate_hypotheses(LINES, nbest=2)
     for best, second in hyps:
         assert best.runner_up == (second.score, second.tokens)
         assert second.runner_up is None
 
 
 def test_every_translation_has_its_confidence_and_a_text_its_least_sure_sentences(legacy: Translator) -> None:
-    out = translate(legacy, Request([*LINES, " ".join(LINES), ""]))
+    out = translate(legacy.engine, Request([*LINES, " ".join(LINES), ""])).translations
     sure = [ts[0].confidence for ts in out]
     assert all(c is not None and 0.0 <= c <= 1.0 for c in sure)
     assert sure[3] == pytest.approx(min(sure[:3]))                   # the three sentences of one text
@@ -112,8 +112,8 @@ def test_the_run_s_own_calibration_is_the_one_used(legacy: Translator, tmp_path:
     run = tmp_path / "run"
     shutil.copytree(LEGACY, run, ignore=shutil.ignore_patterns("engines"))
     Calibration([0.0] * len(NAMES), -3.0, [0.0] * len(NAMES), [1.0] * len(NAMES)).save(run / "calibration.json")
-    t = Translator.load(run, device="cpu", beam=3, workers=1)
-    assert t.calibration.source == str(run / "calibration.json")
+    t = Translator.load(run, "torch", device="cpu", beam=3, workers=1)
+    assert t.engine.calibration.source == str(run / "calibration.json")
     assert t.translations(LINES[:1])[0].confidence == pytest.approx(1 / (1 + math.exp(3.0)))
 
 
@@ -180,18 +180,22 @@ class _Sure:
 
 def test_the_unsure_lines_go_to_the_fallback_whose_surer_translations_are_kept(legacy: Translator,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    first = Translator.load(LEGACY, device="cpu", beam=1, workers=1)
-    first.calibration = _Sure(0.2, "first")                           # type: ignore[assignment]
-    second = Translator.load(LEGACY, device="cpu", beam=3, workers=1)
-    second.calibration = _Sure(0.9, "second")                         # type: ignore[assignment]
-    sent = FALLBACK["sent"]
-    out = translate_with_fallback([first], [second], Request(LINES), 0.5)
-    assert [ts[0].confidence for ts in out] == [0.9] * 3 and FALLBACK["sent"] == sent + 3
-    out = translate_with_fallback([first], [second], Request(LINES), 0.1)       # all surer than 0.1: none sent
-    assert [ts[0].confidence for ts in out] == [0.2] * 3 and FALLBACK["sent"] == sent + 3
-    second.calibration = _Sure(0.1, "second")                         # type: ignore[assignment]
-    out = translate_with_fallback([first], [second], Request(LINES), 0.5)       # sent, but the first's is surer
-    assert [ts[0].confidence for ts in out] == [0.2] * 3 and FALLBACK["sent"] == sent + 6
+    first = Translator.load(LEGACY, "torch", device="cpu", beam=1, workers=1)
+    first.engine.calibration = _Sure(0.2, "first")                           # type: ignore[assignment]
+    second = Translator.load(LEGACY, "torch", device="cpu", beam=3, workers=1)
+    second.engine.calibration = _Sure(0.9, "second")                         # type: ignore[assignment]
+    from aiayn.route import Route
+
+    def along(min_confidence: float) -> Any:
+        return Route((first.engine,), Route((second.engine,)), min_confidence).follow(Request(LINES), translate)
+
+    out, counts = along(0.5)
+    assert [ts[0].confidence for ts in out] == [0.9] * 3 and counts["fallback.sent"] == counts["fallback.kept"] == 3
+    out, counts = along(0.1)                                            # all surer than 0.1: none sent
+    assert [ts[0].confidence for ts in out] == [0.2] * 3 and counts["fallback.sent"] == 0
+    second.engine.calibration = _Sure(0.1, "second")                         # type: ignore[assignment]
+    out, counts = along(0.5)                                            # sent, but the first's is surer
+    assert [ts[0].confidence for ts in out] == [0.2] * 3 and (counts["fallback.sent"], counts["fallback.kept"]) == (3, 0)
 
 
 # --- documents ---------------------------------------------------------------------------------------------------------
@@ -304,20 +308,17 @@ def test_the_length_guard_cuts_a_short_translation_at_its_likeliest_starter_and_
         shorter: bool) -> None:
     import dataclasses
 
-    from aiayn.pipeline import GUARD
-
-    t = Translator.load(LEGACY, device="cpu", beam=3, workers=1)
-    t.calibration = _ByLength(shorter)                                # type: ignore[assignment]
+    t = Translator.load(LEGACY, "torch", device="cpu", beam=3, workers=1)
+    t.engine.calibration = _ByLength(shorter)                                # type: ignore[assignment]
     text = "Ein Mann mit einem roten Hut fährt mit dem Fahrrad Zwei kleine Hunde spielen im Schnee am Strand"
     whole, left, right = t.translate([text, text[:text.index("Zwei")], text[text.index("Zwei"):]], runon=False)
     # every translation counts as short here; "Zwei" a starter but no opener (cut_runon leaves it)
-    t.norms = dataclasses.replace(t.norms, short=100.0, starters=(("Zwei", 0.3), ("Hut", 0.01)))
-    before = dict(GUARD)
-    out = translate(t, Request([text]))[0][0]
-    assert GUARD["cut"] == before["cut"] + 1
-    assert out.text == (f"{left} {right}" if shorter else whole)
-    assert GUARD["kept"] == before["kept"] + shorter
-    assert translate(t, Request([text], runon=False))[0][0].text == whole      # off with runon
+    t.engine.norms = dataclasses.replace(t.engine.norms, short=100.0, starters=(("Zwei", 0.3), ("Hut", 0.01)))
+    out, counts = translate(t.engine, Request([text]))
+    assert counts["guard.cut"] == 1
+    assert out[0][0].text == (f"{left} {right}" if shorter else whole)
+    assert counts["guard.kept"] == shorter
+    assert translate(t.engine, Request([text], runon=False)).translations[0][0].text == whole      # off with runon
 
 
 def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:
@@ -338,8 +339,8 @@ def test_serve_hands_its_unsure_texts_to_the_fallback(tmp_path: Path) -> None:
         status, _, lt = s.post("/translate", {"q": LINES[0], "source": "de", "target": "en"})
         assert status == 200 and lt["confidence"] == body["confidence"][0]
         _, _, text = s.request("GET", "/metrics")
-        assert 'aiayn_fallback_texts_total{outcome="sent"} 3.0' in text.decode()
-        assert 'aiayn_fallback_texts_total{outcome="kept"} 3.0' in text.decode()
+        for outcome in ("sent", "kept"):                             # counted by the route (the model) they took
+            assert re.search(r'aiayn_fallback_texts_total\{model="[^"]+",outcome="' + outcome + r'"\} 3.0', text.decode())
     finally:
         assert s.stop() == 0
 

@@ -56,15 +56,15 @@ def test_allocation_takes_the_banks_round_robin_from_the_highest() -> None:
 
 
 def _decode(t: Translator, lines: list[str], cons: list[Constraints | None] | None, **decode: Any) -> list[Any]:
-    seqs = [source_ids(t.model, ids) for ids in t.vocab.src.encode(lines)]
+    seqs = [source_ids(t.engine.model, ids) for ids in t.engine.vocab.src.encode(lines)]
     with torch.inference_mode():
-        return beam_search(t.model, source_batch(t.model, seqs, t.device), t.decode.replace(**decode),
-                           constraints=cons)
+        return beam_search(t.engine.model, source_batch(t.engine.model, seqs, t.engine.device),
+                           t.engine.decode.replace(**decode), constraints=cons)
 
 
 @pytest.fixture(scope="module")
 def legacy() -> Translator:
-    return Translator.load(LEGACY, device="cpu", beam=4, max_len_b=40)
+    return Translator.load(LEGACY, "torch", device="cpu", beam=4, max_len_b=40)
 
 
 PHRASE = st.lists(st.integers(4, 200), min_size=1, max_size=3)
@@ -81,7 +81,7 @@ def test_every_hypothesis_contains_its_constraints(legacy: Translator, phrases: 
 
 
 def test_mixed_batches_and_joining_lines_equal_each_line_alone(legacy: Translator) -> None:
-    v = legacy.vocab.tgt
+    v = legacy.engine.vocab.tgt
     cons = [Constraints(v.encode(["bicycle"])), None, Constraints(v.encode(["park", "a book"])), None]
     together = _decode(legacy, LINES, cons)
     alone = [_decode(legacy, [line], [c])[0] for line, c in zip(LINES, cons, strict=True)]
@@ -91,14 +91,14 @@ def test_mixed_batches_and_joining_lines_equal_each_line_alone(legacy: Translato
     assert contains(together[2][0].tokens, v.encode(["park"])[0])
 
     # step-level batching: a constrained line joins a search 3 steps in, beside an unconstrained one
-    seqs = [source_ids(legacy.model, ids) for ids in legacy.vocab.src.encode(LINES)]
-    search = BeamSearch(legacy.model, legacy.decode)
+    seqs = [source_ids(legacy.engine.model, ids) for ids in legacy.engine.vocab.src.encode(LINES)]
+    search = BeamSearch(legacy.engine.model, legacy.engine.decode)
     out: dict[int, list[int]] = {}
     with torch.inference_mode():
-        search.admit(source_batch(legacy.model, seqs[:2], legacy.device), [0, 1], constraints=cons[:2])
+        search.admit(source_batch(legacy.engine.model, seqs[:2], legacy.engine.device), [0, 1], constraints=cons[:2])
         for step in range(200):
             if step == 3:
-                search.admit(source_batch(legacy.model, seqs[2:], legacy.device), [2, 3], constraints=cons[2:])
+                search.admit(source_batch(legacy.engine.model, seqs[2:], legacy.engine.device), [2, 3], constraints=cons[2:])
             out.update({key: hyps[0].tokens for key, hyps in search.step()})
             if not search.active:
                 break
@@ -109,14 +109,14 @@ def test_keep_plain_keeps_a_translation_that_already_holds_its_phrases(copy_mode
     """keep_plain (the default): a line whose unconstrained n-best all hold its phrases keeps them; the others get
     what constrained search alone gives them (keep_plain=False), which holds the phrases. Constrained search would
     have changed some of the kept ones (dynamic beam allocation explores differently), so the rule is seen."""
-    t = Translator.load(copy_model, device="cpu", beam=4, nbest=4)
+    t = Translator.load(copy_model, "torch", device="cpu", beam=4, nbest=4)
     lines = copy_dir.raw_lines("test", "src")[:40]
     cons = [[" ".join(line.split()[:2])] if i % 2 else ["j j j j"] for i, line in enumerate(lines)]
     as_list = lambda hyps: [[(h.tokens, round(h.score, 4)) for h in hs] for hs in hyps]  # noqa: E731
-    plain = as_list(t.translate_hypotheses(lines))
-    kept = as_list(t.translate_hypotheses(lines, constraints=cons))
-    searched = as_list(t.translate_hypotheses(lines, constraints=cons, keep_plain=False))
-    enc = t.vocab.tgt.encode
+    plain = as_list(t.engine.translate_hypotheses(lines))
+    kept = as_list(t.engine.translate_hypotheses(lines, constraints=cons))
+    searched = as_list(t.engine.translate_hypotheses(lines, constraints=cons, keep_plain=False))
+    enc = t.engine.vocab.tgt.encode
     holds = [all(contains(h, enc(c)[0]) for h, _ in hs) for hs, c in zip(plain, cons, strict=True)]
     # (how many of the 20 odd lines' 4-best all begin as their line does depends on the CPU's float sums: 2 to 10 of
     # them on the machines seen; the rule needs some of each)
@@ -144,10 +144,10 @@ def test_the_fallback_at_the_length_limit_is_the_best_hypothesis_with_a_warning(
         legacy: Translator, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """A phrase that can never be produced (BOS, which beam search forbids): the line still gets its best hypothesis
     at the length limit, and ``translate`` warns, naming the line."""
-    never = Constraints([[legacy.model.cfg.bos_id]])
+    never = Constraints([[legacy.engine.model.cfg.bos_id]])
     hyps = _decode(legacy, LINES[:1], [never], max_len_a=0.0, max_len_b=6)[0]
     assert hyps and len(hyps[0].tokens) == 6                     # EOS was held back to the limit, then allowed
-    monkeypatch.setattr(legacy, "constraints", lambda lines, phrases, decode: [never])
+    monkeypatch.setattr(legacy.engine, "constraints", lambda lines, phrases, decode: [never])
     with caplog.at_level("WARNING"):
         out = legacy.translate(LINES[:1], constraints=[["x"]], max_len_a=0.0, max_len_b=6)
     assert len(out) == 1 and out[0]
@@ -177,7 +177,7 @@ def test_cli_constraints_and_glossary(write: Any, tmp_path: Path, capsys: pytest
     flags = ["--model", str(LEGACY), "--device", "cpu", "--beam", "4", "--max-len-b", "40", "--quiet"]
     assert main(["translate", *flags, "--input", str(src), "--output", str(out), "--constraints", str(cons)]) == 0
     got = out.read_text(encoding="utf-8").splitlines()
-    t = Translator.load(LEGACY, device="cpu", beam=4, max_len_b=40)
+    t = Translator.load(LEGACY, "torch", device="cpu", beam=4, max_len_b=40)
     assert got == t.translate(LINES, constraints=[["bicycle"], None, ["a book", "park"], []])
     assert "bicycle" in got[0] and "a book" in got[2] and "park" in got[2]
 

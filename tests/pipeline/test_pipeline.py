@@ -21,7 +21,7 @@ LINES = ["Ein Mann fährt mit dem Fahrrad.", "   ", "Zwei Hunde spielen im Schne
 
 @pytest.fixture(scope="module")
 def legacy() -> Translator:
-    return Translator.load(LEGACY, device="cpu", beam=2, workers=1)
+    return Translator.load(LEGACY, "torch", device="cpu", beam=2, workers=1)
 
 
 @pytest.mark.parametrize("kind", [Batcher, WholeBatcher])
@@ -29,23 +29,23 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from prometheus_client import CollectorRegistry
 
-    want = legacy.translate_hypotheses(LINES, nbest=2)
+    want = legacy.engine.translate_hypotheses(LINES, nbest=2)
     encoded: list[list[str]] = []
-    original = legacy.vocab.src.encode
+    original = legacy.engine.vocab.src.encode
 
     def counted(lines: list[str]) -> Any:
         encoded.append(list(lines))
         return original(lines)
 
-    monkeypatch.setattr(legacy.vocab.src, "encode", counted)
+    monkeypatch.setattr(legacy.engine.vocab.src, "encode", counted)
 
     async def run() -> Any:
         limits = Limits(workers=1, max_batch_tokens=6000, max_wait_ms=0, max_queue_lines=100, timeout_s=30)
-        b = kind(legacy, limits, DecodeMetrics(CollectorRegistry()).model("m"))
+        b = kind(legacy.engine, limits, DecodeMetrics(CollectorRegistry()).model("m"))
         try:
-            prepared = prepare(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
-            return await b.translate(prepared.ids, prepared.decode), await translate_async(legacy, prepared,
-                                                                                          b.translate)
+            prepared = prepare(legacy.engine, Request(LINES, decode={"nbest": 2}, alignments=True))
+            done = await translate_async(legacy.engine, prepared, b.translate)
+            return await b.translate(prepared.ids, prepared.decode), done.translations
         finally:
             b.close()
 
@@ -54,7 +54,7 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
     assert encoded == [[line for line in LINES if line.strip()]], encoded
     decoded = [hs for line, hs in zip(LINES, want, strict=True) if line.strip()]      # (the batcher's: sentences)
     assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in decoded]
-    texts = [legacy.detokenize([h.tokens for h in hs]) for hs in want]
+    texts = [legacy.engine.detokenize([h.tokens for h in hs]) for hs in want]
     assert [[t.text for t in ts] for ts in translations] == texts
     assert all(t.alignment is not None for ts in translations for t in ts)
 
@@ -63,7 +63,7 @@ def test_what_an_engine_cannot_do_is_refused_by_name(legacy: Translator) -> None
     from aiayn.engines.ctranslate2 import CTranslate2Engine
 
     for feature in ("constraints", "alignments", "html", "attention"):
-        require(legacy, feature)                                  # aiayn's own engine does all of it
+        require(legacy.engine, feature)                                  # aiayn's own engine does all of it
         with pytest.raises(Unsupported, match="need aiayn's own engine"):
             require(CTranslate2Engine.__new__(CTranslate2Engine), feature)
 
@@ -116,16 +116,16 @@ def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(l
                          (NAMES, "format html gives one translation per fragment"),
                          ({"nbest": "alternatives"}, "it takes no alternatives")):
         with pytest.raises(ValueError) as e:
-            prepare(legacy, Request(["<b>Hund</b>"], decode={"nbest": 2}, format="html", names=names))
+            prepare(legacy.engine, Request(["<b>Hund</b>"], decode={"nbest": 2}, format="html", names=names))
         assert words in str(e.value)
     with pytest.raises(ValueError, match="format 'pdf'"):
-        prepare(legacy, Request(["x"], format="pdf"))
-    got = translate(legacy, Request(LINES, decode={"nbest": 2}, alignments=True))
+        prepare(legacy.engine, Request(["x"], format="pdf"))
+    got = translate(legacy.engine, Request(LINES, decode={"nbest": 2}, alignments=True)).translations
     assert [len(ts) for ts in got] == [2, 2, 2] and got[1][0].text == "" and got[1][0].alignment == ""
-    want = legacy.translate_hypotheses(LINES, nbest=2)
-    assert [[t.text for t in ts] for ts in got] == [legacy.detokenize([h.tokens for h in hs]) for hs in want]
-    prepared = prepare(legacy, Request([], decode={"nbest": 3}))
-    assert finish(legacy, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
+    want = legacy.engine.translate_hypotheses(LINES, nbest=2)
+    assert [[t.text for t in ts] for ts in got] == [legacy.engine.detokenize([h.tokens for h in hs]) for hs in want]
+    prepared = prepare(legacy.engine, Request([], decode={"nbest": 3}))
+    assert finish(legacy.engine, prepared, []) == [] and prepared.decode.beam >= 3          # the nbest rule: beam grows
 
 
 # --- a request's options: one home, every front end's field made from it ---------------------------------------------
@@ -170,9 +170,9 @@ def test_an_option_that_needs_a_capability_is_refused_by_an_engine_without_it(le
 
     class Unaligned:                                                # an engine that cannot align
         def __getattr__(self, name: str) -> Any:
-            return getattr(legacy.engine_, name)
+            return getattr(legacy.engine, name)
 
-        capabilities = dataclasses.replace(legacy.engine_.capabilities, alignments=False)
+        capabilities = dataclasses.replace(legacy.engine.capabilities, alignments=False)
 
     with pytest.raises(Unsupported, match="alignments"):
         prepare(Unaligned(), Request(["Ein Hund."], alignments=True))  # type: ignore[arg-type]

@@ -14,7 +14,8 @@ import torch
 from aiayn import Translator
 from aiayn.config import Norms
 from aiayn.evaluate import evaluate
-from aiayn.repair import COUNTS, _loops, flag
+from aiayn.pipeline import Request
+from aiayn.repair import _loops, flag
 
 from ..helpers import Server, copy_lines
 
@@ -40,9 +41,9 @@ def test_what_is_flagged() -> None:
 @pytest.fixture(scope="module")
 def looping(copy_model: Path) -> Iterator[Translator]:
     """The copy model with its output pulled towards one letter: it writes that letter over and over."""
-    t = Translator.load(copy_model, device="cpu", beam=4)
-    letter = t.vocab.tgt.encode(["a"])[0][-1]
-    plain = t.model.logits
+    t = Translator.load(copy_model, "torch", device="cpu", beam=4)
+    letter = t.engine.vocab.tgt.encode(["a"])[0][-1]
+    plain = t.engine.model.logits
 
     def pulled(hidden: torch.Tensor) -> torch.Tensor:
         out = plain(hidden)
@@ -50,28 +51,27 @@ def looping(copy_model: Path) -> Iterator[Translator]:
         return out
 
     # the pull replaces a method, which the traced step (model.DecoderStep: the output layer itself) does not call
-    traced, t.model.traced = t.model.traced, None
-    t.model.logits = pulled  # type: ignore[method-assign]
+    traced, t.engine.model.traced = t.engine.model.traced, None
+    t.engine.model.logits = pulled  # type: ignore[method-assign]
     yield t
-    t.model.logits, t.model.traced = plain, traced  # type: ignore[method-assign]
+    t.engine.model.logits, t.engine.model.traced = plain, traced  # type: ignore[method-assign]
 
 
 def test_a_model_made_to_loop_has_its_looping_lines_repaired(looping: Translator) -> None:
     lines = copy_lines(40, seed=3)
-    ids = looping.encode(lines)
+    ids = looping.engine.encode(lines)
     before = looping.translate(lines, repair=False)
-    loops = [i for i, out in enumerate(before) if _loops(looping.encode([out])[0]) and not _loops(ids[i])]
+    loops = [i for i, out in enumerate(before) if _loops(looping.engine.encode([out])[0]) and not _loops(ids[i])]
     assert len(loops) >= 10, before                                  # (the perturbation does loop)
-    start = COUNTS.copy()
     after = looping.translate(lines, repair=True)
     assert after == looping.translate(lines, repair=True)            # the same input, the same output
-    assert not [i for i, out in enumerate(after) if _loops(looping.encode([out])[0]) and not _loops(ids[i])]
-    flagged = [flag(line, x, out, looping.encode([out])[0], looping.norms)
+    assert not [i for i, out in enumerate(after) if _loops(looping.engine.encode([out])[0]) and not _loops(ids[i])]
+    flagged = [flag(line, x, out, looping.engine.encode([out])[0], looping.engine.norms)
                for line, x, out in zip(lines, ids, before, strict=True)]
     assert [a for a, f in zip(after, flagged, strict=True) if f is None] == \
         [b for b, f in zip(before, flagged, strict=True) if f is None]       # only the flagged lines change
-    assert COUNTS[("loop", "flagged")] - start[("loop", "flagged")] >= len(loops)
-    assert COUNTS[("loop", "repaired")] - start[("loop", "repaired")] >= len(loops)
+    counts = looping.request(Request.of(lines, repair=True)).counts           # what happened comes back with it
+    assert counts["repair.loop.flagged"] >= len(loops) and counts["repair.loop.repaired"] >= len(loops)
     # evaluate --json reports them (flagged are counted with repair off too, the default)
     assert looping.translate(lines) == before
     r = evaluate(looping, lines, lines)
@@ -79,12 +79,11 @@ def test_a_model_made_to_loop_has_its_looping_lines_repaired(looping: Translator
 
 
 def test_a_copy_model_copies_unflagged_and_no_repeat_holds_in_every_search(copy_model: Path) -> None:
-    t = Translator.load(copy_model, device="cpu", beam=4)
-    assert t.norms.copies == 1.0 and t.norms.ratio == (1.0, 1.0)
+    t = Translator.load(copy_model, "torch", device="cpu", beam=4)
+    assert t.engine.norms.copies == 1.0 and t.engine.norms.ratio == (1.0, 1.0)
     lines = ["a b c a b c a b c d", "e e e e f", "a b c d e f g h i j"]
-    start = COUNTS.copy()
     assert t.translate(lines, repair=True) == lines    # copies ("e e e", short of one, decoded again at its length)
-    assert COUNTS[("copy", "flagged")] == start[("copy", "flagged")]   # copying is its job: never flagged
+    assert t.request(Request.of(lines, repair=True)).counts["repair.copy.flagged"] == 0   # copying is its job
     for beam in (1, 4):
         for out in t.translate(lines, beam=beam, no_repeat_ngram=2, repair=False):
             words = out.split()
@@ -95,7 +94,7 @@ def test_a_copy_model_copies_unflagged_and_no_repeat_holds_in_every_search(copy_
 def test_the_servers_answers_are_repaired_and_counted(server: Server, copy_model: Path) -> None:
     """A request asking for min_len past what the copy model's data shows: too long, decoded again with the length
     rule (its answer equals the Python API's), and counted in /metrics."""
-    t = Translator.load(copy_model, device="cpu")
+    t = Translator.load(copy_model, "torch", device="cpu")
     lines = copy_lines(6, seed=5)
     ask: dict[str, Any] = {"min_len": 30, "repair": True}
     want = t.translate(lines, **ask)

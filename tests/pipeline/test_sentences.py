@@ -24,7 +24,7 @@ COPY = ["a b c d!", "e f g h j?", "i j a b c!"]          # the copy model's lett
 
 @pytest.fixture(scope="module")
 def legacy() -> Translator:
-    return Translator.load(LEGACY, device="cpu", beam=2, workers=1)
+    return Translator.load(LEGACY, "torch", device="cpu", beam=2, workers=1)
 
 
 # --- splitting and joining -----------------------------------------------------------------------------------------
@@ -95,8 +95,8 @@ def test_a_paragraph_is_translated_as_its_sentences_would_be(legacy: Translator)
     assert legacy.translate([paragraph]) == [" ".join(alone)]
     assert legacy.translate([paragraph], sentences=False) != [" ".join(alone)]        # (what it was before)
     # n-best: the k-th of each sentence; alignments: each sentence's, moved to its words
-    two = translate(legacy, Request([paragraph], decode={"nbest": 2}, alignments=True))[0]
-    each = translate(legacy, Request(GERMAN, decode={"nbest": 2}, sentences=False, alignments=True))
+    two = translate(legacy.engine, Request([paragraph], decode={"nbest": 2}, alignments=True)).translations[0]
+    each = translate(legacy.engine, Request(GERMAN, decode={"nbest": 2}, sentences=False, alignments=True)).translations
     assert [t.text for t in two] == [" ".join(e[k].text for e in each) for k in range(2)]
     src_at = tgt_at = 0
     want = []
@@ -110,9 +110,10 @@ def test_a_paragraph_is_translated_as_its_sentences_would_be(legacy: Translator)
 def test_line_breaks_html_and_constraints(legacy: Translator) -> None:
     alone = legacy.translate(GERMAN, sentences=False)
     text = f"{GERMAN[0]}\n\n{GERMAN[1]} {GERMAN[2]}\n"
-    assert translate(legacy, Request([text]))[0][0].text == f"{alone[0]}\n\n{alone[1]} {alone[2]}\n"
+    assert translate(legacy.engine, Request([text])).translations[0][0].text == f"{alone[0]}\n\n{alone[1]} {alone[2]}\n"
     assert legacy.translate([text]) == [f"{alone[0]} {alone[1]} {alone[2]}"]      # Translator.translate: one line each
-    html = translate(legacy, Request([f"<p>{GERMAN[0]} <b>{GERMAN[1]}</b></p>"], format="html"))[0][0].text
+    html = translate(legacy.engine, Request([f"<p>{GERMAN[0]} <b>{GERMAN[1]}</b></p>"],
+                                            format="html")).translations[0][0].text
     assert re.sub("<[^>]+>", "", html) == f"{alone[0]} {alone[1]}" and html.startswith("<p>") and "</b>" in html
     # a text with constraints of its own stays one sentence: its phrases are the whole text's
     paragraph = " ".join(GERMAN)
@@ -122,7 +123,7 @@ def test_line_breaks_html_and_constraints(legacy: Translator) -> None:
 
 def test_a_sentence_longer_than_the_model_was_trained_on_is_translated_by_its_clauses(legacy: Translator) -> None:
     long = "Ein Mann, der ein rotes Hemd trägt, fährt mit dem Fahrrad über eine Brücke, und zwei Hunde laufen nach."
-    clauses = cut_long(whole(long), lambda s: len(legacy.encode([s])[0]) > 12).sentences
+    clauses = cut_long(whole(long), lambda s: len(legacy.engine.encode([s])[0]) > 12).sentences
     assert len(clauses) > 1
     assert legacy.translate([long], sentence_tokens=12) == [" ".join(legacy.translate(clauses, sentences=False))]
     assert legacy.translate([long], sentence_tokens=1000) == legacy.translate([long], sentences=False)
@@ -133,7 +134,7 @@ def test_a_sentence_longer_than_the_model_was_trained_on_is_translated_by_its_cl
 
 def test_every_front_end_splits_and_each_can_turn_it_off(server: Server, copy_model: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    cli = Translator.load(copy_model, device="cpu")
+    cli = Translator.load(copy_model, "torch", device="cpu")
     # 30 sentences: as one line they are longer than the model's 128 positions, so the whole line's translation is
     # cut short whatever the CPU's rounding, and each answer below tells the two ways apart
     paragraph = " ".join(COPY * 10)

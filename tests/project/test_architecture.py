@@ -217,6 +217,38 @@ def test_public_api() -> None:
     assert not (ROOT / "configs").is_symlink(), "recipes live in aiayn/configs only"
 
 
+def test_the_python_api_is_its_own_type_on_the_command_lines_engine() -> None:
+    """Translator has the methods it documents and hands nothing on to its engine (``t.engine`` is what decodes), and
+    loads the engine the command line loads by default."""
+    import argparse
+    import inspect
+
+    from aiayn.cli.common import add_decode_flags
+    from aiayn.translator import Translator
+
+    assert not {"__getattr__", "__setattr__", "__delattr__"} & set(vars(Translator))
+    p = argparse.ArgumentParser()
+    add_decode_flags(p)
+    assert inspect.signature(Translator.load).parameters["engine"].default == p.get_default("engine") == "auto"
+
+
+def test_no_module_keeps_counts_of_requests() -> None:
+    """What happened to a request comes back with it (pipeline.Translated): no module-level dict, Counter or list of
+    aiayn/ is added to (an augmented assignment to a subscript of a module-level name) inside a function."""
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        globals_ = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+                    base = node.target.value
+                    while isinstance(base, ast.Subscript):
+                        base = base.value
+                    assert not (isinstance(base, ast.Name) and base.id in globals_), \
+                        f"{name}.{fn.name} counts into the module-level {base.id}"
+
+
 # --- run directories written before the architecture change --------------------------------------------------------
 
 
@@ -230,7 +262,7 @@ def legacy(tmp_path: Path) -> Path:
 def test_a_legacy_run_translates_as_it_did(legacy: Path) -> None:
     expected = json.loads((legacy / "expected.json").read_text(encoding="utf-8"))
     src = (legacy / "data" / "valid.de").read_text(encoding="utf-8").splitlines()
-    t = Translator.load(legacy / "run", device="cpu")
+    t = Translator.load(legacy / "run", "torch", device="cpu")
     assert t.translate(src, beam=1) == expected["greedy"]
     assert t.translate(src, beam=4) == expected["beam4"]
     assert DataDir(legacy / "data").special_ids == {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID,
@@ -349,7 +381,7 @@ def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.
 
     assert resolve(sets=["decode.precision=int8"]).decode.precision == "int8"   # a run's default for translate
     with pytest.raises(ValueError, match="DecodeConfig.precision='fp8'"):
-        Translator.load(legacy / "run", precision="fp8")
+        Translator.load(legacy / "run", "torch", precision="fp8")
     with pytest.raises(SystemExit):
         main(["translate", "--model", str(legacy / "run"), "--precision", "fp8"])
     assert "invalid choice: 'fp8'" in capsys.readouterr().err
@@ -358,8 +390,9 @@ def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.
 
 
 def test_a_translators_device_and_precision_are_fixed_when_it_is_made(legacy: Path) -> None:
-    t = Translator.load(legacy / "run", device="cpu", precision="int8")
-    assert t.decode.precision == t.precision == "int8" and any(isinstance(m, Int8Linear) for m in t.model.modules())
+    t = Translator.load(legacy / "run", "torch", device="cpu", precision="int8")
+    assert t.engine.decode.precision == t.engine.precision == "int8"
+    assert any(isinstance(m, Int8Linear) for m in t.engine.model.modules())
     with pytest.raises(ValueError, match="precision is set when it is made"):
         t.translate(["Hallo"], precision="fp32")
     with pytest.raises(ValueError, match="unknown DecodeConfig key"):
@@ -393,7 +426,7 @@ def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Pat
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        Translator.load(legacy / "run", device="cpu")
+        Translator.load(legacy / "run", "torch", device="cpu")
         Trainer(legacy / "data", tmp_path / "run", resolve("tiny", sets=["threads=2", "train.device=cpu"]))
         assert torch.get_num_threads() == 1
     finally:
@@ -401,7 +434,7 @@ def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Pat
 
 
 def test_evaluate_translates_scores_and_keeps_the_hypotheses(legacy: Path) -> None:
-    t = Translator.load(legacy / "run", device="cpu")
+    t = Translator.load(legacy / "run", "torch", device="cpu")
     src = (legacy / "data" / "test.de").read_text(encoding="utf-8").splitlines()
     ref = (legacy / "data" / "test.en").read_text(encoding="utf-8").splitlines()
     r = evaluate(t, src, ref, legacy / "h" / "test.hyp", beam=1)

@@ -46,8 +46,8 @@ def two(en_de: Path) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def oracles(en_de: Path) -> dict[str, Translator]:
     """What `aiayn translate` gives with each served model."""
-    return {"de-en": Translator.load(LEGACY, device="cpu", workers=1),
-            "en-de": Translator.load(en_de, device="cpu", workers=1)}
+    return {"de-en": Translator.load(LEGACY, "torch", device="cpu", workers=1),
+            "en-de": Translator.load(en_de, "torch", device="cpu", workers=1)}
 
 
 def test_the_libretranslatepy_client_translates_lists_languages_and_detects(two: Server,
@@ -92,7 +92,8 @@ def test_each_clients_request_shape(two: Server, oracles: dict[str, Translator])
                                              "alternatives": 2})
     assert status == 200 and got["translatedText"] == want
     assert [d["language"] for d in got["detectedLanguage"]] == ["de", "de"]
-    best3 = translate(oracles["de-en"], Request(GERMAN, decode={"beam": max(3, oracles["de-en"].decode.beam), "nbest": 3}))
+    best3 = translate(oracles["de-en"].engine, Request(GERMAN, decode={"beam": max(3, oracles["de-en"].engine.decode.beam),
+                                                                "nbest": 3})).translations
     assert got["alternatives"] == [[t.text for t in ts[1:]] for ts in best3]      # (the pipeline's n-best)
     assert got["alternativesConfidence"] == [[round(t.confidence, 4) for t in ts[1:]] for ts in best3]
     assert got["confidence"] == [round(ts[0].confidence, 4) for ts in best3]
@@ -116,7 +117,8 @@ def test_html_in_both_apis(two: Server, oracles: dict[str, Translator]) -> None:
     want = oracles["en-de"].translate_html(frags)
     assert "<b>" in want[0] and '<a href="/x">' in want[1] and "<i>" in want[2]
     status, _, got = two.post("/translate", {"q": frags, "source": "en", "target": "de", "format": "html"})
-    sure = [round(ts[0].confidence, 4) for ts in translate(oracles["en-de"], Request(frags, format="html"))]
+    sure = [round(ts[0].confidence, 4)
+            for ts in translate(oracles["en-de"].engine, Request(frags, format="html")).translations]
     assert status == 200 and got == {"translatedText": want, "confidence": sure}, got
     status, headers, got = two.post("/translate", {"text": frags, "target": "de", "format": "html"})
     assert status == 200 and got == {"translations": want, "confidence": sure}, got

@@ -55,7 +55,7 @@ def server(copy_model: Path) -> Iterator[Server]:
 
 def test_repeated_input_is_answered_from_memory_with_the_same_output(server: Server, copy_model: Path) -> None:
     lines = copy_lines(20, seed=21)
-    want = Translator.load(copy_model, device="cpu").translate(lines)
+    want = Translator.load(copy_model, "torch", device="cpu").translate(lines)
     hits = server.metric("aiayn_cache_hits_total")
     for _ in range(3):
         status, _, body = server.post("/translate", {"text": lines})

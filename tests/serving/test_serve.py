@@ -92,7 +92,7 @@ def test_every_limit_is_a_clear_json_error(server: Server) -> None:
 @pytest.fixture(scope="module")
 def cli(copy_model: Path) -> Translator:
     """What ``aiayn translate`` gives with the served model: the answers' oracle."""
-    return Translator.load(copy_model, device="cpu", workers=1)
+    return Translator.load(copy_model, "torch", device="cpu", workers=1)
 
 
 def test_concurrent_requests_are_answered_correctly_and_batched(server: Server, cli: Translator) -> None:
@@ -142,8 +142,8 @@ def test_a_request_of_many_lines_of_many_lengths_is_the_lines_alone(server: Serv
             break
     assert server.metric("aiayn_joined_lines_total", KEY) > joined, "no line joined a running search"
     got = [t for _, _, body in answers for t in body["translations"]]
-    want = cli.translate_hypotheses(lines, **options)
-    assert [[h["text"] for h in hs] for hs in got] == [cli.detokenize([h.tokens for h in hs]) for hs in want]
+    want = cli.engine.translate_hypotheses(lines, **options)
+    assert [[h["text"] for h in hs] for hs in got] == [cli.engine.detokenize([h.tokens for h in hs]) for hs in want]
     for g, w in zip(got, want, strict=True):
         assert [h["score"] for h in g] == pytest.approx([h.score for h in w], abs=2e-4), (g, w)
     assert len({g[0]["text"] for g in got}) >= 0.9 * len(lines)                # each line its own translation
@@ -299,17 +299,17 @@ def test_a_lone_decoding_thread_keeps_its_share_of_the_cores(monkeypatch: pytest
 
     from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
 
-    translator = Translator.load(LEGACY, device="cpu")
+    translator = Translator.load(LEGACY, "torch", device="cpu")
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
     set_to: list[int] = []
     monkeypatch.setattr(torch, "set_num_threads", set_to.append)
 
     async def lone_requests() -> None:
         limits = Limits(workers=2, max_batch_tokens=4000, max_wait_ms=0.0, max_queue_lines=100, timeout_s=60)
-        batcher = Batcher(translator, limits, DecodeMetrics(CollectorRegistry()).model("test"))
+        batcher = Batcher(translator.engine, limits, DecodeMetrics(CollectorRegistry()).model("test"))
         try:
             for line in ("Ein Hund.", "Zwei Katzen schlafen."):
-                assert len(await batcher.translate(translator.encode([line]), translator.decode)) == 1
+                assert len(await batcher.translate(translator.engine.encode([line]), translator.engine.decode)) == 1
         finally:
             batcher.close()
 
@@ -389,13 +389,14 @@ def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_m
             answers = list(pool.map(lambda a: s.post("/translate", a), asks))
         for ask, (status, _, body) in zip(asks, answers, strict=True):
             assert status == 200, (body, s.output()[-3000:])
-            want = cli.translate_hypotheses(ask["text"], beam=ask["beam"], nbest=ask.get("nbest", 1),
+            want = cli.engine.translate_hypotheses(ask["text"], beam=ask["beam"], nbest=ask.get("nbest", 1),
                                             constraints=ask.get("constraints"))
             got = body["translations"]
             if ask.get("nbest", 1) == 1:
-                assert got == cli.detokenize([hs[0].tokens for hs in want]), ask
+                assert got == cli.engine.detokenize([hs[0].tokens for hs in want]), ask
             else:
-                assert [[h["text"] for h in hs] for hs in got] == [cli.detokenize([h.tokens for h in hs]) for hs in want]
+                texts = [cli.engine.detokenize([h.tokens for h in hs]) for hs in want]
+                assert [[h["text"] for h in hs] for hs in got] == texts
                 assert [h["score"] for hs in got for h in hs] == pytest.approx(
                     [h.score for hs in want for h in hs], abs=2e-4)
         assert "j j j" in answers[-1][2]["translations"][0]
@@ -456,10 +457,10 @@ def test_a_memory_budget_loads_models_on_first_use_and_unloads_the_least_recentl
     for ckpt in (runs[3] / "averaged", runs[3] / "best", runs[3] / "last"):
         if (ckpt / "model.safetensors").is_file():
             (ckpt / "model.safetensors").write_bytes(b"not a weights file")   # found only when it is loaded
-    size = Translator.load(runs[0], device="cpu").memory_bytes()
+    size = Translator.load(runs[0], "torch", device="cpu").engine.memory_bytes()
     budget = 2.5 * size / (1 << 20)                                    # MiB: two models fit, not three
     lines = copy_dir.raw_lines("test", "src")[:3]
-    want = Translator.load(runs[0], device="cpu", workers=1).translate(lines)
+    want = Translator.load(runs[0], "torch", device="cpu", workers=1).translate(lines)
     pairs = [name.split("-") for name in ("en-fr", "fr-de", "de-es")]
     s = Server("--no-processes", "--memory-budget", f"{budget:.6f}", "--model", str(runs[1]), "--model",
                str(runs[2]), "--model", str(runs[3]), model=runs[0])

@@ -48,12 +48,12 @@ def _pairs(d: DataDir, split: str = "train") -> list[tuple[list[int], list[int]]
 def test_a_student_trains_on_the_teachers_translations(small: DataDir, copy_model: Path, tmp_path: Path) -> None:
     out = distill(copy_model, small.path, tmp_path / "distilled", DistillOptions(shard_lines=250))
     d = DataDir(out)
-    teacher = Translator.load(copy_model, precision="fp32")
+    teacher = Translator.load(copy_model, "torch", precision="fp32")
     sources = small.vocab().src.decode([s for s, _ in _pairs(small)])
-    assert d.vocab().describe() == Translator.load(copy_model).vocab.describe()      # the teacher's tokenizer
+    assert d.vocab().describe() == Translator.load(copy_model, "torch").engine.vocab.describe()   # the teacher's tokenizer
     assert d.pairs("train") == 600 and d.manifest["distilled"]["distilled"] == 600
     # the targets are the teacher's outputs (int8 here, on a CPU without fast bf16: checked against its own int8)
-    int8 = Translator.load(copy_model, precision=d.manifest["distilled"]["decode"]["precision"])
+    int8 = Translator.load(copy_model, "torch", precision=d.manifest["distilled"]["decode"]["precision"])
     # int8 scales a batch's activations by the batch's range, so it is checked shard by shard, as distill decodes
     shards = [x for i in range(0, len(sources), 250) for x in int8.translate(sources[i : i + 250])]
     assert d.vocab().tgt.decode([t for _, t in _pairs(d)]) == shards
@@ -64,15 +64,15 @@ def test_a_student_trains_on_the_teachers_translations(small: DataDir, copy_mode
     student = tmp_path / "student"
     assert main(["train", "--data", str(out), "--out", str(student), "--preset", "tiny", "--set", "max_steps=5",
                  "valid_every_steps=5", "tensorboard=false", "max_tokens=512"]) == 0
-    assert len(Translator.load(student).translate(sources[:3])) == 3
+    assert len(Translator.load(student, "torch").translate(sources[:3])) == 3
 
 
 def test_original_pairs_kept_and_outliers_dropped(small: DataDir, copy_model: Path, tmp_path: Path) -> None:
     kept = DataDir(distill(copy_model, small.path, tmp_path / "kept", DistillOptions(keep_original=True),
                            precision="fp32"))
     assert kept.pairs("train") == 1200 and _pairs(kept)[600:] == _pairs(small)        # distilled first, then the rest
-    teacher = Translator.load(copy_model, precision="fp32")
-    hyps = [h[0] for h in teacher.translate_hypotheses(small.vocab().src.decode([s for s, _ in _pairs(small)]))]
+    teacher = Translator.load(copy_model, "torch", precision="fp32")
+    hyps = [h[0] for h in teacher.engine.translate_hypotheses(small.vocab().src.decode([s for s, _ in _pairs(small)]))]
     lps = sorted(round(h.logprob / (len(h.tokens) + 1), 4) for h in hyps)
     cut = lps[len(lps) // 2]                                             # about half the pairs below the median
     strict = DataDir(distill(copy_model, small.path, tmp_path / "strict", DistillOptions(min_logprob=cut),

@@ -144,9 +144,9 @@ def test_a_head_learns_the_alignment_it_is_taught(copy_model: Path, copy_data: D
                  "guided_alignment=1", "max_steps=150", "valid_every_steps=150", "save_every_steps=150",
                  "average_last=0", "tensorboard=false", "alignment_layer=-1"]) == 0
     assert json.loads((run / "config.json").read_text())["model"]["alignment_heads"] == 1   # recorded with the model
-    t, before = Translator.load(run, device="cpu"), Translator.load(copy_model, device="cpu")
+    t, before = Translator.load(run, "torch", device="cpu"), Translator.load(copy_model, "torch", device="cpu")
     lines = ["a b c d e f", "j i h g", "c c a b e e d", "b a j"]
-    assert method(t.model) == (1, 0, 1)
+    assert method(t.engine.model) == (1, 0, 1)
     got = t.translate_aligned(lines)
     assert sum(x == line for (x, _), line in zip(got, lines, strict=True)) >= 3     # still (mostly) copies
     taught = [(i, j) for (line, (_, text)) in zip(lines, got, strict=True) for i, j in parse_links(text)

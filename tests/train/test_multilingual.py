@@ -168,7 +168,7 @@ def test_the_tag_chooses_what_the_model_writes(three_ways: Path) -> None:
 
     lines = (three_ways.parent / "test.fw").read_text().splitlines()
     for target in ("nx", "up"):
-        t = Translator.load(three_ways, source="fw", target=target)
+        t = Translator.load(three_ways, "torch", source="fw", target=target)
         try:
             out = t.translate(lines + [""])
         finally:
@@ -223,7 +223,7 @@ def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refus
         lines = (three_ways.parent / "test.fw").read_text().splitlines()[:40]
         for target in ("up", "nx"):                    # as the run itself translates each direction
             theirs = Translator(for_direction(engine, "fw", target)).translate(lines)
-            ours = Translator.load(three_ways, source="fw", target=target)
+            ours = Translator.load(three_ways, "torch", source="fw", target=target)
             try:
                 same = sum(a == b for a, b in zip(theirs, ours.translate(lines), strict=True))
             finally:
@@ -252,7 +252,7 @@ def test_a_target_side_tag_is_validated_from_the_forced_tag(tmp_path: Path) -> N
     last = [json.loads(x) for x in (c / "run" / "metrics.jsonl").read_text().splitlines() if "valid_loss" in x][-1]
     assert min(last[f"valid_bleu_{n}"] for n in ("fw-nx", "fw-up", "nx-fw", "up-fw")) > 80, last
     with pytest.raises(ValueError, match="tag on the target side"):
-        Translator.load(c / "run", source="fw", target="nx")
+        Translator.load(c / "run", "torch", source="fw", target="nx")
 
 
 def test_a_bilingual_engine_is_checked_against_the_direction_named() -> None:
@@ -288,8 +288,8 @@ def test_each_direction_is_calibrated_on_its_own_validation_lines(three_ways: Pa
         assert one.weights != cal.weights
     assert cal.fitted["fitted"]["sentences"] == 360
     for name in ranges:
-        t = Translator.load(run, source=name[:2], target=name[3:])
+        t = Translator.load(run, "torch", source=name[:2], target=name[3:])
         try:
-            assert t.engine_.calibration.weights == cal.directions.get(name, cal).weights, name
+            assert t.engine.calibration.weights == cal.directions.get(name, cal).weights, name
         finally:
             t.close()

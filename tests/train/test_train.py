@@ -45,7 +45,7 @@ def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, copy_model:
     """aiayn/configs/copy.yaml: a tiny model learns to copy held-out random strings (>= 99% exact, greedy); the
     model is conftest's ``copy_model``, which the server's tests use too."""
     src = copy_dir.raw("test", "src").read_text().splitlines()
-    out = Translator.load(copy_model).translate(src, beam=1)
+    out = Translator.load(copy_model, "torch").translate(src, beam=1)
     exact = np.mean([a == b for a, b in zip(src, out, strict=True)])
     seconds = float((copy_model / "seconds").read_text())
     print(f"copy task: {exact:.2%} exact match on {len(src)} held-out strings, trained in {seconds:.0f} s")
