@@ -10,7 +10,8 @@ What a leg is, is the door's: an engine (the command line, the Python API) or a 
 server). A leg may itself be a route with a fallback of its own (the server's pivot through a model that has one). The
 steps are one plan, :meth:`Route.plan`, a generator that yields ``(leg, request)`` for each translation to make and is
 sent its :class:`pipeline.Translated`; the command line drives it in its thread (:meth:`Route.follow`), the server
-awaits each leg on the event loop (:meth:`Route.follow_async`): the same steps, no second copy. What happened (the
+awaits each leg on the event loop as it drives the plan itself (serving/models.py: ``Models.translate``, so that
+nothing below the server calls back up into it): the same steps, no second copy. What happened (the
 sentences repaired, the texts sent to the fallback and those it bettered) comes back with the translations, counted
 (``Translated.counts``), never kept in the module.
 """
@@ -18,12 +19,12 @@ sentences repaired, the texts sent to the fallback and those it bettered) comes 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Generic, TypeVar
 
 from .config import DecodeConfig
-from .engines.base import run, run_async
+from .engines.base import run
 from .pipeline import NAMES, Request, Translated, Translation
 
 Leg = TypeVar("Leg")
@@ -90,10 +91,6 @@ class Route(Generic[Leg]):
     def follow(self, request: Request, translate: Callable[[Leg, Request], Translated]) -> Translated:
         """The request's translations, each step made by ``translate(leg, request)`` in this thread."""
         return run(self.plan(request), translate)  # type: ignore[arg-type, return-value]
-
-    async def follow_async(self, request: Request, translate: Callable[[Leg, Request], Awaitable[Translated]]) -> Translated:
-        """:meth:`follow` with a ``translate`` that is awaited (the server's)."""
-        return await run_async(self.plan(request), translate)  # type: ignore[arg-type, return-value]
 
     def first(self) -> Leg:
         """The leg that reads the request's source text."""

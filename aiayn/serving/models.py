@@ -390,12 +390,10 @@ class Models:
     async def translate(self, route: Route[Served], status: int, request: Callable[[], Request]) -> list[list[Translation]]:
         """The ``request`` a front end makes, translated along ``route``: each leg's model held loaded meanwhile (its
         pool), every leg's and the fallback's refusals found before any work, each leg's sentences decoded by its
-        batcher beside every other request's (Served.translate), the counts observed under the route's name. What is
+        batcher beside every other request's (Served.translate: the route's plan awaited here), the counts observed under the
+        route's name. What is
         refused is a ServiceError: HTML that cannot be taken apart a 400, what an engine cannot serve
         (engine.Unsupported) a 400, any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
-        async def translated(served: Served, asked: Request) -> Translated:
-            return await served.translate(served.prepare(status, lambda: asked))
-
         async with contextlib.AsyncExitStack() as held:
             for served in _legs(route):
                 await held.enter_async_context(served.use())
@@ -403,7 +401,14 @@ class Models:
                 asked = request()
                 for served, empty in route.checks(asked):
                     prepare(served.translator, empty)
-            done = await route.follow_async(asked, translated)
+            plan = route.plan(asked)           # (driven here: nothing below calls back up into the server)
+            try:
+                served, leg = next(plan)
+                while True:
+                    prepared = served.prepare(status, lambda: leg)  # noqa: B023 - called at once
+                    served, leg = plan.send(await served.translate(prepared))
+            except StopIteration as finished:
+                done: Translated = finished.value
         self.observe(route.name, done)
         return done.translations
 
