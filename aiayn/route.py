@@ -92,6 +92,11 @@ class Route(Generic[Leg]):
         """The request's translations, each step made by ``translate(leg, request)`` in this thread."""
         return run(self.plan(request), translate)  # type: ignore[arg-type, return-value]
 
+    def members(self, fallbacks: bool = True) -> list[Leg]:
+        """Every leg it translates with, a leg's own route's included, and (``fallbacks``) its fallbacks'."""
+        out = [x for leg in self.legs for x in (leg.members(fallbacks) if isinstance(leg, Route) else [leg])]
+        return out + (self.fallback.members() if fallbacks and self.fallback is not None else [])
+
     def first(self) -> Leg:
         """The leg that reads the request's source text."""
         leg = self.legs[0]

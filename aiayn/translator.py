@@ -89,7 +89,7 @@ class Translator:
 
     def close(self) -> None:
         """Let its engines go (worker processes end)."""
-        for e in _engines(self.route):
+        for e in self.route.members():
             e.close()
 
     def __enter__(self) -> Translator:
@@ -98,7 +98,3 @@ class Translator:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-
-def _engines(route: Route[Engine]) -> list[Engine]:
-    legs = [x for leg in route.legs for x in (_engines(leg) if isinstance(leg, Route) else [leg])]
-    return legs + (_engines(route.fallback) if route.fallback is not None else [])

@@ -207,11 +207,6 @@ def refused(status: int) -> Iterator[None]:
         raise ServiceError(status, f"Invalid request: {e}" if status == 400 else str(e)) from None
 
 
-def _legs(route: Route[Served]) -> list[Served]:
-    """The models a route's legs decode with (not its fallbacks': loaded when the server starts, for good)."""
-    return [x for leg in route.legs for x in (_legs(leg) if isinstance(leg, Route) else [leg])]
-
-
 def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, processes: int = 0,
              **decode: Any) -> list[Served]:
     """The models of run dir ``path``: one (:meth:`Served.load`), or for a multilingual run one for each direction it was
@@ -395,7 +390,7 @@ class Models:
         refused is a ServiceError: HTML that cannot be taken apart a 400, what an engine cannot serve
         (engine.Unsupported) a 400, any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
         async with contextlib.AsyncExitStack() as held:
-            for served in _legs(route):
+            for served in route.members(fallbacks=False):   # (a fallback is loaded at start, for good)
                 await held.enter_async_context(served.use())
             with refused(status):
                 asked = request()
