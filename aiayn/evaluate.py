@@ -102,12 +102,12 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
-    from .pipeline import Request, one_line_each, translate
+    from .pipeline import Request, one_line_each
     from .route import Route
 
     route = translator.route if hasattr(translator, "route") else Route((translator,))
     t0 = time.perf_counter()
-    done = route.follow(Request.of(src_lines, **{**overrides, "nbest": 1}), translate)
+    done = route.follow(Request.of(src_lines, **{**overrides, "nbest": 1}))
     seconds = time.perf_counter() - t0
     out = [ts[0] for ts in done.translations]
     hyps = one_line_each([[t] for t in out])

@@ -328,7 +328,7 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie != "none":
             self.out_proj.weight = self.tgt_embed.lut.weight
-        self.traced: Steps | None = None      # decode_step, traced (inference alone: steps.TracedSteps)
+        self.traced: Steps | None = None      # its step, traced (inference alone: steps.TracedSteps, steps.decode_step)
 
     def reset_parameters(self) -> None:
         """Initialization of the paper's reference code (tensor2tensor), also used by fairseq.
@@ -425,6 +425,17 @@ class Transformer(nn.Module):
         memory_kv = [layer.cross_attn.project_memory(memory) for layer in self.decoder]
         return DecoderCache.start(memory_kv, padding_mask(src, self.cfg.pad_id), max_len)
 
+    def step_inputs(self, tokens: Tensor, cache: DecoderCache) -> tuple[tuple[Tensor, ...], list[Any]]:
+        """A step's arguments for :func:`step_hidden` (tokens (N,) at position ``cache.step``: the tensors alone, so
+        that a recorded form of the step takes them too: steps.py), and each layer's reserved cache position."""
+        reserved = [past_kv.reserve() for past_kv in cache.self_kv]   # each cache a position longer, and where it goes
+        self_mask = cache.self_mask()                                   # None unless rows joined late
+        args = (tokens, self.tgt_pos.at(cache.positions()), cache.src_mask,
+                *(t for (_, new), memory_kv in zip(reserved, cache.memory_kv, strict=True)
+                  for t in (new.k_slot, new.v_slot, new.keys, new.values, *memory_kv)),
+                *(() if self_mask is None else (self_mask,)))
+        return args, reserved
+
     def decode_step(self, tokens: Tensor, cache: DecoderCache,
                     project: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, DecoderCache]:
         """One step: tokens (N,) at position ``cache.step`` -> log-probabilities (N, V) and the next cache
@@ -432,17 +443,8 @@ class Transformer(nn.Module):
 
         The prefix is never recomputed: each layer attends to its cached keys/values plus the new one.
         """
-        reserved = [past_kv.reserve() for past_kv in cache.self_kv]   # each cache a position longer, and where it goes
-        self_mask = cache.self_mask()                                   # None unless rows joined late
-        args = (tokens, self.tgt_pos.at(cache.positions()), cache.src_mask,
-                *(t for (_, new), memory_kv in zip(reserved, cache.memory_kv, strict=True)
-                  for t in (new.k_slot, new.v_slot, new.keys, new.values, *memory_kv)),
-                *(() if self_mask is None else (self_mask,)))
-        if self.traced is not None and project is None:
-            g = tokens.shape[0] // cache.src_mask.shape[0]                               # rows per source (beams)
-            logp = self.traced.step(g, self_mask is not None)(*args)
-        else:
-            logp = self.generator(step_hidden(self, *args), project)[:, 0]
+        args, reserved = self.step_inputs(tokens, cache)
+        logp = self.generator(step_hidden(self, *args), project)[:, 0]
         return logp, cache.advance([kv for kv, _ in reserved])                          # (N, V)
 
 

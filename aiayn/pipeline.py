@@ -13,8 +13,11 @@
   sentences, and a sentence too long for the model into its clauses (sentences.py; the request's ``sentences``,
   ``sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
   what the search keeps; and each sentence encoded **once**.
-- **decode** (:func:`decode`; in the server, the batcher given the same ids): each sentence's hypotheses by
-  engine.plan (keep_plain), all of a request's sentences in one batch.
+- **decode** (:func:`steps`): the decoding calls a request needs, as a generator its caller drives: all of a
+  request's sentences in one call (each engine's own plan: blank lines, keep_plain), then the sentences that
+  degenerated (repair.py), then those the length guard cut. The command line and the Python API drive it with
+  the engine in their thread (:func:`decode`), the server awaiting its batcher (serving.models.decoded): one
+  copy of the steps, and nothing here calls up into either.
 - **finish** (:func:`finish`): the text of each hypothesis, its word alignment when asked, the sentences joined back
   as the input was written (their alignments made one), the markup put back, and the n-best shape: per input, its
   ``nbest`` translations (HTML: one per fragment); a protected text written back as text, with how many of its spans
@@ -30,20 +33,20 @@ import functools
 import re
 import typing
 from collections import Counter
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import config, sentences, spans
 from .confidence import of_text
 from .config import DecodeConfig, Norms, beam_for_nbest, setting
-from .engines.base import Engine, one_line, require, run, run_async
+from .engines.base import Engine, one_line, require
 from .repair import repaired
 from .sentences import Pieces
 
 if TYPE_CHECKING:
     from .constraints import Constraints, Glossary
-    from .engines.base import Hypothesis
+    from .hypotheses import Hypothesis
     from .markup import Fragment
     from .repair import Call
 
@@ -271,16 +274,30 @@ def _constraints(engine: Engine, r: Request, pieces: list[Pieces], lines: list[s
     return engine.constraints(lines, per_line, decode)
 
 
-def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-    """Each prepared sentence's hypotheses, from the engine itself (the server's batchers decode the same ids), those
-    that degenerate decoded again (:func:`repairs`)."""
+Steps = Generator["Call", "list[list[Hypothesis]]", "list[list[Hypothesis]]"]
+
+
+def steps(engine: Engine, prepared: Prepared) -> Steps:
+    """A prepared request's decoding as the calls to make, each ``(ids, settings, constraints)``, sent back their
+    hypotheses (an engine's ``hypotheses``, or a batcher's ``translate``): its sentences, those that degenerated
+    decoded again (:func:`repairs`), then those the length guard cut (:func:`guarded`). Returns each sentence's
+    hypotheses."""
     p = prepared
+    hyps = yield p.ids, p.decode, p.cons
+    hyps = yield from repairs(engine, p, hyps)
+    return (yield from guarded(engine, p, hyps))
 
-    def again(ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None) -> Any:
-        return engine.hypotheses(ids, decode, cons, stop)
 
-    return run(guarded(engine, p, run(repairs(engine, p, engine.hypotheses(p.ids, p.decode, p.cons, stop)), again)),
-               again)
+def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+    """Each prepared sentence's hypotheses, :func:`steps` driven with the engine in this thread (``stop``: as the
+    engine's ``hypotheses`` takes it)."""
+    plan = steps(engine, prepared)
+    try:
+        call = next(plan)
+        while True:
+            call = plan.send(engine.hypotheses(*call, stop))
+    except StopIteration as done:
+        return done.value
 
 
 def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
@@ -447,23 +464,3 @@ def translate(engine: Engine, request: Request) -> Translated:
 def one_line_each(out: list[list[Translation]]) -> list[str]:
     """Each input's best translation as one line (a line break it kept: a space), as a line-based caller writes it."""
     return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]
-
-
-Decoder = Callable[[list[list[int]], DecodeConfig, "list[Constraints | None] | None"],
-                   Awaitable[list[list["Hypothesis"]]]]
-
-
-async def translate_async(engine: Engine, prepared: Prepared, decoder: Decoder) -> Translated:
-    """A prepared request's translations, its lines decoded by ``decoder`` (a server's batcher: ``Batcher.translate``),
-    the model's other work (word alignments) off the event loop."""
-    hyps = await run_async(repairs(engine, prepared, await decoder(prepared.ids, prepared.decode, prepared.cons)),
-                           decoder)
-    hyps = await run_async(guarded(engine, prepared, hyps), decoder)
-    if not prepared.aligns:
-        return Translated(finish(engine, prepared, hyps), prepared.counts)
-    import asyncio  # (here: the command line has no event loop, nor imports one)
-
-    out = await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
-    return Translated(out, prepared.counts)
-
-

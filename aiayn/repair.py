@@ -34,7 +34,7 @@ from .config import DecodeConfig, Norms
 
 if TYPE_CHECKING:
     from .constraints import Constraints
-    from .engines.base import Hypothesis
+    from .hypotheses import Hypothesis
 
 LOOP = 4                  # times a run of tokens is repeated in a row for a loop
 COPIES = 0.01             # training data copying more often than this: copies are not flagged

@@ -19,13 +19,12 @@ sentences repaired, the texts sent to the fallback and those it bettered) comes 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Generic, TypeVar
 
 from .config import DecodeConfig
-from .engines.base import run
-from .pipeline import NAMES, Request, Translated, Translation
+from .pipeline import NAMES, Request, Translated, Translation, translate
 
 Leg = TypeVar("Leg")
 Plan = Generator[tuple[Leg, Request], Translated, Translated]
@@ -88,9 +87,16 @@ class Route(Generic[Leg]):
             out += leg.checks(asked) if isinstance(leg, Route) else [(leg, asked)]
         return out + (self.fallback.checks(only(empty, [])) if self.fallback is not None else [])
 
-    def follow(self, request: Request, translate: Callable[[Leg, Request], Translated]) -> Translated:
-        """The request's translations, each step made by ``translate(leg, request)`` in this thread."""
-        return run(self.plan(request), translate)  # type: ignore[arg-type, return-value]
+    def follow(self, request: Request) -> Translated:
+        """The request's translations, each step made by pipeline.translate in this thread (legs that are engines;
+        the server, whose legs are its models, drives :meth:`plan` itself, awaiting its batchers)."""
+        plan = self.plan(request)
+        try:
+            leg, asked = next(plan)
+            while True:
+                leg, asked = plan.send(translate(leg, asked))  # type: ignore[arg-type]
+        except StopIteration as done:
+            return done.value
 
     def members(self, fallbacks: bool = True) -> list[Leg]:
         """Every leg it translates with, a leg's own route's included, and (``fallbacks``) its fallbacks'."""

@@ -33,7 +33,7 @@ from torch import Tensor
 from .cache import DecoderCache
 from .config import DecodeConfig, LengthNorm
 from .constraints import Constraints, Lexical, refuse_constraints
-from .engines.base import Hypothesis, Stop, Stopped, max_length
+from .hypotheses import Hypothesis, Stop, Stopped, max_length
 from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
 from .steps import Cache, StaticCache, decode_step, start

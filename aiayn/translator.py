@@ -11,7 +11,7 @@ from typing import Any
 
 from .engines.auto import load
 from .engines.base import Engine
-from .pipeline import Request, Translated, Translation, one_line_each, translate
+from .pipeline import Request, Translated, Translation, one_line_each
 from .route import Route, languages, with_fallback
 
 
@@ -85,7 +85,7 @@ class Translator:
     def request(self, request: Request) -> Translated:
         """A whole :class:`pipeline.Request` answered along the route: per text its translations, and the counts of
         what happened (pipeline.Translated)."""
-        return self.route.follow(request, translate)
+        return self.route.follow(request)
 
     def close(self) -> None:
         """Let its engines go (worker processes end)."""

@@ -81,13 +81,13 @@ def cost(engine: Any, src: list[str]) -> dict[str, Any]:
 
 def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], thresholds: list[float]) -> dict[str, Any]:
     from aiayn.evaluate import score
-    from aiayn.pipeline import Request, one_line_each, translate
+    from aiayn.pipeline import Request, one_line_each
     from aiayn.route import Route
 
     def run(name: str, engines: list[Any], back: list[Any], x: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         route = Route(tuple(e.engine for e in engines), Route(tuple(e.engine for e in back)) if back else None, x)
-        out, counts = route.follow(Request(src, decode={"nbest": 1}), translate)
+        out, counts = route.follow(Request(src, decode={"nbest": 1}))
         seconds = time.perf_counter() - t0
         s = score(one_line_each(out), ref)
         row = {"bleu": s["bleu"], "chrf": s["chrf"], "seconds": round(seconds, 2),

@@ -96,7 +96,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     from collections import Counter
 
     from ..documents.formats import EXTENSIONS
-    from ..pipeline import Request, prepare, translate
+    from ..pipeline import Request, prepare
     from ..route import Route, with_fallback
 
     route: Route[Any] = Route(tuple(engines))
@@ -106,7 +106,7 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     lock = threading.Lock()                                 # (stream's chunks are translated on several threads)
 
     def translate_through(request: Request) -> Any:
-        done = route.follow(request, translate)
+        done = route.follow(request)
         with lock:
             counts.update(done.counts)
         return done.translations

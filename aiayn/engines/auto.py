@@ -18,10 +18,11 @@ from typing import Any
 from ..checkpoint import MODEL, parameter_count
 from ..confidence import for_run
 from ..config import DecodeConfig
+from ..hypotheses import Hypothesis
 from ..rundir import RunDir
 from ..runtime import cpu_only, cpu_workers
 from ..shortlist import Shortlist
-from .base import Capabilities, Engine, EngineBase, Hypothesis, with_fixed
+from .base import Capabilities, Engine, EngineBase, with_fixed
 from .ctranslate2 import CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
 
 __all__ = ["ENGINES", "AutoEngine", "ctranslate2", "decode_processes", "load"]

@@ -7,13 +7,13 @@ never which class it is, and a request an engine cannot serve is refused by name
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..config import Norms
+from ..hypotheses import Hypothesis
 
 if TYPE_CHECKING:
 
@@ -29,33 +29,6 @@ class Device(Protocol):
 
     @property
     def type(self) -> str: ...            # "cpu", "cuda" or "mps"
-
-
-class Stopped(Exception):
-    """A search given ``stop`` found it true between two steps (``aiayn serve``: every request of the batch timed out
-    or went away), and stopped without results."""
-
-
-Stop = Callable[[], bool]
-
-
-@dataclass
-class Hypothesis:
-    """One translation of a line, as every engine gives it."""
-
-    tokens: list[int]      # without BOS and EOS
-    score: float           # log-probability / length penalty (what beam search ranks by)
-    logprob: float         # sum of token log-probabilities, EOS included
-    # the runner-up's (score, tokens), where the search kept one beside it (beam search, both engines): how torn
-    # the search was (confidence.features)
-    runner_up: tuple[float, list[int]] | None = None
-
-
-def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:
-    """The longest output (tokens before EOS) allowed for a source sentence of ``n_src_tokens`` tokens (EOS not
-    counted): floor(a * n + b), at least 1, and within the model's positions. The length rule of every engine
-    aiayn drives (search.py, CTranslate2 through engines/ctranslate2.py, transformers through export.py)."""
-    return max(1, min(max_positions - 1, math.floor(a * n_src_tokens + b)))
 
 
 def decode_batches(ids: Sequence[Sequence[int]], max_positions: int, decode: DecodeConfig) -> list[list[int]]:
@@ -125,9 +98,9 @@ Plan = Generator[Call, "list[list[Hypothesis]]", "list[list[Hypothesis]]"]
 
 
 def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None) -> Plan:
-    """Which lines are decoded, and how: one rule for every engine and the server's batchers, driven by :func:`run`
-    (a call at a time) or :func:`run_async` (a call awaited). It yields the calls to make and is sent their
-    hypotheses; it returns each line's ``decode.nbest`` hypotheses.
+    """Which lines are decoded, and how: one rule for every engine and the server's batchers, driven by
+    :func:`hypotheses` (a call at a time) or serving.batcher.planned (a call awaited). It yields the calls to
+    make and is sent their hypotheses; it returns each line's ``decode.nbest`` hypotheses.
 
     - A blank line (no source token) is not decoded: it gets ``nbest`` empty hypotheses, so n-best output stays
       rectangular, and a request of blank lines makes no call at all.
@@ -153,29 +126,6 @@ def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Cons
     for i, h in zip(todo, hyps, strict=True):
         out[i] = h
     return out
-
-
-def run(steps: Generator[tuple[Any, ...], list[list[Hypothesis]], list[list[Hypothesis]]],
-        decode: Callable[..., list[list[Hypothesis]]]) -> list[list[Hypothesis]]:
-    """The hypotheses a plan returns (:func:`plan`'s, or repair.repaired's), each call it yields made with
-    ``decode(*call)``."""
-    try:
-        call = next(steps)
-        while True:
-            call = steps.send(decode(*call))
-    except StopIteration as done:
-        return done.value
-
-
-async def run_async(steps: Generator[tuple[Any, ...], list[list[Hypothesis]], list[list[Hypothesis]]],
-                    decode: Callable[..., Awaitable[list[list[Hypothesis]]]]) -> list[list[Hypothesis]]:
-    """:func:`run` with a ``decode`` that is awaited (the server's batchers)."""
-    try:
-        call = next(steps)
-        while True:
-            call = steps.send(await decode(*call))
-    except StopIteration as done:
-        return done.value
 
 
 def one_line(text: str) -> str:
@@ -237,7 +187,7 @@ class Engine(Protocol):
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         """``decode.nbest`` hypotheses of each encoded line (none blank), searched with each line's constraints (None:
-        none; only an engine capable of them is given any) as given: the calls of a :func:`plan`; search.Stopped
+        none; only an engine capable of them is given any) as given: the calls of a :func:`plan`; hypotheses.Stopped
         once ``stop()`` is true (an engine that cannot stop mid-call may ignore it)."""
         ...
 
@@ -289,8 +239,14 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
                cons: Sequence[Constraints | None] | None,
                stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
     """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
-    ``hypotheses`` is)."""
-    return run(plan(ids, decode, cons), lambda lines, c: engine.decode_lines(lines, decode, c, stop))
+    ``hypotheses`` is), its calls made by the engine's ``decode_lines``."""
+    steps = plan(ids, decode, cons)
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(engine.decode_lines(call[0], decode, call[1], stop))
+    except StopIteration as done:
+        return done.value
 
 
 class EngineBase(ABC):

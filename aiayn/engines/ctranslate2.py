@@ -18,9 +18,10 @@ from typing import Any
 from .. import precision as precisions
 from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, Multilingual, Norms, Precision
+from ..hypotheses import Hypothesis, max_length
 from ..runtime import DeviceName, cores, cpu_workers
 from ..tokenizer import Vocab
-from .base import Capabilities, EngineBase, Hypothesis, max_length, require, with_fixed
+from .base import Capabilities, EngineBase, require, with_fixed
 
 __all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
 log = logging.getLogger(__name__)

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..confidence import for_run
 from ..config import DecodeConfig
+from ..hypotheses import Hypothesis, Stop, Stopped
 from ..rundir import RunDir
 from ..runtime import DeviceName, cores
-from .base import Capabilities, Engine, EngineBase, Hypothesis, Stop, Stopped, decode_batches, with_fixed
+from .base import Capabilities, Engine, EngineBase, decode_batches, with_fixed
 
 if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
     from ..constraints import Constraints

@@ -21,6 +21,7 @@ from ..checkpoint import load_weights
 from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, RunConfig
 from ..constraints import Constraints, check_fits, missing, refuse_constraints
+from ..hypotheses import Hypothesis, max_length
 from ..model import Transformer
 from ..precision import autocast
 from ..quantize import weight_bytes
@@ -31,7 +32,7 @@ from ..search import BeamSearch, Stop, decode_batch
 from ..shortlist import Shortlist
 from ..steps import TracedSteps
 from ..tokenizer import Vocab
-from .base import Capabilities, EngineBase, Hypothesis, Search, decode_batches, hypotheses, max_length, with_fixed
+from .base import Capabilities, EngineBase, Search, decode_batches, hypotheses, with_fixed
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def translate_ids(
     ``model`` is ready for inference on ``device`` (``decode.device`` and ``decode.precision`` were applied by
     whoever made it, as :class:`TorchEngine` does); ``precision``: a training precision to autocast its fp32 weights to
     (validation during training, see precision.py); ``candidates``: the model's shortlist (``decode.shortlist``);
-    ``constraints``: each input's lexical constraints, or None (constraints.py); ``stop``: search.Stopped is raised
+    ``constraints``: each input's lexical constraints, or None (constraints.py); ``stop``: hypotheses.Stopped is raised
     once it is true (checked before each decoding step); ``first``: each input's forced first output token (a
     target-side language tag, multilingual.py; -1: none), left out of its hypotheses.
     """

@@ -34,10 +34,11 @@ import torch
 
 from ..confidence import FILE as CALIBRATION
 from ..config import ModelConfig, Precision
-from ..engines.base import Engine, max_length, one_line
+from ..engines.base import Engine, one_line
 from ..engines.ctranslate2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Engine
 from ..engines.torch import TorchEngine, Trained, load_trained
 from ..evaluate import score
+from ..hypotheses import max_length
 from ..model import Transformer, sinusoids
 from ..rundir import RunDir
 from ..shortlist import Shortlist, write_vmap

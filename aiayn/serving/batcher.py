@@ -19,11 +19,13 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
-from ..engines.base import Engine, Hypothesis, Search, Stopped, plan, run_async
+from ..engines.base import Call, Engine, Plan, Search, plan
+from ..hypotheses import Hypothesis, Stopped
 from ..runtime import ThreadShare, resolve_workers
 from .guards import ServiceError
 
@@ -32,6 +34,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+
+async def planned(steps: Plan, decode: Callable[[list[list[int]], Any], Awaitable[list[list[Hypothesis]]]]) \
+        -> list[list[Hypothesis]]:
+    """The hypotheses an engine's plan (engines.base.plan) returns, each of its calls awaited from ``decode`` (a
+    batcher's queue) where an engine's ``hypotheses`` makes it in its thread."""
+    try:
+        call: Call = next(steps)
+        while True:
+            call = steps.send(await decode(*call))
+    except StopIteration as done:
+        return done.value
 
 class DecodeMetrics:
     """The decoding side's Prometheus metrics on the app's registry, one series per served model (label ``model``):
@@ -235,7 +249,7 @@ class Batcher:
         ``decode.keep_plain``, only the lines whose unconstrained translation lacks a phrase are decoded again with
         their constraints, as every engine does); ``constraints``: each line's, from the engine's ``constraints``.
         Raises ServiceError(503) when the queue is full, (504) on timeout."""
-        return await run_async(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
+        return await planned(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
 
     async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:
@@ -358,7 +372,7 @@ class WholeBatcher:
                         constraints: list[Constraints | None] | None = None) -> list[list[Hypothesis]]:
         """As Batcher.translate; each batch by the engine's ``decode_lines`` (in worker processes: processes.py). What
         the engine cannot do was refused before (pipeline.prepare)."""
-        return await run_async(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
+        return await planned(plan(ids, decode, constraints), lambda x, c: self._translate(x, decode, c))
 
     async def _translate(self, ids: list[list[int]], decode: DecodeConfig,
                          constraints: list[Constraints | None] | None) -> list[list[Hypothesis]]:

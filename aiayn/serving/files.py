@@ -21,7 +21,7 @@ translated the file. A translation is kept where every replica finds it: in ``--
 share, expired by its files' age), else, with ``--shared-storage``, in Redis beside the cache (bounded by its
 ``maxmemory``, expiring with ``--file-ttl``; a document over :data:`IN_REDIS` bytes stays with its replica, with a
 warning). The link names the address the client used (the Host, or a trusted
-proxy's X-Forwarded-Host and X-Forwarded-Proto: guards.Forwarded), or ``--public-url``.
+proxy's X-Forwarded-Host and X-Forwarded-Proto: middleware.Forwarded), or ``--public-url``.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (serve.py says why).
@@ -47,7 +47,7 @@ from ..documents.formats import find, translate_document
 from ..languages import canonical
 from ..pipeline import Request
 from .guards import ServiceError, form_fields
-from .models import Models
+from .models import Models, refused
 from .shared import Local
 
 log = logging.getLogger(__name__)
@@ -309,8 +309,9 @@ class Files:
         async def texts(chunk: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
             if self.charge is not None:
                 await self.charge(client, sum(len(t) for t in chunk))
-            out = await self.models.translate(route, 400, lambda: Request(chunk, format=fmt, names=self.names,
-                                                                            protect=kinds))
+            with refused(400):
+                asked = Request(chunk, format=fmt, names=self.names, protect=kinds)
+            out = await self.models.translate(route, 400, asked)
             return [Scored(ts[0].text, ts[0].confidence) for ts in out]
 
         def translated(items: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:

@@ -41,7 +41,7 @@ from ..route import Route
 from .access import Access
 from .files import Files
 from .guards import ServiceError, form_fields, header_key, json_body
-from .models import Models, Served
+from .models import Models, Served, refused
 
 
 def _is_json(request: Any) -> bool:
@@ -204,8 +204,9 @@ async def _translate_items(models: Models, route: Route[Served], items: list[str
                            options: dict[str, Any]) -> list[list[Translation]]:
     """Each item (format text: its sentences, decoded together with every other request's, joined back with its line
     breaks; html: a fragment) as its 1 + ``alternatives`` best translations (fewer found: the last repeated)."""
-    out = await models.translate(route, 400, lambda: Request(items, decode={"nbest": 1 + alternatives}, format=fmt,
-                                                             names=LT_NAMES, **options))
+    with refused(400):
+        asked = Request(items, decode={"nbest": 1 + alternatives}, format=fmt, names=LT_NAMES, **options)
+    out = await models.translate(route, 400, asked)
     return [[ts[min(k, len(ts) - 1)] for k in range(1 + alternatives)] for ts in out]
 
 

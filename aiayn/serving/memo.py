@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engines.base import Hypothesis
+from ..hypotheses import Hypothesis
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig

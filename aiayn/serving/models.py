@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any, cast
 from ..engines import auto
 from ..engines.base import Engine, Unsupported
 from ..languages import canonical, language_name
-from ..pipeline import Prepared, Request, Translated, Translation, prepare, translate_async
+from ..pipeline import Prepared, Request, Translated, Translation, finish, prepare, steps
 from ..quoting import cut
 from ..route import Route
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
 from .guards import ServiceError
-from .memo import Memo
+from .memo import Decoder, Memo
 
 if TYPE_CHECKING:
     from .shared import Local
@@ -160,7 +160,7 @@ class Served:
     async def translate(self, prepared: Prepared) -> Translated:
         """Its lines decoded by the batcher beside every other request's."""
         assert self.decoder is not None, "the server has not started"
-        return await translate_async(self.translator, prepared, self.decoder)
+        return await decoded(self.translator, prepared, self.decoder)
 
     def memory_bytes(self) -> int:
         """The bytes of its weights and buffers as loaded (int8: packed weights; CTranslate2: its model file; a
@@ -188,6 +188,23 @@ class Served:
         model, parameters = t.model_info()
         return {**pair, "model": model, "parameters": parameters, "memory_bytes": self.memory_bytes(),
                 "precision": t.precision, "device": str(t.device), "loaded": True, **info, "decode": asdict(t.decode)}
+
+
+async def decoded(engine: Engine, prepared: Prepared, decoder: Decoder) -> Translated:
+    """A prepared request translated as the command line translates it (pipeline.steps, pipeline.finish), each call
+    of its steps awaited from ``decoder`` (a batcher's ``translate``, behind the memo) where the command line blocks
+    on the engine; the model's other work (word alignments) off the event loop."""
+    plan = steps(engine, prepared)
+    try:
+        call = next(plan)
+        while True:
+            call = plan.send(await decoder(*call))
+    except StopIteration as done:
+        hyps = done.value
+    if not prepared.aligns:
+        return Translated(finish(engine, prepared, hyps), prepared.counts)
+    out = await asyncio.get_running_loop().run_in_executor(None, finish, engine, prepared, hyps)
+    return Translated(out, prepared.counts)
 
 
 @contextlib.contextmanager
@@ -382,18 +399,17 @@ class Models:
                 self.routes[key] = Route((leg(first), leg(second)), via=(via,), name=f"{key[0]}-{via}-{key[1]}")
         return self.routes[key]
 
-    async def translate(self, route: Route[Served], status: int, request: Callable[[], Request]) -> list[list[Translation]]:
-        """The ``request`` a front end makes, translated along ``route``: each leg's model held loaded meanwhile (its
-        pool), every leg's and the fallback's refusals found before any work, each leg's sentences decoded by its
-        batcher beside every other request's (Served.translate: the route's plan awaited here), the counts observed under the
-        route's name. What is
-        refused is a ServiceError: HTML that cannot be taken apart a 400, what an engine cannot serve
-        (engine.Unsupported) a 400, any other option ``status`` (aiayn's API: 422; LibreTranslate's: 400)."""
+    async def translate(self, route: Route[Served], status: int, asked: Request) -> list[list[Translation]]:
+        """``asked`` (a front end's request, made under :func:`refused`) translated along ``route``: each leg's model
+        held loaded meanwhile (its pool), every leg's and the fallback's refusals found before any work, each leg's
+        sentences decoded by its batcher beside every other request's (Served.translate: the route's plan awaited
+        here), the counts observed under the route's name. What is refused is a ServiceError: HTML that cannot be
+        taken apart a 400, what an engine cannot serve (engine.Unsupported) a 400, any other option ``status``
+        (aiayn's API: 422; LibreTranslate's: 400)."""
         async with contextlib.AsyncExitStack() as held:
             for served in route.members(fallbacks=False):   # (a fallback is loaded at start, for good)
                 await held.enter_async_context(served.use())
             with refused(status):
-                asked = request()
                 for served, empty in route.checks(asked):
                     prepare(served.translator, empty)
             plan = route.plan(asked)           # (driven here: nothing below calls back up into the server)

@@ -28,10 +28,8 @@ import contextlib
 import dataclasses
 import logging
 import signal
-import time
-import traceback
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,10 +42,11 @@ from ..quoting import brief, cut
 from . import libretranslate
 from .access import Access
 from .batcher import Limits
-from .database import Database, Unavailable
-from .guards import BodyLimit, Forwarded, ServiceError, header_key, json_body, timed_protocol
+from .database import Database
+from .guards import ServiceError, header_key, json_body
 from .metrics import Metrics
-from .models import Models, Pool, Served
+from .middleware import BodyLimit, Forwarded, Guard, timed_protocol
+from .models import Models, Pool, Served, refused
 from .shared import Local, open_shared
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
@@ -276,61 +275,6 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics, access: Acc
     app.add_middleware(Forwarded, trusted=cfg.forwarded_allow_ips)        # outermost: who sent it, and where to
 
 
-class Guard:
-    """ASGI middleware: the API key and the request metrics for every request, the CORS headers on every answer.
-    (Starlette's ``@app.middleware("http")`` did this at the cost of a task group and a streamed response per
-    request: a third of the server's own CPU time under load, docs/deploy.md.)"""
-
-    def __init__(self, app: Any, access: Access, metrics: Metrics) -> None:
-        self.app, self.access, self.metrics = app, access, metrics
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        from starlette.datastructures import MutableHeaders
-        from starlette.requests import Request
-        from starlette.responses import Response
-
-        t0, path, status = time.perf_counter(), scope["path"], 500      # 500: no answer started (an error)
-        label = path if path in KNOWN_PATHS else "other"
-        busy = label in ("/translate", "/attention", "/detect")
-
-        started = False
-
-        async def with_cors(message: MutableMapping[str, Any]) -> None:
-            nonlocal status, started
-            if message["type"] == "http.response.start":
-                status, started = message["status"], True
-                MutableHeaders(scope=message).update(CORS)
-            await send(message)
-
-        self.metrics.in_flight.inc(busy)
-        try:
-            if scope["method"] == "OPTIONS":                  # a browser's CORS preflight
-                await Response(status_code=204)(scope, receive, with_cors)
-            elif (refused := await _check_key(Request(scope), self.access)) is not None:
-                await refused(scope, receive, with_cors)
-            else:
-                await self.app(scope, receive, with_cors)
-        except Exception as e:  # noqa: BLE001 - answered, and logged in one line that carries no text of the request
-            if isinstance(e, Unavailable):
-                answer = ServiceError(503, "The database is unavailable: try again shortly", {"Retry-After": "10"})
-            else:
-                self.metrics.failures.inc()
-                frame = traceback.extract_tb(e.__traceback__)[-1]
-                log.error("%s %s failed: %s at %s:%d (in %s)", scope["method"], label, e.__class__.__name__,
-                          Path(frame.filename).name, frame.lineno or 0, frame.name)
-                answer = ServiceError(500, "Internal error: the server could not answer this request")
-            if not started:
-                from starlette.responses import JSONResponse
-
-                await JSONResponse({"error": answer.message}, answer.status, answer.headers)(scope, receive, with_cors)
-        finally:
-            self.metrics.in_flight.dec(busy)
-            self.metrics.requests.labels(label, str(status)).inc()
-            self.metrics.latency.labels(label).observe(time.perf_counter() - t0)
-
-
 async def _parse(request: Any, model: Any) -> Any:
     """The body as JSON (whatever Content-Type says; guards.json_body: 400 when it is not JSON or not valid Unicode)
     validated by ``model``; 422 naming what is wrong."""
@@ -364,7 +308,9 @@ def _translation_routes(app: Any, models: Models, cfg: ServeConfig, access: Acce
         if len(req.text) > cfg.max_lines:
             raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
         await access.spend(client, sum(len(t) for t in req.text), False)
-        out = await models.translate(route, 422, lambda: _asked(req))
+        with refused(422):
+            asked = _asked(req)
+        out = await models.translate(route, 422, asked)
         pivot = {"pivot": list(route.via)} if route.via else {}          # the languages it went through, if any
         sure = [[None if t.confidence is None else round(t.confidence, 4) for t in ts] for ts in out]
         if req.format == "html":
@@ -460,30 +406,8 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
 
-KNOWN_PATHS = ("/translate", "/attention", "/health", "/info", "/metrics", "/", "/detect", "/languages",
-               "/frontend/settings", "/translate_file", "/suggest")
 # settings /info does not show: the key, and where the databases and Redis are (a URL can hold a password)
 SECRET = ("api_key", "api_keys", "shared_storage", "suggestions")
-OPEN_PATHS = ("/health", "/", "/languages", "/frontend/settings")
-# POST /translate is checked by its handler once it knows which API the request speaks; /detect by LibreTranslate's
-SELF_CHECKED = ("/translate", "/detect", "/translate_file", "/suggest")
-CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Authorization, Content-Type, X-API-Key",
-        "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Max-Age": "1728000"}
-
-
-async def _check_key(request: Any, access: Access) -> Any:
-    """401 unless the request carries an API key (X-API-Key or Authorization: Bearer), where the server has keys; the
-    paths that check their own (SELF_CHECKED) and the open ones pass."""
-    path = request.url.path
-    if not access.keyed or path in OPEN_PATHS or path in SELF_CHECKED or path.startswith(("/static/", "/download_file/")):
-        return None
-    from fastapi.responses import JSONResponse
-
-    try:
-        await access.identify(request, header_key(request), False)
-    except ServiceError as e:
-        return JSONResponse({"error": e.message}, status_code=e.status)
-    return None
 
 
 def _describe(err: Any, known: Iterable[str]) -> str:

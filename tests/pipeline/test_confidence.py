@@ -16,7 +16,7 @@ import pytest
 from aiayn import Translator
 from aiayn.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
 from aiayn.config import Norms
-from aiayn.engines.base import Hypothesis
+from aiayn.hypotheses import Hypothesis
 from aiayn.pipeline import Request, translate
 from aiayn.sentences import Pieces, cut_runon, split
 
@@ -187,7 +187,7 @@ def test_the_unsure_lines_go_to_the_fallback_whose_surer_translations_are_kept(l
     from aiayn.route import Route
 
     def along(min_confidence: float) -> Any:
-        return Route((first.engine,), Route((second.engine,)), min_confidence).follow(Request(LINES), translate)
+        return Route((first.engine,), Route((second.engine,)), min_confidence).follow(Request(LINES))
 
     out, counts = along(0.5)
     assert [ts[0].confidence for ts in out] == [0.9] * 3 and counts["fallback.sent"] == counts["fallback.kept"] == 3

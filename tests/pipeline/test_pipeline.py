@@ -12,8 +12,9 @@ import pytest
 from aiayn import Translator
 from aiayn.config import DecodeConfig
 from aiayn.engines.base import Unsupported, require
-from aiayn.pipeline import Request, prepare, translate_async
+from aiayn.pipeline import Request, prepare
 from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits, WholeBatcher
+from aiayn.serving.models import decoded
 
 LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa" / "run"
 LINES = ["Ein Mann fährt mit dem Fahrrad.", "   ", "Zwei Hunde spielen im Schnee."]
@@ -44,7 +45,7 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
         b = kind(legacy.engine, limits, DecodeMetrics(CollectorRegistry()).model("m"))
         try:
             prepared = prepare(legacy.engine, Request(LINES, decode={"nbest": 2}, alignments=True))
-            done = await translate_async(legacy.engine, prepared, b.translate)
+            done = await decoded(legacy.engine, prepared, b.translate)
             return await b.translate(prepared.ids, prepared.decode), done.translations
         finally:
             b.close()
@@ -52,8 +53,8 @@ def test_a_served_line_is_encoded_once_and_answered_as_the_cli(kind: Any, legacy
     got, translations = asyncio.run(run())
     # once, the request's sentences together (a blank line has none; the alignments reuse the ids)
     assert encoded == [[line for line in LINES if line.strip()]], encoded
-    decoded = [hs for line, hs in zip(LINES, want, strict=True) if line.strip()]      # (the batcher's: sentences)
-    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in decoded]
+    sentences = [hs for line, hs in zip(LINES, want, strict=True) if line.strip()]      # (the batcher's: sentences)
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in sentences]
     texts = [legacy.engine.detokenize([h.tokens for h in hs]) for hs in want]
     assert [[t.text for t in ts] for ts in translations] == texts
     assert all(t.alignment is not None for ts in translations for t in ts)
@@ -83,7 +84,8 @@ def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their
     """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
     keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
     from aiayn.constraints import Constraints
-    from aiayn.engines.base import Hypothesis, plan, run
+    from aiayn.engines.base import hypotheses
+    from aiayn.hypotheses import Hypothesis
 
     calls: list[tuple[list[list[int]], Any]] = []
 
@@ -91,16 +93,23 @@ def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their
         calls.append((ids, cons))
         return [[Hypothesis([t + 100 for t in x] if cons is None else [7, 7], -1.0, -1.0)] for x in ids]
 
+    class Engine:                                    # an engine's one primitive: decode_lines, the plan's calls
+        def decode_lines(self, ids: Any, decode_: Any, cons: Any, stop: Any = None) -> list[list[Hypothesis]]:
+            return decode(ids, cons)
+
+    def run(d: DecodeConfig, ids: Any, cons: Any) -> list[list[Hypothesis]]:
+        return hypotheses(Engine(), ids, d, cons)  # type: ignore[arg-type]
+
     ids = [[1, 2], [], [3], [4, 5]]
     cons = [Constraints([[101]]), Constraints([[7]]), Constraints([[7]]), None]       # line 0 holds its phrase
-    out = run(plan(ids, DecodeConfig(beam=2, keep_plain=True), cons), decode)
+    out = run(DecodeConfig(beam=2, keep_plain=True), ids, cons)
     assert calls == [([[1, 2], [3], [4, 5]], None), ([[3]], [cons[2]])]             # the blank line: never
     assert [h[0].tokens for h in out] == [[101, 102], [], [7, 7], [104, 105]]
     calls.clear()
-    run(plan(ids, DecodeConfig(beam=2, keep_plain=False), cons), decode)
+    run(DecodeConfig(beam=2, keep_plain=False), ids, cons)
     assert calls == [([[1, 2], [3], [4, 5]], [cons[0], cons[2], cons[3]])]         # one constrained search
     calls.clear()
-    assert run(plan([[], []], DecodeConfig(beam=2, nbest=2), None), decode) == [[Hypothesis([], 0.0, 0.0)] * 2] * 2
+    assert run(DecodeConfig(beam=2, nbest=2), [[], []], None) == [[Hypothesis([], 0.0, 0.0)] * 2] * 2
     assert calls == []                                                            # nothing to decode: no call
 
 
@@ -189,7 +198,8 @@ def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch
     from aiayn.cli.main import main
     from aiayn.config import Norms
     from aiayn.engines import auto
-    from aiayn.engines.base import Capabilities, EngineBase, Hypothesis, with_fixed
+    from aiayn.engines.base import Capabilities, EngineBase, with_fixed
+    from aiayn.hypotheses import Hypothesis
     from aiayn.rundir import RunDir
 
     class Copier(EngineBase):

@@ -16,7 +16,7 @@ from aiayn import Translator
 from aiayn.cli.main import main
 from aiayn.constraints import Glossary
 from aiayn.engines.base import Engine
-from aiayn.pipeline import Request, Translated, translate
+from aiayn.pipeline import Request, Translated
 from aiayn.route import Route
 
 from ..helpers import LEGACY, Server, relabeled
@@ -37,7 +37,7 @@ def legs(en_fr: Path) -> list[Engine]:
 
 
 def through(legs: list[Engine], request: Request) -> Translated:
-    return Route(tuple(legs)).follow(request, translate)
+    return Route(tuple(legs)).follow(request)
 
 
 def test_a_pivot_is_each_model_in_turn(legs: list[Engine]) -> None:

@@ -58,7 +58,7 @@ class Redis:
 
 
 # What docs/deploy.md's nginx passes on to the replicas: the client's address, and the address and scheme the client
-# used (download links name them: serving/guards.py, Forwarded)
+# used (download links name them: serving/middleware.py, Forwarded)
 FORWARDED = ("proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Host $http_host; "
              "proxy_set_header X-Forwarded-Proto $scheme;")
 # ... and how it keeps a replica that stops (a rolling restart, a crash) from costing a client an error: a request

@@ -3,7 +3,7 @@ the audit's six findings has a test against a real server (the tiny legacy model
 audit broke without a test failing has a fast test here, and a bounded fuzz of both APIs runs under CI.
 
 The guards themselves: aiayn/guards.py (JSON, Unicode, keys, the request limit, slow clients), serve.ServeConfig's
-length caps, the stop of a batch whose requests are gone (search.Stopped, processes.py), engine.plan (blank lines),
+length caps, the stop of a batch whose requests are gone (hypotheses.Stopped, processes.py), engine.plan (blank lines),
 htmltree.MAX_DEPTH."""
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
             return [[ord(c) for c in line] for line in lines]          # decodable back into the line
 
         def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
-            from aiayn.engines.base import Hypothesis
+            from aiayn.hypotheses import Hypothesis
 
             calls.append((["".join(map(chr, x)) for x in ids], decode))
             time.sleep(seconds)
