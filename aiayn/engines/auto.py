@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import MODEL, parameter_count
-from ..confidence import for_run
 from ..config import DecodeConfig
 from ..hypotheses import Hypothesis
 from ..rundir import RunDir
 from ..runtime import cpu_only, cpu_workers
 from ..shortlist import Shortlist
-from .base import Capabilities, Engine, EngineBase, with_fixed
+from .base import About, Capabilities, Engine, EngineBase, with_fixed
 from .ctranslate2 import CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
 
 __all__ = ["ENGINES", "AutoEngine", "ctranslate2", "decode_processes", "load"]
@@ -80,8 +79,7 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Engine:
     ctranslate2_refuses(decode)
     Shortlist.for_run(run.path, decode.shortlist)           # checked (its vocabulary map is in the conversion)
     out = converted(path, "int8" if precision_of(decode.precision, device_of(decode.device)) == "int8" else None)
-    me = CTranslate2Engine(out, run.vocab(), cfg.model, decode)
-    me.languages, me.norms, me.calibration = run.languages(), run.norms(), for_run(run.path)
+    me = CTranslate2Engine(out, run.vocab(), cfg.model, decode, about=About.of_run(run))
     if not me.parameters:                                   # a conversion made before they were recorded
         me.parameters = parameter_count(ckpt)
     return me
@@ -103,11 +101,11 @@ class AutoEngine(EngineBase):
         says so (as ``--engine torch``); ``serving``: a server's, in that many (see :func:`load`)."""
         import threading
 
+        super().__init__(About(fast.languages, fast.norms, fast.calibration, fast.multilingual))
         self.fast, self.path, self.loaded_with, self.processes = fast, path, settings, processes
         self.serving = serving
         self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
         self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
-        self.languages, self.norms, self.calibration = fast.languages, fast.norms, fast.calibration
         self.lock = threading.Lock()
         self.loaded: Any = None                          # aiayn's own engine, once it is needed
 
@@ -228,7 +226,4 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
         if len(found) != 1:
             raise ValueError(f"{path} holds {len(found)} Argos packages: name one (aiayn serve takes them all)")
         return argos.load(found[0], **settings)
-    loaded = ENGINES[engine](path, processes, serving, **settings)
-    if (multi := RunDir.locate(path)[0].multilingual()) is not None:
-        loaded.multilingual = multi           # many directions: multilingual.for_direction chooses one
-    return loaded
+    return ENGINES[engine](path, processes, serving, **settings)

@@ -1,8 +1,10 @@
 """What every decoding engine is to the code that drives it, and what each can do.
 
 The engines: aiayn's own (torch.TorchEngine), CTranslate2 (ctranslate2.CTranslate2Engine) and aiayn's in worker
-processes (processes.ProcessEngine). Code outside them asks an engine what it can do (its :class:`Capabilities`),
-never which class it is, and a request an engine cannot serve is refused by name here (:func:`require`).
+processes (processes.ProcessEngine); auto.ENGINES names each for ``--engine``. A new engine is a module with a
+subclass of :class:`EngineBase` (its constructor and ``decode_lines``) and its line in that table. Code outside
+them asks an engine what it can do (its :class:`Capabilities`), never which class it is, and a request an engine
+cannot serve is refused by name here (:func:`require`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..config import Norms
+from ..config import Multilingual, Norms
 from ..hypotheses import Hypothesis
 
 if TYPE_CHECKING:
-
     from ..confidence import Calibration
     from ..config import DecodeConfig, ModelConfig
     from ..constraints import Constraints
+    from ..rundir import RunDir
     from ..tokenizer import Vocab
 
 
@@ -71,7 +73,7 @@ class Unsupported(ValueError):
     """A request for something the engine cannot do (a 400 from the server, an error from the CLI)."""
 
 
-def require(engine: Engine, feature: str) -> None:
+def require(engine: Engine | EngineBase, feature: str) -> None:
     """Unsupported naming ``feature`` (a key of :data:`FEATURES`) unless ``engine`` can do it."""
     capability = "alignments" if feature == "html" else feature
     if not getattr(engine.capabilities, capability):
@@ -158,7 +160,12 @@ class Search(Protocol):
 
 
 class Engine(Protocol):
-    """The interface of an engine (the module's docstring names them)."""
+    """The interface of an engine as its callers use it (the module's docstring names the engines). An engine writes
+    few of it: its constructor (what it decodes with, and :class:`About` its run) and ``decode_lines``; EngineBase
+    writes the rest once, and refuses by name what its :class:`Capabilities` do not declare (``constraints``,
+    ``alignments``, ``attention``; ``search`` and ``admit``, the stepwise search a server's batcher drives), which an
+    engine that can do it overrides.
+    """
 
     engine: str                   # "torch" or "ctranslate2", as --engine names it
     capabilities: Capabilities
@@ -169,7 +176,7 @@ class Engine(Protocol):
     workers: int                  # batches it decodes side by side
     calls_at_once: int            # calls a caller may make side by side to advantage (stream.stream)
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
-    multilingual: Any             # a model of many directions (multilingual.Multilingual), else None
+    multilingual: Multilingual | None   # a model of many directions (its tags: multilingual.py), else None
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
     calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's
 
@@ -249,30 +256,90 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
         return done.value
 
 
-class EngineBase(ABC):
-    """What every engine does with text, made of its primitives (its ``vocab``, ``settings``, ``constraints`` and
-    ``decode_lines``, which each engine writes: engine.Engine says what they do), written once."""
+@dataclass(frozen=True)
+class About:
+    """What a run knows of its text, given to an engine when it is made (its loader reads it: :meth:`of_run`): the
+    languages of its training data, their length norms and sentence openers (config.Norms), its calibration of
+    confidence (confidence.py; None: the package's) and, for a model of many directions, its tags
+    (config.Multilingual)."""
 
+    languages: tuple[str, str] | None = None
+    norms: Norms = Norms()
+    calibration: Calibration | None = None
+    multilingual: Multilingual | None = None
+
+    @classmethod
+    def of_run(cls, run: RunDir) -> About:
+        """What run dir ``run`` records."""
+        from ..confidence import for_run
+
+        return cls(run.languages(), run.norms(), for_run(run.path), run.multilingual())
+
+
+class EngineBase(ABC):
+    """What every engine does with text, made of its one primitive, ``decode_lines`` (engine.Engine says what it
+    does), and of what its constructor sets: ``vocab``, ``cfg``, ``decode`` (the settings it was loaded with),
+    ``device``, ``precision``, ``workers``, and :class:`About` (given to :meth:`__init__`). What an engine cannot do
+    (its :class:`Capabilities`) is refused here by name (:func:`require`); an engine that can overrides it."""
+
+    engine: str
+    capabilities = Capabilities()
     vocab: Vocab
-    languages: tuple[str, str] | None = None          # (source, target), set by the engine's loader where recorded
-    multilingual: Any = None                          # a model of many directions: multilingual.Multilingual
-    norms: Norms = Norms()                            # what its training data shows (data.Norms), likewise
+    cfg: ModelConfig
+    decode: DecodeConfig
+    precision: str
+    workers: int
     calls_at_once: int = 1                            # calls a caller may make side by side to advantage (stream)
+    # (:class:`About`'s, for an engine that does not call :meth:`__init__`: none known)
+    languages: tuple[str, str] | None = None
+    norms: Norms = Norms()
+    multilingual: Multilingual | None = None
     _calibration: Calibration | None = None
 
-    @abstractmethod
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        """engine.Engine's."""
-
-    @abstractmethod
-    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
-                    decode: DecodeConfig) -> list[Constraints | None] | None:
-        """engine.Engine's."""
+    def __init__(self, about: About | None = None) -> None:
+        about = about or About()
+        self.languages, self.norms, self.multilingual = about.languages, about.norms, about.multilingual
+        self._calibration = about.calibration
 
     @abstractmethod
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
                      stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's."""
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        """engine.Engine's: ``decode`` (default: those it was loaded with) with ``overrides``, its device and precision
+        fixed (:func:`with_fixed`)."""
+        return with_fixed(self.decode, decode, overrides)
+
+    def constraints(self, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
+                    decode: DecodeConfig) -> list[Constraints | None] | None:
+        """engine.Engine's: None without phrases; engine.Unsupported with any, unless it can keep them."""
+        if phrases is not None:
+            require(self, "constraints")
+        return None
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+        """engine.Engine's (capability ``alignments``)."""
+        require(self, "alignments")
+        return []
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        """engine.Engine's (capability ``attention``)."""
+        require(self, "attention")
+        return {}
+
+    def memory_bytes(self) -> int:
+        """engine.Engine's: 0 for an engine that holds no weights of its own."""
+        return 0
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        """engine.Engine's: its model's settings, and 0 parameters where it does not know them."""
+        return self.cfg.to_dict(), 0
+
+    def close(self) -> None:
+        """engine.Engine's: nothing to release."""
+        return None
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         """Each line's source token ids (no EOS; a blank line: none): a served line is encoded once, here."""

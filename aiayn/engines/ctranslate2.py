@@ -21,7 +21,7 @@ from ..config import DecodeConfig, ModelConfig, Multilingual, Norms, Precision
 from ..hypotheses import Hypothesis, max_length
 from ..runtime import DeviceName, cores, cpu_workers
 from ..tokenizer import Vocab
-from .base import Capabilities, EngineBase, require, with_fixed
+from .base import About, Capabilities, EngineBase, with_fixed
 
 __all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
 log = logging.getLogger(__name__)
@@ -93,11 +93,13 @@ class CTranslate2Engine(EngineBase):
     engine = "ctranslate2"
     capabilities = Capabilities()          # (each one's own, from its model: __init__)
 
-    def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig, threads: int = 0) -> None:
+    def __init__(self, out: Path, vocab: Vocab, cfg: ModelConfig, decode: DecodeConfig, threads: int = 0,
+                 about: About | None = None) -> None:
         """``out``: a CTranslate2 model directory of this model; ``threads``: CTranslate2's intra-op threads per
         translator (0: the process's, shared out among the ``decode.workers``)."""
         import ctranslate2
 
+        super().__init__(about)
         from ..align import method
 
         self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
@@ -114,16 +116,14 @@ class CTranslate2Engine(EngineBase):
         self.ids = {vocab.tgt.piece(i): i for i in range(vocab.tgt.vocab_size)}
         info = json.loads((out / INFO).read_text()) if (out / INFO).is_file() else {}
         self.parameters: int = int(info.get("parameters", 0))    # the model's (0: not recorded, auto.ctranslate2)
-        self.languages: tuple[str, str] | None = None
-        self.norms = Norms()
-        self.calibration = for_run(None)            # (the package's; a run's: its loader sets it)
 
     @classmethod
     def from_export(cls, out: str | Path, precision: Precision = "fp32", workers: int = 1, threads: int = 0,
-                    **settings: Any) -> CTranslate2Engine:
+                    languages: tuple[str, str] | None = None, **settings: Any) -> CTranslate2Engine:
         """A CTranslate2 export on its own (``aiayn export --format ctranslate2``): its tokenizer files, and the
         beam, length rule, length penalty and min_len the run decoded with (recorded in it); ``precision``: the compute
-        type (int8 on an int8 export); ``settings``: any other DecodeConfig field."""
+        type (int8 on an int8 export); ``languages``: its pair, where the export does not record it (an Argos
+        package's metadata names it); ``settings``: any other DecodeConfig field."""
         out = Path(out)
         info = json.loads((out / INFO).read_text())
         tgt = out / EXPORT_TGT_SPM
@@ -134,13 +134,12 @@ class CTranslate2Engine(EngineBase):
                               max_len_a=info["max_len_a"], max_len_b=info["max_len_b"], min_len=info.get("min_len", 0),
                               device="cpu", precision=precision, workers=workers).replace(**settings)
         ctranslate2_refuses(decode)
-        me = cls(out, vocab, cfg, decode, threads)
-        langs = info.get("languages")
-        me.languages = (str(langs[0]), str(langs[1])) if isinstance(langs, list) and len(langs) == 2 else None
-        me.multilingual = Multilingual.from_dict(info["multilingual"]) if info.get("multilingual") else None
-        me.norms = Norms.from_dict(info.get("norms")) or Norms()
-        me.calibration = for_run(out)               # (export copies the run's calibration.json)
-        return me
+        langs = languages or info.get("languages")
+        about = About((str(langs[0]), str(langs[1])) if isinstance(langs, (list, tuple)) and len(langs) == 2 else None,
+                      Norms.from_dict(info.get("norms")) or Norms(),
+                      for_run(out),                     # (export copies the run's calibration.json)
+                      Multilingual.from_dict(info["multilingual"]) if info.get("multilingual") else None)
+        return cls(out, vocab, cfg, decode, threads, about)
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
         decode = with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
@@ -152,9 +151,6 @@ class CTranslate2Engine(EngineBase):
 
     def model_info(self) -> tuple[dict[str, Any], int]:
         return self.cfg.to_dict(), self.parameters
-
-    def close(self) -> None:
-        """Nothing to release before the process ends."""
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
                      stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
@@ -175,11 +171,6 @@ class CTranslate2Engine(EngineBase):
                                       lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
         return [_hypotheses([[self.ids[p] for p in tokens] for tokens in hyps], scores, d.lenpen, wanted)
                 for hyps, scores in results]
-
-    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> None:
-        """None without phrases; engine.Unsupported with any (CTranslate2 cannot keep them)."""
-        if phrases is not None:
-            require(self, "constraints")
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None) -> list[str]:
@@ -206,9 +197,6 @@ class CTranslate2Engine(EngineBase):
                 out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
         return out
 
-    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        require(self, "attention")
-        return {}
 
 
 BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslate2 calls' length limits (ctranslate2_limited)

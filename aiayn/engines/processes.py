@@ -25,12 +25,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..confidence import for_run
 from ..config import DecodeConfig
 from ..hypotheses import Hypothesis, Stop, Stopped
 from ..rundir import RunDir
 from ..runtime import DeviceName, cores
-from .base import Capabilities, Engine, EngineBase, decode_batches, with_fixed
+from .base import About, Capabilities, Engine, EngineBase, decode_batches, with_fixed
 
 if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
     from ..constraints import Constraints
@@ -230,10 +229,10 @@ class ProcessEngine(EngineBase):
                 run, _ = RunDir.locate(path)
                 config = run.config()
                 self.vocab, self.decode, self.cfg = run.vocab(), config.decode.replace(**settings), config.model
-                self.languages, self.norms, self.calibration = run.languages(), run.norms(), for_run(run.path)
+                super().__init__(About.of_run(run))
             else:
                 self.vocab, self.decode, self.cfg = like.vocab, like.decode, like.cfg
-                self.languages, self.norms, self.calibration = like.languages, like.norms, like.calibration
+                super().__init__(About(like.languages, like.norms, like.calibration, like.multilingual))
         except BaseException:
             self.pool.kill()
             raise

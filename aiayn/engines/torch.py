@@ -18,7 +18,6 @@ import torch
 
 from .. import precision
 from ..checkpoint import load_weights
-from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, RunConfig
 from ..constraints import Constraints, check_fits, missing, refuse_constraints
 from ..hypotheses import Hypothesis, max_length
@@ -32,7 +31,7 @@ from ..search import BeamSearch, Stop, decode_batch
 from ..shortlist import Shortlist
 from ..steps import TracedSteps
 from ..tokenizer import Vocab
-from .base import Capabilities, EngineBase, Search, decode_batches, hypotheses, with_fixed
+from .base import About, Capabilities, EngineBase, Search, decode_batches, hypotheses, with_fixed
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,8 @@ class TorchEngine(EngineBase):
     capabilities = Capabilities(constraints=True, alignments=True, attention=True, stepwise=True, processes=True)
 
     def __init__(self, model: Transformer, vocab: Vocab, decode: DecodeConfig | None = None,
-                 shortlist: Shortlist | None = None) -> None:
+                 shortlist: Shortlist | None = None, about: About | None = None) -> None:
+        super().__init__(about)
         self.decode = decode or DecodeConfig()
         self.shortlist = shortlist             # the run's lexical shortlist, if it has one (decode.shortlist uses it)
         self.device = resolve_device(self.decode.device)
@@ -146,9 +146,7 @@ class TorchEngine(EngineBase):
         t = load_trained(path)
         log.debug("loaded %s", t.checkpoint)
         decode = t.config.decode.replace(**settings)
-        me = cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist))
-        me.languages, me.norms, me.calibration = t.run.languages(), t.run.norms(), for_run(t.run.path)
-        return me
+        return cls(t.model, t.vocab, decode, Shortlist.for_run(t.run.path, decode.shortlist), About.of_run(t.run))
 
     def _can_compile(self, decode: DecodeConfig) -> None:
         if decode.static and self.precision == "int8":
@@ -221,8 +219,6 @@ class TorchEngine(EngineBase):
     def model_info(self) -> tuple[dict[str, Any], int]:
         return self.model.cfg.to_dict(), sum(p.numel() for p in self.model.parameters())
 
-    def close(self) -> None:
-        """Nothing to release: the model is this process's."""
 
 def line_constraints(vocab: Vocab, cfg: ModelConfig, lines: Sequence[str], phrases: Sequence[Sequence[str] | None] | None,
                      decode: DecodeConfig) -> list[Constraints | None] | None:

@@ -145,6 +145,4 @@ def load(package: Path, **settings: Any) -> Any:
         shutil.copyfile(package / SPM, staged / EXPORT_SPM)
         (staged / INFO).write_text(json.dumps(info))
         model = staged
-    engine = CTranslate2Engine.from_export(model, **settings)
-    engine.languages = (meta["from_code"], meta["to_code"])
-    return engine
+    return CTranslate2Engine.from_export(model, languages=(meta["from_code"], meta["to_code"]), **settings)

@@ -196,38 +196,23 @@ def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch
     in ENGINES is served by every front end: the Python API, `aiayn translate --engine NAME` (sentences, blank lines,
     confidence), and it is refused by name for what it cannot do. Nothing else changes."""
     from aiayn.cli.main import main
-    from aiayn.config import Norms
     from aiayn.engines import auto
-    from aiayn.engines.base import Capabilities, EngineBase, with_fixed
+    from aiayn.engines.base import About, EngineBase
     from aiayn.hypotheses import Hypothesis
     from aiayn.rundir import RunDir
 
-    class Copier(EngineBase):
-        engine, capabilities, workers, precision = "copy", Capabilities(), 1, "fp32"
+    class Copier(EngineBase):                   # its constructor and decode_lines: EngineBase gives the rest
+        engine, workers, precision = "copy", 1, "fp32"
 
         def __init__(self, path: Path, **settings: Any) -> None:
             run = RunDir.locate(path)[0]
+            super().__init__(About.of_run(run))
             self.vocab, self.cfg = run.vocab(), run.config().model
-            self.decode, self.norms = run.config().decode.replace(**settings), Norms()
+            self.decode = run.config().decode.replace(**settings)
             self.device = type("Cpu", (), {"type": "cpu", "__str__": lambda self: "cpu"})()
-
-        def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-            return with_fixed(self.decode, decode, overrides)
-
-        def constraints(self, lines: Any, phrases: Any, decode: DecodeConfig) -> None:
-            return None
 
         def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> Any:
             return [[Hypothesis(list(x), -0.1 * len(x), -0.1 * len(x))] * max(1, decode.nbest) for x in ids]
-
-        def memory_bytes(self) -> int:
-            return 0
-
-        def model_info(self) -> tuple[dict[str, Any], int]:
-            return self.cfg.to_dict(), 0
-
-        def close(self) -> None:
-            pass
 
     monkeypatch.setitem(auto.ENGINES, "copy", lambda path, processes, serving, **settings: Copier(path, **settings))
     lines = ["Ein Hund rennt. Zwei Katzen schlafen.", "", "Hallo Welt"]
