@@ -412,8 +412,9 @@ def decode_step(model: Transformer, tokens: Tensor, cache: Cache,
     cache decodes over the whole vocabulary: the searches use it only without a shortlist)."""
     if isinstance(cache, StaticCache):
         return cache.decode(tokens)
-    if model.traced is None or project is not None:
+    traced = getattr(model, "traced", None)                     # (a stand-in for the model may have none)
+    if traced is None or project is not None:
         return model.decode_step(tokens, cache, project)
     args, reserved = model.step_inputs(tokens, cache)           # (as model.decode_step, the step recorded)
     g, masked = tokens.shape[0] // cache.src_mask.shape[0], cache.joined is not None        # rows per source
-    return model.traced.step(g, masked)(*args), cache.advance([kv for kv, _ in reserved])
+    return traced.step(g, masked)(*args), cache.advance([kv for kv, _ in reserved])
