@@ -96,9 +96,8 @@ class ServeConfig:
                                     "documents are kept for download (without: a temporary folder of this process, "
                                     "and with --shared-storage, Redis too, so that any replica serves them)")
     public_url: str | None = setting(None, "the address clients reach the service at (https://translate.example.org"
-                                     "/prefix), for the download links of /translate_file (without: the request's "
-                                     "own, with the Host, X-Forwarded-Host and X-Forwarded-Proto a trusted proxy "
-                                     "sends: --forwarded-allow-ips)")
+                                     "/prefix), for /translate_file's download links (without: the request's own, "
+                                     "as a trusted proxy forwards it: --forwarded-allow-ips)")
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     cache: int = setting(10000, "sentences whose translations each model remembers, answered again without decoding "
                          "(memo.py; least recently used forgotten first; 0: none)", ge=0)
