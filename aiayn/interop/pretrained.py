@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import torch
 
 from .. import checkpoint
 from ..atomic import atomic_dir
+from ..confidence import FILE as CALIBRATION
 from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, Multilingual, RunConfig
 from ..languages import from_tag_code
 from ..model import Transformer
@@ -48,7 +50,7 @@ ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish", "gelu": "gelu"
 KILLED = -1e4     # the output bias of a row the pretrained model has no probability for (aiayn's padding)
 HF_CONFIG, MARIAN_VOCAB = "config.json", "vocab.json"    # transformers' files (not aiayn's of the same names)
 _FILES = (HF_CONFIG, "generation_config.json", "tokenizer_config.json", MARIAN_VOCAB, "target_vocab.json",
-          "source.spm", "target.spm", "model.safetensors", INFO)           # and pytorch_model.bin where no safetensors
+          "source.spm", "target.spm", "model.safetensors", INFO, CALIBRATION)  # and pytorch_model.bin where no safetensors
 
 
 class PretrainedError(ValueError):
@@ -82,7 +84,9 @@ def import_model(source: str | Path, out: str | Path, fmt: str = "huggingface", 
     exported = _read_json(folder / INFO) if (folder / INFO).is_file() else {}       # an aiayn export's settings
     langs = _languages(str(source), tok_cfg, src_lang, tgt_lang, exported.get("languages"))
     info: dict[str, Any] = {"imported_from": str(source), "format": fmt,
-                            **({"src": langs[0], "tgt": langs[1]} if langs else {})}
+                            **({"src": langs[0], "tgt": langs[1]} if langs else {}),
+                            # what an aiayn export knows of its text: its length norms and sentence openers
+                            **({"norms": exported["norms"]} if isinstance(exported.get("norms"), dict) else {})}
     # written whole or not at all (a failure leaves --out as it was; --force replaces it, old checkpoints included)
     with tempfile.TemporaryDirectory() as tmp, atomic_dir(out) as new:
         vocab = _vocab(folder, tok_cfg, Path(tmp))
@@ -92,6 +96,8 @@ def import_model(source: str | Path, out: str | Path, fmt: str = "huggingface", 
         run = RunDir(new)
         run.create(RunConfig(model=model.cfg, decode=_decode_config(folder, exported)), vocab, info)
         checkpoint.save(run.best, model, {"step": 0, "imported_from": str(source), "architecture": "MarianMTModel"})
+        if (folder / CALIBRATION).is_file():               # an aiayn export's confidence calibration
+            shutil.copyfile(folder / CALIBRATION, new / CALIBRATION)
     log.info("imported %s into %s (%.1fM parameters)", source, out,
              sum(p.numel() for p in model.parameters()) / 1e6)
     return out

@@ -17,6 +17,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
+import aiayn
 from aiayn import Translator
 from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
@@ -209,14 +210,24 @@ def _rows_of(t: Translator) -> dict[str, list[int | None]]:
 
 
 def test_the_imported_run_dir_is_a_run_dir_that_exports_and_round_trips(tmp_path: Path) -> None:
-    """import -> export (Hugging Face) -> import gives the same weights; the CTranslate2 export translates alike."""
+    """import -> export (Hugging Face) -> import gives the same weights, and what the run knew of its text (its length
+    norms and sentence openers, its confidence calibration); the CTranslate2 export translates alike."""
+    from aiayn.confidence import FILE as CALIBRATION
+    from aiayn.rundir import RunDir
+
     hf_dir = make_marian(tmp_path / "marian")
     run = import_model(hf_dir, tmp_path / "run")
+    info = json.loads((run / "data.json").read_text())         # as `aiayn train` records its data's norms
+    norms = {"longest_src": 54, "ratio": [0.5, 1.875], "copies": 0.0, "short": 0.722, "starters": [["Ein", 0.4]]}
+    (run / "data.json").write_text(json.dumps({**info, "norms": norms}))
+    (run / CALIBRATION).write_text((Path(aiayn.__file__).parent / "bundled" / CALIBRATION).read_text())
     again = import_model(export(run, "huggingface", tmp_path / "hf"), tmp_path / "again")
     a, b = load_trained(run).model.state_dict(), load_trained(again).model.state_dict()
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=0, rtol=0, msg=k)
+    assert RunDir(again).norms() == RunDir(run).norms() and RunDir(run).norms().starters == (("Ein", 0.4),)
+    assert (again / CALIBRATION).read_text() == (run / CALIBRATION).read_text()
     pytest.importorskip("ctranslate2")
     from aiayn.interop.export import ctranslate2_translate
     out = export(run, "ctranslate2", tmp_path / "ct2")
