@@ -15,8 +15,9 @@ import dataclasses
 import functools
 import json
 import re
+import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -47,25 +48,30 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _checked(cls: type, f: Any, value: Any) -> Any:
+    """``value`` for field ``f`` of config dataclass ``cls``, type-checked against its annotation (a float field takes
+    an int, or a number written as a string, as a float); a ValueError names the field and what it expects."""
+    hint, name = _hints(cls)[f.name], cls.__name__
+    if typing.get_origin(hint) is Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            raise ValueError(f"{name}.{f.name}={value!r}: expected one of {', '.join(map(repr, allowed))}")
+    elif hint is float:
+        if isinstance(value, str) and NUMBER.fullmatch(value.strip()):   # YAML 1.1 reads 1e-9 as a string
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name}.{f.name}={value!r}: expected a number")
+        return float(value)
+    elif hint in (int, bool, str):
+        if type(value) is not hint:
+            raise ValueError(f"{name}.{f.name}={value!r}: expected {hint.__name__}, got {type(value).__name__}")
+    return value
+
+
 def _check(obj: Any) -> None:
     """Type-check every field of a config dataclass against its annotation."""
-    hints = _hints(obj.__class__)
-    name = type(obj).__name__
     for f in fields(obj):
-        value, hint = getattr(obj, f.name), hints[f.name]
-        if typing.get_origin(hint) is Literal:
-            allowed = typing.get_args(hint)
-            if value not in allowed:
-                raise ValueError(f"{name}.{f.name}={value!r}: expected one of {', '.join(map(repr, allowed))}")
-        elif hint is float:
-            if isinstance(value, str) and NUMBER.fullmatch(value.strip()):   # YAML 1.1 reads 1e-9 as a string
-                value = float(value)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name}.{f.name}={value!r}: expected a number")
-            object.__setattr__(obj, f.name, float(value))
-        elif hint in (int, bool, str):
-            if type(value) is not hint:
-                raise ValueError(f"{name}.{f.name}={value!r}: expected {hint.__name__}, got {type(value).__name__}")
+        object.__setattr__(obj, f.name, _checked(type(obj), f, getattr(obj, f.name)))
 
 
 def _positive(obj: Any, *names: str, zero_ok: bool = False) -> None:
@@ -274,15 +280,33 @@ def setting(default: Any, help: str, *, ge: float | None = None, gt: float | Non
                                             "parse": parse})
 
 
+def _bounded(cls: type, f: Any, value: Any) -> None:
+    """ValueError naming field ``f`` of ``cls`` unless ``value`` is within the bounds :func:`setting` gave it."""
+    tests = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b), "le": ("<=", lambda v, b: v <= b)}
+    bounds = [(sign, ok, f.metadata[k]) for k, (sign, ok) in tests.items() if f.metadata.get(k) is not None]
+    if not all(ok(value, b) for _, ok, b in bounds):
+        expected = " and ".join(f"{sign} {b:g}" for sign, _, b in bounds)
+        raise ValueError(f"{cls.__name__}.{f.name}={value!r}: expected a value {expected}")
+
+
 def check_bounds(obj: Any) -> None:
     """The bounds given by :func:`setting`, checked with an error naming the field and what is expected."""
-    tests = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b), "le": ("<=", lambda v, b: v <= b)}
     for f in fields(obj):
-        value = getattr(obj, f.name)
-        bounds = [(sign, ok, f.metadata[k]) for k, (sign, ok) in tests.items() if f.metadata.get(k) is not None]
-        if not all(ok(value, b) for _, ok, b in bounds):
-            expected = " and ".join(f"{sign} {b:g}" for sign, _, b in bounds)
-            raise ValueError(f"{type(obj).__name__}.{f.name}={value!r}: expected a value {expected}")
+        _bounded(type(obj), f, getattr(obj, f.name))
+
+
+def overrides(cls: type, given: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The fields of config dataclass ``cls`` that ``given`` sets (None: not given), each checked alone, where it is
+    given (its name, its type, its bounds: the error names the field), read-only. A rule between two fields is
+    checked where the settings are made whole (an engine's ``settings``)."""
+    known = {f.name: f for f in fields(cls)}
+    out = {k: v for k, v in given.items() if v is not None}
+    if set(out) - set(known):
+        from_dict(cls, out)                            # (its error names the unknown keys and the valid ones)
+    for k, v in out.items():
+        out[k] = _checked(cls, known[k], v)
+        _bounded(cls, known[k], out[k])
+    return types.MappingProxyType(out)
 
 
 def check(settings: Any) -> None:

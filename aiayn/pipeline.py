@@ -66,7 +66,8 @@ class Request:
 
     texts: Sequence[str]                                # lines of text (format html: HTML fragments)
     _: KW_ONLY
-    decode: Mapping[str, Any] = field(default_factory=dict)    # DecodeConfig fields to override (None: not given)
+    # DecodeConfig fields to override (None: not given), each checked when the request is made (config.overrides)
+    decode: Mapping[str, Any] = field(default_factory=dict)
     constraints: Sequence[Sequence[str] | None] | None = None   # per text, target phrases its translation contains
     glossary: Glossary | None = None                    # its terms found in a text add their targets to its phrases
     names: Mapping[str, str] = field(default_factory=lambda: NAMES)  # the front end's words, for HTML's refusals
@@ -103,6 +104,7 @@ class Request:
             if not ok:
                 raise ValueError(f"{name}={value!r}: expected {hint.__name__}")
         config.check_bounds(self)
+        object.__setattr__(self, "decode", config.overrides(DecodeConfig, self.decode))
         _format(self.format)
         object.__setattr__(self, "protect", spans.check(self.protect))
 

@@ -224,3 +224,21 @@ def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch
     assert main(["translate", "--model", str(LEGACY), "--engine", "copy", "--input", str(src), "--output", str(out),
                  "--quiet"]) == 0
     assert out.read_text(encoding="utf-8").splitlines() == lines
+
+
+def test_a_requests_decoding_settings_are_checked_where_it_is_made() -> None:
+    """A request's DecodeConfig overrides are a checked, read-only value made with the request (config.overrides):
+    an unknown name, a wrong type or a value out of bounds is a ValueError naming the field, before any engine sees
+    it; a float field takes an int as a float; None is not given."""
+    with pytest.raises(ValueError, match="beam=0: expected a value >= 1"):
+        Request(["x"], decode={"beam": 0})
+    with pytest.raises(ValueError, match="unknown DecodeConfig key.*bogus.*valid keys"):
+        Request(["x"], decode={"bogus": 1})
+    with pytest.raises(ValueError, match="length_norm='nope': expected one of"):
+        Request(["x"], decode={"length_norm": "nope"})
+    with pytest.raises(ValueError, match="nbest='2': expected int"):
+        Request(["x"], decode={"nbest": "2"})
+    r = Request(["x"], decode={"lenpen": 1, "beam": None})
+    assert dict(r.decode) == {"lenpen": 1.0} and isinstance(r.decode["lenpen"], float)
+    with pytest.raises(TypeError):
+        r.decode["beam"] = 2  # type: ignore[index]
