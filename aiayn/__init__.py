@@ -29,7 +29,7 @@ __all__ = ["ModelConfig", "TrainConfig", "DecodeConfig", "RunConfig", "Transform
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, or a module of the package (``aiayn.pipeline``), imported now."""
+    """A public name, or a module of the package (``aiayn.model``), imported now."""
     if name in _HOMES:
         value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
         globals()[name] = value

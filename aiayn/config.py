@@ -31,7 +31,7 @@ Activation = Literal["relu", "swish", "gelu"]
 # aiayn/precision.py resolves and applies it.
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
-# What a finished beam hypothesis' log-probability is divided by (aiayn/search.py: length_penalty).
+# What a finished beam hypothesis' log-probability is divided by (aiayn/decoding/search.py: length_penalty).
 LengthNorm = Literal["gnmt", "length"]
 
 # The special token ids, defined here only: the tokenizer is trained with them, the data manifest records them,

@@ -18,17 +18,17 @@ from typing import Any
 
 import torch
 
-from .confidence import FILE as CALIBRATION
-from .confidence import THRESHOLD
-from .corpora import fetch
-from .data import DataDir
-from .evaluate import calibrate, evaluate
+from .data.corpora import fetch
+from .data.datadir import DataDir
+from .data.prepare import PrepareOptions, prepare
+from .decoding.confidence import FILE as CALIBRATION
+from .decoding.confidence import THRESHOLD
 from .precision import cpu_has_fast_bf16
-from .prepare import PrepareOptions, prepare
-from .recipes import resolve
 from .rundir import RunDir
 from .runtime import configure
-from .train import Trainer
+from .training.evaluate import calibrate, evaluate
+from .training.recipes import resolve
+from .training.train import Trainer
 from .translator import Translator
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from typing import Any
 
 from . import checkpoint
 from .config import Multilingual, Norms, RunConfig
-from .tokenizer import Vocab
+from .data.tokenizer import Vocab
 
 INFERENCE_PREFERENCE = ("averaged", "best", "last")   # what translate loads from a run dir, first found
 _STEP = re.compile(r"step_(\d+)")
@@ -190,7 +190,7 @@ class RunDir:
 def norms(info: dict[str, Any]) -> Norms:
     """From a run's data.json: its data's norms as recorded (runs from before they were: counted in its data dir, when
     that is still there; else none)."""
-    from .data import DataDir
+    from .data.datadir import DataDir
 
     recorded = Norms.from_dict(info["norms"]) if "norms" in info else None
     if recorded is not None and "starters" not in info["norms"] and "data_dir" in info:   # (recorded before them)

@@ -11,8 +11,8 @@ from typing import Any
 
 from .engines.auto import load
 from .engines.base import Engine
-from .pipeline import Request, Translated, Translation, one_line_each
-from .route import Route, languages, with_fallback
+from .translation.pipeline import Request, Translated, Translation, one_line_each
+from .translation.route import Route, languages, with_fallback
 
 
 class Translator:
@@ -34,7 +34,7 @@ class Translator:
         engines.auto.decode_processes says so (as ``aiayn translate``). ``source`` and ``target``: the direction of a
         multilingual run (multilingual.for_direction; a bilingual run is checked against them). ``fallback``: a run
         whose translations replace those less sure than ``min_confidence``, where surer (``--fallback``)."""
-        from .multilingual import for_direction
+        from .data.multilingual import for_direction
 
         paths = [path] if isinstance(path, (str, Path)) else list(path)
         engines: list[Engine] = []

@@ -1,4 +1,4 @@
-"""Word alignments from attention (aiayn/align.py) against eflomal's, on the model's own translations; for a model
+"""Word alignments from attention (aiayn/decoding/align.py) against eflomal's, on the model's own translations; for a model
 trained with guided alignment (``aiayn align`` + ``--set guided_alignment=0.1``), also the heads it trained.
 
     python -m benchmarks alignments --model runs/demo/run-de-en --data runs/demo/data \\
@@ -31,8 +31,8 @@ import record  # noqa: E402
 def eflomal_reference(pairs: list[tuple[str, str]]) -> list[list[tuple[int, int]]]:
     import eflomal
 
-    from aiayn.align import parse_links
-    from aiayn.lexicon import symmetrize
+    from aiayn.decoding.align import parse_links
+    from aiayn.decoding.lexicon import symmetrize
 
     src = [s.lower() + "\n" for s, _ in pairs]
     tgt = [t.lower() + "\n" for _, t in pairs]
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
 
     from aiayn import Translator
-    from aiayn.align import align, format_links, method
+    from aiayn.decoding.align import align, format_links, method
     from aiayn.rundir import RunDir
 
     t = Translator.load(a.model, "torch", device="cpu")

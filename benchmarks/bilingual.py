@@ -28,20 +28,20 @@ UPDATES = 1200
 
 
 def splits(data: Path, src: str, tgt: str) -> dict[str, object]:
-    from aiayn.data import find_source
+    from aiayn.data.datadir import find_source
 
     return {split: find_source(data / name, src, tgt)
             for split, name in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))}
 
 
 def direction(data: Path, out: Path, src: str, tgt: str, updates: int) -> dict[str, object]:
-    from aiayn.data import DataDir
-    from aiayn.evaluate import evaluate
-    from aiayn.prepare import PrepareOptions, prepare
-    from aiayn.recipes import resolve
+    from aiayn.data.datadir import DataDir
+    from aiayn.data.prepare import PrepareOptions, prepare
     from aiayn.rundir import RunDir
     from aiayn.runtime import configure
-    from aiayn.train import Trainer
+    from aiayn.training.evaluate import evaluate
+    from aiayn.training.recipes import resolve
+    from aiayn.training.train import Trainer
     from aiayn.translator import Translator
 
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Confidence per sentence (aiayn/confidence.py): how well it finds the bad translations, what it costs, and a
+"""Confidence per sentence (aiayn/decoding/confidence.py): how well it finds the bad translations, what it costs, and a
 cascade that hands the unsure ones to a stronger model.
 
     python -m benchmarks confidence --model runs/demo/run-de-en [--model runs/student/run-de-en ...] \\
@@ -36,7 +36,7 @@ import record  # noqa: E402
 
 
 def quality(engine: Any, src: list[str], ref: list[str]) -> dict[str, Any]:
-    from aiayn.evaluate import agreement, sentence_features
+    from aiayn.training.evaluate import agreement, sentence_features
 
     x, chrf = sentence_features(engine, src, ref)
     cal = engine.calibration
@@ -46,7 +46,7 @@ def quality(engine: Any, src: list[str], ref: list[str]) -> dict[str, Any]:
 
 def cost(engine: Any, src: list[str]) -> dict[str, Any]:
     """The first model's decoding time with and without what the confidence adds (the module's docstring)."""
-    from aiayn.pipeline import feature_rows
+    from aiayn.translation.pipeline import feature_rows
 
     fast = getattr(engine, "fast", engine)
     out: dict[str, Any] = {"engine": fast.engine}
@@ -80,9 +80,9 @@ def cost(engine: Any, src: list[str]) -> dict[str, Any]:
 
 
 def cascade(first: Any, fallback: Any, src: list[str], ref: list[str], thresholds: list[float]) -> dict[str, Any]:
-    from aiayn.evaluate import score
-    from aiayn.pipeline import Request, one_line_each
-    from aiayn.route import Route
+    from aiayn.training.evaluate import score
+    from aiayn.translation.pipeline import Request, one_line_each
+    from aiayn.translation.route import Route
 
     def run(name: str, engines: list[Any], back: list[Any], x: float) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", default="auto")
     a = p.parse_args(argv)
     from aiayn import Translator
-    from aiayn.data import DataDir
+    from aiayn.data.datadir import DataDir
     from aiayn.rundir import RunDir
 
     data = DataDir(RunDir.locate(a.model[0])[0].data_info()["data_dir"])

@@ -1,4 +1,4 @@
-"""Lexically constrained decoding (aiayn/constraints.py) on a test set: constraints drawn from the reference, and a
+"""Lexically constrained decoding (aiayn/decoding/constraints.py) on a test set: constraints drawn from the reference, and a
 glossary built from the training data.
 
     python -m benchmarks constraints --model runs/demo/run-de-en --src runs/demo/data/test.de \\
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from aiayn import Translator
-    from aiayn.evaluate import score
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import score
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()[: a.lines]
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
 def glossary_figures(t: Any, a: argparse.Namespace, langs: tuple[str, str], src: list[str], ref: list[str],
                      plain: list[str], score: Any) -> dict[str, Any]:
     """The glossary built from the training data applied to the test lines, with and without keep_plain."""
-    from aiayn.constraints import Glossary
+    from aiayn.decoding.constraints import Glossary
 
     entries = glossary(a.train, langs[0], langs[1], a.glossary_size)
     g = Glossary(entries)

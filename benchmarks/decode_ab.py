@@ -48,7 +48,10 @@ def import_revision(rev: str, into: str) -> str:
 
 def random_model_runner(pkg: str, a: argparse.Namespace) -> Callable[[Any], Any]:
     root = importlib.import_module(pkg)
-    search = importlib.import_module(pkg + ".search")
+    try:                                         # searches in decoding/ since the folders per stage
+        search = importlib.import_module(pkg + ".decoding.search")
+    except ModuleNotFoundError:
+        search = importlib.import_module(pkg + ".search")
     try:                                         # since issue 19: precision.for_inference
         for_inference = importlib.import_module(pkg + ".precision").for_inference
     except ModuleNotFoundError:                  # before: translate.reduce_precision

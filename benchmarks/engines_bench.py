@@ -1,5 +1,6 @@
-"""The same requests through aiayn's own engine and CTranslate2, through the one request pipeline (aiayn/pipeline.py):
-how many lines come out identical — text, word alignments, HTML with inline tags — and the time each takes.
+"""The same requests through aiayn's own engine and CTranslate2, through the one request pipeline
+(aiayn/translation/pipeline.py): how many lines come out identical — text, word alignments, HTML with inline tags —
+and the time each takes.
 
     python -m benchmarks engines --model runs/demo/run-de-en --src runs/demo/data/test.de [--lines 1000]
 
@@ -33,7 +34,7 @@ def _timed(run: Any) -> tuple[Any, float]:
 
 def main(argv: list[str] | None = None) -> None:
     from aiayn import Translator
-    from aiayn.pipeline import Request, translate
+    from aiayn.translation.pipeline import Request, translate
 
     p = argparse.ArgumentParser(prog="python -m benchmarks engines", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=Path)

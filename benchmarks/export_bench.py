@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from aiayn import Translator, configure
     from aiayn.engines.ctranslate2 import CTranslate2Engine
-    from aiayn.evaluate import score
     from aiayn.interop.export import export
+    from aiayn.training.evaluate import score
 
     configure()
     sys.path.insert(0, str(HERE))

@@ -40,10 +40,10 @@ def _rows(models: dict[str, Path], src: list[str], ref: list[str], warm: list[st
     import torch
 
     from aiayn import Translator
+    from aiayn.decoding.shortlist import Shortlist
     from aiayn.engines.ctranslate2 import CTranslate2Engine
-    from aiayn.evaluate import score
     from aiayn.interop.export import export
-    from aiayn.shortlist import Shortlist
+    from aiayn.training.evaluate import score
 
     rows = []
     for name, run in models.items():

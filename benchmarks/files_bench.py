@@ -103,8 +103,8 @@ def span_counts(po: Path) -> dict[str, int]:
     msgid_plural), by spans.py with the entry's kinds."""
     from translate.storage import pypo
 
-    from aiayn import spans
     from aiayn.documents.catalogs import kinds
+    from aiayn.translation import spans
 
     base = (*spans.DEFAULT, "tags")
     kept = total = entries = 0

@@ -129,7 +129,7 @@ def exactness(run: Path, hf_dir: Path, src: list[str], beams: tuple[int, ...]) -
 
     from aiayn import Translator
     from aiayn.config import BOS_ID
-    from aiayn.hypotheses import max_length
+    from aiayn.decoding.hypotheses import max_length
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

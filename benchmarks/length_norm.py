@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--beam", type=int, default=0, help="beam size (0 = the run's decode.beam)")
     a = ap.parse_args(argv)
     from aiayn import Translator, configure
-    from aiayn.evaluate import score
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import score
 
     configure()
     sys.path.insert(0, str(HERE))

@@ -1,4 +1,4 @@
-"""HTML through translation (aiayn/markup.py) on a test set with inline tags inserted reproducibly.
+"""HTML through translation (aiayn/translation/markup.py) on a test set with inline tags inserted reproducibly.
 
     python -m benchmarks markup --model runs/demo/run-de-en --src runs/demo/data/test.de \\
         [--train aiayn/bundled/multi30k/train] [--lines 1000]
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     import gzip
 
     from aiayn import Translator
-    from aiayn.evaluate import score
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import score
 
     s, g = RunDir.locate(a.model)[0].languages() or ("de", "en")
     src = Path(a.src).read_text(encoding="utf-8").splitlines()[: a.lines]

@@ -37,12 +37,12 @@ LANGS = ("de", "en", "fr", "cs")
 
 def train(data: Path, out: Path, directions: str, per_direction: int,
           position: str = "source") -> tuple[Path, dict[str, object]]:
-    from aiayn.data import DataDir
-    from aiayn.multilingual import parse_directions, prepare_multilingual
-    from aiayn.prepare import PrepareOptions
-    from aiayn.recipes import resolve
+    from aiayn.data.datadir import DataDir
+    from aiayn.data.multilingual import parse_directions, prepare_multilingual
+    from aiayn.data.prepare import PrepareOptions
     from aiayn.runtime import configure
-    from aiayn.train import Trainer
+    from aiayn.training.recipes import resolve
+    from aiayn.training.train import Trainer
 
     chosen = parse_directions(directions, LANGS)
     splits = {"train": data / "train", "valid": data / "val", "test": data / "test_2016_flickr"}
@@ -65,12 +65,12 @@ def train(data: Path, out: Path, directions: str, per_direction: int,
 
 def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object]]:
     """Each direction's test_2016_flickr scores (and, with ``pivot``, through it for the directions without it)."""
-    from aiayn.data import read_lines
+    from aiayn.data.datadir import read_lines
+    from aiayn.data.multilingual import for_direction
     from aiayn.engines.auto import load
-    from aiayn.evaluate import evaluate
-    from aiayn.multilingual import for_direction
-    from aiayn.route import Route
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import evaluate
+    from aiayn.translation.route import Route
     from aiayn.translator import Translator
 
     engine = load(run, "torch")

@@ -1,5 +1,5 @@
 """Paragraphs through the model: consecutive test sentences joined into one input, translated with and without
-sentence splitting (aiayn/sentences.py), scored against the references joined alike.
+sentence splitting (aiayn/translation/sentences.py), scored against the references joined alike.
 
     python -m benchmarks paragraphs --model runs/demo/run-de-en --src runs/demo/data/test.de \\
         --ref runs/demo/data/test.en [--per 1 2 3 5] [--engine torch]
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--libretranslate", action="store_true", help="also through LibreTranslate's API (k > 1)")
     a = ap.parse_args(argv)
     from aiayn import Translator
-    from aiayn.pipeline import Request, translate
+    from aiayn.translation.pipeline import Request, translate
 
     src = Path(a.src).read_text(encoding="utf-8").splitlines()
     ref = Path(a.ref).read_text(encoding="utf-8").splitlines()

@@ -35,7 +35,7 @@ class Batch:
 def make_batches(vocab: int, n_batches: int, max_tokens: int = 4096, seed: int = 0) -> list[Batch]:
     """Multi30k-like sentence pairs (lengths 13 +- 5 tokens, target close to source), grouped by length
     with aiayn's token-bucketed sampler (padding counted on both sides), random token ids."""
-    from aiayn.batches import TokenBatchSampler
+    from aiayn.data.batches import TokenBatchSampler
 
     rng = np.random.default_rng(seed)
     n = 40000

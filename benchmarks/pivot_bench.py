@@ -30,10 +30,10 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "auto"])
     a = ap.parse_args(argv)
     from aiayn import Translator
-    from aiayn.data import read_lines
-    from aiayn.evaluate import evaluate
-    from aiayn.route import Route
+    from aiayn.data.datadir import read_lines
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import evaluate
+    from aiayn.translation.route import Route
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
     lang = RunDir.locate(a.direct)[0].target_language()

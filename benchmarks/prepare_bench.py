@@ -36,8 +36,8 @@ def _replicate(out: Path, times: int) -> None:
 
 def _child(prefix: str, out: str) -> None:
     """Run one preparation and print its time and peak memory."""
-    from aiayn.data import find_source
-    from aiayn.prepare import PrepareOptions, prepare
+    from aiayn.data.datadir import find_source
+    from aiayn.data.prepare import PrepareOptions, prepare
 
     t0 = time.perf_counter()
     sources = {"train": find_source(prefix, "de", "en"), "valid": find_source(BUNDLED / "val", "de", "en")}
@@ -50,9 +50,9 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
     """Lines/s of the prepare pipeline's encode step (read, decode, encode, filter, write) vs raw encoding."""
     import numpy as np
 
-    from aiayn.data import DataDir, find_source
-    from aiayn.prepare import PrepareOptions, _encode_split
-    from aiayn.tokenizer import Vocab
+    from aiayn.data.datadir import DataDir, find_source
+    from aiayn.data.prepare import PrepareOptions, _encode_split
+    from aiayn.data.tokenizer import Vocab
 
     vocab = Vocab.from_files(data_dir / "spm.model")
     tok = vocab.src
@@ -72,8 +72,8 @@ def encoding_ratio(data_dir: Path, prefix: Path) -> dict:
 
 def round_trip_and_padding(data_dir: Path) -> dict:
     """Share of Multi30k lines that survive decode(encode(line)); padding of the training batches."""
-    from aiayn.batches import TokenBatchSampler
-    from aiayn.data import DataDir, read_lines
+    from aiayn.data.batches import TokenBatchSampler
+    from aiayn.data.datadir import DataDir, read_lines
 
     d = DataDir(data_dir)
     tok = d.vocab().src

@@ -1,4 +1,4 @@
-"""Degenerate output on a test set (aiayn/repair.py): how many sentences are flagged, by kind, and BLEU with and
+"""Degenerate output on a test set (aiayn/translation/repair.py): how many sentences are flagged, by kind, and BLEU with and
 without decoding them again.
 
     python -m benchmarks repair --model runs/demo-1200/run-de-en --src test.de --ref test.en [--engine torch]
@@ -30,9 +30,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--beam", type=int, nargs="+", default=[1, 4])
     a = ap.parse_args(argv)
     from aiayn import Translator
-    from aiayn.data import read_lines
-    from aiayn.evaluate import evaluate
+    from aiayn.data.datadir import read_lines
     from aiayn.rundir import RunDir
+    from aiayn.training.evaluate import evaluate
 
     src, ref = list(read_lines(Path(a.src))), list(read_lines(Path(a.ref)))
     engine = Translator.load(a.model, a.engine)

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--guard", action="store_true", help="also with the length guard on")
     a = p.parse_args(argv)
     from aiayn import Translator
-    from aiayn.data import DataDir
+    from aiayn.data.datadir import DataDir
     from aiayn.rundir import RunDir
 
     data = DataDir(a.data or RunDir.locate(a.model[0])[0].data_info()["data_dir"])

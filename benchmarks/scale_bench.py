@@ -39,8 +39,8 @@ def build(out: Path, pairs: int, seed: int = 1) -> None:
 
 
 def _prepare_child(prefix: str, out: str) -> None:
-    from aiayn.data import find_source
-    from aiayn.prepare import PrepareOptions, prepare
+    from aiayn.data.datadir import find_source
+    from aiayn.data.prepare import PrepareOptions, prepare
 
     t0 = time.perf_counter()
     sources = {"train": find_source(prefix, "de", "en"), "valid": find_source(BUNDLED / "val", "de", "en")}

@@ -258,8 +258,8 @@ def replay(a: argparse.Namespace, requests: list[list[str]]) -> None:
     from prometheus_client import CollectorRegistry
 
     from aiayn import Translator
+    from aiayn.decoding.search import beam_search
     from aiayn.engines.torch import source_batch, source_ids
-    from aiayn.search import beam_search
     from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits
 
     torch.set_num_threads(1)

@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from aiayn import Translator
-    from aiayn.data import DataDir
-    from aiayn.evaluate import score
-    from aiayn.lexicon import build
+    from aiayn.data.datadir import DataDir
+    from aiayn.decoding.lexicon import build
+    from aiayn.training.evaluate import score
 
     torch.set_num_threads(1)
     d = DataDir(a.data)

@@ -39,7 +39,7 @@ def static_step(m: Any) -> Any:
     tensors."""
     import functools
 
-    from aiayn.steps import static_step as step
+    from aiayn.decoding.steps import static_step as step
 
     return functools.partial(step, m)
 

@@ -104,9 +104,9 @@ class Uncached(torch.nn.Module):
 def run_aiayn(size: str, precision: str, beam: int, batches: list[list[list[int]]], workers: int = 1,
               cache: bool = True) -> float:
     from aiayn import ModelConfig, Transformer
+    from aiayn.decoding.search import beam_search, greedy
     from aiayn.precision import for_inference
     from aiayn.runtime import keep_freed_memory, map_in_threads
-    from aiayn.search import beam_search, greedy
 
     keep_freed_memory()                  # as `aiayn translate` (Translator) does
 

@@ -5,18 +5,39 @@ is not a fixture is in tests/helpers.py; each part's own fixtures are in its fol
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
-from aiayn.corpora import fetch
-from aiayn.data import DataDir
-from aiayn.prepare import PrepareOptions, prepare
+from aiayn.data.corpora import fetch
+from aiayn.data.datadir import DataDir
+from aiayn.data.prepare import PrepareOptions, prepare
 from tests.helpers import _CHILDREN, three_ways_corpus
+
+ALL_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else set()
+
+
+def _own_cores() -> None:
+    """Under pytest-xdist, each worker (and every process it starts: servers, engines' workers) keeps to its share of
+    the cores, so that two workers' PyTorch threads do not crowd the same cores (twice the threads there are cores
+    made the suite slower, not faster)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker is None or count is None or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(ALL_CORES)
+    mine = cores[int(worker.removeprefix("gw")) % len(cores)::int(count)]
+    if int(count) <= len(cores) and mine:
+        os.sched_setaffinity(0, mine)
+
+
+_own_cores()
 
 # Reasons a test may still skip under CI: hardware a CI machine does not have.
 MAY_SKIP_IN_CI = ("CUDA", "GPU")
@@ -41,21 +62,57 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
     return _strict((yield))
 
 
+@contextlib.contextmanager
+def every_core() -> Iterator[None]:
+    """This worker on every core for a while (where the system lets a process choose its cores)."""
+    if not ALL_CORES:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, ALL_CORES)      # built on every core, as without workers: the same model
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """Folder ``name`` made by ``build(folder)`` once per test run. Under pytest-xdist (make test runs a worker per
+    core) the first worker to ask builds it under a lock, on every core (:func:`_own_cores`), so that a trained model is
+    the one a run without workers trains, and the others wait for it; each worker then gets its own copy, so that what
+    one test writes into it (a calibration, a conversion) is not seen by another worker's tests."""
+    mine = tmp_path_factory.mktemp(name)
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        build(mine)
+        return mine
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"      # the run's folder, above each worker's
+    with FileLock(f"{shared}.lock"):
+        if not (shared / ".built").is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            with every_core():
+                build(shared)
+            (shared / ".built").touch()
+    shutil.copytree(shared, mine, dirs_exist_ok=True, symlinks=True)
+    return mine
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
-    out = tmp_path_factory.mktemp("data") / "multi30k"
-    sources = fetch("multi30k", "de", "en", tmp_path_factory.mktemp("cache"))
-    prepare(sources, out, PrepareOptions(src="de", tgt="en", vocab_size=8000))
-    return DataDir(out)
+    def build(out: Path) -> None:
+        sources = fetch("multi30k", "de", "en", out / "cache")
+        prepare(sources, out / "multi30k", PrepareOptions(src="de", tgt="en", vocab_size=8000))
+
+    return DataDir(built_once(tmp_path_factory, "multi30k", build) / "multi30k")
 
 
 @pytest.fixture(scope="session")
 def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
     """The seeds' copy task, prepared once per session (training, fault and data-parallel tests)."""
-    out = tmp_path_factory.mktemp("data") / "copy"
-    prepare(fetch("copy", "in", "out", tmp_path_factory.mktemp("cache")), out,
-            PrepareOptions(src="in", tgt="out", vocab_size=281))
-    return DataDir(out)
+    def build(out: Path) -> None:
+        prepare(fetch("copy", "in", "out", out / "cache"), out / "copy", PrepareOptions(src="in", tgt="out", vocab_size=281))
+
+    return DataDir(built_once(tmp_path_factory, "copy-data", build) / "copy")
 
 
 @pytest.fixture(scope="session")
@@ -64,14 +121,15 @@ def copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> P
     held-out strings (tests/train/test_train.py), so its translations differ from line to line and the right one is known
     (the input). Its training time is in ``copy_model / "seconds"``."""
     from aiayn.cli.main import main
-    from aiayn.recipes import RECIPES
+    from aiayn.training.recipes import RECIPES
 
-    run = tmp_path_factory.mktemp("runs") / "copy"
-    t0 = time.perf_counter()
-    assert main(["train", "--data", str(copy_dir.path), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
-                 "--set", "tensorboard=false"]) == 0
-    (run / "seconds").write_text(f"{time.perf_counter() - t0:.1f}\n")
-    return run
+    def build(out: Path) -> None:
+        t0 = time.perf_counter()
+        assert main(["train", "--data", str(copy_dir.path), "--out", str(out / "copy"), "--config",
+                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false"]) == 0
+        (out / "copy" / "seconds").write_text(f"{time.perf_counter() - t0:.1f}\n")
+
+    return built_once(tmp_path_factory, "runs", build) / "copy"
 
 
 @pytest.fixture()
@@ -100,12 +158,14 @@ def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A multilingual model of tests/helpers.py's three_ways_corpus (about a minute on 2 cores), trained on the four
     directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe."""
     from aiayn.cli.main import main
-    from aiayn.recipes import RECIPES
+    from aiayn.training.recipes import RECIPES
 
-    c = three_ways_corpus(tmp_path_factory.mktemp("three"), {"train": 6000, "valid": 60, "test": 100})
-    run = c / "run"
-    assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                 "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
-    assert main(["train", "--data", str(c / "data"), "--out", str(run), "--config", str(RECIPES / "copy.yaml"),
-                 "--set", "tensorboard=false", "max_steps=600", "valid_every_steps=300"]) == 0
-    return run
+    def build(out: Path) -> None:
+        c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
+        assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
+                     "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
+        assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
+                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", "max_steps=600",
+                     "valid_every_steps=300"]) == 0
+
+    return built_once(tmp_path_factory, "three", build) / "run"

@@ -125,7 +125,7 @@ def _parsed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 def add_request_flags(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """One flag per option of a request (pipeline.Request's fields made with config.setting: ``--sentences``,
     ``--repair``, ``--format``, ...), parsed into ``request.NAME`` (:func:`given`)."""
-    from ..pipeline import Request, option_hints
+    from ..translation.pipeline import Request, option_hints
 
     add_setting_flags(p, Request, "request", exclude, hints=option_hints())
 

@@ -16,9 +16,9 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     """Read line-aligned PREFIX.<src>/PREFIX.<tgt> files (plain or .gz), a known corpus or a Hugging Face dataset;
     train one joint SentencePiece vocabulary (or one per language, or use given tokenizers) and write binarized
     splits."""
-    from ..corpora import inputs, tokenizer_files
-    from ..data import DataDir, summary
-    from ..prepare import PrepareOptions, prepare
+    from ..data.corpora import inputs, tokenizer_files
+    from ..data.datadir import DataDir, summary
+    from ..data.prepare import PrepareOptions, prepare
 
     if a.langs:
         return _prepare_multilingual(a)
@@ -41,9 +41,9 @@ def cmd_prepare(a: argparse.Namespace) -> int:
 
 def _prepare_multilingual(a: argparse.Namespace) -> int:
     """``--langs``: one data dir of many directions (multilingual.py) from PREFIX.<lang> files (or PREFIX.<pair>.<lang>)."""
-    from ..data import DataDir, summary
-    from ..multilingual import parse_directions, parse_langs, prepare_multilingual
-    from ..prepare import PrepareOptions
+    from ..data.datadir import DataDir, summary
+    from ..data.multilingual import parse_directions, parse_langs, prepare_multilingual
+    from ..data.prepare import PrepareOptions
 
     if a.corpus or a.src or a.tgt:
         raise ValueError("--langs reads --train/--valid/--test PREFIX files or --hf-dataset; leave out --corpus, --src "
@@ -61,7 +61,7 @@ def _prepare_multilingual(a: argparse.Namespace) -> int:
                           max_len=a.max_len, max_ratio=a.max_ratio, shard_size=a.shard_size)
     splits: dict[str, str | Path] = {k: v for k, v in (("train", a.train), ("valid", a.valid), ("test", a.test)) if v}
     if a.hf_dataset:                 # one dataset (or configuration) per pair of languages: {src} and {tgt} in it
-        from ..corpora import hf_multilingual
+        from ..data.corpora import hf_multilingual
 
         pairs = [(x, y) for x in langs for y in langs if x < y]
         splits = dict(hf_multilingual(a.hf_dataset, pairs, a.cache_dir, a.hf_config, _split_map(a.hf_split_map)))
@@ -83,7 +83,7 @@ def _split_map(items: list[str] | None) -> dict[str, str]:
 
 
 def add_prepare(sub: argparse._SubParsersAction) -> None:
-    from ..corpora import CORPORA
+    from ..data.corpora import CORPORA
 
     p = command(sub, cmd_prepare)
     p.add_argument("--train", help="PREFIX of the training files (PREFIX.de, PREFIX.en), or a .tsv file")
@@ -143,7 +143,7 @@ def cmd_align(a: argparse.Namespace) -> int:
     over the words its tokenizers make, and store the links there, for guided alignment: a model trained with
     --set guided_alignment=0.1 learns to align with one encoder-decoder attention head, which translate --alignments
     then reads (docs/terminology.md)."""
-    from ..lexicon import align_corpus
+    from ..decoding.lexicon import align_corpus
 
     info = align_corpus(a.data, a.split)
     log.info("aligned %d %s pairs (%d links) with eflomal in %.1f s; train with --set guided_alignment=0.1",

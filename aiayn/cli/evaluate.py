@@ -13,10 +13,10 @@ from .translate import loaded
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    from ..data import read_lines
-    from ..evaluate import evaluate
-    from ..route import Route
+    from ..data.datadir import read_lines
     from ..rundir import RunDir
+    from ..training.evaluate import evaluate
+    from ..translation.route import Route
     from ..translator import Translator
 
     src = list(read_lines(a.src, "replace"))
@@ -47,10 +47,10 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
+    from ..data.multilingual import for_direction
     from ..engines.auto import load
-    from ..evaluate import calibrate, calibrate_directions
-    from ..multilingual import for_direction
     from ..rundir import RunDir
+    from ..training.evaluate import calibrate, calibrate_directions
 
     run = RunDir.locate(a.model)[0]
     fit_on, held = _calibration_lines(a, run)
@@ -80,7 +80,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def _data_dir(run: Any) -> Any:
-    from ..data import DataDir
+    from ..data.datadir import DataDir
 
     info = run.data_info()
     if "data_dir" not in info or not DataDir(info["data_dir"]).has_split("valid"):
@@ -91,7 +91,7 @@ def _data_dir(run: Any) -> Any:
 def _calibration_lines(a: argparse.Namespace, run: Any) -> tuple[Any, Any]:
     """What ``aiayn calibrate`` fits on and holds out: --src/--ref (nothing held out), else the run's validation and
     test splits (None for a multilingual run: each direction's lines are its own)."""
-    from ..data import read_lines
+    from ..data.datadir import read_lines
 
     if a.src or a.ref:
         if not (a.src and a.ref):
@@ -105,7 +105,7 @@ def _calibration_lines(a: argparse.Namespace, run: Any) -> tuple[Any, Any]:
 
 
 def add_calibrate(sub: argparse._SubParsersAction) -> None:
-    from ..confidence import THRESHOLD
+    from ..decoding.confidence import THRESHOLD
 
     p = command(sub, cmd_calibrate)
     p.add_argument("--model", required=True, type=Path, help="the run dir (its calibration.json is written there)")

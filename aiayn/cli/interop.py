@@ -16,7 +16,7 @@ log = logging.getLogger("aiayn")
 
 def cmd_export(a: argparse.Namespace) -> int:
     """Write a run's model in another engine's format."""
-    from ..data import read_lines
+    from ..data.datadir import read_lines
     from ..interop.export import REQUIRED_IDENTICAL, check, export
 
     if a.check and a.format == "argos":

@@ -16,11 +16,11 @@ log = logging.getLogger("aiayn")
 def cmd_train(a: argparse.Namespace) -> int:
     """Train a Transformer. Settings: preset -> --config YAML -> --set key=value. Re-running the same command on an
     existing run dir resumes it exactly."""
-    from ..recipes import resolve
-    from ..resume import TrainingError
     from ..rundir import RunDir
     from ..runtime import configure
-    from ..train import Trainer
+    from ..training.recipes import resolve
+    from ..training.resume import TrainingError
+    from ..training.train import Trainer
 
     sets = list(a.set or [])
     for flag, key in ((a.max_steps, "max_steps"), (a.max_epochs, "max_epochs"), (a.max_minutes, "max_minutes")):
@@ -87,7 +87,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def add_demo(sub: argparse._SubParsersAction) -> None:
-    from ..corpora import CORPORA
+    from ..data.corpora import CORPORA
 
     langs = CORPORA["multi30k"].langs
     from ..demo import UPDATES
@@ -110,9 +110,9 @@ def cmd_distill(a: argparse.Namespace) -> int:
     outputs, whose tokenizer is the teacher's, and whose validation and test splits keep their references; train a
     student on it with `aiayn train`. Re-running resumes after a kill; under torchrun each process translates its own
     shards."""
-    from ..data import DataDir, summary
-    from ..distill import DistillOptions, distill
-    from ..distributed import Distributed
+    from ..data.datadir import DataDir, summary
+    from ..training.distill import DistillOptions, distill
+    from ..training.distributed import Distributed
 
     out = distill(a.teacher, a.data, a.out, DistillOptions(**given(a, "distill")), force=a.force,
                   **given(a, "decode"))
@@ -124,7 +124,7 @@ def cmd_distill(a: argparse.Namespace) -> int:
 
 def add_distill(sub: argparse._SubParsersAction) -> None:
     from ..config import DecodeConfig
-    from ..distill import DistillOptions
+    from ..training.distill import DistillOptions
 
     p = command(sub, cmd_distill)
     p.add_argument("--teacher", required=True, type=Path, help="the teacher's run dir (or a checkpoint dir in one)")
@@ -143,8 +143,8 @@ def cmd_shortlist(a: argparse.Namespace) -> int:
     --frequent most frequent target tokens. It is saved in the run dir; `translate --shortlist` (and a server request's
     "shortlist": true) decodes over a batch's candidates, and `export --format ctranslate2` writes it as the vocabulary
     map (use_vmap)."""
-    from ..data import DataDir, DataError
-    from ..lexicon import build
+    from ..data.datadir import DataDir, DataError
+    from ..decoding.lexicon import build
     from ..rundir import RunDir
 
     run = RunDir.locate(a.model)[0]
@@ -177,7 +177,7 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plot(a: argparse.Namespace) -> int:
-    from ..plots import all_plots
+    from ..training.plots import all_plots
 
     for path in all_plots(a.model, a.out, a.sentence):
         log.info("wrote %s", path)

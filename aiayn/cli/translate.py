@@ -31,7 +31,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
              "format": "--format html", "unit": "line"}
     glossary = None
     if a.glossary:
-        from ..constraints import Glossary
+        from ..decoding.constraints import Glossary
 
         glossary = Glossary.load(a.glossary)
     _check_input(a)
@@ -57,8 +57,8 @@ def _check_input(a: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def loaded(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any]]:
     """The engine of each --model (more than one: a pivot, each in turn), closed at the end (worker processes end)."""
+    from ..data.multilingual import for_direction
     from ..engines.auto import load
-    from ..multilingual import for_direction
 
     engines: list[Any] = []
     try:
@@ -96,8 +96,8 @@ def _translate(a: argparse.Namespace, engines: list[Any], settings: dict[str, An
     from collections import Counter
 
     from ..documents.formats import EXTENSIONS
-    from ..pipeline import Request, prepare
-    from ..route import Route, with_fallback
+    from ..translation.pipeline import Request, prepare
+    from ..translation.route import Route, with_fallback
 
     route: Route[Any] = Route(tuple(engines))
     if fallback:
@@ -142,7 +142,7 @@ def _translate_lines(a: argparse.Namespace, run: Callable[[list[Any]], Any], nbe
     protected spans the translations kept, of how many."""
     from tqdm import tqdm
 
-    from ..stream import stream
+    from ..translation.stream import stream
 
     inp = open_input(a.input) if a.input else sys.stdin.buffer
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout  # noqa: SIM115

@@ -34,7 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, formatstrings, spans
+from .. import __version__
+from ..translation import formatstrings, spans
 from .common import DocumentError, Options, Texts, confidence, needs_review, scored_like
 from .encoding import decode
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import spans
+from ..translation import spans
 
 # (texts, "text" or "html", the kinds of protected span of their text: spans.KINDS) -> their translations, in order
 # (each a str, or a Scored one that says how sure it is)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import spans
+from ..translation import spans
 from . import catalogs, epub, markdown, office, opendocument, plain, subtitles, web, xliff
 from .common import DocumentError, Limits, Options, Report, Texts, Translate
 from .encoding import refuse_binary

@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import spans
-from ..htmltree import VOID
+from ..translation import spans
+from ..translation.htmltree import VOID
 from .common import Options, Texts, balance
 from .plain import read
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import spans
+from ..translation import spans
 from .archive import Archive
 from .common import DocumentError, Options, Texts
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..htmltree import BLOCK, VERBATIM
+from ..translation.htmltree import BLOCK, VERBATIM
 from . import xmltext
 from .common import DocumentError, Options, Texts
 from .encoding import bom, decode

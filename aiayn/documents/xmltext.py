@@ -21,7 +21,7 @@ import xml.parsers.expat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import spans
+from ..translation import spans
 from .common import DocumentError
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from ..checkpoint import MODEL, parameter_count
 from ..config import DecodeConfig
-from ..hypotheses import Hypothesis
+from ..decoding.hypotheses import Hypothesis
+from ..decoding.shortlist import Shortlist
 from ..rundir import RunDir
 from ..runtime import cpu_only, cpu_workers
-from ..shortlist import Shortlist
 from .base import About, Capabilities, Engine, EngineBase, with_fixed
 from .ctranslate2 import CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
 
@@ -50,7 +50,7 @@ def conversion_of(path: str | Path, quantization: str | None) -> tuple[RunDir, P
 
 
 def converted(path: str | Path, quantization: str | None) -> Path:
-    """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now (export.convert) if missing or
+    """The cached CTranslate2 conversion of run (or checkpoint) ``path``, made now (conversion.convert) if missing or
     stale."""
     run, ckpt, out = conversion_of(path, quantization)
     if (out / "model.bin").is_file():
@@ -62,7 +62,7 @@ def converted(path: str | Path, quantization: str | None) -> Path:
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         if not (out / "model.bin").is_file():
-            from ..interop.export import convert
+            from .conversion import convert
 
             convert(run, ckpt, out, quantization)
     finally:
@@ -215,11 +215,11 @@ def load(path: str | Path, engine: str = "torch", processes: bool = False, servi
     :func:`decode_processes` says so (a ProcessEngine: its model is the workers', loaded while this process goes on
     without PyTorch). ``serving``: a server's: aiayn's engine, where it decodes, in that many worker processes, each
     started again if it dies (0: as ``processes`` says). Where processes cannot be started, it decodes in this process
-    (logged). An Argos package (interop/argos.py: a .argosmodel or its folder) is a CTranslate2Engine whatever
+    (logged). An Argos package (engines/argos.py: a .argosmodel or its folder) is a CTranslate2Engine whatever
     ``engine`` says."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    from ..interop import argos
+    from . import argos
 
     if argos.is_package(path):
         found = argos.packages(path)

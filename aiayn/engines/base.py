@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..config import Multilingual, Norms
-from ..hypotheses import Hypothesis
+from ..decoding.hypotheses import Hypothesis
 
 if TYPE_CHECKING:
-    from ..confidence import Calibration
     from ..config import DecodeConfig, ModelConfig
-    from ..constraints import Constraints
+    from ..data.tokenizer import Vocab
+    from ..decoding.confidence import Calibration
+    from ..decoding.constraints import Constraints
     from ..rundir import RunDir
-    from ..tokenizer import Vocab
 
 
 class Device(Protocol):
@@ -119,7 +119,7 @@ def plan(ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Cons
         mine = None
     hyps = yield lines, (None if mine is not None and decode.keep_plain else mine)
     if mine is not None and decode.keep_plain:
-        from ..constraints import unmet
+        from ..decoding.constraints import unmet
 
         redo = unmet([[h.tokens for h in hs] for hs in hyps], mine)
         again = (yield [lines[j] for j in redo], [mine[j] for j in redo]) if redo else []
@@ -271,7 +271,7 @@ class About:
     @classmethod
     def of_run(cls, run: RunDir) -> About:
         """What run dir ``run`` records."""
-        from ..confidence import for_run
+        from ..decoding.confidence import for_run
 
         return cls(run.languages(), run.norms(), for_run(run.path), run.multilingual())
 
@@ -376,7 +376,7 @@ class EngineBase(ABC):
     def calibration(self) -> Calibration:
         """Its calibration of confidence (confidence.py): set by its loader (the run's), else the package's."""
         if self._calibration is None:
-            from ..confidence import for_run
+            from ..decoding.confidence import for_run
 
             self._calibration = for_run(None)
         return self._calibration

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import precision as precisions
-from ..confidence import for_run
 from ..config import DecodeConfig, ModelConfig, Multilingual, Norms, Precision
-from ..hypotheses import Hypothesis, max_length
+from ..data.tokenizer import Vocab
+from ..decoding.confidence import for_run
+from ..decoding.hypotheses import Hypothesis, max_length
 from ..runtime import DeviceName, cores, cpu_workers
-from ..tokenizer import Vocab
 from .base import About, Capabilities, EngineBase, with_fixed
 
 __all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
@@ -100,7 +100,7 @@ class CTranslate2Engine(EngineBase):
         import ctranslate2
 
         super().__init__(about)
-        from ..align import method
+        from ..decoding.align import method
 
         self.decode, self.vocab, self.cfg, self.path = decode, vocab, cfg, out
         # word alignments (and so HTML) from return_attention: the rows where each target piece is the output
@@ -179,7 +179,7 @@ class CTranslate2Engine(EngineBase):
         tokens: the same probabilities as aiayn's, so the same links."""
         import numpy as np
 
-        from ..align import format_links, token_links, word_links
+        from ..decoding.align import format_links, token_links, word_links
 
         ids = self.encode(lines) if ids is None else ids
         most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
-from ..hypotheses import Hypothesis, Stop, Stopped
+from ..decoding.hypotheses import Hypothesis, Stop, Stopped
 from ..rundir import RunDir
 from ..runtime import DeviceName, cores
 from .base import About, Capabilities, Engine, EngineBase, decode_batches, with_fixed
 
 if TYPE_CHECKING:          # (this process needs no PyTorch: the workers have the model)
-    from ..constraints import Constraints
+    from ..decoding.constraints import Constraints
 
 log = logging.getLogger(__name__)
 WORK = ("decode_lines", "alignments", "attention")   # what the server asks of a worker: its TorchEngine's methods

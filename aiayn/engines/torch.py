@@ -19,18 +19,18 @@ import torch
 from .. import precision
 from ..checkpoint import load_weights
 from ..config import DecodeConfig, ModelConfig, RunConfig
-from ..constraints import Constraints, check_fits, missing, refuse_constraints
-from ..hypotheses import Hypothesis, max_length
+from ..data.tokenizer import Vocab
+from ..decoding.constraints import Constraints, check_fits, missing, refuse_constraints
+from ..decoding.hypotheses import Hypothesis, max_length
+from ..decoding.search import BeamSearch, Stop, decode_batch
+from ..decoding.shortlist import Shortlist
+from ..decoding.steps import TracedSteps
 from ..model import Transformer
 from ..precision import autocast
 from ..quantize import weight_bytes
 from ..quoting import brief
 from ..rundir import RunDir
 from ..runtime import eval_mode, map_in_threads, resolve_device, resolve_workers
-from ..search import BeamSearch, Stop, decode_batch
-from ..shortlist import Shortlist
-from ..steps import TracedSteps
-from ..tokenizer import Vocab
 from .base import About, Capabilities, EngineBase, Search, decode_batches, hypotheses, with_fixed
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class TorchEngine(EngineBase):
         tokens ``outputs``, from the encoder-decoder attention (the heads trained to align, else the layer that aligns
         best: align.method; blank: ""). ``source``: the other way, each source word's best target word (markup.py
         places a tag by it where the first way has none); ``ids``: the lines' source ids, if they are encoded already."""
-        from ..align import align, format_links, method
+        from ..decoding.align import align, format_links, method
 
         ids = self.encode(lines) if ids is None else ids
         layer, shift, heads = method(self.model)

@@ -1,9 +1,7 @@
 """Export a trained run to the engines translation is deployed with, and check that it still translates the same.
 
-- **CTranslate2** (the C++ engine OpenNMT-py, fairseq and Marian users convert to): the model is described
-  with CTranslate2's own specification API (``ctranslate2.specs.TransformerSpec``) and written by its
-  converter, the SentencePiece model beside it. Every aiayn variant is expressible: post-norm and pre-norm,
-  every tie mode, sinusoidal and learned positions (the position table is stored as it is).
+- **CTranslate2** (the C++ engine OpenNMT-py, fairseq and Marian users convert to): the conversion the CTranslate2
+  engine makes of a run on first use (engines/conversion.py), written where the user says.
 - **Argos Translate** (what LibreTranslate installs): the CTranslate2 export packed as a ``.argosmodel`` (argos.py).
 - **Hugging Face transformers**: post-norm models become ``MarianMTModel`` (post-norm, scaled embeddings,
   sinusoidal positions, separate or shared vocabularies); pre-norm models ``PegasusForConditionalGeneration``
@@ -29,31 +27,23 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import torch
 
-from ..confidence import FILE as CALIBRATION
 from ..config import ModelConfig, Precision
+from ..decoding.confidence import FILE as CALIBRATION
+from ..decoding.hypotheses import max_length
 from ..engines.base import Engine, one_line
-from ..engines.ctranslate2 import COMPUTE, EXPORT_SPM, EXPORT_TGT_SPM, INFO, CTranslate2Engine
+from ..engines.conversion import ExportError, exportable, info_of, require, write
+from ..engines.ctranslate2 import COMPUTE, INFO, CTranslate2Engine
 from ..engines.torch import TorchEngine, Trained, load_trained
-from ..evaluate import score
-from ..hypotheses import max_length
-from ..model import Transformer, sinusoids
+from ..model import Transformer
 from ..rundir import RunDir
-from ..shortlist import Shortlist, write_vmap
-from ..tokenizer import table_of
+from ..training.evaluate import score
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("ctranslate2", "huggingface", "argos")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
-NEVER = -1e4                        # the output bias of the tokens no export may produce (PAD, BOS)
-VMAP = "vmap.txt"                   # in a CTranslate2 export of a run with a shortlist: its vocabulary map
-
-
-class ExportError(ValueError):
-    """The export cannot be made (a variant the target cannot express, a missing library, an occupied --out)."""
 
 
 def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
@@ -67,26 +57,12 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     if out.exists() and any(out.iterdir()) and not force:
         raise ExportError(f"{out} exists and is not empty; choose another --out or pass --force")
     t = load_trained(path)
-    v = t.vocab
-    if not (v.shared_ids and v.src.kind == v.tgt.kind == "sentencepiece"):
-        raise ExportError(f"{t.run} uses {'separate vocabularies' if not v.shared_ids else 'a tokenizers file'}: "
-                          "export supports runs whose two sides number their SentencePiece pieces alike (one joint "
-                          "vocabulary, `aiayn prepare`'s default, or an imported Marian model's piece table)")
-    d, m = t.config.decode, t.config.model
-    info = {"source": str(t.checkpoint), "format": fmt, "quantization": quantization or "float32", "beam": d.beam,
-            "lenpen": d.lenpen,
-            "length_norm": d.length_norm, "max_len_a": d.max_len_a, "max_len_b": d.max_len_b, "min_len": d.min_len,
-            "max_positions": m.max_positions, "languages": t.run.languages(), "norms": t.run.norms().to_dict(),
-            "suppress": [v.tgt.piece(m.pad_id), v.tgt.piece(m.bos_id)],     # the pieces aiayn never produces
-            "piece_table": getattr(v.tgt, "table", None) is not None,      # decoded as MarianTokenizer decodes
-            "model": m.to_dict(),                                          # (CTranslate2Engine.from_export)
-            "parameters": sum(p.numel() for p in t.model.parameters())}
-    if (multi := t.run.multilingual()) is not None:                # its directions and tags (multilingual.py)
-        info["multilingual"] = multi.to_dict()
+    exportable(t)
+    info = info_of(t, fmt, quantization)
     if fmt == "argos":
         return _to_argos(t, out, quantization, info)
     if fmt == "ctranslate2":
-        _to_ctranslate2(t, out, quantization, info)
+        write(t, out, quantization, info)
     else:
         _to_huggingface(t, out, info)
     if (t.run.path / CALIBRATION).is_file():                # its confidence, read by CTranslate2Engine.from_export
@@ -109,7 +85,7 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
         raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
                           "prepared with --src and --tgt)")
     with tempfile.TemporaryDirectory() as tmp:
-        _to_ctranslate2(t, Path(tmp), quantization, info, never=True)
+        write(t, Path(tmp), quantization, info, never=True)
         if (t.run.path / CALIBRATION).is_file():
             shutil.copyfile(t.run.path / CALIBRATION, Path(tmp) / CALIBRATION)
         out.mkdir(parents=True, exist_ok=True)
@@ -118,116 +94,7 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
         return write_package(Path(tmp), out, (langs[0], langs[1]), readme=readme)
 
 
-def _require(module: str) -> Any:
-    try:
-        return __import__(module)
-    except ImportError:
-        raise ExportError(f"this export needs the {module} library: pip install 'aiayn[export]'") from None
-
-
 # --- CTranslate2 ------------------------------------------------------------------------------------------------
-
-
-def _to_ctranslate2(t: Trained, out: Path, quantization: str | None, info: dict[str, Any], never: bool = False) -> None:
-    _require("ctranslate2")
-    from ctranslate2.converters.converter import Converter
-
-    class _Spec(Converter):
-        def _load(self) -> Any:
-            return _ct2_spec(t, info_file, never)
-
-    with tempfile.TemporaryDirectory() as tmp:                                 # the files are copied at save time
-        info_file = Path(tmp) / INFO
-        info_file.write_text(json.dumps(info, indent=2) + "\n")
-        _Spec().convert(str(out), quantization=quantization, force=True)
-
-
-def _ct2_spec(t: Trained, info_file: Path, never: bool = False) -> Any:
-    """The run's model as a CTranslate2 ``TransformerSpec``, its vocabulary and files registered."""
-    from ctranslate2.specs import common_spec, transformer_spec
-
-    from ..align import method
-
-    m, w = t.config.model, {k: v.float().numpy() for k, v in t.model.state_dict().items()}
-    layer, _, heads = method(t.model)          # the attention its word alignments read (align.py): return_attention's
-    spec = transformer_spec.TransformerSpec.from_config(
-        (m.encoder_layers, m.decoder_layers), m.n_heads, pre_norm=m.norm == "pre",
-        activation=getattr(common_spec.Activation, m.activation.upper()), alignment_layer=layer,
-        alignment_heads=heads or m.n_heads)
-    spec.config.layer_norm_epsilon = 1e-5                                  # torch.nn.LayerNorm's
-    spec.config.add_source_eos = True                                      # aiayn's sources end with EOS
-    spec.config.bos_token = spec.config.decoder_start_token = t.vocab.tgt.piece(m.bos_id)
-    spec.config.eos_token, spec.config.unk_token = t.vocab.tgt.piece(m.eos_id), t.vocab.tgt.piece(m.unk_id)
-    for side, embed, pos in ((spec.encoder, "src_embed", t.model.src_pos), (spec.decoder, "tgt_embed", t.model.tgt_pos)):
-        embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings  # encoder: a list
-        embeddings.weight = w[f"{embed}.lut.weight"]
-        side.scale_embeddings = True                                           # §3.4: x sqrt(d_model)
-        # sinusoids are written for at least 1,024 positions: engines that do not bound the length as aiayn does (Argos
-        # Translate lets CTranslate2 decode 256 tokens) must not run out of them
-        positions = pos.table() if pos.learned is not None else sinusoids(max(m.max_positions, 1024), m.d_model)
-        side.position_encodings.encodings = positions.detach().float().numpy()
-    if m.norm == "pre":
-        _ct2_norm(spec.encoder.layer_norm, w, "enc_norm")
-        _ct2_norm(spec.decoder.layer_norm, w, "dec_norm")
-    for i, layer in enumerate(spec.encoder.layer):
-        p = f"encoder.{i}"
-        _ct2_linear(layer.self_attention.linear[0], w, f"{p}.self_attn.qkv_proj")     # [W^Q; W^K; W^V], fused
-        _ct2_linear(layer.self_attention.linear[1], w, f"{p}.self_attn.out_proj")
-        _ct2_norm(layer.self_attention.layer_norm, w, f"{p}.res_attn.norm")
-        _ct2_ffn(layer.ffn, w, p)
-    for i, layer in enumerate(spec.decoder.layer):
-        p = f"decoder.{i}"
-        _ct2_linear(layer.self_attention.linear[0], w, f"{p}.self_attn.qkv_proj")
-        _ct2_linear(layer.self_attention.linear[1], w, f"{p}.self_attn.out_proj")
-        _ct2_norm(layer.self_attention.layer_norm, w, f"{p}.res_self.norm")
-        for j, name in enumerate(("q_proj", "kv_proj", "out_proj")):                 # [W^K; W^V] fused
-            _ct2_linear(layer.attention.linear[j], w, f"{p}.cross_attn.{name}")
-        _ct2_norm(layer.attention.layer_norm, w, f"{p}.res_cross.norm")
-        _ct2_ffn(layer.ffn, w, p)
-    _ct2_output(spec.decoder.projection, w, m, never)
-    spec.register_source_vocabulary([t.vocab.src.piece(i) for i in range(t.vocab.src.vocab_size)])
-    spec.register_target_vocabulary([t.vocab.tgt.piece(i) for i in range(t.vocab.tgt.vocab_size)])
-    sides = ((t.vocab.src, t.vocab.src_file, EXPORT_SPM), (t.vocab.tgt, t.vocab.tgt_file, EXPORT_TGT_SPM))
-    for tok, path, name in sides[: 1 if t.vocab.joint else 2]:
-        spec.register_file(str(path), name)
-        table = getattr(tok, "table_file", None)           # a piece table (Marian's): aiayn's tokenizer reads it beside
-        if table is not None:
-            spec.register_file(str(table), table_of(name).name)
-    spec.register_file(str(info_file), INFO)
-    shortlist = Shortlist.load(t.run.path)
-    if shortlist is not None:                                  # CTranslate2's use_vmap decodes over its candidates
-        spec.register_vocabulary_mapping(str(write_vmap(shortlist, info_file.parent / VMAP, t.vocab.src.piece,
-                                                        t.vocab.tgt.piece)))
-    return spec
-
-
-def _ct2_output(spec: Any, w: dict[str, Any], m: ModelConfig, never: bool) -> None:
-    """The output projection; ``never``: PAD and BOS are no output. aiayn's engines suppress them; a bias of -10^4 does
-    so for engines that cannot be told (Argos Translate and LibreTranslate call CTranslate2 without
-    suppress_sequences). It takes their probability out of the softmax's sum, so it is only for those (an untrained
-    model gives them some)."""
-    spec.weight = w["out_proj.weight"]
-    if "out_proj.bias" in w or never:
-        bias = w["out_proj.bias"].copy() if "out_proj.bias" in w else np.zeros(m.tgt_vocab_size, dtype=np.float32)
-        if never:
-            bias[[m.pad_id, m.bos_id]] = NEVER
-        spec.bias = bias
-
-
-def _ct2_linear(spec: Any, w: dict[str, Any], name: str) -> None:
-    spec.weight = w[f"{name}.weight"]
-    if f"{name}.bias" in w:
-        spec.bias = w[f"{name}.bias"]
-
-
-def _ct2_norm(spec: Any, w: dict[str, Any], name: str) -> None:
-    spec.gamma, spec.beta = w[f"{name}.weight"], w[f"{name}.bias"]
-
-
-def _ct2_ffn(spec: Any, w: dict[str, Any], prefix: str) -> None:
-    _ct2_linear(spec.linear_0, w, f"{prefix}.ffn.w1")
-    _ct2_linear(spec.linear_1, w, f"{prefix}.ffn.w2")
-    _ct2_norm(spec.layer_norm, w, f"{prefix}.res_ffn.norm")
 
 
 # --- Hugging Face -------------------------------------------------------------------------------------------------
@@ -247,7 +114,7 @@ def _hf_architecture(m: ModelConfig) -> str:
 
 
 def _to_huggingface(t: Trained, out: Path, info: dict[str, Any]) -> None:
-    _require("transformers")
+    require("transformers")
     from transformers import (
         GenerationConfig,
         MarianConfig,
@@ -363,40 +230,6 @@ def _copy_weights(model: Transformer, hf: Any, perm: torch.Tensor, arch: str) ->
 # --- CTranslate2 as an engine: aiayn's conversion of a run, cached in it, and the engine on a conversion ------------
 
 
-def convert(run: RunDir, ckpt: Path, out: Path, quantization: str | None) -> None:
-    """Convert checkpoint ``ckpt`` of ``run`` for CTranslate2 into ``out`` (auto.converted's cache: older conversions
-    of the same checkpoint removed, the new one checked on the run's validation lines)."""
-    key = out.name.rsplit("-", 1)[0]
-    for stale in out.parent.glob(f"{key}-*") if out.parent.is_dir() else ():
-        log.info("the weights of %s changed since %s was converted: converting again", ckpt, stale.name)
-        shutil.rmtree(stale)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    log.info("converting %s for CTranslate2 (%s), once: cached in %s", ckpt, quantization or "float32", out)
-    export(ckpt, "ctranslate2", tmp, quantization=quantization, force=True)
-    _check(ckpt, run, tmp)
-    tmp.rename(out)
-
-
-def _check(ckpt: Path, run: RunDir, out: Path, lines: int = 64) -> None:
-    """export.check on the first ``lines`` validation lines of the run's data dir, logged and kept as check.json."""
-    from ..data import DataDir
-
-    info = run.data_info()
-    try:
-        data = DataDir(info["data_dir"])
-        src = data.raw_file("valid", data.src).read_text(encoding="utf-8").splitlines()[:lines]
-    except (KeyError, OSError, ValueError):
-        log.warning("the run's validation lines were not found (data dir %s): the conversion is not checked",
-                    info.get("data_dir"))
-        return
-    result = check(ckpt, "ctranslate2", out, src)
-    for beam in ("greedy", "beam4"):
-        log.info("CTranslate2 check, %s: %d/%d validation lines identical to aiayn's (fp32)", beam,
-                 result[beam]["identical"], len(src))
-    (out / "check.json").write_text(json.dumps(result, indent=2) + "\n")
-
-
 # --- the check -----------------------------------------------------------------------------------------------------
 
 
@@ -425,7 +258,7 @@ def _placed(n: int, groups: dict[int, list[int]], texts: dict[int, list[str]]) -
 
 def engine_translate(engine: Engine, lines: Sequence[str], beam: int) -> list[str]:
     """Each line's best translation by ``engine`` through the pipeline, one line each (as ``aiayn translate``)."""
-    from ..pipeline import Request, one_line_each, translate
+    from ..translation.pipeline import Request, one_line_each, translate
 
     return one_line_each(translate(engine, Request(lines, decode={"beam": beam, "nbest": 1})).translations)
 
@@ -438,7 +271,7 @@ def ctranslate2_translate(out: Path, lines: Sequence[str], beam: int, compute_ty
 
 def huggingface_translate(out: Path, lines: Sequence[str], beam: int) -> list[str]:
     """Translate with the Hugging Face export in ``out``: ``AutoTokenizer`` + ``AutoModelForSeq2SeqLM.generate``."""
-    _require("transformers")
+    require("transformers")
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     info = json.loads((out / INFO).read_text())

@@ -35,12 +35,12 @@ import torch
 
 from .. import checkpoint
 from ..atomic import atomic_dir
-from ..confidence import FILE as CALIBRATION
 from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, Multilingual, RunConfig
-from ..languages import from_tag_code
+from ..data.tokenizer import Vocab, stored_name, table_of
+from ..decoding.confidence import FILE as CALIBRATION
 from ..model import Transformer
 from ..rundir import RunDir
-from ..tokenizer import Vocab, stored_name, table_of
+from ..translation.languages import from_tag_code
 from .export import INFO, layer_names, marian_order
 
 log = logging.getLogger(__name__)

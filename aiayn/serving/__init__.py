@@ -4,5 +4,5 @@ Its entrance is :mod:`aiayn.serving.serve` (``serve``, ``ServeConfig``), given t
 (:class:`aiayn.serving.models.Models`). Inside: aiayn's own API (serve.py), LibreTranslate's API (libretranslate.py),
 the loaded models per language pair (models.py), the batchers that join requests into searches (batcher.py) and the
 web page (static/); the engines that decode are :mod:`aiayn.engines`. A request's translation itself is not
-here: it is :mod:`aiayn.pipeline`, the same for the command line and both APIs.
+here: it is :mod:`aiayn.translation.pipeline`, the same for the command line and both APIs.
 """

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
+from ..decoding.hypotheses import Hypothesis, Stopped
 from ..engines.base import Call, Engine, Plan, Search, plan
-from ..hypotheses import Hypothesis, Stopped
 from ..runtime import ThreadShare, resolve_workers
 from .guards import ServiceError
 
 if TYPE_CHECKING:
-    from ..constraints import Constraints
+    from ..decoding.constraints import Constraints
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from urllib.parse import quote
 
 from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
-from ..languages import canonical
-from ..pipeline import Request
+from ..translation.languages import canonical
+from ..translation.pipeline import Request
 from .guards import ServiceError, form_fields
 from .models import Models, refused
 from .shared import Local

@@ -34,10 +34,10 @@ import threading
 from typing import Any
 
 from ..documents.formats import EXTENSIONS
-from ..languages import canonical, language_name
-from ..pipeline import Request, Translation, option_hints
 from ..quoting import brief
-from ..route import Route
+from ..translation.languages import canonical, language_name
+from ..translation.pipeline import Request, Translation, option_hints
+from ..translation.route import Route
 from .access import Access
 from .files import Files
 from .guards import ServiceError, form_fields, header_key, json_body

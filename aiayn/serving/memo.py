@@ -22,11 +22,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..hypotheses import Hypothesis
+from ..decoding.hypotheses import Hypothesis
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
-    from ..constraints import Constraints
+    from ..decoding.constraints import Constraints
     from .shared import Local
 
 Decoder = Callable[[list[list[int]], "DecodeConfig", "list[Constraints | None] | None"],

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import repair
+from ..translation import repair
 from .batcher import DecodeMetrics
 
 if TYPE_CHECKING:
-    from ..pipeline import Translated
+    from ..translation.pipeline import Translated
 
 # the confidence histogram's bounds (a text's confidence is in [0, 1])
 CONFIDENCE_BOUNDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..engines import auto
 from ..engines.base import Engine, Unsupported
-from ..languages import canonical, language_name
-from ..pipeline import Prepared, Request, Translated, Translation, finish, prepare, steps
 from ..quoting import cut
-from ..route import Route
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
+from ..translation.languages import canonical, language_name
+from ..translation.pipeline import Prepared, Request, Translated, Translation, finish, prepare, steps
+from ..translation.route import Route
 from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
 from .guards import ServiceError
 from .memo import Decoder, Memo
@@ -212,7 +212,7 @@ def refused(status: int) -> Iterator[None]:
     """What the pipeline refuses, as a ServiceError: HTML that cannot be taken apart a 400, any other option (a
     ValueError) ``status`` (aiayn's API: 422; LibreTranslate's: 400); what an engine cannot serve (engine.Unsupported)
     goes on, the server's 400 naming the feature."""
-    from ..htmltree import MarkupError
+    from ..translation.htmltree import MarkupError
 
     try:
         yield
@@ -232,7 +232,7 @@ def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, proces
     pivot (Models.pivots)."""
     if (Path(path) / "metadata.json").is_file() or (multi := RunDir.locate(path)[0].multilingual()) is None:
         return [Served.load(path, engine, lazy, processes, **decode)]          # (an Argos package: one pair)
-    from ..multilingual import Directed
+    from ..data.multilingual import Directed
 
     first = Served.load(path, engine, False, processes, **decode)
     shared = first.translator
@@ -249,9 +249,9 @@ def load_all(path: str | Path, engine: str = "torch", lazy: bool = False, proces
 
 
 def argos_served(package: Path, **decode: Any) -> Served:
-    """An Argos package's folder (interop/argos.py), on aiayn's CTranslate2 engine whatever --engine says, loaded now
+    """An Argos package's folder (engines/argos.py), on aiayn's CTranslate2 engine whatever --engine says, loaded now
     and for good (a memory budget does not unload it: its info has no "path" to load it again from)."""
-    from ..interop import argos
+    from ..engines import argos
 
     engine = argos.load(package, **decode)
     assert engine.languages is not None
@@ -283,8 +283,8 @@ def weights_hash(info: dict[str, Any]) -> str:
 
 def run_dirs(paths: list[str | Path]) -> list[Path]:
     """The run dirs (or checkpoints) given; a directory that is neither stands for the run dirs directly inside it. An
-    Argos package (interop/argos.py: a .argosmodel, its folder, or a folder of installed ones) stands for its folders."""
-    from ..interop import argos
+    Argos package (engines/argos.py: a .argosmodel, its folder, or a folder of installed ones) stands for its folders."""
+    from ..engines import argos
 
     found: list[Path] = []
     for p in map(Path, paths):

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig, check, setting
 from ..engines.base import Unsupported, require
-from ..pipeline import Request as Asked
-from ..pipeline import option_hints
 from ..quoting import brief, cut
+from ..translation.pipeline import Request as Asked
+from ..translation.pipeline import option_hints
 from . import libretranslate
 from .access import Access
 from .batcher import Limits
@@ -363,7 +363,7 @@ def _asked(req: Any) -> Asked:
     DecodeConfig's), a glossary given as an object (source term -> target term)."""
     given = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
     if "glossary" in given:
-        from ..constraints import Glossary  # (PyTorch: the constraints it becomes)
+        from ..decoding.constraints import Glossary  # (PyTorch: the constraints it becomes)
 
         given["glossary"] = Glossary(list(given["glossary"].items()), "glossary")
     return Asked.of(list(req.text), **given)

@@ -43,15 +43,15 @@ import torch
 import aiayn
 from aiayn import Translator
 from aiayn.attention import attention, causal_mask, padding_mask
-from aiayn.batches import Batch, collate
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
-from aiayn.distributed import Distributed
-from aiayn.evaluate import score
+from aiayn.data.batches import Batch, collate
+from aiayn.decoding.search import beam_search, greedy
 from aiayn.loss import smoothed_targets
 from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
 from aiayn.optim import make_optimizer, noam_lr
-from aiayn.search import beam_search, greedy
-from aiayn.train import TrainStep
+from aiayn.training.distributed import Distributed
+from aiayn.training.evaluate import score
+from aiayn.training.train import TrainStep
 
 FAST = os.environ.get("AIAYN_WALKTHROUGH_FAST") == "1"     # the tests' mode: the same cells, fewer steps
 FIGURES = Path(os.environ.get("AIAYN_WALKTHROUGH_FIGURES", "walkthrough-figures"))
@@ -321,7 +321,7 @@ for n in (13, 50, 512, 2048):
 # `max_tokens` per batch, `update_freq` batches per update), each sentence padded to the longest of its batch. The
 # decoder is trained with *teacher forcing*: its input is the reference shifted right by one, BOS $y_1 \dots y_m$, and
 # it must predict $y_1 \dots y_m$ EOS, so every position of the reference is learned in one pass, while the causal
-# mask keeps each position from seeing its own answer. `aiayn.data.collate` makes these tensors for training; here it
+# mask keeps each position from seeing its own answer. `aiayn.data.batches.collate` makes these tensors for training; here it
 # runs on three pairs held in memory. Then the masks each attention gets: the source's padding for the encoder and
 # the encoder-decoder attention, padding and causality for the decoder's self-attention.
 

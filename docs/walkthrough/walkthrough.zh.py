@@ -36,15 +36,15 @@ import torch
 import aiayn
 from aiayn import Translator
 from aiayn.attention import attention, causal_mask, padding_mask
-from aiayn.batches import Batch, collate
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ModelConfig, TrainConfig
-from aiayn.distributed import Distributed
-from aiayn.evaluate import score
+from aiayn.data.batches import Batch, collate
+from aiayn.decoding.search import beam_search, greedy
 from aiayn.loss import smoothed_targets
 from aiayn.model import Embedding, FeedForward, MultiHeadAttention, Transformer, sinusoids
 from aiayn.optim import make_optimizer, noam_lr
-from aiayn.search import beam_search, greedy
-from aiayn.train import TrainStep
+from aiayn.training.distributed import Distributed
+from aiayn.training.evaluate import score
+from aiayn.training.train import TrainStep
 
 FAST = os.environ.get("AIAYN_WALKTHROUGH_FAST") == "1"     # 测试用的快速模式：同样的单元格，更少的训练步数
 FIGURES = Path(os.environ.get("AIAYN_WALKTHROUGH_FIGURES", "walkthrough-figures"))
@@ -263,7 +263,7 @@ for n in (13, 50, 512, 2048):
 # %% [markdown]
 # ## §5.1 批次：填充、掩码与目标序列的移位
 #
-# 句对按长度分组，每批约含 25,000 个源语言词元和 25,000 个目标语言词元（aiayn 中是每批的 `max_tokens`，以及每次更新累积的批数 `update_freq`），每个句子填充到本批最长句子的长度。解码器用*教师强制*（teacher forcing）训练：输入是右移一位的参考译文 BOS $y_1 \dots y_m$，要预测的是 $y_1 \dots y_m$ EOS。这样参考译文的每个位置在一次前向计算中同时学习，而因果掩码保证每个位置看不到自己的答案。训练时由 `aiayn.data.collate` 生成这些张量；这里用内存中的三个句对来运行它。然后是每种注意力用到的掩码：编码器和编码器-解码器注意力用源句的填充掩码，解码器自注意力同时用填充掩码和因果掩码。
+# 句对按长度分组，每批约含 25,000 个源语言词元和 25,000 个目标语言词元（aiayn 中是每批的 `max_tokens`，以及每次更新累积的批数 `update_freq`），每个句子填充到本批最长句子的长度。解码器用*教师强制*（teacher forcing）训练：输入是右移一位的参考译文 BOS $y_1 \dots y_m$，要预测的是 $y_1 \dots y_m$ EOS。这样参考译文的每个位置在一次前向计算中同时学习，而因果掩码保证每个位置看不到自己的答案。训练时由 `aiayn.data.batches.collate` 生成这些张量；这里用内存中的三个句对来运行它。然后是每种注意力用到的掩码：编码器和编码器-解码器注意力用源句的填充掩码，解码器自注意力同时用填充掩码和因果掩码。
 
 # %%
 class InMemory:                          # what collate reads of a token file (data.TokenArray): lengths and ids

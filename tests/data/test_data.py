@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.batches import TokenBatchSampler, collate
 from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
-from aiayn.corpora import Archive, _iwslt14, _wmt14, download, fetch, sgm_segments
-from aiayn.data import DataDir, DataError, Source, find_source, read_lines
-from aiayn.prepare import PrepareOptions, prepare
-from aiayn.tokenizer import Tokenizer
+from aiayn.data.batches import TokenBatchSampler, collate
+from aiayn.data.corpora import Archive, _iwslt14, _wmt14, download, fetch, sgm_segments
+from aiayn.data.datadir import DataDir, DataError, Source, find_source, read_lines
+from aiayn.data.prepare import PrepareOptions, prepare
+from aiayn.data.tokenizer import Tokenizer
 
 from ..helpers import cli_error
 
@@ -380,7 +380,7 @@ def test_equal_rows_counts_what_comparing_each_sentence_counts(tmp_path: Path) -
     """TokenArray.equal_rows (a data dir's share of copies, Norms.copies) compares all sentences at once: on random
     sides in two shards, with equal, empty and same-length-different sentences, every prefix n counts as a loop over
     the sentences does."""
-    from aiayn.data import TokenArray
+    from aiayn.data.datadir import TokenArray
 
     rng = np.random.default_rng(0)
 
@@ -404,9 +404,9 @@ def test_equal_rows_counts_what_comparing_each_sentence_counts(tmp_path: Path) -
 def test_concat_joins_neighbours_and_strips_their_stops_on_both_sides_only(multi30k_dir: DataDir) -> None:
     """train.concat (batches.Joiner): a batch's pairs joined two or three to a row, each losing its final stop on both
     sides or neither, the same for the same (seed, epoch, position) (a resumed run), no row past the model's length."""
-    from aiayn.batches import Joiner
     from aiayn.config import RunConfig, TrainConfig
-    from aiayn.train import _joiner
+    from aiayn.data.batches import Joiner
+    from aiayn.training.train import _joiner
 
     cfg = RunConfig(train=TrainConfig(concat=0.99))
     joiner = _joiner(multi30k_dir, cfg)

@@ -18,11 +18,11 @@ from sacrebleu.metrics import BLEU
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.data import DataDir
-from aiayn.evaluate import bleu_tokenizer, score
+from aiayn.data.datadir import DataDir
+from aiayn.data.tokenizer import HFTokenizer, Tokenizer
 from aiayn.rundir import RunDir
-from aiayn.stream import stream
-from aiayn.tokenizer import HFTokenizer, Tokenizer
+from aiayn.training.evaluate import bleu_tokenizer, score
+from aiayn.translation.stream import stream
 
 from ..helpers import spawn
 
@@ -97,7 +97,7 @@ def test_bleu_tokenizer_follows_the_target_language() -> None:
 
 
 def test_ja_ko_fall_back_to_char_with_a_note_when_mecab_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiayn.evaluate as ev
+    import aiayn.training.evaluate as ev
 
     monkeypatch.setattr(ev, "_available", lambda name: "ModuleNotFoundError: No module named 'MeCab'")
     chosen, note = ev.bleu_tokenizer("ja")
@@ -150,7 +150,7 @@ def test_en_zh_bleu_is_sacrebleus_zh_score_everywhere(zh_run: tuple[DataDir, Run
 
 
 def test_valid_bleu_subset_is_fixed_and_seeded() -> None:
-    from aiayn.train import bleu_subset
+    from aiayn.training.train import bleu_subset
 
     a, b = bleu_subset(1000, 100, seed=1), bleu_subset(1000, 100, seed=1)
     assert (a == b).all() and len(set(a.tolist())) == 100 and (a[1:] > a[:-1]).all()

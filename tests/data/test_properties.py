@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from aiayn import Translator
-from aiayn import tokenizer as tokenizer_module
-from aiayn.data import DataError, Source
-from aiayn.prepare import PrepareOptions, prepare
-from aiayn.recipes import resolve
-from aiayn.tokenizer import Tokenizer
+from aiayn.data import tokenizer as tokenizer_module
+from aiayn.data.datadir import DataError, Source
+from aiayn.data.prepare import PrepareOptions, prepare
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.training.recipes import resolve
 
 LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa"
 SETTINGS = dict(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

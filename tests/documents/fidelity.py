@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aiayn import formatstrings
 from aiayn.documents import catalogs
+from aiayn.translation import formatstrings
 
 
 def catalogue(src: Path, out: Path) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from aiayn import spans
 from aiayn.documents.common import Report
 from aiayn.documents.formats import translate_document
-from aiayn.markup import Fragment
+from aiayn.translation import spans
+from aiayn.translation.markup import Fragment
 
 FILES = Path(__file__).parent / "files"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

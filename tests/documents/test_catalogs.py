@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from aiayn import formatstrings, spans
 from aiayn.cli.main import main
 from aiayn.documents import catalogs
 from aiayn.documents.common import Options
+from aiayn.translation import formatstrings, spans
 
 from .helpers import careless_stand_in, corpus, msgfmt, reversed_stand_in, stand_in, translated
 

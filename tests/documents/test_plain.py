@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn import formatstrings, spans
 from aiayn.cli.main import main
 from aiayn.documents.common import DocumentError
+from aiayn.translation import formatstrings, spans
 
 from .helpers import reversed_stand_in, stand_in, translated
 

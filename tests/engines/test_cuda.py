@@ -16,10 +16,10 @@ from safetensors.torch import load_file
 
 from aiayn import ModelConfig, Transformer, Translator
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
+from aiayn.decoding.search import beam_search, greedy
 from aiayn.precision import resolve
 from aiayn.runtime import resolve_device
-from aiayn.search import beam_search, greedy
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 

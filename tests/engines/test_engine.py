@@ -118,8 +118,8 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
     """ctranslate2_limited groups lines by a limit rounded up (few large calls); a line whose search ran on to
     within a token of its own limit is decoded again under it. With limits tight enough to cut many lines short, on
     a model made worse (searches that wander, beams that end unevenly), every line equals its own-limit call's."""
+    from aiayn.decoding.hypotheses import max_length
     from aiayn.engines.ctranslate2 import ctranslate2_limited
-    from aiayn.hypotheses import max_length
 
     ckpt = RunDir.locate(run)[1]
     weights = load_file(str(ckpt / MODEL))

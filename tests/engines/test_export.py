@@ -12,9 +12,9 @@ import torch
 from aiayn import ModelConfig, RunConfig, Transformer, Translator
 from aiayn.checkpoint import save
 from aiayn.cli.main import main
+from aiayn.data.tokenizer import Vocab
 from aiayn.interop.export import ExportError, ctranslate2_translate, export, huggingface_translate
 from aiayn.rundir import RunDir
-from aiayn.tokenizer import Vocab
 
 LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa"
 LINES = (LEGACY / "data" / "valid.de").read_text(encoding="utf-8").splitlines() + ["", "Ein Hund.", "日本語 🙂"]

@@ -15,12 +15,12 @@ from torch import nn
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
+from aiayn.decoding.lexicon import build
+from aiayn.decoding.search import BeamSearch
+from aiayn.decoding.shortlist import Shortlist, restricted
 from aiayn.engines.torch import source_batch, source_ids
-from aiayn.lexicon import build
 from aiayn.quantize import int8
-from aiayn.search import BeamSearch
-from aiayn.shortlist import Shortlist, restricted
 
 from ..helpers import cli_error
 
@@ -139,8 +139,9 @@ def test_eflomal_alignments_build_a_shortlist(copy_dir: DataDir, copy_model: Pat
 def test_the_ctranslate2_export_decodes_over_the_same_candidates(run: Path, copy_dir: DataDir,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")
+    from aiayn.engines.conversion import VMAP
     from aiayn.engines.ctranslate2 import CTranslate2Engine
-    from aiayn.interop.export import VMAP, export
+    from aiayn.interop.export import export
 
     t = Translator.load(run, "torch", precision="fp32", device="cpu")
     lines = _lines(copy_dir, 40)
@@ -180,7 +181,7 @@ def test_refusals(run: Path, copy_model: Path, multi30k_dir: DataDir, tmp_path: 
 # (moved from the hardening tests: a guard issue 51's audit broke without a test failing)
 def test_a_shortlist_always_allows_eos() -> None:
     from aiayn.config import ModelConfig
-    from aiayn.shortlist import Shortlist
+    from aiayn.decoding.shortlist import Shortlist
 
     cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=8, d_ff=16, n_heads=2, n_layers=1)
     table = np.full((10, 2), -1)

@@ -15,11 +15,11 @@ import torch
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
 from aiayn.engines.torch import TorchEngine
-from aiayn.evaluate import score
 from aiayn.rundir import RunDir
 from aiayn.runtime import eval_mode, map_in_threads
+from aiayn.training.evaluate import score
 
 from ..helpers import workers_of
 

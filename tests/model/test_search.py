@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer
-from aiayn.search import BeamSearch, Hypothesis, beam_search, greedy, length_penalty, sample
-from aiayn.topk import beam_topk, block_argmax, stay_in_place
+from aiayn.decoding.search import BeamSearch, Hypothesis, beam_search, greedy, length_penalty, sample
+from aiayn.decoding.topk import beam_topk, block_argmax, stay_in_place
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 4, 5
 
@@ -207,8 +207,8 @@ def eager_static(monkeypatch: pytest.MonkeyPatch) -> None:
     compiled step has its own, CI-only test below)."""
     import functools
 
-    from aiayn import steps
-    from aiayn.steps import static_step
+    from aiayn.decoding import steps
+    from aiayn.decoding.steps import static_step
 
     monkeypatch.setattr(steps, "compiled_step", lambda m: functools.partial(static_step, m))
 
@@ -247,7 +247,7 @@ def test_beam_search_on_the_static_step_finds_the_same_hypotheses(model: Transfo
 
 def test_constrained_search_on_the_static_step_finds_the_same_hypotheses(model: Transformer,
                                                                         eager_static: None) -> None:
-    from aiayn.constraints import Constraints
+    from aiayn.decoding.constraints import Constraints
 
     src = _src(4, 5)
     cons = [Constraints([[7, 8]]), None, Constraints([[9], [11]]), None, Constraints([[12]])]
@@ -270,8 +270,8 @@ def test_sentences_joining_a_static_search_get_what_a_batch_gives_them(model: Tr
     """aiayn serve with decode.compile: sentences join a running search on the static step (their rows written into
     unused rows, or the buckets grown: more rows, a longer source, a longer limit) and get what one batch gives; also
     with buffers reused from caches that are gone (steps.POOLED: a GPU's, here on the CPU), which must start clean."""
-    from aiayn import steps
-    from aiayn.steps import StaticCache
+    from aiayn.decoding import steps
+    from aiayn.decoding.steps import StaticCache
 
     monkeypatch.setattr(steps, "POOLED", {"cpu"} if pooled else set())
     monkeypatch.setattr(steps, "_FREE", {})
@@ -326,7 +326,7 @@ def test_shapes_past_dynamos_limit_run_uncompiled(model: Transformer, monkeypatc
 
     import torch._dynamo
 
-    from aiayn import steps
+    from aiayn.decoding import steps
 
     m, src = copy.deepcopy(model), torch.cat([_src(4, 5), _src(9, 20)])   # batches of two row buckets: two shapes
     want = [h.tokens for h in greedy(m, src, max_len_b=12)]
@@ -492,9 +492,9 @@ def test_traced_steps_decode_exactly_as_the_plain_step_does(model: Transformer, 
     every step ran traced, one trace for each number of rows per source and mask."""
     import copy
 
-    from aiayn.constraints import Constraints
+    from aiayn.decoding.constraints import Constraints
+    from aiayn.decoding.steps import TracedSteps
     from aiayn.quantize import int8 as quantize
-    from aiayn.steps import TracedSteps
 
     m = quantize(model) if int8 else copy.deepcopy(model)
     src = torch.cat([_src(seed, 6) for seed in (0, 1, 7)])
@@ -530,7 +530,7 @@ def test_a_step_that_cannot_be_traced_safely_runs_untraced(model: Transformer, m
     import copy
     import warnings
 
-    from aiayn.steps import TracedSteps
+    from aiayn.decoding.steps import TracedSteps
 
     real = torch.jit.trace
 

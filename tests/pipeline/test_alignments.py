@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from aiayn import Translator
-from aiayn.align import align, format_links, parse_links, token_links, word_links, words
 from aiayn.cli.main import main
-from aiayn.lexicon import symmetrize
+from aiayn.decoding.align import align, format_links, parse_links, token_links, word_links, words
+from aiayn.decoding.lexicon import symmetrize
 from benchmarks.alignments import agreement
 
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from aiayn import Translator
-from aiayn.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
 from aiayn.config import Norms
-from aiayn.hypotheses import Hypothesis
-from aiayn.pipeline import Request, translate
-from aiayn.sentences import Pieces, cut_runon, split
+from aiayn.decoding.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
+from aiayn.decoding.hypotheses import Hypothesis
+from aiayn.translation.pipeline import Request, translate
+from aiayn.translation.sentences import Pieces, cut_runon, split
 
 from ..helpers import cli_error
 
@@ -184,7 +184,7 @@ def test_the_unsure_lines_go_to_the_fallback_whose_surer_translations_are_kept(l
     first.engine.calibration = _Sure(0.2, "first")                           # type: ignore[assignment]
     second = Translator.load(LEGACY, "torch", device="cpu", beam=3, workers=1)
     second.engine.calibration = _Sure(0.9, "second")                         # type: ignore[assignment]
-    from aiayn.route import Route
+    from aiayn.translation.route import Route
 
     def along(min_confidence: float) -> Any:
         return Route((first.engine,), Route((second.engine,)), min_confidence).follow(Request(LINES))

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.constraints import Constraints, Glossary, allocate, contains, missing, unmet
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
+from aiayn.decoding.constraints import Constraints, Glossary, allocate, contains, missing, unmet
+from aiayn.decoding.search import BeamSearch, beam_search
 from aiayn.engines.torch import source_batch, source_ids
-from aiayn.search import BeamSearch, beam_search
 
 from ..helpers import cli_error
 
@@ -198,7 +198,7 @@ def test_cli_constraints_and_glossary(write: Any, tmp_path: Path, capsys: pytest
 
 # (moved from the hardening tests: a guard issue 51's audit broke without a test failing)
 def test_keep_plain_redecodes_only_the_lines_missing_a_phrase() -> None:
-    from aiayn.constraints import Constraints, unmet
+    from aiayn.decoding.constraints import Constraints, unmet
 
     cons = [Constraints([[7, 8]]), Constraints([[7, 8]]), None, Constraints([[9]])]
     outputs = [[[1, 7, 8, 2]], [[1, 7, 2, 8]], [[3]], [[9], [4]]]       # has it / lacks it / none / one n-best lacks it

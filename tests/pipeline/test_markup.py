@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.htmltree import VOID
-from aiayn.markup import join, split
+from aiayn.translation.htmltree import VOID
+from aiayn.translation.markup import join, split
 
 from ..helpers import cli_error
 

@@ -12,9 +12,9 @@ import pytest
 from aiayn import Translator
 from aiayn.config import DecodeConfig
 from aiayn.engines.base import Unsupported, require
-from aiayn.pipeline import Request, prepare
 from aiayn.serving.batcher import Batcher, DecodeMetrics, Limits, WholeBatcher
 from aiayn.serving.models import decoded
+from aiayn.translation.pipeline import Request, prepare
 
 LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa" / "run"
 LINES = ["Ein Mann fährt mit dem Fahrrad.", "   ", "Zwei Hunde spielen im Schnee."]
@@ -83,9 +83,9 @@ def test_one_rule_for_nbest_and_the_beam() -> None:
 def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their_phrases() -> None:
     """engine.plan, the one rule every engine and both batchers follow: blank lines are never decoded; with
     keep_plain, constraints are searched only for the lines whose plain translation lacks a phrase."""
-    from aiayn.constraints import Constraints
+    from aiayn.decoding.constraints import Constraints
+    from aiayn.decoding.hypotheses import Hypothesis
     from aiayn.engines.base import hypotheses
-    from aiayn.hypotheses import Hypothesis
 
     calls: list[tuple[list[list[int]], Any]] = []
 
@@ -116,7 +116,7 @@ def test_the_plan_skips_blank_lines_and_keeps_plain_translations_that_hold_their
 def test_prepare_refuses_in_each_front_ends_words_and_finish_shapes_the_answer(legacy: Translator) -> None:
     """One prepare for every front end: what HTML refuses is named in the CLI's flags, aiayn's fields or
     LibreTranslate's; finish gives each input its nbest translations, with their alignments when asked."""
-    from aiayn.pipeline import NAMES, finish, translate
+    from aiayn.translation.pipeline import NAMES, finish, translate
 
     cli = {"nbest": "--nbest", "alignments": "--alignments", "glossary": "--glossary", "constraints": "--constraints",
            "format": "--format html", "unit": "line"}
@@ -147,9 +147,9 @@ def test_every_option_of_a_request_is_a_flag_and_a_field_of_both_apis_made_from_
     import dataclasses
 
     from aiayn.cli.translate import add_translate
-    from aiayn.pipeline import option_hints
     from aiayn.serving import libretranslate
     from aiayn.serving.serve import ServeConfig, request_models
+    from aiayn.translation.pipeline import option_hints
 
     parser = argparse.ArgumentParser()
     add_translate(parser.add_subparsers())
@@ -196,9 +196,9 @@ def test_a_new_engine_is_its_class_and_its_line_in_the_factory_table(monkeypatch
     in ENGINES is served by every front end: the Python API, `aiayn translate --engine NAME` (sentences, blank lines,
     confidence), and it is refused by name for what it cannot do. Nothing else changes."""
     from aiayn.cli.main import main
+    from aiayn.decoding.hypotheses import Hypothesis
     from aiayn.engines import auto
     from aiayn.engines.base import About, EngineBase
-    from aiayn.hypotheses import Hypothesis
     from aiayn.rundir import RunDir
 
     class Copier(EngineBase):                   # its constructor and decode_lines: EngineBase gives the rest

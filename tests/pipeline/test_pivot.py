@@ -14,10 +14,10 @@ import pytest
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.constraints import Glossary
+from aiayn.decoding.constraints import Glossary
 from aiayn.engines.base import Engine
-from aiayn.pipeline import Request, Translated
-from aiayn.route import Route
+from aiayn.translation.pipeline import Request, Translated
+from aiayn.translation.route import Route
 
 from ..helpers import LEGACY, Server, relabeled
 
@@ -116,7 +116,7 @@ def test_the_command_line_and_the_server_give_the_same_through_a_pivot_with_a_fa
     English are kept by both, and both count them."""
     import shutil
 
-    from aiayn.confidence import NAMES, Calibration
+    from aiayn.decoding.confidence import NAMES, Calibration
 
     unsure, back = tmp_path / "unsure-en-fr", relabeled(LEGACY, tmp_path / "back-en-fr", "en", "fr")
     shutil.copytree(en_fr, unsure, ignore=shutil.ignore_patterns("engines"))

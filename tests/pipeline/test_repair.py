@@ -13,9 +13,9 @@ import torch
 
 from aiayn import Translator
 from aiayn.config import Norms
-from aiayn.evaluate import evaluate
-from aiayn.pipeline import Request
-from aiayn.repair import _loops, flag
+from aiayn.training.evaluate import evaluate
+from aiayn.translation.pipeline import Request
+from aiayn.translation.repair import _loops, flag
 
 from ..helpers import Server, copy_lines
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.pipeline import Request, translate
-from aiayn.sentences import cut_long, join, merge_links, split, whole
+from aiayn.translation.pipeline import Request, translate
+from aiayn.translation.sentences import cut_long, join, merge_links, split, whole
 
 from ..helpers import LEGACY, Server
 

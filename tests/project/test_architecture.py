@@ -18,9 +18,9 @@ from safetensors.torch import load_file
 from aiayn import DecodeConfig, RunDir, TrainConfig, Translator, precision
 from aiayn.cli.main import main
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from aiayn.data import DataDir
-from aiayn.evaluate import evaluate
+from aiayn.data.datadir import DataDir
 from aiayn.quantize import Int8Linear, int8
+from aiayn.training.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "aiayn"
@@ -98,16 +98,43 @@ def test_every_module_imports_exactly_what_docs_architecture_says() -> None:
 
 
 def test_groups_are_entered_through_their_modules() -> None:
-    """A group (serving/, interop/) is a folder of modules: its __init__.py holds a docstring naming its entrance and
-    imports nothing, so that importing one module of a group (the CLI's `--engine` choice) does not load the others
-    (FastAPI, CTranslate2). The paper's core stays flat."""
+    """A group is a folder of modules, one per stage (data/, decoding/, translation/, training/, engines/, serving/,
+    documents/, interop/, cli/): its __init__.py holds a docstring naming its entrance and imports nothing, so that
+    importing one module of a group (the CLI's `--engine` choice) does not load the others (FastAPI, CTranslate2)."""
     groups = [p.parent for p in PACKAGE.glob("*/__init__.py")]
-    assert {g.name for g in groups} == {"serving", "interop", "documents", "engines", "cli"}
+    assert {g.name for g in groups} == {"data", "decoding", "translation", "training", "engines", "serving",
+                                        "documents", "interop", "cli"}
     for group in groups:
         tree = ast.parse((group / "__init__.py").read_text())
         assert ast.get_docstring(tree) and len(tree.body) == 1, f"{group.name}/__init__.py does more than name its entrance"
-    core = {"model", "attention", "cache", "loss", "optim", "config"}
-    assert core <= {name for name in _modules() if "." not in name}
+
+
+def test_the_root_holds_the_papers_core_the_entrance_and_the_run() -> None:
+    """docs/architecture.md, "Where things are": the root keeps the paper's model and training objective, the
+    package's entrance, and the run every stage shares (its directory, checkpoints, where and how precisely it
+    computes); everything else lives in its stage's folder."""
+    core = {"model", "attention", "cache", "dropout", "loss", "optim", "config"}
+    entrance = {"__init__", "__main__", "translator", "demo"}
+    run = {"rundir", "checkpoint", "atomic", "runtime", "precision", "quantize", "quoting"}
+    assert {p.stem for p in PACKAGE.glob("*.py")} == core | entrance | run
+
+
+LAYERS = {"data": 1, "decoding": 3, "engines": 4, "translation": 5, "training": 6, "documents": 6, "interop": 6,
+          "serving": 7, "cli": 9}
+ROOT_LAYERS = {"rundir": 2, "translator": 8, "demo": 8, "__init__": 9, "__main__": 9}   # the rest of the root: 0
+
+
+def test_layers_run_one_way() -> None:
+    """docs/architecture.md, "The modules": no module imports one of a layer above its own, not even in a function
+    (an annotation's type excepted), so that a request walks down and nothing calls back up: the engines import
+    nothing above engines/ (the CTranslate2 conversion and Argos packages are read there), translation/ nothing of
+    training/ or serving/."""
+    def layer(name: str) -> int:
+        return LAYERS[name.split(".")[0]] if "." in name else ROOT_LAYERS.get(name, 0)
+
+    climbs = [f"{name} -> {dep}" for name, path in _modules().items()
+              for dep, how in _actual_imports(path).items() if how != "types" and layer(dep) > layer(name)]
+    assert climbs == []
 
 
 def _reached(name: str, rules: dict[str, dict[str, str]], kinds: tuple[str, ...]) -> set[str]:
@@ -180,11 +207,11 @@ def _spelled_outside(allowed: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
-def test_only_data_py_and_tokenizer_py_spell_data_directory_paths() -> None:
-    """A data directory's layout is DataDir's (data.py), its tokenizer files tokenizer.py's; a CTranslate2 export
+def test_only_datadir_py_and_tokenizer_py_spell_data_directory_paths() -> None:
+    """A data directory's layout is DataDir's (data/datadir.py), its tokenizer files tokenizer.py's; a CTranslate2 export
     keeps its SentencePiece model under a name of its own (export.EXPORT_SPM), and transformers' MarianTokenizer
     reads a vocab.json of its own (written by export.py, read by pretrained.py)."""
-    owners = {"manifest.json": {"data.py"}, "vocab.json": {"tokenizer.py", "export.py", "pretrained.py"},
+    owners = {"manifest.json": {"datadir.py"}, "vocab.json": {"tokenizer.py", "export.py", "pretrained.py"},
               "spm.model": {"tokenizer.py", "ctranslate2.py"},
               "spm.src.model": {"tokenizer.py"}, "spm.tgt.model": {"tokenizer.py"}}
     assert _spelled_outside(owners) == []
@@ -377,7 +404,7 @@ def test_unknown_precisions_are_refused_everywhere(legacy: Path, capsys: pytest.
             precision.autocast(cpu, bad)
     with pytest.raises(ValueError, match="int8 is for translation"):
         TrainConfig(precision="int8")
-    from aiayn.recipes import resolve
+    from aiayn.training.recipes import resolve
 
     assert resolve(sets=["decode.precision=int8"]).decode.precision == "int8"   # a run's default for translate
     with pytest.raises(ValueError, match="DecodeConfig.precision='fp8'"):
@@ -420,8 +447,8 @@ def test_int8_quantizes_any_module() -> None:
 
 
 def test_constructors_do_not_change_process_settings(legacy: Path, tmp_path: Path) -> None:
-    from aiayn.recipes import resolve
-    from aiayn.train import Trainer
+    from aiayn.training.recipes import resolve
+    from aiayn.training.train import Trainer
 
     threads = torch.get_num_threads()
     try:

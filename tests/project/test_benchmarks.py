@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.config import PRESETS
-from aiayn.recipes import RECIPES
+from aiayn.training.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = re.compile(r"^<!-- source: (.+?) -->$")

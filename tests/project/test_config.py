@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from aiayn.config import REQUEST_OPTIONS, DecodeConfig, RunConfig, TrainConfig
-from aiayn.pipeline import option_hints
-from aiayn.recipes import parse_sets, resolve
+from aiayn.training.recipes import parse_sets, resolve
+from aiayn.translation.pipeline import option_hints
 
 
 def test_precedence_preset_then_yaml_then_set(tmp_path: Path) -> None:
@@ -284,7 +284,7 @@ def test_sentences_that_differ_in_any_decoding_field_never_share_a_search() -> N
     import torch
 
     from aiayn import ModelConfig, Transformer
-    from aiayn.search import BeamSearch
+    from aiayn.decoding.search import BeamSearch
 
     base = DecodeConfig(beam=2, nbest=1)
     model = Transformer(ModelConfig.preset("tiny")).eval()

@@ -294,7 +294,7 @@ def _fake_translator(calls: list[tuple[list[str], DecodeConfig]], seconds: float
             return [[ord(c) for c in line] for line in lines]          # decodable back into the line
 
         def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: Any, stop: Any = None) -> list[Any]:
-            from aiayn.hypotheses import Hypothesis
+            from aiayn.decoding.hypotheses import Hypothesis
 
             calls.append((["".join(map(chr, x)) for x in ids], decode))
             time.sleep(seconds)

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
-from aiayn.languages import canonical
-from aiayn.pipeline import Request, translate
 from aiayn.serving.guards import ServiceError
 from aiayn.serving.models import Models, Served
+from aiayn.translation.languages import canonical
+from aiayn.translation.pipeline import Request, translate
 
 from ..helpers import LEGACY, Server, copy_lines, multipart, relabeled
 

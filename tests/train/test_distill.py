@@ -16,8 +16,8 @@ import pytest
 
 from aiayn import Translator
 from aiayn.cli.main import main
-from aiayn.data import DataDir, DataError
-from aiayn.distill import DistillOptions, distill
+from aiayn.data.datadir import DataDir, DataError
+from aiayn.training.distill import DistillOptions, distill
 
 from ..helpers import cli_error, free_port, spawn, wait_for
 

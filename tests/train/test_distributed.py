@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.batches import TokenBatchSampler
-from aiayn.data import DataDir
+from aiayn.data.batches import TokenBatchSampler
+from aiayn.data.datadir import DataDir
 
 from ..helpers import cli_error, free_port, spawn, wait_for
 

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.datadir import DataDir
 
 from ..helpers import cli_error, train_steps
 

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from aiayn import ModelConfig, Transformer, Translator
-from aiayn.align import method, parse_links
 from aiayn.attention import attention
 from aiayn.cli.main import main
-from aiayn.data import DataDir, DataError
-from aiayn.lexicon import GuidedTargets, piece_words, word_text
+from aiayn.data.datadir import DataDir, DataError
+from aiayn.decoding.align import method, parse_links
+from aiayn.decoding.lexicon import GuidedTargets, piece_words, word_text
 from aiayn.loss import SequenceLoss, guided_alignment_loss
 
 PIECES = ["<pad>", "<s>", "</s>", "<unk>", "▁Ein", "▁Fahr", "rad", ".", "▁A", "▁bi", "cycle", "\u00a05", "▁"]

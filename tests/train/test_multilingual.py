@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 
 from aiayn.config import Multilingual
-from aiayn.data import DataDir, DataError
-from aiayn.multilingual import (
-    for_direction,
-    parse_directions,
-    parse_langs,
-    prepare_multilingual,
-    sampled_sizes,
-    tag,
-)
-from aiayn.prepare import PrepareOptions, encode_tagged
+from aiayn.data.datadir import DataDir, DataError
+from aiayn.data.multilingual import for_direction, parse_directions, parse_langs, prepare_multilingual, sampled_sizes, tag
+from aiayn.data.prepare import PrepareOptions, encode_tagged
 
 from ..helpers import WAYS, three_ways_corpus
 
@@ -240,7 +233,7 @@ def test_a_target_side_tag_is_validated_from_the_forced_tag(tmp_path: Path) -> N
     and leaves out of what it scores; a search that let the model guess it would write one language for both
     targets of a source. Translating such a run is refused by name (only validation decodes it yet)."""
     from aiayn.cli.main import main
-    from aiayn.recipes import RECIPES
+    from aiayn.training.recipes import RECIPES
     from aiayn.translator import Translator
 
     c = three_ways_corpus(tmp_path, {"train": 6000, "valid": 60})
@@ -274,7 +267,7 @@ def test_each_direction_is_calibrated_on_its_own_validation_lines(three_ways: Pa
     import shutil
 
     from aiayn.cli.main import main
-    from aiayn.confidence import Calibration
+    from aiayn.decoding.confidence import Calibration
     from aiayn.translator import Translator
 
     run = tmp_path / "run"

@@ -17,12 +17,12 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn import Translator, checkpoint
-from aiayn.batches import collate
 from aiayn.cli.main import main
-from aiayn.data import DataDir
+from aiayn.data.batches import collate
+from aiayn.data.datadir import DataDir
 from aiayn.optim import noam_lr
-from aiayn.recipes import resolve
-from aiayn.train import Trainer, TrainStep
+from aiayn.training.recipes import resolve
+from aiayn.training.train import Trainer, TrainStep
 
 from ..helpers import cli_error, spawn, train_steps
 
@@ -272,7 +272,7 @@ def test_tensorboard_gets_the_scalars_and_attention_images_at_each_validation(co
 
 
 def test_head_grid_puts_the_heads_side_by_side_enlarged_with_a_separator() -> None:
-    from aiayn.metrics import head_grid
+    from aiayn.training.metrics import head_grid
 
     probs = torch.rand(2, 3, 4)
     img = head_grid(probs, size=8)                         # z = 8 // 4 = 2

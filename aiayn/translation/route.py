@@ -23,7 +23,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Generic, TypeVar
 
-from .config import DecodeConfig
+from ..config import DecodeConfig
 from .pipeline import NAMES, Request, Translated, Translation, translate
 
 Leg = TypeVar("Leg")

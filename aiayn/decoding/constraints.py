@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .config import DecodeConfig
-from .quoting import brief
+from ..config import DecodeConfig
+from ..quoting import brief
 
 State = tuple[int, tuple[int, ...]]        # (bit i set: phrase i produced, the tokens of the phrase under way)
 

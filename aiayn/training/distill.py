@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import check, setting
-from .data import DataDir, DataError, Source
+from ..config import check, setting
+from ..data.datadir import DataDir, DataError, Source
+from ..data.prepare import PrepareOptions, prepare
+from ..engines.torch import TorchEngine
+from ..precision import cpu_has_fast_bf16
+from ..rundir import RunDir
+from ..runtime import resolve_device
 from .distributed import Distributed
-from .engines.torch import TorchEngine
-from .precision import cpu_has_fast_bf16
-from .prepare import PrepareOptions, prepare
-from .rundir import RunDir
-from .runtime import resolve_device
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from .attention import causal_mask, padding_mask
-from .config import EOS_ID, PAD_ID
-from .loss import smoothed_targets
-from .model import sinusoids
-from .optim import noam_lr
-from .rundir import RunDir
+from ..attention import causal_mask, padding_mask
+from ..config import EOS_ID, PAD_ID
+from ..loss import smoothed_targets
+from ..model import sinusoids
+from ..optim import noam_lr
+from ..rundir import RunDir
 
 
 def _plt() -> Any:
@@ -136,7 +136,7 @@ def training_curves(metrics: Path, path: Path) -> Path:
 
 def attention(run_dir: Path, sentence: str, out_dir: Path) -> list[Path]:
     """One PNG per attention kind (encoder self, decoder self, cross), a grid of layers x heads each."""
-    from .engines.torch import TorchEngine
+    from ..engines.torch import TorchEngine
 
     plt = _plt()
     a = TorchEngine.load(run_dir).attention(sentence, beam=1)

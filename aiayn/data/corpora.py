@@ -1,6 +1,6 @@
 """Known parallel corpora: Multi30k (bundled, offline), IWSLT14 de-en and WMT14 en-de (downloaded).
 
-``fetch(name, src, tgt, cache_dir)`` returns the train/valid/test :class:`~aiayn.data.Source` of a
+``fetch(name, src, tgt, cache_dir)`` returns the train/valid/test :class:`~aiayn.data.datadir.Source` of a
 corpus as plain text files under ``cache_dir/<name>/``, downloading and checking the archives the
 first time (or using archives already placed in ``cache_dir``, for machines without internet).
 Splits follow the standard recipes so that BLEU is comparable with published figures:
@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import DataError, Source, find_source, read_lines
+from .datadir import DataError, Source, find_source, read_lines
 from .tokenizer import Vocab
 
 log = logging.getLogger(__name__)
 
-BUNDLED = Path(__file__).parent / "bundled"
+BUNDLED = Path(__file__).parents[1] / "bundled"
 
 
 @dataclass(frozen=True)

@@ -37,16 +37,17 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import config, sentences, spans
-from .confidence import of_text
-from .config import DecodeConfig, Norms, beam_for_nbest, setting
-from .engines.base import Engine, one_line, require
+from .. import config
+from ..config import DecodeConfig, Norms, beam_for_nbest, setting
+from ..decoding.confidence import of_text
+from ..engines.base import Engine, one_line, require
+from . import sentences, spans
 from .repair import repaired
 from .sentences import Pieces
 
 if TYPE_CHECKING:
-    from .constraints import Constraints, Glossary
-    from .hypotheses import Hypothesis
+    from ..decoding.constraints import Constraints, Glossary
+    from ..decoding.hypotheses import Hypothesis
     from .markup import Fragment
     from .repair import Call
 
@@ -427,7 +428,7 @@ def confidences(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hy
 def feature_rows(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hyps: Sequence[Hypothesis],
                  outputs: Sequence[str]) -> list[list[float]]:
     """confidence.features of each hypothesis (what :func:`confidences` and ``aiayn calibrate`` read)."""
-    from .confidence import features
+    from ..decoding.confidence import features
     from .repair import flag
 
     unk, norms = engine.cfg.unk_id, engine.norms

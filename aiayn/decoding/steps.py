@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .cache import DecoderCache, KeyValueCache
-from .model import DecoderLayer, MultiHeadAttention, Transformer, log_probs, step_hidden
+from ..cache import DecoderCache, KeyValueCache
+from ..model import DecoderLayer, MultiHeadAttention, Transformer, log_probs, step_hidden
 
 # one trace at a time: what the tracer warns of is caught through the warnings module, whose state is the process's
 _TRACING = threading.Lock()

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from . import checkpoint
-from .atomic import remove_debris
-from .config import ModelConfig, RunConfig, TrainConfig
-from .data import DataDir
+from .. import checkpoint
+from ..atomic import remove_debris
+from ..config import ModelConfig, RunConfig, TrainConfig
+from ..data.datadir import DataDir
+from ..model import Transformer
+from ..rundir import RunDir
 from .distributed import Distributed
-from .model import Transformer
-from .rundir import RunDir
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from .config import Norms
+    from ..config import Norms
 
 
 class Hypothesis(Protocol):
@@ -51,7 +51,7 @@ class Hypothesis(Protocol):
 # read for the note of issue 68; a run may be calibrated at another (aiayn calibrate --threshold)
 THRESHOLD = 50.0
 FILE = "calibration.json"
-BUNDLED = Path(__file__).parent / "bundled" / FILE
+BUNDLED = Path(__file__).parents[1] / "bundled" / FILE
 NAMES = ("mean_logprob", "margin", "agreement", "log_ratio", "off_norms", "copy", "loop", "unknown", "log_src_len")
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_dir
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from .data import FORMAT_VERSION, NEWER, BinWriter, DataDir, DataError, Source, read_pairs
+from ..atomic import atomic_dir
+from ..config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from .datadir import FORMAT_VERSION, NEWER, BinWriter, DataDir, DataError, Source, read_pairs
 from .tokenizer import Tokenizer, Vocab, stored_name
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def _versions() -> dict[str, str]:
     import sentencepiece
     import torch
 
-    from . import __version__
+    from .. import __version__
 
     return {"aiayn": __version__, "sentencepiece": sentencepiece.__version__, "numpy": np.__version__,
             "torch": torch.__version__}

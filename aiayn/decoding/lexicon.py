@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config import ModelConfig
+from ..data.datadir import DataDir, DataError, TokenArray
 from .align import Links, parse_links
-from .config import ModelConfig
-from .data import DataDir, DataError, TokenArray
 from .shortlist import Method, Shortlist
 
 # --- the shortlist's table -------------------------------------------------------------------------------------

@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .config import ModelConfig
-from .data import DataError
+from ..config import ModelConfig
+from ..data.datadir import DataError
 
 if TYPE_CHECKING:          # (imported where used: engines/ctranslate2.py reads and checks a shortlist without PyTorch)
     import torch
     from torch import Tensor, nn
 
-    from .model import Transformer
+    from ..model import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def restricted(layer: nn.Module, ids: Tensor) -> Callable[[Tensor], Tensor]:
     import torch.nn.functional as F
     from torch import nn
 
-    from .quantize import Int8Linear
+    from ..quantize import Int8Linear
 
     if isinstance(layer, Int8Linear):
         weight, bias = torch.ops.quantized.linear_unpack(layer.packed)

@@ -19,7 +19,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from . import repair
+from ..translation import repair
 
 # What evaluate translates with: a translator.Translator (along its route: an engine, a pivot, a fallback), or an engine
 Translates = Any
@@ -102,8 +102,8 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
             raise ValueError(f"{len(src_lines)} source lines but {len(r)} reference lines")
-    from .pipeline import Request, one_line_each
-    from .route import Route
+    from ..translation.pipeline import Request, one_line_each
+    from ..translation.route import Route
 
     route = translator.route if hasattr(translator, "route") else Route((translator,))
     t0 = time.perf_counter()
@@ -167,7 +167,7 @@ def _fitted(engine: Any, x: list[list[float]], chrf: list[float], threshold: flo
             held: tuple[list[list[float]], list[float]] | None = None) -> tuple[Any, dict[str, Any]]:
     """The calibration fitted on features ``x`` against sentence chrF ``chrf`` (confidence.fit), and its report on
     them and on ``held``'s held-out features and chrF."""
-    from .confidence import fit
+    from ..decoding.confidence import fit
 
     cal = fit(x, [c >= threshold for c in chrf], threshold)
     report = {"fitted": {**agreement(cal(x), chrf, threshold), "sentences": len(x)}, "engine": engine.engine,
@@ -184,7 +184,7 @@ def calibrate_directions(engine: Any, multi: Any, valid: tuple[Sequence[str], Se
     lines, every direction's one after another, where ``multi.ranges`` says): one calibration per direction, fitted
     on that direction's validation lines and held out on its test lines, inside one fitted on all of them together
     (for a direction whose sentences all lie on one side of the threshold). Returns it and the report of each."""
-    from .multilingual import for_direction
+    from ..data.multilingual import for_direction
 
     rows: list[list[float]] = []
     chrfs: list[float] = []
@@ -208,7 +208,7 @@ def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[
                       **overrides: Any) -> tuple[list[list[float]], list[float]]:
     """Each line's features (confidence.features, each line one sentence) and the sentence chrF of its best
     translation against its reference."""
-    from .pipeline import feature_rows
+    from ..translation.pipeline import feature_rows
 
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
@@ -226,7 +226,7 @@ def agreement(confidence: Sequence[float], chrf: Sequence[float], threshold: flo
     1 - confidence for finding the sentences under ``threshold``, and their share."""
     import math
 
-    from .confidence import pearson, roc_auc
+    from ..decoding.confidence import pearson, roc_auc
 
     def kept(x: float) -> float | None:                 # (NaN, where one class is missing: None, for JSON)
         return None if math.isnan(x) else round(x, 4)

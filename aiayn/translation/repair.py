@@ -30,11 +30,11 @@ from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING
 
-from .config import DecodeConfig, Norms
+from ..config import DecodeConfig, Norms
 
 if TYPE_CHECKING:
-    from .constraints import Constraints
-    from .hypotheses import Hypothesis
+    from ..decoding.constraints import Constraints
+    from ..decoding.hypotheses import Hypothesis
 
 LOOP = 4                  # times a run of tokens is repeated in a row for a loop
 COPIES = 0.01             # training data copying more often than this: copies are not flagged

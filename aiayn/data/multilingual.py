@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import Multilingual, Position
-from .data import DataError, Source, find_source, read_pairs
+from ..config import Multilingual, Position
+from .datadir import DataError, Source, find_source, read_pairs
 
 log = logging.getLogger(__name__)
 

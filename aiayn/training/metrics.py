@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .rundir import RunDir
-from .runtime import peak_rss_mb
+from ..rundir import RunDir
+from ..runtime import peak_rss_mb
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import numpy as np
 if TYPE_CHECKING:          # (imported where batches are made: reading a data dir's records needs no PyTorch)
     import torch
 
-from .config import BOS_ID, EOS_ID, PAD_ID
-from .data import TokenArray
+from ..config import BOS_ID, EOS_ID, PAD_ID
+from .datadir import TokenArray
 
 
 @dataclass

@@ -24,20 +24,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import checkpoint, precision
-from .batches import Batch, Joiner, TokenBatchSampler, collate
-from .config import RunConfig, TrainConfig
-from .data import DataDir
+from .. import checkpoint, precision
+from ..config import RunConfig, TrainConfig
+from ..data.batches import Batch, Joiner, TokenBatchSampler, collate
+from ..data.datadir import DataDir
+from ..decoding.lexicon import guided_targets
+from ..engines.base import detokenize
+from ..engines.torch import translate_ids
+from ..loss import SequenceLoss
+from ..model import Transformer
+from ..optim import cooldown_factor, make_optimizer, noam_lr
+from ..precision import autocast
+from ..rundir import RunDir
+from ..runtime import eval_mode, resolve_device
 from .distributed import Distributed
-from .engines.base import detokenize
-from .engines.torch import translate_ids
 from .evaluate import score
-from .lexicon import guided_targets
-from .loss import SequenceLoss
 from .metrics import MetricsLog
-from .model import Transformer
-from .optim import cooldown_factor, make_optimizer, noam_lr
-from .precision import autocast
 from .resume import (
     TrainingError,
     TrainState,
@@ -50,8 +52,6 @@ from .resume import (
     save_checkpoints,
     write_run_dir,
 )
-from .rundir import RunDir
-from .runtime import eval_mode, resolve_device
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .config import ModelConfig
+from ..config import ModelConfig
 
 if TYPE_CHECKING:          # (imported where used: CTranslate2's alignments need no PyTorch)
     import torch
 
-    from .model import Transformer
+    from ..model import Transformer
 
 Links = list[tuple[int, int]]
 # The layer (counted from 0; the last one where a model has fewer) and the shift that agree best with eflomal on the

@@ -34,7 +34,7 @@ import numpy as np
 if TYPE_CHECKING:          # (imported where batches are made: reading a data dir's records needs no PyTorch)
     pass
 
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Multilingual, Norms
+from ..config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Multilingual, Norms
 from .tokenizer import AnyTokenizer, Vocab
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .config import PRESETS, SECTIONS, RunConfig
+from ..config import PRESETS, SECTIONS, RunConfig
 
 
 def _owner(key: str) -> tuple[str, str]:
@@ -50,7 +50,7 @@ def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-RECIPES = Path(__file__).parent / "configs"
+RECIPES = Path(__file__).parents[1] / "configs"
 
 
 def recipe_path(name: str | Path) -> Path:

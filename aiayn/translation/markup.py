@@ -43,16 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import spans
-from .htmltree import (
-    BLOCK,
-    RAW,
-    VOID,
-    Node,
-    close_tag,
-    open_tag,
-    parse,
-    serialize,
-)
+from .htmltree import BLOCK, RAW, VOID, Node, close_tag, open_tag, parse, serialize
 
 CLOSING = ".,;:!?)]}\"'»“”’"           # marks that end a word (a placeholder before them goes inside that word)
 # a text between inline elements that only separates them (" | ", " · ", "(", " / "): kept as it is, as a tag is,
@@ -375,7 +366,7 @@ class Fragment:
         self.lines = [" ".join(seg.text.split()) for seg in self.todo]
 
     def render(self, translated: list[tuple[str, str, str]]) -> str:
-        from .align import parse_links
+        from ..decoding.align import parse_links
 
         results = {id(seg): r for seg, r in zip(self.todo, translated, strict=True)}
 

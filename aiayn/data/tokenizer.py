@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import sentencepiece as spm
 
-from .config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ..config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .cache import DecoderCache
-from .config import DecodeConfig, LengthNorm
+from ..cache import DecoderCache
+from ..config import DecodeConfig, LengthNorm
+from ..model import Transformer
 from .constraints import Constraints, Lexical, refuse_constraints
 from .hypotheses import Hypothesis, Stop, Stopped, max_length
-from .model import Transformer
 from .shortlist import Output, Shortlist, output_for
 from .steps import Cache, StaticCache, decode_step, start
 from .topk import beam_topk, block_argmax, stay_in_place
