@@ -77,10 +77,13 @@ services:
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"
 # The tests marked ci (the documentation site, the walkthroughs run through, the heaviest end-to-end runs, whose parts
-# make test covers: 33 in all) are CI's: make test-ci, or make test-all.
+# make test covers: 33 in all) are CI's: make test-ci, or make test-all. make test runs a worker per core
+# (pytest-xdist; each test file in one worker, so that a file's fixtures are made once; the trained session fixtures
+# made once for all: tests/conftest.py's built_once). WORKERS=0 runs them in this process.
+WORKERS ?= auto
 test: $(VENV)/.installed-test
 	@$(BIN)/python -m tests.documents.realfiles >/dev/null || echo "make test: some real files could not be fetched (make realfiles says which): their tests skip" >&2
-	@$(BIN)/python -m pytest tests -m "not ci" $(ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest tests -m "not ci" -n $(WORKERS) --dist loadfile $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure" >&2; fi; exit $$rc
 
 test-ci: $(VENV)/.installed-test $(VENV)/.installed-docs
