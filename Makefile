@@ -44,15 +44,17 @@ browser:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromedriver --version
 
-# GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c --use-fuzzy` on every translated PO), and
-# epubcheck, which the EPUB tests run (no more errors than the input had); without them they skip and say so (under
-# CI they fail)
+# GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c --use-fuzzy` on every translated PO),
+# epubcheck, which the EPUB tests run (no more errors than the input had), and qpdf and poppler's tools, with which the
+# PDF tests check what they write (`qpdf --check`) and the docs' pictures of pages are made (`pdftoppm`); without them
+# they skip and say so (under CI they fail)
 tools:
-	@{ command -v msgfmt >/dev/null 2>&1 && command -v epubcheck >/dev/null 2>&1; } || { \
+	@{ command -v msgfmt >/dev/null 2>&1 && command -v epubcheck >/dev/null 2>&1 && command -v qpdf >/dev/null 2>&1 && \
+	   command -v pdftoppm >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
-	    echo "make tools: install gettext (msgfmt) and epubcheck as root" >&2; exit 1; fi; \
-	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext, epubcheck" >&2; exit 1; }; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck >/dev/null; }
+	    echo "make tools: install gettext (msgfmt), epubcheck, qpdf and poppler-utils as root" >&2; exit 1; fi; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext, epubcheck, qpdf, poppler-utils" >&2; exit 1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck qpdf poppler-utils >/dev/null; }
 	@msgfmt --version | head -1
 
 # Real files no test here made (catalogues, READMEs, subtitles, XLIFF, pages, office documents, EPUBs) from Debian's

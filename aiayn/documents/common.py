@@ -50,6 +50,7 @@ class Limits:
     part: int = 64 << 20                # bytes of one part that is parsed (a chapter, document.xml, a PO file)
     ratio: int = 100                    # unpacked over packed size of one entry, past its first MiB
     entries: int = 10_000               # entries of an archive
+    pages: int = 2_000                  # pages of a PDF
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..translation import spans
-from . import catalogs, epub, markdown, office, opendocument, plain, subtitles, web, xliff
+from . import catalogs, epub, markdown, office, opendocument, pdf, plain, subtitles, web, xliff
 from .common import DocumentError, Limits, Options, Report, Texts, Translate
 from .encoding import refuse_binary
 
@@ -28,7 +28,7 @@ Reader = Callable[[Path, Path, Texts, Options], None]
 @dataclass(frozen=True)
 class Format:
     """One format: its name, extensions, its module's ``translate``, the protected spans of its texts, what its
-    bytes must be ("zip", "xml" or "text"), and what it is read with (for the docs)."""
+    bytes must be ("zip", "xml", "pdf" or "text"), and what it is read with (for the docs)."""
 
     name: str
     extensions: tuple[str, ...]
@@ -53,6 +53,7 @@ FORMATS = (
     Format("pptx", (".pptx",), office.translate_pptx, _TEXT, "zip", "lxml"),
     Format("opendocument", (".odt", ".odp"), opendocument.translate, _TEXT, "zip", "expat (xmltext.py)"),
     Format("epub", (".epub",), epub.translate, _TEXT, "zip", "expat (xmltext.py)"),
+    Format("pdf", (".pdf",), pdf.translate, _TEXT, "pdf", "pdfminer.six, pikepdf, fontTools"),
 )
 EXTENSIONS = tuple(ext for f in FORMATS for ext in f.extensions)
 
@@ -77,6 +78,10 @@ def check_content(path: Path, fmt: Format, name: str | None = None) -> None:
         if not head.startswith(b"PK\x03\x04"):
             refuse_binary(head, name)
             raise DocumentError(f"{name} is not a {fmt.name} file: a {fmt.name} is a zip archive, and this is not one")
+    elif fmt.container == "pdf":
+        if b"%PDF-" not in head[:1024]:
+            what = "it is a zip archive" if head.startswith(b"PK\x03\x04") else "it does not begin with %PDF-"
+            raise DocumentError(f"{name} is not a PDF file: {what}")
     elif fmt.container == "xml":
         refuse_binary(head, name)
         stripped = head.lstrip(b"\xef\xbb\xbf").lstrip()

@@ -231,7 +231,7 @@ class Files:
         self.jobs: set[Job] = set()
         self.waiting = 0                            # documents taken and not yet finished (running or queued)
         self.made: dict[str, tuple[Path, str, float]] = {}    # token -> (file, download name, when made)
-        self.limits = Limits(texts=cfg.max_file_texts, expanded=cfg.max_file_expanded)
+        self.limits = Limits(texts=cfg.max_file_texts, expanded=cfg.max_file_expanded, pages=cfg.max_file_pages)
         self.shutting = False
 
     def closing(self) -> None:

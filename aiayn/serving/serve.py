@@ -83,7 +83,9 @@ class ServeConfig:
                                   "/translate_file (its bytes: --max-body-bytes)", ge=1)
     max_file_expanded: int = setting(256 << 20, "bytes a document that is an archive (docx, pptx, odt, epub) may "
                                      "unpack to, in all; checked from its directory before anything is unpacked, with "
-                                     "one part at most 64 MiB and each entry's ratio at most 100", ge=1)
+                                     "one part at most 64 MiB and each entry's ratio at most 100; a PDF's streams, "
+                                     "each inflated with that bound", ge=1)
+    max_file_pages: int = setting(2000, "pages of a PDF sent to /translate_file, counted before any is read", ge=1)
     file_workers: int = setting(2, "documents of /translate_file read and written at once, each in a thread of its "
                                 "own (their texts are decoded with every other request's)", ge=1)
     file_queue: int = setting(8, "documents waiting for a free --file-workers thread; an upload past them gets 429",

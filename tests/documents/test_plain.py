@@ -39,13 +39,14 @@ def test_text_files_in_any_encoding(tmp_path: Path) -> None:
 def test_a_file_is_refused_before_parsing_when_it_is_not_its_format(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Findings: the command line translated a .docx renamed .pdf, or a UTF-16 .txt, as text lines, with exit 0. Now a
-    zip or a PDF given as lines is refused by name (exit 2), a UTF-16 .txt is translated as text, and a document whose
-    bytes are not its format's (a .docx that is not a zip, an .xlf that is not XML) is refused before parsing."""
+    zip renamed .pdf, or a PDF given as lines, is refused by name (exit 2), a UTF-16 .txt is translated as text, and a
+    document whose bytes are not its format's (a .docx that is not a zip, an .xlf that is not XML) is refused before
+    parsing."""
     pdf = tmp_path / "bericht.pdf"
     with zipfile.ZipFile(pdf, "w") as z:
         z.writestr("word/document.xml", "<w:document/>")
     assert main(["translate", "--model", "unused", "--input", str(pdf)]) == 2
-    assert "bericht.pdf is not text: it is a zip archive" in capsys.readouterr().err
+    assert "bericht.pdf is not a PDF file: it is a zip archive" in capsys.readouterr().err
     for name, data, words in (("a.docx", b"%PDF-1.4 ...", "a.docx is not text: it is a PDF"),
                               ("b.docx", b"plain words", "b.docx is not a docx file: a docx is a zip archive"),
                               ("c.xlf", b"msgid \"x\"", "c.xlf is not a xliff file: it is not XML"),

@@ -1,0 +1,243 @@
+"""PDF (documents/pdf.py): a PDF that Chromium printed (a real producer: Skia, flipped coordinates, subset fonts, tagged
+content) translated in place: every paragraph's text taken out and its translation drawn in its box, nothing else of
+the page lost; and the PDFs refused by name (encrypted, damaged, without a text layer)."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from aiayn.cli.main import main
+from aiayn.documents.common import DocumentError, Options
+
+from .helpers import translated
+
+pikepdf = pytest.importorskip("pikepdf", reason="pikepdf: pip install aiayn[documents]")
+pytest.importorskip("pdfminer", reason="pdfminer.six: pip install aiayn[documents]")
+
+from aiayn.documents import pdf  # noqa: E402  (after the skip: it needs the libraries above)
+
+
+def _png() -> str:
+    """A 2x2 red PNG as a data: URI, so that the page holds an image as well as text and vector graphics."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", bytes.fromhex("00000002000000020802000000")) + \
+        chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+PAGE = """<!doctype html><html lang="de"><head><meta charset="utf-8"><style>
+body {{ font-family: serif; font-size: 12pt; margin: 2cm }} h1 {{ color: #1a4d8f }} .two {{ column-count: 2 }}
+</style></head><body>
+<h1>Ein Hund im Park</h1>
+<p>Ein kleiner Hund läuft über die grüne Wiese. Zwei Kinder spielen mit einem roten Ball neben dem Brunnen, und eine
+Frau sitzt auf einer Bank und liest eine Zeitung.</p>
+<p>Mehr Bilder finden Sie auf <a href="https://example.org/bilder">unserer Seite</a>. Die Fotos wurden im Sommer
+aufgenommen.</p>
+<div class="two"><p>Ein Mann in einem blauen Hemd steht vor einem Gebäude. Eine Gruppe von Menschen wartet an der
+Haltestelle auf den Bus.</p><p>Ein Mädchen mit einem Hut fährt Fahrrad auf der Straße. Zwei Hunde rennen durch den
+Schnee.</p></div>
+<svg width="60" height="30"><rect width="60" height="30" fill="#c33"/></svg> <img src="{png}" width="40" height="40">
+{more}
+</body></html>"""
+
+
+def printed(tmp_path: Path, name: str = "park.pdf", more: str = "") -> Path:
+    """The page above printed to PDF by headless Chromium (`make browser` installs it)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("Chromium is not installed (make browser): it prints the PDFs these tests read")
+    html, out = tmp_path / f"{name}.html", tmp_path / name
+    html.write_text(PAGE.format(more=more, png=_png()), encoding="utf-8")
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
+                    f"--print-to-pdf={out}", html.as_uri()], capture_output=True, timeout=120, check=True)
+    return out
+
+
+def clean(path: Path) -> bool:
+    """Whether ``qpdf --check`` finds nothing wrong (`make tools` installs qpdf; without it, pikepdf's own check, which
+    is qpdf's library)."""
+    tool = shutil.which("qpdf")
+    if tool is None:
+        with pikepdf.open(path) as doc:
+            return doc.check_pdf_syntax() == []
+    run = subprocess.run([tool, "--check", str(path)], capture_output=True, text=True)
+    return run.returncode == 0 and "No syntax or stream encoding errors" in run.stdout
+
+
+def _links(path: Path) -> list[str]:
+    """Each page's annotations: a link by where it goes (its URI, or its action or destination), others by kind."""
+    with pikepdf.open(path) as doc:
+        return [str(a.A.get("/URI", a.A.get("/S"))) if "/A" in a else str(a.get("/Dest", a.get("/Subtype")))
+                for page in doc.pages for a in page.obj.get("/Annots", [])]
+
+
+def _fonts_embedded(path: Path) -> list[tuple[str, bool]]:
+    """Each font of each page, and whether its program is in the file."""
+    found = []
+    with pikepdf.open(path) as doc:
+        for page in doc.pages:
+            for font in page.obj.Resources.get("/Font", {}).values():
+                inner = font.DescendantFonts[0] if "/DescendantFonts" in font else font
+                descriptor = inner.get("/FontDescriptor", {})
+                found.append((str(font.BaseFont), any(k in descriptor for k in ("/FontFile", "/FontFile2",
+                                                                                "/FontFile3"))))
+    return found
+
+
+def _overlaps(boxes: list[pdf.Box]) -> int:
+    """Pairs of boxes on one page whose rectangles overlap."""
+    n = 0
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            if a.page == b.page and a.rect[0] < b.rect[2] and b.rect[0] < a.rect[2] and a.rect[1] < b.rect[3] \
+                    and b.rect[1] < a.rect[3]:
+                n += 1
+    return n
+
+
+def test_a_printed_page_is_translated_in_place_and_nothing_else_changes(tmp_path: Path) -> None:
+    src = printed(tmp_path)
+    before = pdf.boxes(src, src.name)
+    assert [b.text for b in before][:2] == ["Ein Hund im Park", "Ein kleiner Hund läuft über die grüne Wiese. Zwei "
+                                            "Kinder spielen mit einem roten Ball neben dem Brunnen, und eine Frau sitzt "
+                                            "auf einer Bank und liest eine Zeitung."]
+    report = translated(src, tmp_path / "out.pdf", options=Options(source="de", target="en"))
+    assert report.texts == len(before) == 5 and report.notes == []
+    after = pdf.boxes(tmp_path / "out.pdf", "out.pdf")
+    # every paragraph now says its translation (the stand-in upper-cases), and no original text is left on the page
+    assert sorted(b.text for b in after) == sorted(b.text.upper() for b in before)
+    assert _overlaps(after) <= _overlaps(before) == 0
+    with pikepdf.open(src) as a, pikepdf.open(tmp_path / "out.pdf") as b:
+        assert len(a.pages) == len(b.pages) and [list(p.mediabox) for p in a.pages] == [list(p.mediabox) for p in b.pages]
+        assert str(b.Root.Lang) == "en"
+        images = [len(p.get_images()) for p in a.pages], [len(p.get_images()) for p in b.pages]
+        assert images[0] == images[1] == [1]
+    assert clean(tmp_path / "out.pdf")
+    assert _links(tmp_path / "out.pdf") == _links(src) == ["https://example.org/bilder"]
+    fonts = _fonts_embedded(tmp_path / "out.pdf")
+    assert all(embedded for _, embedded in fonts)
+    # the heading (Chromium's bold serif) in Liberation Serif Bold, the paragraphs in Liberation Serif
+    assert {"LiberationSerif-Bold", "LiberationSerif-Regular"} <= {name.split("+")[-1] for name, _ in fonts}
+
+
+def test_a_longer_translation_shrinks_to_its_box_or_reaches_right_into_free_space(tmp_path: Path) -> None:
+    src = printed(tmp_path)
+
+    def longer(texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+        return [" ".join(w.upper() + "X" for w in t.split()) for t in texts]
+
+    translated(src, tmp_path / "out.pdf", translate=longer, options=Options(target="en"))
+    before, after = pdf.boxes(src, src.name), pdf.boxes(tmp_path / "out.pdf", "out.pdf")
+    assert _overlaps(after) == 0 and len(after) == len(before)
+    width = 612                                                  # Letter, Chromium's default
+    left = min(b.rect[0] for b in before)
+    assert all(b.rect[2] <= width - left + 1 for b in after)    # within the page's margins
+
+
+def test_a_box_is_drawn_in_the_bundled_face_closest_to_its_font() -> None:
+    assert [pdf.face(n) for n in ("AOGLHM+Times-Roman", "PBCOKV+Times-Bold", "WASWYS+Times-Italic", "ZIKESJ+Courier",
+                                  "ArialMT", "Helvetica-BoldOblique", "CMR10", "CMTT10", "DejaVuSansMono-Bold",
+                                  "LiberationSerif-BoldItalic", "Calibri")] == [
+        "Serif-Regular", "Serif-Bold", "Serif-Italic", "Mono-Regular", "Sans-Regular", "Sans-BoldItalic",
+        "Serif-Regular", "Mono-Regular", "Mono-Bold", "Serif-BoldItalic", "Sans-Regular"]
+    assert all((pdf.FONTS / f"Liberation{f}.ttf").is_file() for f in ("Serif-Regular", "Sans-BoldItalic", "Mono-Bold"))
+
+
+def test_a_hyphenated_word_is_joined_and_a_compound_keeps_its_hyphen() -> None:
+    assert pdf.joined(["Die Über-", "setzung ist gut.", ""]) == "Die Übersetzung ist gut."
+    assert pdf.joined(["Die Nord-", "Süd-Achse"]) == "Die Nord- Süd-Achse"
+    assert pdf.joined(["  zwei  ", "Zeilen"]) == "zwei Zeilen"
+
+
+def test_pdfs_that_cannot_be_translated_are_refused_by_name(tmp_path: Path) -> None:
+    src = printed(tmp_path)
+    locked = tmp_path / "locked.pdf"
+    with pikepdf.open(src) as doc:
+        doc.save(locked, encryption=pikepdf.Encryption(owner="owner", user="user"))
+    with pytest.raises(DocumentError, match="locked.pdf is encrypted"):
+        translated(locked, tmp_path / "out.pdf")
+    damaged = tmp_path / "damaged.pdf"
+    damaged.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 50)
+    with pytest.raises(DocumentError, match="damaged.pdf"):
+        translated(damaged, tmp_path / "out.pdf")
+    scan = tmp_path / "scan.pdf"
+    doc = pikepdf.new()
+    doc.add_blank_page()
+    doc.pages[0].obj.Contents = doc.make_stream(b"0.5 g 72 72 200 300 re f")
+    doc.save(scan)
+    with pytest.raises(DocumentError, match="scan.pdf has no text to translate: a scanned document needs OCR"):
+        translated(scan, tmp_path / "out.pdf")
+    with pytest.raises(DocumentError, match="not a PDF file"):
+        (tmp_path / "text.pdf").write_text("Ein Hund.\n")
+        translated(tmp_path / "text.pdf", tmp_path / "out.pdf")
+    assert not (tmp_path / "out.pdf").exists()
+
+
+def test_a_character_the_font_lacks_is_named(tmp_path: Path) -> None:
+    src = printed(tmp_path)
+    with pytest.raises(DocumentError, match="'犬', which the font LiberationSerif-(Bold|Regular).ttf does not have"):
+        translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: ["犬" for _ in texts])
+
+
+def test_the_command_line_translates_a_pdf_with_a_real_model(tmp_path: Path, copy_model: Path) -> None:
+    src = printed(tmp_path)
+    assert main(["translate", "--model", str(copy_model), "--input", str(src), "--output",
+                 str(tmp_path / "out.pdf")]) == 0
+    assert clean(tmp_path / "out.pdf")
+    with pikepdf.open(tmp_path / "out.pdf") as doc:
+        assert len(doc.pages) == 1
+    assert len(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) >= 1
+
+
+def test_text_it_cannot_take_out_is_left_as_it_is_and_said(tmp_path: Path) -> None:
+    """A page whose text is drawn inside a form XObject: taking it out is not done yet, so rather than draw the
+    translation over text that stays (the page saying it twice), its paragraphs are left as they are, and the report
+    says how many."""
+    src = printed(tmp_path)
+    wrapped = tmp_path / "wrapped.pdf"
+    with pikepdf.open(src) as doc:
+        page = doc.pages[0]
+        page.contents_coalesce()
+        form = doc.make_stream(page.obj.Contents.read_bytes(), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form,
+                               BBox=page.mediabox, Resources=page.obj.Resources)
+        page.obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Fm0=form))
+        page.obj.Contents = doc.make_stream(b"q /Fm0 Do Q")
+        doc.save(wrapped)
+    before = pdf.boxes(wrapped, wrapped.name)
+    report = translated(wrapped, tmp_path / "out.pdf")
+    assert report.notes == [f"{len(before)} paragraph(s) left as they are: their text is drawn in a way aiayn cannot "
+                            "take out (inside a form XObject, or on a rotated page)"]
+    assert [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")] == [b.text for b in before]
+    assert clean(tmp_path / "out.pdf")
+
+
+def test_a_pdf_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A stream that inflates to far more than the limit is refused after inflating at most the limit (here 1 MiB of a
+    64 MiB stream of zeros), and a PDF of more pages than allowed after counting them."""
+    from aiayn.documents.common import Limits
+
+    bomb = tmp_path / "bomb.pdf"
+    doc = pikepdf.new()
+    doc.add_blank_page()
+    doc.pages[0].obj.Contents = doc.make_stream(b"BT /F1 12 Tf 72 72 Td (Hallo) Tj ET")
+    doc.pages[0].obj.Thumb = doc.make_stream(zlib.compress(b"\0" * (64 << 20), 9), Filter=pikepdf.Name.FlateDecode)
+    doc.save(bomb, compress_streams=False)
+    assert bomb.stat().st_size < 200_000
+    with pytest.raises(DocumentError, match=r"bomb.pdf: a stream \(object \d+\) inflates past 1,048,576 bytes"):
+        translated(bomb, tmp_path / "out.pdf", limits=Limits(part=1 << 20))
+    many = tmp_path / "many.pdf"
+    doc = pikepdf.new()
+    for _ in range(30):
+        doc.add_blank_page()
+    doc.save(many)
+    with pytest.raises(DocumentError, match="many.pdf has 30 pages; at most 20"):
+        translated(many, tmp_path / "out.pdf", limits=Limits(pages=20))
