@@ -22,12 +22,12 @@ which needs OCR first).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import statistics
 import zlib
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ class Box:
     translation: str = field(default="", compare=False)
     right: float = 0.0            # how far right its translation may reach (:func:`room`); its own edge at least
     face: str = "Sans-Regular"    # the bundled face its translation is drawn in (:func:`face`)
+    ops: frozenset[int] = frozenset()  # the page's text-showing operators its characters came from (-1: a form's)
+    letters: bool = True          # whether it has a letter (a box without is not translated, only redrawn if it must be)
 
 
 def _rgb(color: Any) -> tuple[float, float, float]:
@@ -111,15 +113,53 @@ def _text_boxes(items: Any) -> Any:
 
 
 def _pages(src: Any) -> Any:
-    """pdfminer's pages of ``src`` (a path or a file), text inside figures grouped as well (``all_texts``)."""
-    from pdfminer.high_level import extract_pages
+    """pdfminer's pages of ``src`` (a path or a file), text inside figures grouped as well (``all_texts``), each
+    character marked with the index of the page's text-showing operator that drew it (``op``; -1 inside a form
+    XObject), counted as :func:`strip` counts them."""
+    from pdfminer.converter import PDFPageAggregator
     from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
 
-    return extract_pages(src, laparams=LAParams(all_texts=True))
+    class Marking(PDFPageAggregator):
+        op = -1
+
+        def render_char(self, *args: Any, **kw: Any) -> float:
+            advance = super().render_char(*args, **kw)
+            self.cur_item._objs[-1].op = self.op  # type: ignore[attr-defined]   # the character just added
+            return float(advance)
+
+    class Counting(PDFPageInterpreter):
+        shown, depth = -1, 0
+
+        def _show(self) -> None:
+            self.shown += 1
+            device.op = self.shown if self.depth == 0 else -1
+
+        def do_TJ(self, seq: Any) -> None:           # (Tj, ' and " are shown through it, once each)
+            self._show()
+            super().do_TJ(seq)
+
+        def do_Do(self, xobjid: Any) -> None:
+            self.depth += 1
+            try:
+                super().do_Do(xobjid)
+            finally:
+                self.depth -= 1
+
+    with (open(src, "rb") if isinstance(src, (str, Path)) else contextlib.nullcontext(src)) as f:
+        resources = PDFResourceManager()
+        device = Marking(resources, laparams=LAParams(all_texts=True))
+        interpreter = Counting(resources, device)
+        for page in PDFPage.get_pages(f):
+            interpreter.shown, interpreter.depth = -1, 0
+            interpreter.process_page(page)
+            yield device.get_result()
 
 
-def boxes(src: Path, name: str) -> list[Box]:
-    """Every box of text of ``src`` with a letter in it, page by page, in pdfminer's reading order."""
+def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
+    """Every box of text of ``src`` with a letter in it (``every``: and those without), page by page, in pdfminer's
+    reading order."""
     from pdfminer.layout import LTChar, LTTextLine
 
     found = []
@@ -128,79 +168,41 @@ def boxes(src: Path, name: str) -> list[Box]:
             lines = [ln for ln in item if isinstance(ln, LTTextLine)]
             chars = [c for ln in lines for c in ln if isinstance(c, LTChar)]
             text = joined([ln.get_text() for ln in lines])
-            if not chars or not any(ch.isalpha() for ch in text):
+            letters = any(ch.isalpha() for ch in text)
+            if not chars or not (letters or every):
                 continue
             size = statistics.median(c.size for c in chars)
             pitch = (item.height - size) / (len(lines) - 1) if len(lines) > 1 else size * 1.2
             color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
             found.append(Box(number, (item.x0, item.y0, item.x1, item.y1), text, size, max(pitch, size), color,
-                             face=face(statistics.mode(c.fontname for c in chars))))
+                             face=face(statistics.mode(c.fontname for c in chars)),
+                             ops=frozenset(getattr(c, "op", -1) for c in chars), letters=letters))
     return found
 
 
 # --- taking the original text out ---------------------------------------------------------------------------------
 
 
-def _multiply(a: list[float], b: list[float]) -> list[float]:
-    """The product of two PDF matrices [a b c d e f] (a applied first)."""
-    return [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
-            a[2] * b[1] + a[3] * b[3], a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5]]
-
-
-def _inside(x: float, y: float, rects: list[tuple[float, float, float, float]], size: float) -> bool:
-    """Whether a text's start (x, y: its baseline) lies in one of ``rects``, a little slack allowed for its size."""
-    slack = max(size, 1.0) * 0.5
-    return any(r[0] - slack <= x <= r[2] + slack and r[1] - slack <= y <= r[3] + slack for r in rects)
-
-
-def strip(operations: list[Any], rects: list[tuple[float, float, float, float]], origin: tuple[float, float]
-          ) -> tuple[list[Any], int]:
-    """A content stream's operations without those that show text starting in one of ``rects`` (coordinates from
-    ``origin``, the media box's lower left corner), and how many were removed. Text positions are followed through
-    the graphics state (``q``/``Q``/``cm``) and the text state (``BT``, ``Tm``, ``Td``, ``TD``, ``T*``, ``TL``,
-    ``Tf``); a ``'`` or ``"`` removed keeps its move to the next line."""
+def strip(operations: list[Any], remove: set[int]) -> list[Any]:
+    """A content stream's operations without its text-showing operators whose index (counted among them, as
+    :func:`_pages` counts them) is in ``remove``; a ``'`` or ``"`` removed keeps its move to the next line (and
+    ``"`` its spacings)."""
     import pikepdf
 
-    kept, removed = [], 0
-    ctm, stack = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0], []
-    tm = tlm = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
-    leading, size = 0.0, 0.0
+    kept, shown = [], -1
     for operands, operator in operations:
         op = str(operator)
-        nums = [float(v) for v in operands if isinstance(v, (int, float, Decimal))]
-        if op == "q":
-            stack.append(ctm)
-        elif op == "Q" and stack:
-            ctm = stack.pop()
-        elif op == "cm" and len(nums) == 6:
-            ctm = _multiply(nums, ctm)
-        elif op == "BT":
-            tm = tlm = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
-        elif op == "Tm" and len(nums) == 6:
-            tm = tlm = nums
-        elif op in ("Td", "TD") and len(nums) == 2:
-            if op == "TD":
-                leading = -nums[1]
-            tm = tlm = _multiply([1.0, 0.0, 0.0, 1.0, nums[0], nums[1]], tlm)
-        elif op == "TL" and nums:
-            leading = nums[0]
-        elif op == "Tf" and nums:
-            size = nums[-1]
-        if op in ("T*", "'", '"'):
-            tm = tlm = _multiply([1.0, 0.0, 0.0, 1.0, 0.0, -leading], tlm)
         if op in SHOWS:
-            at = _multiply(tm, ctm)
-            scale = (at[2] ** 2 + at[3] ** 2) ** 0.5 / max(abs(tm[3]), 1e-9) if tm[3] else 1.0
-            if _inside(at[4] - origin[0], at[5] - origin[1], rects, size * scale * abs(tm[3] or 1.0)):
-                removed += 1
-                if op == '"' and len(operands) == 3:       # aw ac string ": its spacings set, its line moved
+            shown += 1
+            if shown in remove:
+                if op == '"' and len(operands) == 3:
                     kept += [([operands[0]], pikepdf.Operator("Tw")), ([operands[1]], pikepdf.Operator("Tc")),
                              ([], pikepdf.Operator("T*"))]
                 elif op == "'":
                     kept.append(([], pikepdf.Operator("T*")))
                 continue
         kept.append((operands, operator))
-    return kept, removed
+    return kept
 
 
 # --- the font -----------------------------------------------------------------------------------------------------
@@ -346,27 +348,25 @@ def _origin(page: Any) -> tuple[float, float]:
     return min(media[0], media[2]), min(media[1], media[3])
 
 
-def _stripped(pdf: Any, found: list[Box]) -> dict[int, list[Any]]:
-    """Each page's content stream without the text of its boxes in ``found`` (pages not rotated)."""
+def _stripped(pdf: Any, todo: list[Box]) -> dict[int, list[Any]]:
+    """Each page's content stream without the text-showing operators of its boxes in ``todo``."""
     import pikepdf
 
     out = {}
-    for number, page in enumerate(pdf.pages):
-        rects = [b.rect for b in found if b.page == number]
-        if rects and not int(page.obj.get("/Rotate", 0)) % 360:
-            out[number] = strip(pikepdf.parse_content_stream(page), rects, _origin(page))[0]
+    for number in sorted({b.page for b in todo}):
+        remove = set().union(*(b.ops for b in todo if b.page == number)) - {-1}
+        out[number] = strip(pikepdf.parse_content_stream(pdf.pages[number]), remove)
     return out
 
 
-def _left(src: Path, found: list[Box]) -> set[int]:
-    """The indexes of the boxes whose text :func:`strip` cannot take out (drawn inside a form XObject, on a rotated
-    page, or by operators it does not follow): the pages stripped in a copy and read again, a character still inside
-    a box marks it."""
+def _left(src: Path, todo: list[Box]) -> set[int]:
+    """A check of :func:`_stripped`: the indexes in ``todo`` of the boxes a character is still inside once the pages
+    are stripped (in a copy, read again), should a content stream be counted otherwise than pdfminer counted it."""
     import pikepdf
     from pdfminer.layout import LTChar, LTTextLine
 
     with pikepdf.open(src) as copy:
-        for number, operations in _stripped(copy, found).items():
+        for number, operations in _stripped(copy, todo).items():
             copy.pages[number].obj.Contents = copy.make_stream(pikepdf.unparse_content_stream(operations))
         data = io.BytesIO()
         copy.save(data)
@@ -375,11 +375,27 @@ def _left(src: Path, found: list[Box]) -> set[int]:
     for number, page in enumerate(_pages(data)):
         chars = [((c.x0 + c.x1) / 2, (c.y0 + c.y1) / 2) for item in _text_boxes(page)
                  for line in item if isinstance(line, LTTextLine) for c in line if isinstance(c, LTChar)]
-        for k, box in enumerate(found):
+        for k, box in enumerate(todo):
             r = box.rect
-            if box.page == number and any(r[0] <= x <= r[2] and r[1] <= y <= r[3] for x, y in chars):
+            if box.page == number and any(r[0] + 1 < x < r[2] - 1 and r[1] + 1 < y < r[3] - 1 for x, y in chars):
                 left.add(k)
     return left
+
+
+def chosen(pdf: Any, src: Path, every: list[Box]) -> tuple[list[Box], list[Box], int]:
+    """(the boxes to translate, the boxes to draw again as they were, how many are left as they are). Left: a box
+    drawn inside a form XObject or on a rotated page, or one whose text stays when it is taken out (:func:`_left`).
+    Drawn again: a box without letters (a number beside a heading) shown by an operator that a translated box's
+    text shares, which taking that text out takes out too."""
+    rotated = {k for k, page in enumerate(pdf.pages) if int(page.obj.get("/Rotate", 0)) % 360}
+    todo = [b for b in every if b.letters and -1 not in b.ops and b.page not in rotated]
+    unsure = _left(src, todo)
+    todo = [b for k, b in enumerate(todo) if k not in unsure]
+    taken = {(b.page, op) for b in todo for op in b.ops}
+    again = [b for b in every if b not in todo and any((b.page, op) in taken for op in b.ops)]
+    for box in again:
+        box.translation = box.text
+    return todo, again, sum(b.letters for b in every) - len(todo)
 
 
 def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: dict[str, tuple[Font, Any]]) -> int:
@@ -445,26 +461,25 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         raise DocumentError(f"{name} is damaged: {e}") from None
     with pdf:
         checked(pdf, name, texts.limits)
-        found = boxes(src, name)
-        if not found:
+        every = boxes(src, name, every=True)
+        if not any(b.letters for b in every):
             raise DocumentError(f"{name} has no text to translate: a scanned document needs OCR first "
                                 "(for example ocrmypdf), which adds its text layer")
-        left = _left(src, found)
+        todo, again, left = chosen(pdf, src, every)
         if left:
-            texts.report.notes.append(f"{len(left)} paragraph(s) left as they are: their text is drawn in a way aiayn "
+            texts.report.notes.append(f"{left} paragraph(s) left as they are: their text is drawn in a way aiayn "
                                       "cannot take out (inside a form XObject, or on a rotated page)")
-        todo = [b for k, b in enumerate(found) if k not in left]
         for box, text in zip(todo, texts([b.text for b in todo]), strict=True):
             box.translation = str(text)
-        todo = [b for b in todo if b.translation.strip()]
+        drawn_boxes = [b for b in todo + again if b.translation.strip()]
         fonts = {}
-        for face in sorted({b.face for b in todo}):
-            font = Font("".join(b.translation for b in todo if b.face == face), face)
+        for face in sorted({b.face for b in drawn_boxes}):
+            font = Font("".join(b.translation for b in drawn_boxes if b.face == face), face)
             fonts[face] = (font, font.embedded(pdf))
         for number, operations in _stripped(pdf, todo).items():
             media = pdf.pages[number].mediabox
-            room([b for b in found if b.page == number], abs(float(media[2]) - float(media[0])))
-            overflow = _draw(pdf, number, operations, [b for b in todo if b.page == number], fonts)
+            room([b for b in every if b.page == number], abs(float(media[2]) - float(media[0])))
+            overflow = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
             if overflow:
                 texts.report.notes.append(f"page {number + 1}: {overflow} paragraph(s) drawn at {SMALLEST:.0%} of "
                                           "their size still overflow their box")
