@@ -66,6 +66,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                "kept, BLEU of the text, tags placed on eflomal's words"),
     "engines": ("engines_bench", "the same requests through aiayn's engine and CTranslate2 (one pipeline): identical "
                                  "text, word alignments and HTML, and the time each takes"),
+    "pdf": ("pdf_bench", "real PDFs through aiayn translate with a trained run: paragraphs translated, still in the "
+                         "source language, overlaps, qpdf --check, fonts embedded, annotations, time per page"),
     "documents": ("documents_bench", "a long Word document through aiayn translate --input/--output: time, paragraphs and "
                                      "bold runs in and out"),
     "files": ("files_bench", "documents that come back whole (placeholders, inline tags, structure) on real files from "

@@ -34,7 +34,8 @@ from typing import Any
 from .common import DocumentError, Limits, Options, Texts
 
 FONTS = Path(__file__).parents[1] / "bundled" / "fonts"     # Liberation's, metric-compatible with Times, Arial, Courier
-SMALLEST = 0.5                   # a translation is drawn at no less than this share of its box's original size
+SMALL = 0.5                      # a translation drawn under this share of its box's size is named in the report
+SMALLEST = 0.2                   # and none under this one: past it, it overflows its box (named too)
 SHOWS = {"Tj", "TJ", "'", '"'}   # the operators that show text
 
 
@@ -329,8 +330,9 @@ def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
         size *= 0.95
 
 
-def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, bool]:
-    """The content that draws ``box``'s translation (in user space: ``origin`` added), and whether it fit."""
+def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, str]:
+    """The content that draws ``box``'s translation (in user space: ``origin`` added), and whether it fit: "yes",
+    "small" (under :data:`SMALL` of its size) or "no"."""
     size, lines, fits = fitted(box, font)
     x0, _, _, y1 = box.rect
     pitch = size * box.pitch / box.size
@@ -340,7 +342,7 @@ def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, boo
     for k, line in enumerate(lines):
         out.append(f"1 0 0 1 {x0 + origin[0]:.2f} {top - k * pitch:.2f} Tm <{font.encoded(line).hex()}> Tj")
     out.append("ET Q\n")
-    return "\n".join(out).encode(), fits
+    return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
 
 
 def _origin(page: Any) -> tuple[float, float]:
@@ -392,26 +394,32 @@ def chosen(pdf: Any, src: Path, every: list[Box]) -> tuple[list[Box], list[Box],
     unsure = _left(src, todo)
     todo = [b for k, b in enumerate(todo) if k not in unsure]
     taken = {(b.page, op) for b in todo for op in b.ops}
-    again = [b for b in every if b not in todo and any((b.page, op) in taken for op in b.ops)]
+    while True:                     # a box drawn again is taken out whole, and so is what shares its operators
+        again = [b for b in every if b not in todo and any((b.page, op) in taken for op in b.ops)]
+        more = {(b.page, op) for b in again for op in b.ops if op != -1} - taken
+        if not more:
+            break
+        taken |= more
     for box in again:
         box.translation = box.text
     return todo, again, sum(b.letters for b in every) - len(todo)
 
 
-def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: dict[str, tuple[Font, Any]]) -> int:
+def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: dict[str, tuple[Font, Any]]
+          ) -> tuple[int, int]:
     """Page ``number``: its stripped content, then its boxes' translations, each in its face (``fonts``: each face and
-    its embedded object); how many overflow their box."""
+    its embedded object); how many were drawn small to fit and how many overflow (:func:`drawn`)."""
     import pikepdf
 
     page = pdf.pages[number]
     origin = _origin(page)
     # the page's own drawing in a q ... Q of its own, so that what is drawn after it starts from the default graphics
     # state (a page may leave its coordinates scaled or flipped)
-    content, overflow = b"q\n" + pikepdf.unparse_content_stream(operations) + b"\nQ", 0
+    content, counts = b"q\n" + pikepdf.unparse_content_stream(operations) + b"\nQ", {"small": 0, "no": 0, "yes": 0}
     for box in mine:
         more, fits = drawn(box, fonts[box.face][0], origin)
         content += b"\n" + more
-        overflow += not fits
+        counts[fits] += 1
     page.obj.Contents = pdf.make_stream(content)
     if "/Resources" not in page.obj:
         page.obj.Resources = pikepdf.Dictionary()
@@ -420,7 +428,7 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
     for face in {b.face for b in mine}:
         font, embedded = fonts[face]
         page.obj.Resources.Font[f"/{font.resource}"] = embedded
-    return overflow
+    return counts["small"], counts["no"]
 
 
 def checked(pdf: Any, name: str, limits: Limits) -> None:
@@ -476,10 +484,13 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         for face in sorted({b.face for b in drawn_boxes}):
             font = Font("".join(b.translation for b in drawn_boxes if b.face == face), face)
             fonts[face] = (font, font.embedded(pdf))
-        for number, operations in _stripped(pdf, todo).items():
+        for number, operations in _stripped(pdf, todo + again).items():
             media = pdf.pages[number].mediabox
             room([b for b in every if b.page == number], abs(float(media[2]) - float(media[0])))
-            overflow = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
+            small, overflow = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
+            if small:
+                texts.report.notes.append(f"page {number + 1}: {small} paragraph(s) drawn under {SMALL:.0%} of their "
+                                          "size to fit their box")
             if overflow:
                 texts.report.notes.append(f"page {number + 1}: {overflow} paragraph(s) drawn at {SMALLEST:.0%} of "
                                           "their size still overflow their box")
