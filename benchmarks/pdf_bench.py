@@ -67,7 +67,8 @@ def measure(src: Path, out: Path, model: str, source: str) -> dict[str, object]:
     check = subprocess.run(["qpdf", "--check", str(out)], capture_output=True, text=True)
     pages = int(subprocess.run(["qpdf", "--show-npages", str(src)], capture_output=True, text=True).stdout)
     return {"file": src.name, "pages": pages, "seconds": round(seconds, 1), "seconds_per_page": round(seconds / pages, 2),
-            "boxes": len(before), "boxes_after": len(after), "stderr_tail": run.stderr.strip().splitlines()[-3:],
+            "boxes": len(before), "boxes_after": len(after),
+            "notes": [line for line in run.stderr.splitlines() if "paragraph(s)" in line],
             "paragraphs_of_4_words_or_more": len(wordy), "still_in_source_language": len(still),
             "still_share": round(len(still) / max(1, len(wordy)), 4), "still_sample": still[:5],
             "overlaps_before": _overlaps(before), "overlaps_after": _overlaps(after),

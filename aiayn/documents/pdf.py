@@ -210,35 +210,19 @@ def strip(operations: list[Any], remove: set[int]) -> list[Any]:
 
 
 class Font:
-    """A bundled face subset to the characters of the translations drawn in it, embedded once as a Type 0 font
-    (Identity-H, its glyphs by id, a ToUnicode map so that the text can be copied and searched)."""
+    """A bundled face: its metrics, read once, and :meth:`embedded`, its subset to the characters drawn in it as a
+    Type 0 font (Identity-H, glyphs by their ids in the whole face, a ToUnicode map so that the text can be copied
+    and searched)."""
 
-    def __init__(self, text: str, face: str = "Sans-Regular") -> None:
-        from fontTools.subset import Options as SubsetOptions
-        from fontTools.subset import Subsetter
+    def __init__(self, face: str = "Sans-Regular") -> None:
         from fontTools.ttLib import TTFont
 
-        path = FONTS / f"Liberation{face}.ttf"
+        self.path = FONTS / f"Liberation{face}.ttf"
         self.face, self.resource = face, f"Aiayn{face.replace('-', '')}"       # its name in a page's resources
-        font = TTFont(path)
-        cmap = font.getBestCmap()
-        chars = sorted(set(text) | {" "})
-        missing = [c for c in chars if ord(c) not in cmap and c.isprintable()]
-        if missing:
-            raise DocumentError(f"the translation holds {', '.join(repr(c) for c in missing[:5])}, which the font "
-                                f"{path.name} does not have (fonts for other scripts are not bundled yet)")
-        options = SubsetOptions()
-        options.name_IDs, options.notdef_outline, options.glyph_names = ["*"], True, False
-        options.drop_tables += ["FFTM"]                 # FontForge's timestamps, which fontTools cannot subset
-        subsetter = Subsetter(options)
-        subsetter.populate(unicodes=[ord(c) for c in chars if ord(c) in cmap])
-        subsetter.subset(font)
-        out = io.BytesIO()
-        font.save(out)
-        self.data = out.getvalue()
+        font = TTFont(self.path)
         self.cmap = {chr(u): font.getGlyphID(g) for u, g in font.getBestCmap().items()}
         self.upem = font["head"].unitsPerEm
-        self.widths = {gid: font["hmtx"][font.getGlyphName(gid)][0] for gid in set(self.cmap.values())}
+        self.widths = {font.getGlyphID(g): font["hmtx"][g][0] for g in font.getGlyphOrder()}
         self.ascent, self.descent = font["hhea"].ascent, font["hhea"].descent
         self.bbox = [font["head"].xMin, font["head"].yMin, font["head"].xMax, font["head"].yMax]
 
@@ -250,10 +234,35 @@ class Font:
         """``text`` as the glyph ids a ``Tj`` shows (two bytes each)."""
         return b"".join(self.cmap.get(c, 0).to_bytes(2, "big") for c in text if c.isprintable())
 
-    def embedded(self, pdf: Any) -> Any:
-        """The font as an indirect object of ``pdf``."""
+    def _subset(self, chars: list[str]) -> bytes:
+        from fontTools.subset import Options as SubsetOptions
+        from fontTools.subset import Subsetter
+        from fontTools.ttLib import TTFont
+
+        options = SubsetOptions()
+        options.name_IDs, options.notdef_outline, options.glyph_names = ["*"], True, False
+        options.retain_gids = True                      # the ids :meth:`encoded` writes stay the glyphs' ids
+        options.drop_tables += ["FFTM"]                 # FontForge's timestamps, which fontTools cannot subset
+        font = TTFont(self.path)
+        subsetter = Subsetter(options)
+        subsetter.populate(unicodes=[ord(c) for c in chars])
+        subsetter.subset(font)
+        out = io.BytesIO()
+        font.save(out)
+        return out.getvalue()
+
+    def embedded(self, pdf: Any, text: str) -> Any:
+        """The face, subset to the characters of ``text``, as an indirect object of ``pdf``; a DocumentError naming
+        a character it lacks."""
         import pikepdf
 
+        chars = sorted(set(text) | {" "})
+        missing = [c for c in chars if c not in self.cmap and c.isprintable()]
+        if missing:
+            raise DocumentError(f"the translation holds {', '.join(repr(c) for c in missing[:5])}, which the font "
+                                f"{self.path.name} does not have (fonts for other scripts are not bundled yet)")
+        chars = [c for c in chars if c in self.cmap]
+        data = self._subset(chars)
         tag = "".join(chr(65 + (sum(map(ord, self.face)) + k * 7) % 26) for k in range(6))   # a subset's prefix
         name = pikepdf.Name(f"/{tag}+Liberation{self.face}")
         scale = 1000 / self.upem
@@ -261,9 +270,9 @@ class Font:
             Type=pikepdf.Name.FontDescriptor, FontName=name, Flags=32,
             FontBBox=[round(v * scale) for v in self.bbox], ItalicAngle=0, Ascent=round(self.ascent * scale),
             Descent=round(self.descent * scale), CapHeight=round(self.ascent * scale), StemV=80,
-            FontFile2=pdf.make_stream(self.data, Length1=len(self.data))))
+            FontFile2=pdf.make_stream(data, Length1=len(data))))
         widths: list[Any] = []
-        for gid in sorted(self.widths):
+        for gid in sorted({self.cmap[c] for c in chars}):
             widths += [gid, [round(self.widths[gid] * scale)]]
         cid = pikepdf.Dictionary(
             Type=pikepdf.Name.Font, Subtype=pikepdf.Name.CIDFontType2, BaseFont=name,
@@ -271,10 +280,10 @@ class Font:
             FontDescriptor=descriptor, W=widths, CIDToGIDMap=pikepdf.Name.Identity, DW=1000)
         return pdf.make_indirect(pikepdf.Dictionary(
             Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type0, BaseFont=name, Encoding=pikepdf.Name("/Identity-H"),
-            DescendantFonts=[pdf.make_indirect(cid)], ToUnicode=pdf.make_stream(self._to_unicode())))
+            DescendantFonts=[pdf.make_indirect(cid)], ToUnicode=pdf.make_stream(self._to_unicode(chars))))
 
-    def _to_unicode(self) -> bytes:
-        pairs = sorted((gid, ch) for ch, gid in self.cmap.items())
+    def _to_unicode(self, chars: list[str]) -> bytes:
+        pairs = sorted((self.cmap[ch], ch) for ch in chars)
         lines = [f"<{gid:04X}> <{''.join(f'{u:04X}' for u in _utf16(ch))}>" for gid, ch in pairs]
         chunks = [lines[i:i + 100] for i in range(0, len(lines), 100)]
         body = "".join(f"{len(c)} beginbfchar\n" + "\n".join(c) + "\nendbfchar\n" for c in chunks)
@@ -384,31 +393,41 @@ def _left(src: Path, todo: list[Box]) -> set[int]:
     return left
 
 
-def chosen(pdf: Any, src: Path, every: list[Box]) -> tuple[list[Box], list[Box], int]:
-    """(the boxes to translate, the boxes to draw again as they were, how many are left as they are). Left: a box
-    drawn inside a form XObject or on a rotated page, or one whose text stays when it is taken out (:func:`_left`).
-    Drawn again: a box without letters (a number beside a heading) shown by an operator that a translated box's
-    text shares, which taking that text out takes out too."""
+def chosen(pdf: Any, src: Path, every: list[Box]) -> list[Box]:
+    """The boxes to translate: those with letters, but not one drawn inside a form XObject or on a rotated page, nor
+    one whose text stays when it is taken out (:func:`_left`)."""
     rotated = {k for k, page in enumerate(pdf.pages) if int(page.obj.get("/Rotate", 0)) % 360}
     todo = [b for b in every if b.letters and -1 not in b.ops and b.page not in rotated]
     unsure = _left(src, todo)
-    todo = [b for k, b in enumerate(todo) if k not in unsure]
+    return [b for k, b in enumerate(todo) if k not in unsure]
+
+
+def again(every: list[Box], todo: list[Box]) -> list[Box]:
+    """The boxes to draw again as they were: those shown by an operator that a translated box's text shares (a number
+    beside a heading), which taking that text out takes out too; each is taken out whole, and so is what shares its
+    operators in turn."""
     taken = {(b.page, op) for b in todo for op in b.ops}
-    while True:                     # a box drawn again is taken out whole, and so is what shares its operators
-        again = [b for b in every if b not in todo and any((b.page, op) in taken for op in b.ops)]
-        more = {(b.page, op) for b in again for op in b.ops if op != -1} - taken
+    while True:
+        found = [b for b in every if b not in todo and any((b.page, op) in taken for op in b.ops)]
+        more = {(b.page, op) for b in found for op in b.ops if op != -1} - taken
         if not more:
             break
         taken |= more
-    for box in again:
+    for box in found:
         box.translation = box.text
-    return todo, again, sum(b.letters for b in every) - len(todo)
+    return found
+
+
+def unfit(todo: list[Box], fonts: dict[str, Font]) -> list[Box]:
+    """The boxes whose translation does not fit even at :data:`SMALLEST` of their size: they are left as they were,
+    so that no translation is drawn over other text."""
+    return [b for b in todo if not fitted(b, fonts[b.face])[2]]
 
 
 def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: dict[str, tuple[Font, Any]]
-          ) -> tuple[int, int]:
+          ) -> int:
     """Page ``number``: its stripped content, then its boxes' translations, each in its face (``fonts``: each face and
-    its embedded object); how many were drawn small to fit and how many overflow (:func:`drawn`)."""
+    its embedded object); how many were drawn small to fit (:func:`drawn`)."""
     import pikepdf
 
     page = pdf.pages[number]
@@ -428,7 +447,7 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
     for face in {b.face for b in mine}:
         font, embedded = fonts[face]
         page.obj.Resources.Font[f"/{font.resource}"] = embedded
-    return counts["small"], counts["no"]
+    return counts["small"]
 
 
 def checked(pdf: Any, name: str, limits: Limits) -> None:
@@ -473,27 +492,31 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         if not any(b.letters for b in every):
             raise DocumentError(f"{name} has no text to translate: a scanned document needs OCR first "
                                 "(for example ocrmypdf), which adds its text layer")
-        todo, again, left = chosen(pdf, src, every)
-        if left:
-            texts.report.notes.append(f"{left} paragraph(s) left as they are: their text is drawn in a way aiayn "
-                                      "cannot take out (inside a form XObject, or on a rotated page)")
+        todo = chosen(pdf, src, every)
+        if len(todo) < sum(b.letters for b in every):
+            texts.report.notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: "
+                                      "their text is drawn in a way aiayn cannot take out (inside a form XObject, or "
+                                      "on a rotated page)")
         for box, text in zip(todo, texts([b.text for b in todo]), strict=True):
             box.translation = str(text)
-        drawn_boxes = [b for b in todo + again if b.translation.strip()]
-        fonts = {}
-        for face in sorted({b.face for b in drawn_boxes}):
-            font = Font("".join(b.translation for b in drawn_boxes if b.face == face), face)
-            fonts[face] = (font, font.embedded(pdf))
-        for number, operations in _stripped(pdf, todo + again).items():
-            media = pdf.pages[number].mediabox
-            room([b for b in every if b.page == number], abs(float(media[2]) - float(media[0])))
-            small, overflow = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
+        todo = [b for b in todo if b.translation.strip()]
+        faces = {face: Font(face) for face in sorted({b.face for b in every})}
+        for number, page in enumerate(pdf.pages):
+            room([b for b in every if b.page == number], abs(float(page.mediabox[2]) - float(page.mediabox[0])))
+        too_long = unfit(todo, faces)
+        if too_long:
+            texts.report.notes.append(f"{len(too_long)} paragraph(s) left as they are: their translation does not fit "
+                                      f"their box even at {SMALLEST:.0%} of its size")
+        todo = [b for b in todo if b not in too_long]
+        drawn_boxes = todo + again(every, todo)
+        fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
+                                                                         if b.face == face)))
+                 for face in sorted({b.face for b in drawn_boxes})}
+        for number, operations in _stripped(pdf, drawn_boxes).items():
+            small = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
             if small:
                 texts.report.notes.append(f"page {number + 1}: {small} paragraph(s) drawn under {SMALL:.0%} of their "
                                           "size to fit their box")
-            if overflow:
-                texts.report.notes.append(f"page {number + 1}: {overflow} paragraph(s) drawn at {SMALLEST:.0%} of "
-                                          "their size still overflow their box")
         if options.target:
             pdf.Root.Lang = pikepdf.String(options.target)
         pdf.save(dst)

@@ -241,3 +241,19 @@ def test_a_pdf_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
     doc.save(many)
     with pytest.raises(DocumentError, match="many.pdf has 30 pages; at most 20"):
         translated(many, tmp_path / "out.pdf", limits=Limits(pages=20))
+
+
+def test_a_translation_that_cannot_fit_leaves_its_box_as_it_was(tmp_path: Path) -> None:
+    """A translation far longer than its text (a degenerate one) that would not fit its box even at a fifth of its
+    size is not drawn over its neighbours: the box keeps its original text, and the report says so."""
+    src = printed(tmp_path)
+
+    def degenerate(texts: list[str], fmt: str, kinds: tuple[str, ...]) -> list[str]:
+        return [("WORT " * 400).strip() if t.startswith("Ein Hund im Park") else t.upper() for t in texts]
+
+    report = translated(src, tmp_path / "out.pdf", translate=degenerate)
+    assert report.notes[0] == "1 paragraph(s) left as they are: their translation does not fit their box even at 20% of " \
+                              "its size"
+    after = [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")]
+    assert "Ein Hund im Park" in after and "EIN KLEINER HUND" in " ".join(after)
+    assert _overlaps(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) == 0
