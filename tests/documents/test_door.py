@@ -107,19 +107,25 @@ def _texts(path: Path) -> Any:
     if ext in (".odt", ".epub"):
         with zipfile.ZipFile(path) as z:
             return sorted((n, z.read(n)) for n in z.namelist())
+    if ext == ".pdf":                                     # (what each page says where; a PDF's bytes hold its /ID)
+        from aiayn.documents.pdf import boxes
+
+        return [(b.page, b.text, [round(v, 1) for v in b.rect]) for b in boxes(path, path.name)]
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("ext", [".pptx", ".odt", ".epub", ".md", ".po", ".xlf", ".srt"])
+@pytest.mark.parametrize("ext", [".pptx", ".odt", ".epub", ".md", ".po", ".xlf", ".srt", ".pdf"])
 def test_every_format_through_translate_file_as_through_the_command_line(server: Server, tmp_path: Path,
                                                                        copy_model: Path, ext: str) -> None:
     """LibreTranslate's /translate_file takes each format the command line does and answers the same document."""
     from .helpers import corpus
     from .test_office import _deck
+    from .test_pdf import printed
 
     make = {".pptx": lambda: _deck(tmp_path)[0], ".odt": lambda: _odt(tmp_path), ".epub": lambda: _epub(tmp_path),
             ".md": lambda: corpus("readme.md", tmp_path), ".po": lambda: corpus("app.de.po", tmp_path),
-            ".xlf": lambda: corpus("angular.xlf", tmp_path), ".srt": lambda: corpus("film.srt", tmp_path)}
+            ".xlf": lambda: corpus("angular.xlf", tmp_path), ".srt": lambda: corpus("film.srt", tmp_path),
+            ".pdf": lambda: printed(tmp_path)}
     src = make[ext]()
     assert main(["translate", "--model", str(copy_model), "--engine", "torch", "--device", "cpu", "--input", str(src),
                  "--output", str(tmp_path / f"cli{ext}"), "--quiet"]) == 0
