@@ -216,7 +216,7 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
     try:
         report = translate_document(a.input, a.output, chunked,
                                     options=Options(languages[0], languages[1], review=not a.no_fuzzy,
-                                                    min_confidence=a.min_confidence))
+                                                    min_confidence=a.min_confidence, bilingual=a.bilingual))
     finally:
         bar.close()
     n = report.texts
@@ -256,6 +256,8 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-fuzzy", action="store_true",
                    help="documents: trust the machine translations (a PO entry is not marked fuzzy, an XLIFF target is "
                         "'translated', not 'needs-review-translation') but those less sure than --min-confidence")
+    p.add_argument("--bilingual", action="store_true",
+                   help="a PDF: a bilingual edition, each original page followed by its translation (facing pages)")
     p.add_argument("--fallback", type=Path, metavar="RUN",
                    help="a stronger model (the teacher behind a student, or the same run, the first decoded with "
                         "--beam 1) that translates again each line less sure than --min-confidence; its translation "

@@ -61,6 +61,7 @@ class Options:
     target: str | None = None
     review: bool = True                 # machine translations marked for review (PO: fuzzy; XLIFF: its states)
     min_confidence: float = 0.5         # with review off, those less sure than this are marked all the same
+    bilingual: bool = False             # a PDF: each page followed by its translation, on facing pages
 
 
 @dataclass

@@ -476,6 +476,18 @@ def checked(pdf: Any, name: str, limits: Limits) -> None:
             raise DocumentError(f"{name}: its streams inflate past {limits.expanded:,} bytes in all")
 
 
+def facing(pdf: Any, src: Path) -> None:
+    """A bilingual edition of translated ``pdf``: each of ``src``'s pages put before its translation, so that a
+    two-page view shows them side by side (``/PageLayout /TwoPageRight``); links, bookmarks and the rest point to the
+    translated pages."""
+    import pikepdf
+
+    with pikepdf.open(src) as original:
+        for k in range(len(original.pages)):
+            pdf.pages.insert(2 * k, original.pages[k])
+    pdf.Root.PageLayout = pikepdf.Name.TwoPageRight
+
+
 def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     import pikepdf
 
@@ -519,4 +531,6 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
                                           "size to fit their box")
         if options.target:
             pdf.Root.Lang = pikepdf.String(options.target)
+        if options.bilingual:
+            facing(pdf, src)
         pdf.save(dst)

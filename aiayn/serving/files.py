@@ -1,5 +1,6 @@
 """LibreTranslate's file door: ``POST /translate_file`` (multipart ``file``, ``source``, ``target``, ``api_key``;
-aiayn's own ``fuzzy``: false to trust the machine translations) and ``GET /download_file/NAME``.
+aiayn's own ``fuzzy``: false to trust the machine translations; ``bilingual``: true for a PDF's bilingual edition) and
+``GET /download_file/NAME``.
 
 A document is translated in its own format (documents/formats.py), its texts through the same batcher as every
 request, in chunks, so that a long document shares the decoders with ``/translate`` instead of holding them. What
@@ -177,13 +178,15 @@ async def asked(request: Any, authorize: Callable[[dict[str, Any], Any], Awaitab
     if canonical(f["source"]) == "auto":
         raise ServiceError(400, "Invalid request: name the file's source language (auto is for texts)")
     review = str(f.get("fuzzy", "true")).strip().lower() not in ("false", "0", "no", "off")
+    bilingual = str(f.get("bilingual", "false")).strip().lower() in ("true", "1", "yes", "on")
     route = models.route(f["source"], f["target"])
     name = display_name(upload.filename)
     try:
         find(Path(name))
     except DocumentError as e:
         raise ServiceError(400, f"Invalid request: {e}") from None
-    return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review), client
+    return upload, route, name, Options(canonical(f["source"]), canonical(f["target"]), review,
+                                        bilingual=bilingual), client
 
 
 async def download(name: str, made: dict[str, Any], shared_dir: Path | None, shared: Local) -> Any:

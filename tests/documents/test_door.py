@@ -322,3 +322,17 @@ def test_a_download_url_is_percent_encoded(server: Server) -> None:
         "B%C3%BCcher_%C3%BCber_Stra%C3%9Fen.txt" in answer["translatedFileUrl"], answer
     with urllib.request.urlopen(answer["translatedFileUrl"], timeout=30) as r:       # noqa: S310 (a local server)
         assert r.status == 200 and r.read().strip() == b"a b c"
+
+
+def test_a_pdf_comes_back_bilingual_when_asked(server: Server, tmp_path: Path) -> None:
+    """aiayn's own field of /translate_file, ``bilingual``: each original page followed by its translation."""
+    pikepdf = pytest.importorskip("pikepdf")
+    from .test_pdf import printed
+
+    src = printed(tmp_path)
+    status, answer = upload(server, "park.pdf", src.read_bytes(), bilingual="true")
+    assert status == 200, answer
+    status, _, data = download(server, answer)
+    (tmp_path / "both.pdf").write_bytes(data)
+    with pikepdf.open(src) as a, pikepdf.open(tmp_path / "both.pdf") as b:
+        assert status == 200 and len(b.pages) == 2 * len(a.pages) == 2

@@ -257,3 +257,16 @@ def test_a_translation_that_cannot_fit_leaves_its_box_as_it_was(tmp_path: Path) 
     after = [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")]
     assert "Ein Hund im Park" in after and "EIN KLEINER HUND" in " ".join(after)
     assert _overlaps(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) == 0
+
+
+def test_a_bilingual_edition_puts_each_page_before_its_translation(tmp_path: Path) -> None:
+    src = printed(tmp_path, more="<p style='page-break-before: always'>Eine zweite Seite mit einem Satz.</p>")
+    translated(src, tmp_path / "out.pdf", options=Options(target="en", bilingual=True))
+    with pikepdf.open(src) as a, pikepdf.open(tmp_path / "out.pdf") as b:
+        assert len(a.pages) == 2 and len(b.pages) == 4 and str(b.Root.PageLayout) == "/TwoPageRight"
+    pages: dict[int, list[str]] = {}
+    for box in pdf.boxes(tmp_path / "out.pdf", "out.pdf"):
+        pages.setdefault(box.page, []).append(box.text)
+    assert "Ein Hund im Park" in pages[0] and "EIN HUND IM PARK" in pages[1]
+    assert pages[2] == ["Eine zweite Seite mit einem Satz."] and pages[3] == ["EINE ZWEITE SEITE MIT EINEM SATZ."]
+    assert clean(tmp_path / "out.pdf")
