@@ -71,6 +71,20 @@ def _rgb(color: Any) -> tuple[float, float, float]:
     return (0.0, 0.0, 0.0)
 
 
+NUMBERED = re.compile(r"^(\d+(?:\.\d+)+\.?|\d+\.)\s+(?=\S)")          # a section's number: "1.2.3 Heading", "4. "
+LEADERS = re.compile(r"(\s*(?:\.\s?){3,}\s*[0-9ivxlcdm]*)$")          # a contents line's dots and page: ". . . 17"
+
+
+def ends(text: str) -> tuple[str, str, str]:
+    """(a section's number before the text, the text, a contents line's leader dots and page after it): the number
+    and the leaders are kept as they are, only the text between them translated."""
+    head = NUMBERED.match(text)
+    start = head.end() if head else 0
+    tail = LEADERS.search(text, start)
+    end = tail.start() if tail else len(text)
+    return text[:start], text[start:end], text[end:]
+
+
 def face(fontname: str) -> str:
     """The bundled face closest to a PDF font's name: its family (serif, sans or mono) and its weight and slant, so that
     a translation keeps its original's look and, the faces being metric-compatible, about its width
@@ -509,8 +523,9 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             texts.report.notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: "
                                       "their text is drawn in a way aiayn cannot take out (inside a form XObject, or "
                                       "on a rotated page)")
-        for box, text in zip(todo, texts([b.text for b in todo]), strict=True):
-            box.translation = str(text)
+        parts = [ends(b.text) for b in todo]
+        for box, (head, _, tail), text in zip(todo, parts, texts([body for _, body, _ in parts]), strict=True):
+            box.translation = f"{head}{text}{tail}" if str(text).strip() else ""
         todo = [b for b in todo if b.translation.strip()]
         faces = {face: Font(face) for face in sorted({b.face for b in every})}
         for number, page in enumerate(pdf.pages):

@@ -270,3 +270,11 @@ def test_a_bilingual_edition_puts_each_page_before_its_translation(tmp_path: Pat
     assert "Ein Hund im Park" in pages[0] and "EIN HUND IM PARK" in pages[1]
     assert pages[2] == ["Eine zweite Seite mit einem Satz."] and pages[3] == ["EINE ZWEITE SEITE MIT EINEM SATZ."]
     assert clean(tmp_path / "out.pdf")
+
+
+def test_a_sections_number_and_a_contents_lines_leaders_are_kept() -> None:
+    """Only the words between them are translated: a model need not know what to make of "1.2.3" or ". . . 17"."""
+    assert pdf.ends("1.2.2 Dateisystem-Internas") == ("1.2.2 ", "Dateisystem-Internas", "")
+    assert pdf.ends("9.8.9 Einen Bereich löschen . . . . 178") == ("9.8.9 ", "Einen Bereich löschen", " . . . . 178")
+    assert pdf.ends("Vorwort . . . . . xii") == ("", "Vorwort", " . . . . . xii")
+    assert pdf.ends("3 Hunde laufen. Ein Ball.") == ("", "3 Hunde laufen. Ein Ball.", "")     # a sentence's number
