@@ -27,16 +27,6 @@ sys.path.insert(0, str(ROOT))
 import record  # noqa: E402
 
 
-def _overlaps(boxes: list) -> int:
-    n = 0
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
-            if a.page == b.page and a.rect[0] < b.rect[2] and b.rect[0] < a.rect[2] and a.rect[1] < b.rect[3] \
-                    and b.rect[1] < a.rect[3]:
-                n += 1
-    return n
-
-
 def _annotations(path: Path) -> int:
     import pikepdf
 
@@ -71,7 +61,7 @@ def measure(src: Path, out: Path, model: str, source: str) -> dict[str, object]:
             "notes": [line for line in run.stderr.splitlines() if "paragraph(s)" in line],
             "paragraphs_of_4_words_or_more": len(wordy), "still_in_source_language": len(still),
             "still_share": round(len(still) / max(1, len(wordy)), 4), "still_sample": still[:5],
-            "overlaps_before": _overlaps(before), "overlaps_after": _overlaps(after),
+            "overlaps_before": pdf.overlaps(before), "overlaps_after": pdf.overlaps(after),
             "qpdf_check_clean": check.returncode == 0, "fonts_not_embedded_before": _unembedded(src),
             "fonts_not_embedded_after": _unembedded(out), "annotations_before": _annotations(src),
             "annotations_after": _annotations(out)}

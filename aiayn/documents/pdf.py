@@ -85,6 +85,17 @@ def ends(text: str) -> tuple[str, str, str]:
     return text[:start], text[start:end], text[end:]
 
 
+def overlaps(found: list[Box]) -> int:
+    """How many pairs of boxes on one page overlap (what a translated page must not add)."""
+    n = 0
+    for i, a in enumerate(found):
+        for b in found[i + 1:]:
+            if a.page == b.page and a.rect[0] < b.rect[2] and b.rect[0] < a.rect[2] and a.rect[1] < b.rect[3] \
+                    and b.rect[1] < a.rect[3]:
+                n += 1
+    return n
+
+
 def face(fontname: str) -> str:
     """The bundled face closest to a PDF font's name: its family (serif, sans or mono) and its weight and slant, so that
     a translation keeps its original's look and, the faces being metric-compatible, about its width

@@ -93,17 +93,6 @@ def _fonts_embedded(path: Path) -> list[tuple[str, bool]]:
     return found
 
 
-def _overlaps(boxes: list[pdf.Box]) -> int:
-    """Pairs of boxes on one page whose rectangles overlap."""
-    n = 0
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
-            if a.page == b.page and a.rect[0] < b.rect[2] and b.rect[0] < a.rect[2] and a.rect[1] < b.rect[3] \
-                    and b.rect[1] < a.rect[3]:
-                n += 1
-    return n
-
-
 def test_a_printed_page_is_translated_in_place_and_nothing_else_changes(tmp_path: Path) -> None:
     src = printed(tmp_path)
     before = pdf.boxes(src, src.name)
@@ -115,7 +104,7 @@ def test_a_printed_page_is_translated_in_place_and_nothing_else_changes(tmp_path
     after = pdf.boxes(tmp_path / "out.pdf", "out.pdf")
     # every paragraph now says its translation (the stand-in upper-cases), and no original text is left on the page
     assert sorted(b.text for b in after) == sorted(b.text.upper() for b in before)
-    assert _overlaps(after) <= _overlaps(before) == 0
+    assert pdf.overlaps(after) <= pdf.overlaps(before) == 0
     with pikepdf.open(src) as a, pikepdf.open(tmp_path / "out.pdf") as b:
         assert len(a.pages) == len(b.pages) and [list(p.mediabox) for p in a.pages] == [list(p.mediabox) for p in b.pages]
         assert str(b.Root.Lang) == "en"
@@ -137,7 +126,7 @@ def test_a_longer_translation_shrinks_to_its_box_or_reaches_right_into_free_spac
 
     translated(src, tmp_path / "out.pdf", translate=longer, options=Options(target="en"))
     before, after = pdf.boxes(src, src.name), pdf.boxes(tmp_path / "out.pdf", "out.pdf")
-    assert _overlaps(after) == 0 and len(after) == len(before)
+    assert pdf.overlaps(after) == 0 and len(after) == len(before)
     width = 612                                                  # Letter, Chromium's default
     left = min(b.rect[0] for b in before)
     assert all(b.rect[2] <= width - left + 1 for b in after)    # within the page's margins
@@ -256,7 +245,7 @@ def test_a_translation_that_cannot_fit_leaves_its_box_as_it_was(tmp_path: Path) 
                               "its size"
     after = [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")]
     assert "Ein Hund im Park" in after and "EIN KLEINER HUND" in " ".join(after)
-    assert _overlaps(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) == 0
+    assert pdf.overlaps(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) == 0
 
 
 def test_a_bilingual_edition_puts_each_page_before_its_translation(tmp_path: Path) -> None:
