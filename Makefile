@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser tools services realfiles test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser tools pdf-fixtures services realfiles test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 # Each target installs only what it needs, each part once (a stamp per part, redone when pyproject.toml changes):
 # make setup / make demo the package alone; make test its tests' parts; lint and typecheck the checkers; docs, bench
@@ -56,6 +56,14 @@ tools:
 	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext, epubcheck, qpdf, poppler-utils" >&2; exit 1; }; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck qpdf poppler-utils >/dev/null; }
 	@msgfmt --version | head -1
+
+# The PDFs of tests/documents/files/pdf/, made again from the sources beside them by the producers they stand for:
+# pdfTeX (Debian's texlive-latex-base, texlive-lang-german), pandoc, and LibreOffice's Writer and Impress
+# (libreoffice-writer-nogui, libreoffice-impress-nogui). The tests read the committed PDFs: CI needs none of these.
+pdf-fixtures:
+	cd tests/documents/files/pdf && pdflatex -interaction=nonstopmode paper.tex >/dev/null && rm -f paper.aux paper.log && \
+	  pandoc letter.md -o letter.docx && pandoc slides.md -o slides.pptx && \
+	  soffice --headless --convert-to pdf letter.docx slides.pptx >/dev/null
 
 # Real files no test here made (catalogues, READMEs, subtitles, XLIFF, pages, office documents, EPUBs) from Debian's
 # packages, PyPI and npm into build/realfiles/ (tests/documents/realfiles.py says which; nothing of them is

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import re
 import statistics
+import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..translation import spans
 from .common import DocumentError, Limits, Options, Texts
 
 FONTS = Path(__file__).parents[1] / "bundled" / "fonts"     # Liberation's, metric-compatible with Times, Arial, Courier
@@ -54,7 +57,10 @@ class Box:
     right: float = 0.0            # how far right its translation may reach (:func:`room`); its own edge at least
     face: str = "Sans-Regular"    # the bundled face its translation is drawn in (:func:`face`)
     ops: frozenset[int] = frozenset()  # the page's text-showing operators its characters came from (-1: a form's)
-    letters: bool = True          # whether it has a letter (a box without is not translated, only redrawn if it must be)
+    wall: float = float("inf")    # where a vertical rule right of it stands (a table's column), which it may not pass
+    marked: str = ""              # its text with each formula inline between :data:`OPEN` and :data:`SHUT`
+    letters: bool = True          # whether it has words to translate (a box without, or a formula or music, is only
+    #                               redrawn if it must be: :func:`symbolic`)
 
 
 def _rgb(color: Any) -> tuple[float, float, float]:
@@ -71,7 +77,10 @@ def _rgb(color: Any) -> tuple[float, float, float]:
     return (0.0, 0.0, 0.0)
 
 
-NUMBERED = re.compile(r"^(\d+(?:\.\d+)+\.?|\d+\.)\s+(?=\S)")          # a section's number: "1.2.3 Heading", "4. "
+BULLETS = "\u2022\u25e6\u25aa\u25ab\u2023\u2219\u2043\u25a0\u25a1\u25cf\u25cb\u25c6\u25c7\u27a2\u2713"   # a list item's
+# a section's number ("1.2.3 Heading", "4. ", LaTeX's "1" set apart by a quad, which :func:`_lead` marks with an em
+# space) or a list item's bullet
+NUMBERED = re.compile(rf"^(\d+(?:\.\d+)+\.?|\d+\.|\d+(?:\.\d+)*(?=\u2003)|[{BULLETS}])\s+(?=\S)")
 LEADERS = re.compile(r"(\s*(?:\.\s?){3,}\s*[0-9ivxlcdm]*)$")          # a contents line's dots and page: ". . . 17"
 
 
@@ -83,6 +92,40 @@ def ends(text: str) -> tuple[str, str, str]:
     tail = LEADERS.search(text, start)
     end = tail.start() if tail else len(text)
     return text[:start], text[start:end], text[end:]
+
+
+# fonts of symbols, not words: TeX's math (cmmi, cmsy, cmex, AMS's msam/msbm, Euler, rsfs, stmary, esint, wasy),
+# Symbol and Dingbats, STIX's and Cambria's math, and music (LilyPond's Emmentaler and feta, Bravura, Sonata)
+SYMBOL_FONTS = re.compile(r"cmmi|cmsy|cmex|msam|msbm|eufm|eurm|rsfs|stmary|esint|wasy|lasy|symbol|dingbat|zapfd|"
+                          r"math|emmentaler|feta|bravura|sonata|musi[ck]", re.IGNORECASE)
+
+
+OPEN, SHUT = "\ue000", "\ue001"      # (private use) around a formula inline in a box's marked text
+_GLUED = re.compile(f"{SHUT}([^\\w{OPEN}]*){OPEN}")   # two formulas with nothing but signs and spaces between: one
+
+
+def _math(char: Any) -> bool:
+    """Whether a pdfminer character is drawn in a font of symbols or has no Unicode."""
+    return bool(SYMBOL_FONTS.search(char.fontname.split("+", 1)[-1])) or char.get_text().startswith("(cid:")
+
+
+def inline(marked: str) -> list[Any]:
+    """A box's marked text as spans.py's pieces: its words as text, each formula inline as a code that comes back as
+    it is (:class:`spans.Empty`), placed on the translation's aligned words."""
+    parts = re.split(f"{OPEN}(.*?){SHUT}", marked)
+    return [spans.Empty(p) if k % 2 else p for k, p in enumerate(parts) if p]
+
+
+def symbolic(chars: list[Any]) -> bool:
+    """Whether a box is a formula or music rather than words: half its characters (pdfminer's) or more drawn in a font
+    of symbols (:data:`SYMBOL_FONTS`) or glyphs without Unicode (read as ``(cid:5)``), or some, and fewer than two
+    words in the others (``E(x) =``, whose letters are math italic). It is kept as it is drawn, as PDFMathTranslate
+    keeps a formula by its font; a sentence with mathematics inline is translated."""
+    math = [_math(c) for c in chars]
+    if sum(math) * 2 >= max(1, len(chars)):
+        return True
+    words = re.findall(r"[^\W\d_]{2,}", "".join(" " if m else c.get_text() for c, m in zip(chars, math, strict=True)))
+    return any(math) and len(words) < 2
 
 
 def overlaps(found: list[Box]) -> int:
@@ -113,9 +156,27 @@ def face(fontname: str) -> str:
     return f"{family}-{'Bold' if bold else ''}{'Italic' if italic else ''}" if bold or italic else f"{family}-Regular"
 
 
+# TeX's fonts (OT1) draw an accented letter as a spacing accent and then the letter, which pdfminer reads as two
+ACCENTS = {"\u00a8": "\u0308", "\u00b4": "\u0301", "\u02c6": "\u0302", "\u02dc": "\u0303", "\u00b8": "\u0327",
+           "\u02da": "\u030a", "\u02c7": "\u030c", "\u00af": "\u0304", "\u02d8": "\u0306", "\u02d9": "\u0307",
+           "\u02dd": "\u030b", "\u02db": "\u0328"}    # ASCII's ` ^ ~ not among them: in code they are themselves
+_ACCENTED = re.compile(f"([{''.join(ACCENTS)}])([^\\W\\d_])")
+
+
+def composed(text: str) -> str:
+    """``text`` with each spacing accent drawn before a letter (``B¨arenreiter``, as pdfminer reads a TeX font's
+    ``\\"a``) as the one accented letter (``Bärenreiter``) where Unicode has it; other accents as they are."""
+
+    def one(m: re.Match[str]) -> str:
+        single = unicodedata.normalize("NFC", m[2] + ACCENTS[m[1]])
+        return single if len(single) == 1 else m[0]
+
+    return _ACCENTED.sub(one, text)
+
+
 def joined(lines: list[str]) -> str:
     """A box's lines as one text: a word hyphenated at a line's end joined again (``Über-`` + ``setzung``), the other
-    line ends spaces."""
+    line ends spaces, spacing accents joined to their letters (:func:`composed`)."""
     text = ""
     for line in (ln.strip() for ln in lines):
         if not line:
@@ -124,7 +185,7 @@ def joined(lines: list[str]) -> str:
             text = text[:-1] + line
         else:
             text = f"{text} {line}" if text else line
-    return re.sub(r"\s+", " ", text)
+    return composed(re.sub(r"\s+", " ", text))
 
 
 def _text_boxes(items: Any) -> Any:
@@ -183,27 +244,210 @@ def _pages(src: Any) -> Any:
             yield device.get_result()
 
 
+@dataclass
+class Run:
+    """Characters of one line of a box that no rule divides: pdfminer's line, or a part of it where a table's rule
+    runs through it."""
+
+    chars: list[Any]
+    text: str
+
+    @property
+    def rect(self) -> tuple[float, float, float, float]:
+        return (min(c.x0 for c in self.chars), min(c.y0 for c in self.chars),
+                max(c.x1 for c in self.chars), max(c.y1 for c in self.chars))
+
+
+@dataclass
+class Rules:
+    """A page's rules: horizontal ones as (left, right, height), vertical ones as (across, bottom, top)."""
+
+    across: list[tuple[float, float, float]] = field(default_factory=list)
+    down: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def between_rows(self, above: Run, below: Run) -> bool:
+        (a0, ay0, a1, _), (b0, _, b1, by1) = above.rect, below.rect
+        return any(left < min(a1, b1) and right > max(a0, b0) and by1 - 1 <= y <= ay0 + 1
+                   for left, right, y in self.across)
+
+    def between(self, x0: float, x1: float, y: float) -> bool:
+        """Whether a vertical rule runs at height ``y`` between ``x0`` (where a character or run ends) and ``x1``
+        (where the next begins)."""
+        return any(x0 - 1 <= x <= x1 + 1 and bottom <= y <= top for x, bottom, top in self.down)
+
+
+def _rules(items: Any, rules: Rules | None = None) -> Rules:
+    """The rules among ``items`` (in figures too): lines and thin rectangles at least 5 points long, such as a table
+    draws between its rows and columns."""
+    from pdfminer.layout import LTCurve, LTFigure
+
+    rules = rules or Rules()
+    for item in items:
+        if isinstance(item, LTFigure):
+            _rules(item, rules)
+        elif isinstance(item, LTCurve) and item.height <= 2 and item.width >= 5:
+            rules.across.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
+        elif isinstance(item, LTCurve) and item.width <= 2 and item.height >= 5:
+            rules.down.append(((item.x0 + item.x1) / 2, item.y0, item.y1))
+    return rules
+
+
+def runs(line: Any, rules: Rules) -> list[Run]:
+    """pdfminer's ``line`` as runs: split where a vertical rule runs between two of its characters."""
+    from pdfminer.layout import LTChar
+
+    out, prev = [Run([], "")], None
+    for obj in line:
+        if isinstance(obj, LTChar):
+            if prev is not None and prev.x1 <= obj.x0 + 1 and rules.between(prev.x1, obj.x0, (obj.y0 + obj.y1) / 2):
+                out.append(Run([], ""))
+            out[-1].chars.append(obj)
+            prev = obj
+            out[-1].text += f"{OPEN}{obj.get_text()}{SHUT}" if _math(obj) else obj.get_text()
+        else:
+            out[-1].text += obj.get_text()
+    return [r for r in out if r.chars]
+
+
+def cells(found: list[Run], rules: Rules) -> list[list[list[Run]]]:
+    """A box's runs as its cells, each as its rows of runs (left to right): runs side by side on one line belong
+    together unless a vertical rule divides them, a run and one under it that it overlaps unless a horizontal rule
+    divides them or the lower starts with a bullet (a list item is its own unit)."""
+    rows: list[list[Run]] = []
+    for run in sorted(found, key=lambda r: (-(r.rect[1] + r.rect[3]) / 2, r.rect[0])):
+        y, h = (run.rect[1] + run.rect[3]) / 2, run.rect[3] - run.rect[1]
+        if rows and abs(y - (rows[-1][0].rect[1] + rows[-1][0].rect[3]) / 2) < h / 2:
+            rows[-1].append(run)
+        else:
+            rows.append([run])
+    parent = list(range(len(found)))
+    index = {id(r): k for k, r in enumerate(found)}
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for n, row in enumerate(rows):
+        row.sort(key=lambda r: r.rect[0])
+        for left, right in itertools.pairwise(row):
+            if not rules.between(left.rect[2], right.rect[0], (left.rect[1] + left.rect[3]) / 2):
+                parent[root(index[id(right)])] = root(index[id(left)])
+        for above in row:
+            for below in rows[n + 1] if n + 1 < len(rows) else []:
+                if above.rect[0] < below.rect[2] and below.rect[0] < above.rect[2] and \
+                        not rules.between_rows(above, below) and below.text.lstrip()[:1] not in BULLETS:
+                    parent[root(index[id(below)])] = root(index[id(above)])
+    groups: dict[int, list[list[Run]]] = {}
+    for row in rows:
+        for k in {root(index[id(r)]) for r in row}:
+            groups.setdefault(k, []).append([r for r in row if root(index[id(r)]) == k])
+    return list(groups.values())
+
+
+def gathered(groups: list[list[Run]]) -> list[list[Run]]:
+    """pdfminer's boxes (as their runs) with each that lies inside another's width, on the lines of it, put back into
+    it: the words of a justified line whose wide spaces pdfminer took for gaps between boxes (``tragen,``)."""
+    def span(g: list[Run]) -> tuple[float, float]:
+        return min(r.rect[0] for r in g), max(r.rect[2] for r in g)
+
+    def on(run: Run, other: list[Run]) -> bool:
+        y, h = (run.rect[1] + run.rect[3]) / 2, run.rect[3] - run.rect[1]
+        return any(abs(y - (o.rect[1] + o.rect[3]) / 2) < h / 2 for o in other)
+
+    out = [list(g) for g in groups]
+    for k, group in enumerate(out):
+        (x0, x1), home = span(group), None
+        home = next((h for j, h in enumerate(out) if j != k and h and span(h)[0] <= x0 + 1 and x1 <= span(h)[1] + 1
+                     and all(on(r, h) for r in group)), None)
+        if home is not None:
+            home += group
+            group.clear()
+    return [g for g in out if g]
+
+
 def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
     """Every box of text of ``src`` with a letter in it (``every``: and those without), page by page, in pdfminer's
-    reading order."""
-    from pdfminer.layout import LTChar, LTTextLine
+    reading order; a box that a table's rules divide split into its cells, a list's items each its own
+    (:func:`cells`)."""
+    from pdfminer.layout import LTTextLine
 
     found = []
     for number, page in enumerate(_pages(src)):
-        for item in _text_boxes(page):
-            lines = [ln for ln in item if isinstance(ln, LTTextLine)]
-            chars = [c for ln in lines for c in ln if isinstance(c, LTChar)]
-            text = joined([ln.get_text() for ln in lines])
-            letters = any(ch.isalpha() for ch in text)
-            if not chars or not (letters or every):
-                continue
-            size = statistics.median(c.size for c in chars)
-            pitch = (item.height - size) / (len(lines) - 1) if len(lines) > 1 else size * 1.2
-            color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
-            found.append(Box(number, (item.x0, item.y0, item.x1, item.y1), text, size, max(pitch, size), color,
-                             face=face(statistics.mode(c.fontname for c in chars)),
-                             ops=frozenset(getattr(c, "op", -1) for c in chars), letters=letters))
+        rules, mine = _rules(page), []
+        groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules)] for item in _text_boxes(page)]
+        for parts in gathered([g for g in groups if g]):
+            for rows in cells(parts, rules):
+                box = _box(number, rows, every)
+                if box:
+                    x0, y0, x1, y1 = box.rect
+                    box.wall = min((x for x, bottom, top in rules.down if x >= x1 - 1 and bottom < y1 and top > y0),
+                                   default=box.wall)
+                    mine.append(box)
+        found += continued(mine, rules)
     return found
+
+
+def continued(found: list[Box], rules: Rules) -> list[Box]:
+    """A page's boxes, each that goes on in the box right under it joined to it: the same face and size, the same left
+    edge, a line's gap and no rule between them, and its text ending mid-sentence (a slide's list item whose last
+    line pdfminer set apart)."""
+    out: list[Box] = []
+    for box in found:
+        prev = out[-1] if out else None
+        if prev is not None and prev.letters and box.letters and prev.face == box.face and \
+                not any(left < min(prev.rect[2], box.rect[2]) and right > prev.rect[0] and
+                        box.rect[3] - 1 <= y <= prev.rect[1] + 1 for left, right, y in rules.across) and \
+                abs(prev.size - box.size) < 0.1 and abs(prev.rect[0] - box.rect[0]) < 1 and \
+                0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text):
+            lines = max(1, round((prev.rect[3] - prev.rect[1] - prev.size) / prev.pitch) + 1)
+            rect = (prev.rect[0], box.rect[1], max(prev.rect[2], box.rect[2]), prev.rect[3])
+            prev.pitch = (rect[3] - rect[1] - prev.size) / lines if lines else prev.pitch
+            prev.rect, prev.ops = rect, prev.ops | box.ops
+            prev.text, prev.marked = joined([prev.text, box.text]), joined([prev.marked, box.marked])
+            prev.wall = min(prev.wall, box.wall)
+            continue
+        out.append(box)
+    return out
+
+
+def _lead(chars: list[Any], marked: str) -> tuple[list[Any], str]:
+    """A box's characters and marked text with its lead seen to: a bullet drawn by an operator of its own left out of
+    the box (it stays as drawn, in its own font, which may have no Unicode for it); a number that a quad sets apart
+    (LaTeX's section "1  Hunde") marked as the section's number, with an em space (:data:`NUMBERED`)."""
+    first = chars[0].get_text()
+    if first in BULLETS or unicodedata.category(first[:1]) == "Co":
+        rest = chars[1:]
+        if rest and getattr(chars[0], "op", -1) != -1 and chars[0].op not in {getattr(c, "op", -1) for c in rest}:
+            return rest, re.sub(f"^\\s*{OPEN}?{re.escape(first)}{SHUT}?\\s*", "", marked)
+    digits = 0
+    while digits < len(chars) - 1 and (chars[digits].get_text().isdigit() or digits and chars[digits].get_text() == "."):
+        digits += 1
+    number = "".join(c.get_text() for c in chars[:digits])
+    if digits and chars[digits].x0 - chars[digits - 1].x1 >= 0.6 * chars[digits - 1].size and marked.startswith(number):
+        marked = f"{number}\u2003{marked[len(number):].lstrip()}"
+    return chars, marked
+
+
+def _box(page: int, rows: list[list[Run]], every: bool) -> Box | None:
+    """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``."""
+    chars = [c for row in rows for r in row for c in r.chars]
+    marked = _GLUED.sub(r"\1", joined([" ".join(r.text.strip() for r in row) for row in rows]))
+    if chars:
+        chars, marked = _lead(chars, marked)
+    text = marked.replace(OPEN, "").replace(SHUT, "")
+    letters = any(ch.isalpha() for ch in text) and not symbolic(chars)
+    if not chars or not (letters or every):
+        return None
+    x0, y0 = min(c.x0 for c in chars), min(c.y0 for c in chars)
+    x1, y1 = max(c.x1 for c in chars), max(c.y1 for c in chars)
+    size = statistics.median(c.size for c in chars)
+    pitch = (y1 - y0 - size) / (len(rows) - 1) if len(rows) > 1 else size * 1.2
+    color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
+    return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
+               face=face(statistics.mode(c.fontname for c in chars)),
+               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters)
 
 
 # --- taking the original text out ---------------------------------------------------------------------------------
@@ -345,7 +589,7 @@ def room(boxes: list[Box], width: float) -> None:
     for box in boxes:
         x0, y0, x1, y1 = box.rect
         beside = [b.rect[0] for b in boxes if b is not box and b.rect[0] >= x1 - 1 and b.rect[1] < y1 and b.rect[3] > y0]
-        box.right = max(x1, min(beside) - box.size * 0.5 if beside else width - left)
+        box.right = max(x1, min(min(beside) - box.size * 0.5 if beside else width - left, box.wall - box.size * 0.3))
 
 
 def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
@@ -534,9 +778,11 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             texts.report.notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: "
                                       "their text is drawn in a way aiayn cannot take out (inside a form XObject, or "
                                       "on a rotated page)")
-        parts = [ends(b.text) for b in todo]
-        for box, (head, _, tail), text in zip(todo, parts, texts([body for _, body, _ in parts]), strict=True):
-            box.translation = f"{head}{text}{tail}" if str(text).strip() else ""
+        parts = [ends(b.marked or b.text) for b in todo]
+        translated = texts.coded([inline(body) for _, body, _ in parts])
+        for box, (head, _, tail), pieces in zip(todo, parts, translated, strict=True):
+            text = "".join(str(p if isinstance(p, str) else getattr(p, "value", "")) for p in pieces)
+            box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip() else ""
         todo = [b for b in todo if b.translation.strip()]
         faces = {face: Font(face) for face in sorted({b.face for b in every})}
         for number, page in enumerate(pdf.pages):

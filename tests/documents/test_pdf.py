@@ -14,6 +14,7 @@ import pytest
 
 from aiayn.cli.main import main
 from aiayn.documents.common import DocumentError, Options
+from aiayn.translation import spans
 
 from .helpers import translated
 
@@ -267,3 +268,79 @@ def test_a_sections_number_and_a_contents_lines_leaders_are_kept() -> None:
     assert pdf.ends("9.8.9 Einen Bereich löschen . . . . 178") == ("9.8.9 ", "Einen Bereich löschen", " . . . . 178")
     assert pdf.ends("Vorwort . . . . . xii") == ("", "Vorwort", " . . . . . xii")
     assert pdf.ends("3 Hunde laufen. Ein Ball.") == ("", "3 Hunde laufen. Ein Ball.", "")     # a sentence's number
+
+
+# --- PDFs of other producers: files/pdf/, made by `make pdf-fixtures` from the sources beside them ------------------
+
+MADE = Path(__file__).parent / "files" / "pdf"
+
+
+def test_a_latex_paper_is_read_as_its_author_wrote_it() -> None:
+    """pdfTeX (paper.tex): two columns of Computer Modern in OT1, which draws an umlaut as an accent over its letter;
+    justified lines whose wide spaces pdfminer takes for gaps between boxes; a formula; a table with rules."""
+    found = pdf.boxes(MADE / "paper.pdf", "paper.pdf", every=True)
+    texts = [b.text for b in found]
+    assert texts[1] == ("Ein brauner Hund kaut auf einem großen Holzstück herum. Ein älterer Mann hält einen Hund empor, "
+                        "während sein anderer Hund auf seinen Schoß klettert. Zwei Menschen überqueren eine Straße.")
+    assert any("Kindern, die alle Hüte tragen, unterhält sich am Strand." in t for t in texts)
+    assert {b.page for b in found if b.letters} == {0, 1} and {round(b.rect[0]) for b in found if b.letters} >= {72, 311}
+    # the formula's pieces (math italic letters, a sum, an integral) are not words to translate; a sentence with a
+    # formula inline is, the formula a code that comes back as it is
+    assert [b.letters for b in found if b.text in ("E(x) =", "i=1")] == [False, False]
+    inline = next(b for b in found if "x ≤ y" in b.text)
+    code, tail = pdf.inline(inline.marked)[-2:]
+    assert inline.letters and isinstance(code, spans.Empty) and (code.value, tail) == ("x ≤ y", " gilt.")
+    # the table's cells, each its own box, however pdfminer grouped them (a column, a row across a rule)
+    assert {"Ein Hund", "Zwei Frauen sprechen", "Eine Katze", "Ein Kind isst Obst"} <= set(texts)
+    # the section's number, set apart by a quad, kept as the number
+    assert pdf.ends(found[0].marked) == ("1\u2003", "Hunde im Park", "")
+
+
+def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_path: Path) -> None:
+    src, out = MADE / "paper.pdf", tmp_path / "out.pdf"
+    before = pdf.boxes(src, src.name, every=True)
+    translated(src, out, options=Options(source="de", target="en"))
+    after = pdf.boxes(out, out.name, every=True)
+    texts = [b.text for b in after]
+    assert "E(x) =" in texts and "i=1" in texts                  # still drawn in TeX's math fonts, where they were
+    assert texts[0] == "1 HUNDE IM PARK"
+    assert any(t.endswith("WÄHREND x ≤ y GILT.") for t in texts)  # the formula inline as it was, the words translated
+    walls = {b.text.upper(): b.wall for b in before if b.wall < float("inf")}
+    cells = [b for b in after if b.text in walls]
+    assert len(cells) == 4 and all(b.rect[2] <= walls[b.text] for b in cells)   # inside the table's rules
+    assert pdf.overlaps(after) <= pdf.overlaps(before) and clean(out)
+    assert all(embedded for _, embedded in _fonts_embedded(out))
+
+
+def test_slides_keep_their_bullets_and_an_items_last_line(tmp_path: Path) -> None:
+    """LibreOffice Impress (slides.pptx, made by pandoc): each bullet drawn in a font of its own, and an item's last
+    line, which pdfminer sets apart as a box of its own, joined to its item."""
+    from pdfminer.high_level import extract_text
+
+    src, out = MADE / "slides.pdf", tmp_path / "out.pdf"
+    texts = [b.text for b in pdf.boxes(src, src.name)]
+    assert texts[:4] == ["Ein Tag im Park", "Ein kleiner Hund läuft über die grüne Wiese.",
+                         "Zwei Kinder spielen mit einem roten Ball.",
+                         "Eine Frau sitzt auf einer Bank und liest eine Zeitung."]
+    translated(src, out, options=Options(source="de", target="en"))
+    # (read back, pdfminer may group the drawn items otherwise: what counts is that each is there, whole, in order)
+    assert " ".join(b.text for b in pdf.boxes(out, out.name)).startswith(" ".join(t.upper() for t in texts[:4]))
+    assert extract_text(str(out)).count("•") == extract_text(str(src)).count("•") == 3    # left as they were drawn
+    assert clean(out)
+
+
+def test_a_libreoffice_document_with_a_table_is_translated_in_place(tmp_path: Path) -> None:
+    """LibreOffice Writer (letter.docx, made by pandoc): TrueType subsets, a table whose header has a rule under it."""
+    src, out = MADE / "letter.pdf", tmp_path / "out.pdf"
+    before = pdf.boxes(src, src.name)
+    assert {"Wer", "Was"} <= {b.text for b in before}           # the header's cells apart from the rows under the rule
+    translated(src, out, options=Options(source="de", target="en"))
+    after = pdf.boxes(out, out.name)
+    assert sorted(b.text for b in after) == sorted(b.text.upper() for b in before)
+    assert pdf.overlaps(after) == pdf.overlaps(before) == 0 and clean(out)
+
+
+def test_an_accent_that_tex_draws_over_its_letter_is_read_as_the_accented_letter() -> None:
+    assert pdf.composed("B¨arenreiter, durchg¨angig, ˇcesk´y, ´et´e") == "Bärenreiter, durchgängig, český, été"
+    # an accent after its letter, over no letter, or one of ASCII's (code's ` ^ ~) is left as it is
+    assert pdf.composed("a¨b x ¨ y `a` a^b ~c ¨1") == "a¨b x ¨ y `a` a^b ~c ¨1"
