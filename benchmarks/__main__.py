@@ -68,6 +68,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                  "text, word alignments and HTML, and the time each takes"),
     "pdf": ("pdf_bench", "real PDFs through aiayn translate with a trained run: paragraphs translated, still in the "
                          "source language, overlaps, qpdf --check, fonts embedded, annotations, time per page"),
+    "pdf-corpus": ("pdf_corpus", "the PDF benchmark's real PDFs built again: Debian's, LibreOffice's (and their .docx), "
+                                 "LaTeX's two-column class notes and slides"),
     "documents": ("documents_bench", "a long Word document through aiayn translate --input/--output: time, paragraphs and "
                                      "bold runs in and out"),
     "files": ("files_bench", "documents that come back whole (placeholders, inline tags, structure) on real files from "

@@ -37,6 +37,7 @@ from ..translation import spans
 from .common import DocumentError, Limits, Options, Texts
 
 FONTS = Path(__file__).parents[1] / "bundled" / "fonts"     # Liberation's, metric-compatible with Times, Arial, Courier
+SYMBOLS = FONTS / "DejaVuSans-Symbols.ttf"   # DejaVu Sans's arrows and operators, for a formula's symbols inline
 SMALL = 0.5                      # a translation drawn under this share of its box's size is named in the report
 SMALLEST = 0.2                   # and none under this one: past it, it overflows its box (named too)
 SHOWS = {"Tj", "TJ", "'", '"'}   # the operators that show text
@@ -77,7 +78,8 @@ def _rgb(color: Any) -> tuple[float, float, float]:
     return (0.0, 0.0, 0.0)
 
 
-BULLETS = "\u2022\u25e6\u25aa\u25ab\u2023\u2219\u2043\u25a0\u25a1\u25cf\u25cb\u25c6\u25c7\u27a2\u2713"   # a list item's
+BULLETS = ("\u2022\u25e6\u25aa\u25ab\u2023\u2219\u2043\u25a0\u25a1\u25cf\u25cb\u25c6\u25c7\u27a2\u2713"   # a list item's,
+           "\uf0b7\uf0a7\uf0a8\uf076\uf0d8\uf0fc\uf06e")   # and Word's in Symbol and Wingdings (private use)
 # a section's number ("1.2.3 Heading", "4. ", LaTeX's "1" set apart by a quad, which :func:`_lead` marks with an em
 # space) or a list item's bullet
 NUMBERED = re.compile(rf"^(\d+(?:\.\d+)+\.?|\d+\.|\d+(?:\.\d+)*(?=\u2003)|[{BULLETS}])\s+(?=\S)")
@@ -329,15 +331,17 @@ def cells(found: list[Run], rules: Rules) -> list[list[list[Run]]]:
             k = parent[k]
         return k
 
-    for n, row in enumerate(rows):
+    for row in rows:
         row.sort(key=lambda r: r.rect[0])
+    for n, row in enumerate(rows):
         for left, right in itertools.pairwise(row):
             if not rules.between(left.rect[2], right.rect[0], (left.rect[1] + left.rect[3]) / 2):
                 parent[root(index[id(right)])] = root(index[id(left)])
         for above in row:
-            for below in rows[n + 1] if n + 1 < len(rows) else []:
+            item = n + 1 < len(rows) and rows[n + 1][0].text.lstrip(f" {OPEN}")[:1] in BULLETS  # (a row's first run)
+            for below in rows[n + 1] if n + 1 < len(rows) and not item else []:
                 if above.rect[0] < below.rect[2] and below.rect[0] < above.rect[2] and \
-                        not rules.between_rows(above, below) and below.text.lstrip()[:1] not in BULLETS:
+                        not rules.between_rows(above, below):
                     parent[root(index[id(below)])] = root(index[id(above)])
     groups: dict[int, list[list[Run]]] = {}
     for row in rows:
@@ -391,18 +395,18 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
 
 def continued(found: list[Box], rules: Rules) -> list[Box]:
     """A page's boxes, each that goes on in the box right under it joined to it: the same face and size, the same left
-    edge, a line's gap and no rule between them, and its text ending mid-sentence (a slide's list item whose last
-    line pdfminer set apart)."""
+    edge or its paragraph's indent, a line's gap and no rule between them, and its text ending mid-sentence (a
+    slide's list item whose last line pdfminer set apart, a paragraph's indented first line)."""
     out: list[Box] = []
     for box in found:
         prev = out[-1] if out else None
         if prev is not None and prev.letters and box.letters and prev.face == box.face and \
                 not any(left < min(prev.rect[2], box.rect[2]) and right > prev.rect[0] and
                         box.rect[3] - 1 <= y <= prev.rect[1] + 1 for left, right, y in rules.across) and \
-                abs(prev.size - box.size) < 0.1 and abs(prev.rect[0] - box.rect[0]) < 1 and \
+                abs(prev.size - box.size) < 0.1 and -1 < prev.rect[0] - box.rect[0] < prev.size * 2.5 and \
                 0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text):
             lines = max(1, round((prev.rect[3] - prev.rect[1] - prev.size) / prev.pitch) + 1)
-            rect = (prev.rect[0], box.rect[1], max(prev.rect[2], box.rect[2]), prev.rect[3])
+            rect = (min(prev.rect[0], box.rect[0]), box.rect[1], max(prev.rect[2], box.rect[2]), prev.rect[3])
             prev.pitch = (rect[3] - rect[1] - prev.size) / lines if lines else prev.pitch
             prev.rect, prev.ops = rect, prev.ops | box.ops
             prev.text, prev.marked = joined([prev.text, box.text]), joined([prev.marked, box.marked])
@@ -483,10 +487,11 @@ class Font:
     Type 0 font (Identity-H, glyphs by their ids in the whole face, a ToUnicode map so that the text can be copied
     and searched)."""
 
-    def __init__(self, face: str = "Sans-Regular") -> None:
+    def __init__(self, face: str = "Sans-Regular", path: Path | None = None) -> None:
         from fontTools.ttLib import TTFont
 
-        self.path = FONTS / f"Liberation{face}.ttf"
+        self.path = path or FONTS / f"Liberation{face}.ttf"
+        self.fallback: Font | None = None     # where a character it lacks is drawn from (:data:`SYMBOLS`)
         self.face, self.resource = face, f"Aiayn{face.replace('-', '')}"       # its name in a page's resources
         font = TTFont(self.path)
         self.cmap = {chr(u): font.getGlyphID(g) for u, g in font.getBestCmap().items()}
@@ -496,8 +501,29 @@ class Font:
         self.bbox = [font["head"].xMin, font["head"].yMin, font["head"].xMax, font["head"].yMax]
 
     def width(self, text: str, size: float) -> float:
-        """``text``'s advance at ``size`` points."""
-        return sum(self.widths.get(self.cmap.get(c, 0), 0) for c in text) * size / self.upem
+        """``text``'s advance at ``size`` points (a character it lacks at its fallback's)."""
+        total = 0.0
+        for ch in text:
+            font = self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap \
+                else self
+            total += font.widths.get(font.cmap.get(ch, 0), 0) / font.upem
+        return total * size
+
+    def has(self, ch: str) -> bool:
+        """Whether it or its fallback can draw ``ch``."""
+        return ch in self.cmap or (self.fallback is not None and ch in self.fallback.cmap)
+
+    def runs(self, text: str) -> list[tuple[Font, str]]:
+        """``text`` cut where the font it is drawn in changes: its own, or its fallback for what it lacks."""
+        out: list[tuple[Font, str]] = []
+        for ch in text:
+            font = self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap \
+                else self
+            if out and out[-1][0] is font:
+                out[-1] = (font, out[-1][1] + ch)
+            else:
+                out.append((font, ch))
+        return out
 
     def encoded(self, text: str) -> bytes:
         """``text`` as the glyph ids a ``Tj`` shows (two bytes each)."""
@@ -526,14 +552,14 @@ class Font:
         import pikepdf
 
         chars = sorted(set(text) | {" "})
-        missing = [c for c in chars if c not in self.cmap and c.isprintable()]
+        missing = [c for c in chars if not self.has(c) and c.isprintable()]
         if missing:
             raise DocumentError(f"the translation holds {', '.join(repr(c) for c in missing[:5])}, which the font "
                                 f"{self.path.name} does not have (fonts for other scripts are not bundled yet)")
         chars = [c for c in chars if c in self.cmap]
         data = self._subset(chars)
         tag = "".join(chr(65 + (sum(map(ord, self.face)) + k * 7) % 26) for k in range(6))   # a subset's prefix
-        name = pikepdf.Name(f"/{tag}+Liberation{self.face}")
+        name = pikepdf.Name(f"/{tag}+{self.path.stem}")
         scale = 1000 / self.upem
         descriptor = pdf.make_indirect(pikepdf.Dictionary(
             Type=pikepdf.Name.FontDescriptor, FontName=name, Flags=32,
@@ -616,9 +642,10 @@ def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, str
     pitch = size * box.pitch / box.size
     top = y1 + origin[1] - size * font.ascent / font.upem
     r, g, b = box.color
-    out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg /{font.resource} {size:.2f} Tf"]
+    out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg"]
     for k, line in enumerate(lines):
-        out.append(f"1 0 0 1 {x0 + origin[0]:.2f} {top - k * pitch:.2f} Tm <{font.encoded(line).hex()}> Tj")
+        shown = " ".join(f"/{f.resource} {size:.2f} Tf <{f.encoded(run).hex()}> Tj" for f, run in font.runs(line))
+        out.append(f"1 0 0 1 {x0 + origin[0]:.2f} {top - k * pitch:.2f} Tm {shown}")
     out.append("ET Q\n")
     return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
 
@@ -713,10 +740,26 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
         page.obj.Resources = pikepdf.Dictionary()
     if "/Font" not in page.obj.Resources:
         page.obj.Resources.Font = pikepdf.Dictionary()
-    for face in {b.face for b in mine}:
+    for face in {b.face for b in mine} | ({"Symbols"} & fonts.keys()):
         font, embedded = fonts[face]
         page.obj.Resources.Font[f"/{font.resource}"] = embedded
     return counts["small"]
+
+
+def _undrawable(todo: list[Box], faces: dict[str, Font], texts: Texts) -> list[Box]:
+    """The boxes whose translation holds characters their face (and :data:`SYMBOLS`) lacks, each of them from their
+    original too (a formula's symbol inline), or a glyph without Unicode (``(cid:5)``): left as they are, and said.
+    A character the translation brought in itself stays an error, named (:meth:`Font.embedded`)."""
+    def lacking(box: Box) -> set[str]:
+        return {c for c in box.translation if not faces[box.face].has(c) and c.isprintable()}
+
+    out = [b for b in todo if lacking(b) and lacking(b) <= set(b.text) or "(cid:" in b.translation]
+    if out:
+        chars = sorted(set().union(*(lacking(b) for b in out)))
+        texts.report.notes.append(f"{len(out)} paragraph(s) left as they are: their formulas hold "
+                                  f"{', '.join(repr(c) for c in chars[:8]) or 'glyphs without Unicode'}, which the "
+                                  "bundled fonts lack")
+    return out
 
 
 def checked(pdf: Any, name: str, limits: Limits) -> None:
@@ -785,6 +828,9 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip() else ""
         todo = [b for b in todo if b.translation.strip()]
         faces = {face: Font(face) for face in sorted({b.face for b in every})}
+        symbols = Font("Symbols", SYMBOLS)
+        for font in faces.values():
+            font.fallback = symbols
         for number, page in enumerate(pdf.pages):
             room([b for b in every if b.page == number], abs(float(page.mediabox[2]) - float(page.mediabox[0])))
         too_long = unfit(todo, faces)
@@ -792,10 +838,15 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             texts.report.notes.append(f"{len(too_long)} paragraph(s) left as they are: their translation does not fit "
                                       f"their box even at {SMALLEST:.0%} of its size")
         todo = [b for b in todo if b not in too_long]
+        undrawable = _undrawable(todo, faces, texts)
+        todo = [b for b in todo if b not in undrawable]
         drawn_boxes = todo + again(every, todo)
         fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
                                                                          if b.face == face)))
                  for face in sorted({b.face for b in drawn_boxes})}
+        lacked = "".join(c for b in drawn_boxes for c in b.translation if c not in faces[b.face].cmap and symbols.has(c))
+        if lacked:
+            fonts["Symbols"] = (symbols, symbols.embedded(pdf, lacked))
         for number, operations in _stripped(pdf, drawn_boxes).items():
             small = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
             if small:
