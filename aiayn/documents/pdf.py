@@ -434,6 +434,11 @@ def _lead(chars: list[Any], marked: str) -> tuple[list[Any], str]:
     return chars, marked
 
 
+def _code(chars: list[Any], text: str) -> bool:
+    """Whether a box is one word of code: a path, a command, a file's name, set in a monospaced face (``/etc/``)."""
+    return " " not in text.strip() and face(statistics.mode(c.fontname for c in chars)).startswith("Mono")
+
+
 def _box(page: int, rows: list[list[Run]], every: bool) -> Box | None:
     """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``."""
     chars = [c for row in rows for r in row for c in r.chars]
@@ -441,7 +446,7 @@ def _box(page: int, rows: list[list[Run]], every: bool) -> Box | None:
     if chars:
         chars, marked = _lead(chars, marked)
     text = marked.replace(OPEN, "").replace(SHUT, "")
-    letters = any(ch.isalpha() for ch in text) and not symbolic(chars)
+    letters = any(ch.isalpha() for ch in text) and not symbolic(chars) and not _code(chars, text)
     if not chars or not (letters or every):
         return None
     x0, y0 = min(c.x0 for c in chars), min(c.y0 for c in chars)

@@ -347,3 +347,10 @@ def test_an_accent_that_tex_draws_over_its_letter_is_read_as_the_accented_letter
     assert pdf.composed("B¨arenreiter, durchg¨angig, ˇcesk´y, ´et´e") == "Bärenreiter, durchgängig, český, été"
     # an accent after its letter, over no letter, or one of ASCII's (code's ` ^ ~) is left as it is
     assert pdf.composed("a¨b x ¨ y `a` a^b ~c ¨1") == "a¨b x ¨ y `a` a^b ~c ¨1"
+
+
+def test_one_word_of_code_in_a_monospaced_face_is_not_translated() -> None:
+    from types import SimpleNamespace
+
+    mono, serif = SimpleNamespace(fontname="ABCDEF+LiberationMono"), SimpleNamespace(fontname="NimbusRomNo9L-Regu")
+    assert pdf._code([mono] * 5, "/etc/") and not pdf._code([mono] * 9, "ls /etc/") and not pdf._code([serif] * 4, "Haus")
