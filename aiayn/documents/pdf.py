@@ -267,8 +267,9 @@ class Rules:
     across: list[tuple[float, float, float]] = field(default_factory=list)
     down: list[tuple[float, float, float]] = field(default_factory=list)
 
-    def between_rows(self, above: Run, below: Run) -> bool:
-        (a0, ay0, a1, _), (b0, _, b1, by1) = above.rect, below.rect
+    def between_rows(self, above: tuple[float, ...], below: tuple[float, ...]) -> bool:
+        """Whether a horizontal rule runs between two rectangles (x0, y0, x1, y1), one above the other."""
+        (a0, ay0, a1, _), (b0, _, b1, by1) = above, below
         return any(left < min(a1, b1) and right > max(a0, b0) and by1 - 1 <= y <= ay0 + 1
                    for left, right, y in self.across)
 
@@ -341,7 +342,7 @@ def cells(found: list[Run], rules: Rules) -> list[list[list[Run]]]:
             item = n + 1 < len(rows) and rows[n + 1][0].text.lstrip(f" {OPEN}")[:1] in BULLETS  # (a row's first run)
             for below in rows[n + 1] if n + 1 < len(rows) and not item else []:
                 if above.rect[0] < below.rect[2] and below.rect[0] < above.rect[2] and \
-                        not rules.between_rows(above, below):
+                        not rules.between_rows(above.rect, below.rect):
                     parent[root(index[id(below)])] = root(index[id(above)])
     groups: dict[int, list[list[Run]]] = {}
     for row in rows:
@@ -401,8 +402,7 @@ def continued(found: list[Box], rules: Rules) -> list[Box]:
     for box in found:
         prev = out[-1] if out else None
         if prev is not None and prev.letters and box.letters and prev.face == box.face and \
-                not any(left < min(prev.rect[2], box.rect[2]) and right > prev.rect[0] and
-                        box.rect[3] - 1 <= y <= prev.rect[1] + 1 for left, right, y in rules.across) and \
+                not rules.between_rows(prev.rect, box.rect) and \
                 abs(prev.size - box.size) < 0.1 and -1 < prev.rect[0] - box.rect[0] < prev.size * 2.5 and \
                 0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text):
             lines = max(1, round((prev.rect[3] - prev.rect[1] - prev.size) / prev.pitch) + 1)
@@ -509,10 +509,13 @@ class Font:
         """``text``'s advance at ``size`` points (a character it lacks at its fallback's)."""
         total = 0.0
         for ch in text:
-            font = self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap \
-                else self
+            font = self.drawing(ch)
             total += font.widths.get(font.cmap.get(ch, 0), 0) / font.upem
         return total * size
+
+    def drawing(self, ch: str) -> Font:
+        """The font ``ch`` is drawn in: this one, or its fallback where only that has it."""
+        return self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap else self
 
     def has(self, ch: str) -> bool:
         """Whether it or its fallback can draw ``ch``."""
@@ -522,8 +525,7 @@ class Font:
         """``text`` cut where the font it is drawn in changes: its own, or its fallback for what it lacks."""
         out: list[tuple[Font, str]] = []
         for ch in text:
-            font = self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap \
-                else self
+            font = self.drawing(ch)
             if out and out[-1][0] is font:
                 out[-1] = (font, out[-1][1] + ch)
             else:
