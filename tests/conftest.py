@@ -169,3 +169,21 @@ def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      "valid_every_steps=300"]) == 0
 
     return built_once(tmp_path_factory, "three", build) / "run"
+
+
+@pytest.fixture(scope="session")
+def three_ways_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`three_ways` with the tag on the target side (``--tag-position target``): the decoder's first token."""
+    from aiayn.cli.main import main
+    from aiayn.training.recipes import RECIPES
+
+    def build(out: Path) -> None:
+        c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
+        assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
+                     "--directions", "fw", "--tag-position", "target", "--vocab-size", "284", "--out",
+                     str(c / "data")]) == 0
+        assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
+                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", "max_steps=600",
+                     "valid_every_steps=600"]) == 0
+
+    return built_once(tmp_path_factory, "three-target", build) / "run"

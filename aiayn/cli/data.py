@@ -132,8 +132,8 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
                    "as the corpus is; 5: small directions repeated)")
     p.add_argument("--tag-position", choices=("source", "target"), default="source",
                    help="with --langs: the target language's tag <2xx> first in the source (default: Johnson et al., "
-                   "Marian, Sockeye) or first in the target, the decoder's first token (fairseq's --decoder-langtok; "
-                   "such a run is validated, not yet translated: docs/multilingual.md)")
+                   "Marian, Sockeye) or first in the target, the decoder's first token (fairseq's --decoder-langtok, "
+                   "M2M-100; what an Argos package of one direction needs: docs/multilingual.md)")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
 

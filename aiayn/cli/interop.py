@@ -22,7 +22,11 @@ def cmd_export(a: argparse.Namespace) -> int:
     if a.check and a.format == "argos":
         raise ValueError("--check compares CTranslate2 and Hugging Face exports; an Argos package's model is the "
                          "CTranslate2 export: check that one (--format ctranslate2 --check FILE)")
-    out = export(a.model, a.format, a.out, a.quantization, a.force)
+    if (a.source is None) != (a.target is None) or (a.source and a.format != "argos"):
+        raise ValueError("--source and --target go together, and choose the direction of a multilingual run's Argos "
+                         "package (--format argos)")
+    out = export(a.model, a.format, a.out, a.quantization, a.force,
+                 [(a.source, a.target)] if a.source else None)
     log.info("exported %s to %s (%s)", a.model, out, a.format)
     if a.format == "argos":
         print(out)
@@ -65,6 +69,9 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", type=Path, help="source sentences to translate with both and compare")
     p.add_argument("--check-ref", type=Path, help="references for --check: BLEU of both against them")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.add_argument("--source", help="argos, a multilingual run: the package of this direction only (default: one "
+                   "package per direction it was trained on)")
+    p.add_argument("--target", help="argos, a multilingual run: see --source")
 
 
 def cmd_import(a: argparse.Namespace) -> int:

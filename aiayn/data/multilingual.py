@@ -196,45 +196,63 @@ def prepare_multilingual(splits: dict[str, str | Path], langs: Sequence[str], di
 
 class Directed:
     """One direction of a multilingual model's engine (engines.Engine), as a bilingual engine is: its ``languages``
-    are (src, tgt) and its ``encode`` puts the target's tag in front of each line's source ids; everything else is
-    the engine's own but its calibration (the direction's own, where ``aiayn calibrate`` fitted one), so several
-    directions share one model in memory (the server keeps one view per direction). Word alignments and attention
-    maps would count the tag as a source word: they are not offered."""
+    are (src, tgt); the target's tag goes first in each line's source ids (:meth:`encode`, the tag on the source) or
+    is the forced first token of each output (``first``, given to the engine's ``decode_lines`` and ``admit``: the
+    tag on the target). Everything else is the engine's own but its calibration (the direction's own, where ``aiayn
+    calibrate`` fitted one), so several directions share one model in memory (the server keeps one view per
+    direction). Word alignments and attention maps would count the tag as a word: they are not offered."""
 
     def __init__(self, engine: Any, multi: Multilingual, src: str, tgt: str) -> None:
         multi.check(src, tgt)
-        if multi.position != "source":
-            raise ValueError("this run names the target by a tag on the target side (--tag-position target), which "
-                             "only validation during training decodes; translate with a run whose tag is on the "
-                             "source (the default)")
-        tag_id = engine.vocab.src.piece_id(multi.tag(tgt))
+        tag_id = engine.vocab.src.piece_id(multi.tag(tgt)) if multi.position == "source" else \
+            engine.vocab.tgt.piece_id(multi.tag(tgt))
         if tag_id is None:
             raise ValueError(f"the model's vocabulary has no piece {multi.tag(tgt)}: it was not prepared with --langs")
         caps = replace(engine.capabilities, alignments=False, attention=False, processes=False)
         self.__dict__.update(engine_=engine, multilingual=multi, languages=(src, tgt), tag_id=tag_id,
-                             capabilities=caps, calibration=engine.calibration.for_direction(f"{src}-{tgt}"))
+                             first=tag_id if multi.position == "target" else None, capabilities=caps,
+                             calibration=engine.calibration.for_direction(f"{src}-{tgt}"))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["engine_"], name)
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
-        """Each line's source ids with the target's tag first (a blank line stays blank)."""
+        """Each line's source ids, with the target's tag first where the tag is the source's (a blank line stays
+        blank)."""
         multi, tgt, tag_id = self.multilingual, self.languages[1], self.tag_id
         return [multi.source_ids(ids, tgt, tag_id) for ids in self.engine_.encode(lines)]
 
+    def decode_lines(self, ids: list[list[int]], decode: Any, cons: Any, stop: Any = None,
+                     first: int | None = None) -> Any:
+        """The engine's, each output started by this direction's tag where the tag is the target's."""
+        return self.engine_.decode_lines(ids, decode, cons, stop, self.first)
+
+    def admit(self, search: Any, ids: list[list[int]], keys: list[Any], decode: Any, cons: Any,
+              first: int | None = None) -> None:
+        """The engine's (a server's step-level batcher), each output started by the tag where it is the target's."""
+        self.engine_.admit(search, ids, keys, decode, cons, self.first)
+
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: Any, cons: Any, stop: Any = None) -> Any:
+        """engines.base.hypotheses through this direction's :meth:`decode_lines`."""
+        if self.first is None:                  # (the engine's own, which may say more: TorchEngine's warnings)
+            return self.engine_.hypotheses(ids, decode, cons, stop)
+        from ..engines.base import hypotheses
+
+        return hypotheses(self, ids, decode, cons, stop)
+
     def translate_hypotheses(self, lines: Sequence[str], decode: Any = None, constraints: Any = None,
                              **overrides: Any) -> Any:
-        """engines.base.EngineBase's, through this direction's :meth:`encode`."""
+        """engines.base.EngineBase's, through this direction's :meth:`encode` and :meth:`hypotheses`."""
         engine = self.engine_
         decode = engine.settings(decode, **overrides)
-        return engine.hypotheses(self.encode(lines), decode, engine.constraints(lines, constraints, decode))
+        return self.hypotheses(self.encode(lines), decode, engine.constraints(lines, constraints, decode))
 
 
 def for_direction(engine: Any, src: str | None, tgt: str | None) -> Any:
     """The engine that translates ``src`` into ``tgt``: one direction of a multilingual engine (:class:`Directed`;
     both languages named), or a bilingual engine as it is, refused by name if it was trained on another pair."""
-    multi = getattr(engine, "multilingual", None)
-    if multi is None:
+    multi = None if isinstance(engine, Directed) else getattr(engine, "multilingual", None)
+    if multi is None:                           # (one direction already: an Argos package of one, say)
         have = engine.languages
         if have is not None and ((src and src != have[0]) or (tgt and tgt != have[1])):
             raise ValueError(f"this model translates {have[0]} into {have[1]}, not "

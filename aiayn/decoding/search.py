@@ -59,8 +59,10 @@ def max_lengths(model: Transformer, src: Tensor, a: float, b: int) -> Tensor:
 
 def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_len: int = 0,
              first: Tensor | None = None) -> Tensor:
-    """Forbid BOS and PAD everywhere and EOS before ``min_len``; force EOS where ``step`` reached the limit, and a
-    sentence's forced first token (``first``, :func:`_force_first`) where it has decoded nothing.
+    """Forbid BOS and PAD everywhere and EOS before ``min_len`` (output tokens: a forced first token is not counted,
+    and one token at least follows it);
+    force EOS where ``step`` reached the limit, and a sentence's forced first token (``first``, :func:`_force_first`)
+    where it has decoded nothing.
     logp (..., V) (or K: ``out`` says which column holds each of those tokens), limit (...,); ``step`` the tokens
     decoded so far, an int or a tensor broadcastable to limit (sentences that joined the search at different steps)."""
     eos_id = out.eos
@@ -68,7 +70,10 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
         logp[..., out.pad] = float("-inf")
     if out.bos is not None:
         logp[..., out.bos] = float("-inf")
-    if isinstance(step, Tensor):
+    if first is not None:   # after a forced first token (not output) at least one token, as CTranslate2 decodes
+        short = step < torch.where(first >= 0, max(min_len, 1) + 1, min_len)
+        logp[..., eos_id] = logp[..., eos_id].masked_fill(short.expand(logp.shape[:-1]), float("-inf"))
+    elif isinstance(step, Tensor):
         if min_len > 0:
             logp[..., eos_id] = logp[..., eos_id].masked_fill(step < min_len, float("-inf"))
     elif step < min_len:

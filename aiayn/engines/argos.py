@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..config import Multilingual
 from .ctranslate2 import EXPORT_SPM, INFO
 
 SUFFIX = ".argosmodel"
@@ -110,13 +111,22 @@ def load(package: Path, **settings: Any) -> Any:
     from .ctranslate2 import CTranslate2Engine
 
     meta, model = metadata(package), package / "model"
+    src, tgt = meta["from_code"], meta["to_code"]
     if not (model / INFO).is_file():                  # a package aiayn did not write: decoded as Argos decodes it
         info = {"lenpen": 0.2, "length_norm": "length", "max_len_a": 0.0, "max_len_b": 256, "min_len": 0,
-                "max_positions": 1024, "languages": [meta["from_code"], meta["to_code"]], "argos": True}
+                "max_positions": 1024, "languages": [src, tgt], "argos": True}
         staged = Path(tempfile.mkdtemp(prefix="aiayn-argos-"))
         for f in model.iterdir():                     # (the model's files linked, not copied; aiayn's beside them)
             (staged / f.name).symlink_to(f.resolve())
         shutil.copyfile(package / SPM, staged / EXPORT_SPM)
+        if meta.get("target_prefix"):                 # its translations start with this piece (a language tag)
+            info["multilingual"] = Multilingual((src, tgt), ((src, tgt),), "target",
+                                                tags={tgt: str(meta["target_prefix"])}).to_dict()
         (staged / INFO).write_text(json.dumps(info))
         model = staged
-    return CTranslate2Engine.from_export(model, languages=(meta["from_code"], meta["to_code"]), **settings)
+    engine = CTranslate2Engine.from_export(model, languages=(src, tgt), **settings)
+    if engine.multilingual is None:
+        return engine
+    from ..data.multilingual import for_direction      # one direction of a multilingual model (aiayn's, or tagged)
+
+    return for_direction(engine, src, tgt)

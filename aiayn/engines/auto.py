@@ -130,10 +130,10 @@ class AutoEngine(EngineBase):
         return None
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         why = self._needs_own(decode, cons)
-        return self.own(why).decode_lines(ids, decode, cons, stop) if why else \
-            self.fast.decode_lines(ids, decode, None, stop)
+        return self.own(why).decode_lines(ids, decode, cons, stop, first) if why else \
+            self.fast.decode_lines(ids, decode, None, stop, first)
 
     def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
         from .torch import line_constraints

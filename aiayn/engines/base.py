@@ -192,10 +192,11 @@ class Engine(Protocol):
         ...
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """``decode.nbest`` hypotheses of each encoded line (none blank), searched with each line's constraints (None:
         none; only an engine capable of them is given any) as given: the calls of a :func:`plan`; hypotheses.Stopped
-        once ``stop()`` is true (an engine that cannot stop mid-call may ignore it)."""
+        once ``stop()`` is true (an engine that cannot stop mid-call may ignore it). ``first``: the token every
+        output starts with, forced and left out of the hypotheses (a target-side language tag, multilingual.py)."""
         ...
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
@@ -226,9 +227,9 @@ class Engine(Protocol):
         ...
 
     def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
-              cons: list[Constraints | None] | None) -> None:
+              cons: list[Constraints | None] | None, first: int | None = None) -> None:
         """Encoded lines (none blank) join ``search`` between two of its steps, named by ``keys`` in its results
-        (capability ``stepwise``)."""
+        (capability ``stepwise``; ``first`` as :meth:`decode_lines`')."""
         ...
 
     def memory_bytes(self) -> int:
@@ -303,7 +304,7 @@ class EngineBase(ABC):
 
     @abstractmethod
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's."""
 
     def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
@@ -368,7 +369,7 @@ class EngineBase(ABC):
         raise Unsupported(f"the {getattr(self, 'engine', '?')} engine decodes whole batches, not step by step")
 
     def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
-              cons: list[Constraints | None] | None) -> None:
+              cons: list[Constraints | None] | None, first: int | None = None) -> None:
         """engine.Engine's (see :meth:`search`)."""
         raise Unsupported(f"the {getattr(self, 'engine', '?')} engine decodes whole batches, not step by step")
 

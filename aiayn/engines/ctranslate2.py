@@ -153,23 +153,26 @@ class CTranslate2Engine(EngineBase):
         return self.cfg.to_dict(), self.parameters
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
-                     stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
-        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`)."""
+        engine.require); ``stop`` is not asked (:meth:`translate_hypotheses`); ``first``: CTranslate2's
+        ``target_prefix`` of one token, one more step allowed for it and left out of the hypotheses."""
         d = decode
         piece, most = self.vocab.src.piece, self.cfg.max_positions
         # beam search keeps the runner-up beside the best (confidence.features): asking for it costs nothing
         wanted = max(1, d.nbest)
         asked = max(wanted, 2) if d.beam > 1 and not d.sampling else wanted
-        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len,
+        lead = 0 if first is None else 1                # (CTranslate2 counts a target prefix in its lengths)
+        options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len + lead,
                        num_hypotheses=asked, return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
                        batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
                        suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
         results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
-                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most), **options)
-        return [_hypotheses([[self.ids[p] for p in tokens] for tokens in hyps], scores, d.lenpen, wanted)
+                                      lambda length: max_length(length, d.max_len_a, d.max_len_b, most) + lead,
+                                      None if first is None else [piece(first)], **options)
+        return [_hypotheses([[self.ids[p] for p in tokens[lead:]] for tokens in hyps], scores, d.lenpen, wanted, lead)
                 for hyps, scores in results]
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
@@ -203,9 +206,10 @@ BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslat
 
 
 def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: Callable[[int], int],
-                        **options: Any) -> list[tuple[list[list[str]], list[float]]]:
+                        prefix: list[str] | None = None, **options: Any) -> list[tuple[list[list[str]], list[float]]]:
     """(hypotheses, scores) of each line of ``batch`` (source pieces) from CTranslate2's ``translate_batch``, under
-    aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call.
+    aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call; ``prefix``: every line's
+    ``target_prefix`` (its hypotheses start with it).
 
     One call per exact limit made batches of a line or two under a server's load (0.62x the throughput with two
     callers, docs/deploy.md). So lines are grouped by the limit of their length rounded up to a multiple of BUCKET
@@ -222,6 +226,7 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
 
     def run(groups: dict[int, list[int]]) -> None:
         pending = {cap: translator.translate_batch([list(batch[i]) for i in idx], max_decoding_length=cap,
+                                                   target_prefix=None if prefix is None else [prefix] * len(idx),
                                                    asynchronous=True, **options) for cap, idx in groups.items()}
         for cap, idx in groups.items():
             for i, future in zip(idx, pending[cap], strict=True):
@@ -243,10 +248,12 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
 
 
 
-def _hypotheses(tokens: list[list[int]], scores: list[float], lenpen: float, wanted: int) -> list[Hypothesis]:
+def _hypotheses(tokens: list[list[int]], scores: list[float], lenpen: float, wanted: int,
+                lead: int = 0) -> list[Hypothesis]:
     """A line's ``wanted`` hypotheses from CTranslate2's, best first: its score is log p / |Y| ** lenpen with |Y|
-    counting EOS, from which the log-probability; the best told its runner-up where there is one."""
-    out = [Hypothesis(t, s, s * (len(t) + 1) ** lenpen) for t, s in zip(tokens, scores, strict=True)]
+    counting EOS and the ``lead`` forced tokens left out of ``tokens``, from which the log-probability; the best told
+    its runner-up where there is one."""
+    out = [Hypothesis(t, s, s * (len(t) + 1 + lead) ** lenpen) for t, s in zip(tokens, scores, strict=True)]
     if len(out) > 1:
         out[0] = Hypothesis(out[0].tokens, out[0].score, out[0].logprob, (out[1].score, out[1].tokens))
     return out[:wanted]

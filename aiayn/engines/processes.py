@@ -274,14 +274,14 @@ class ProcessEngine(EngineBase):
         return self.info
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Stop | None = None) -> list[list[Hypothesis]]:
+                     stop: Stop | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """As TorchEngine.decode_lines, in the next free worker process (``split``: each batch in the next free one);
         ``stop`` is asked every POLL_S while it decodes, and once it is true the worker stops between two steps
         (engine.Stopped is raised here)."""
         def one(batch: list[int], whole: bool = False) -> list[list[Hypothesis]]:
             return list(self.pool.call("decode_lines", ([list(ids[i]) for i in batch], decode,
                                                         None if cons is None else [cons[i] for i in batch]),
-                                       len(batch), stop=stop, whole=whole))
+                                       len(batch), {"first": first}, stop=stop, whole=whole))
 
         batches = decode_batches(ids, self.cfg.max_positions, decode) \
             if self.split and self.workers > 1 and not decode.sampling else []

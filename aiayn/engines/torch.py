@@ -165,11 +165,11 @@ class TorchEngine(EngineBase):
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Constraints | None] | None,
-                     stop: Stop | None = None) -> list[list[Hypothesis]]:
+                     stop: Stop | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: the lines searched as given, batched by length (:func:`translate_ids`)."""
         self._can_compile(decode)
         return translate_ids(self.model, ids, decode, self.device, candidates=self.shortlist, constraints=cons,
-                             stop=stop)
+                             stop=stop, first=None if first is None else [first] * len(ids))
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
                    stop: Stop | None = None) -> list[list[Hypothesis]]:
@@ -202,11 +202,12 @@ class TorchEngine(EngineBase):
         return BeamSearch(self.model, decode, self.shortlist)
 
     def admit(self, search: Search, ids: list[list[int]], keys: list[Any], decode: DecodeConfig,
-              cons: list[Constraints | None] | None) -> None:
+              cons: list[Constraints | None] | None, first: int | None = None) -> None:
         """Encoded lines join ``search`` (one of :meth:`search`'s) between two of its steps: one encoder call."""
         assert isinstance(search, BeamSearch)
         seqs = [source_ids(self.model, x) for x in ids]
-        search.admit(source_batch(self.model, seqs, self.device), keys, decode, constraints=cons)
+        lead = None if first is None else torch.full((len(ids),), first, dtype=torch.long)
+        search.admit(source_batch(self.model, seqs, self.device), keys, decode, constraints=cons, first=lead)
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         """``line`` translated (any decoding overrides), with every attention probability the model computed for it

@@ -24,15 +24,17 @@ def package_name(source: str, target: str, version: str) -> str:
 
 
 def write_package(ct2_dir: Path, out: Path, languages: tuple[str, str], version: str = "1.0",
-                  readme: str = "") -> Path:
+                  readme: str = "", target_prefix: str = "") -> Path:
     """The ``.argosmodel`` in folder ``out`` made of the CTranslate2 export ``ct2_dir`` (aiayn's, with its joint
-    SentencePiece model) for ``languages``."""
+    SentencePiece model) for ``languages``; ``target_prefix``: the piece argostranslate starts every translation with
+    and takes off again (a multilingual model's target-side tag)."""
     src, tgt = languages
     name = package_name(src, tgt, version)
     metadata = {"package_version": version, "argos_version": "1.9", "from_code": src, "from_name": language_name(src),
                 "to_code": tgt, "to_name": language_name(tgt), "type": "translate", "links": [],
                 "source_languages": [{"code": src, "name": language_name(src)}],
-                "target_languages": [{"code": tgt, "name": language_name(tgt)}]}
+                "target_languages": [{"code": tgt, "name": language_name(tgt)}],
+                **({"target_prefix": target_prefix} if target_prefix else {})}
     path = out / f"{name}{SUFFIX}"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr(f"{name}/{METADATA}", json.dumps(metadata, indent=2) + "\n")

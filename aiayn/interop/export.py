@@ -46,8 +46,10 @@ FORMATS = ("ctranslate2", "huggingface", "argos")
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
-def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
-    """Write the model of run dir (or checkpoint) ``path`` to ``out`` in ``fmt`` (see :data:`FORMATS`)."""
+def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None = None, force: bool = False,
+           directions: Sequence[tuple[str, str]] | None = None) -> Path:
+    """Write the model of run dir (or checkpoint) ``path`` to ``out`` in ``fmt`` (see :data:`FORMATS`);
+    ``directions``: a multilingual run's Argos packages (default: one per direction it was trained on)."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if quantization is not None and (fmt == "huggingface" or quantization not in CT2_QUANTIZATIONS):
@@ -60,7 +62,7 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     exportable(t)
     info = info_of(t, fmt, quantization)
     if fmt == "argos":
-        return _to_argos(t, out, quantization, info)
+        return _to_argos(t, out, quantization, info, directions)
     if fmt == "ctranslate2":
         write(t, out, quantization, info)
     else:
@@ -70,28 +72,43 @@ def export(path: str | Path, fmt: str, out: str | Path, quantization: str | None
     return out
 
 
-def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, Any]) -> Path:
-    """An Argos package (argos.py) of the run's CTranslate2 export, written in folder ``out``; its path."""
+def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, Any],
+              directions: Sequence[tuple[str, str]] | None = None) -> Path:
+    """An Argos package (argos.py) of the run's CTranslate2 export, written in folder ``out``; its path. A
+    multilingual run whose tag is the target's gives one package per direction (``directions``, default every one it
+    was trained on), each with its tag as Argos's ``target_prefix``; ``out`` is then returned."""
     from .argos import write_package
 
     if not t.vocab.joint:
         raise ExportError(f"{t.run} has a SentencePiece model per side; an Argos package holds one for both")
-    if t.run.multilingual() is not None:
+    multi = t.run.multilingual()
+    if multi is not None and multi.position == "source":
         raise ExportError(f"{t.run} is a multilingual run, its target named by a tag before each source line, which an "
-                          "Argos package cannot put there (argostranslate gives CTranslate2 a target prefix only); "
-                          "serve it with `aiayn serve`, or export it with --format ctranslate2")
+                          "Argos package cannot put there (argostranslate gives CTranslate2 a target prefix only): "
+                          "train on data prepared with --tag-position target for Argos packages, serve this one with "
+                          "`aiayn serve`, or export it with --format ctranslate2")
     langs = t.run.languages()
-    if not langs:
+    if multi is None and not langs:
         raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
                           "prepared with --src and --tgt)")
+    pairs: Sequence[tuple[str, str]] = [(langs[0], langs[1])] if multi is None else directions or multi.directions
+    if multi is None and directions and tuple(directions) != tuple(pairs):
+        raise ExportError(f"{t.run} translates {langs[0]} into {langs[1]} only")
+    for a, b in pairs if multi is not None else ():
+        try:
+            multi.check(a, b)
+        except ValueError as e:
+            raise ExportError(f"--source {a} --target {b}: {e}") from None
     with tempfile.TemporaryDirectory() as tmp:
         write(t, Path(tmp), quantization, info, never=True)
         if (t.run.path / CALIBRATION).is_file():
             shutil.copyfile(t.run.path / CALIBRATION, Path(tmp) / CALIBRATION)
         out.mkdir(parents=True, exist_ok=True)
-        readme = (f"# {langs[0]} to {langs[1]}\n\nExported by aiayn from {t.checkpoint} "
-                  f"({info['parameters'] / 1e6:.1f}M parameters, {info['quantization']}).\n")
-        return write_package(Path(tmp), out, (langs[0], langs[1]), readme=readme)
+        made = [write_package(Path(tmp), out, (a, b), readme=(
+            f"# {a} to {b}\n\nExported by aiayn from {t.checkpoint} ({info['parameters'] / 1e6:.1f}M parameters, "
+            f"{info['quantization']}{', one direction of a multilingual model' if multi else ''}).\n"),
+            target_prefix=multi.tag(b) if multi is not None else "") for a, b in pairs]
+    return made[0] if len(made) == 1 else out
 
 
 # --- CTranslate2 ------------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [text]
 package.install_from_path(sys.argv[1])
 names = sorted(p.package_path.name for p in package.get_installed_packages())
 lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
-print(json.dumps({"installed": names, "out": [translate.translate(line, "in", "out") for line in lines]}))
+codes = sys.argv[3:5] or ["in", "out"]
+print(json.dumps({"installed": names, "out": [translate.translate(line, *codes) for line in lines]}))
 """
 LINES = 120
 # aiayn's side of the comparison: the decoding Argos asks of CTranslate2 (beam 4, length penalty 0.2, and its default
@@ -38,13 +39,14 @@ LINES = 120
 SAME = ["--beam", "4", "--lenpen", "0.2", "--min-len", "1", "--no-sentences", "--no-repair", "--no-runon"]
 
 
-def argos_translate(package: Path, lines: list[str], home: Path, compute: str = "float32") -> dict[str, object]:
+def argos_translate(package: Path, lines: list[str], home: Path, compute: str = "float32",
+                    codes: tuple[str, str] = ("in", "out")) -> dict[str, object]:
     pytest.importorskip("argostranslate")
     (home / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = {**os.environ, "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"), "ARGOS_DEVICE_TYPE": "cpu",
            "ARGOS_COMPUTE_TYPE": compute, "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
     (home / "packages").mkdir(exist_ok=True)
-    out = subprocess.run([sys.executable, "-c", ARGOS, str(package), str(home / "in.txt")], env=env,
+    out = subprocess.run([sys.executable, "-c", ARGOS, str(package), str(home / "in.txt"), *codes], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return dict(json.loads(out.stdout.splitlines()[-1]))
