@@ -7,11 +7,15 @@ English also translated through English by the same model.
 
     python -m benchmarks multilingual [--directions all|en] [--updates-per-direction 1200] [--out runs/multilingual]
     python -m benchmarks multilingual --tag-position target --updates-per-direction 300
+    python -m benchmarks multilingual --directions en --pivot en --off-target
 
 ``--tag-position target`` trains the same model with the tag first in the target (the decoder's first token) and
 records its validation BLEU per direction (greedy, 100 lines a direction) beside the source-tag run's at the same
 update (read from that run's metrics.jsonl: the same lines, the same seed, the same rate schedule), since only
 validation decodes such a run yet.
+
+``--off-target`` scores a measured run's zero-shot translations against the pivot language's reference as well
+as their own (what a model writes when it ignores the tag), in seconds, from the translations it wrote.
 
 Training resumes where it stopped (run it again: the data is reused, the run goes on from its last checkpoint), so
 a budget longer than one sitting is spent over several. Recorded in
@@ -97,6 +101,31 @@ def test(run: Path, data: Path, pivot: str | None) -> dict[str, dict[str, object
     return out
 
 
+def off_target(run: Path, data: Path, pivot: str) -> dict[str, dict[str, object]]:
+    """Each zero-shot direction's test translations (written by :func:`test`) scored against the ``pivot``
+    language's reference as well as its own: a model that ignores the tag of a pair it never saw writes the language
+    it was trained to write from that source (Zhang et al., 2020: off-target translation)."""
+    import sacrebleu
+
+    from aiayn.config import Multilingual
+    from aiayn.data.datadir import read_lines
+    from aiayn.rundir import RunDir
+
+    multi = RunDir(run).multilingual()
+    assert isinstance(multi, Multilingual)
+    out: dict[str, dict[str, object]] = {}
+    for a in LANGS:
+        for b in LANGS:
+            if a == b or pivot in (a, b) or multi.trained(a, b):
+                continue
+            hyps = RunDir(run).hypotheses(f"test_2016_flickr.{a}-{b}.direct").read_text(encoding="utf-8").splitlines()
+            refs = {lang: list(read_lines(data / f"test_2016_flickr.{lang}.gz")) for lang in (b, pivot)}
+            out[f"{a}-{b}"] = {f"bleu_against_{lang}": round(sacrebleu.corpus_bleu(hyps, [r]).score, 2)
+                               for lang, r in refs.items()}
+            print(f"{a}-{b}: {out[f'{a}-{b}']}", flush=True)
+    return out
+
+
 def validation_at(run: Path, step: int) -> dict[str, float]:
     """A run's validation BLEU per direction (and their mean) at update ``step``, from its metrics.jsonl."""
     for line in (run / "metrics.jsonl").read_text().splitlines():
@@ -115,7 +144,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--updates-per-direction", type=int, default=1200)
     p.add_argument("--pivot", help="also translate each direction without this language through it")
     p.add_argument("--tag-position", choices=("source", "target"), default="source")
+    p.add_argument("--off-target", action="store_true", help="only score the zero-shot directions' test translations "
+                   "of a run already measured against the --pivot language's reference as well as their own")
     a = p.parse_args(argv)
+    if a.off_target:
+        if not a.pivot:
+            raise SystemExit("--off-target needs --pivot (the language the zero-shot translations may be written in)")
+        record.COMMAND[:] = ["python", "-m", "benchmarks", "multilingual", "--directions", a.directions, "--pivot",
+                             a.pivot, "--off-target"]
+        result = {"run_dir": str(a.out / f"run-{a.directions}"), "pivot": a.pivot,
+                  "test_2016_flickr": off_target(a.out / f"run-{a.directions}", a.data, a.pivot)}
+        print(f"recorded in {record.write('multilingual', result, name=f'off-target-{a.directions}')}", flush=True)
+        return
     record.COMMAND[:] = ["python", "-m", "benchmarks", "multilingual", "--directions", a.directions,
                          "--updates-per-direction", str(a.updates_per_direction),
                          *(["--pivot", a.pivot] if a.pivot else []), "--tag-position", a.tag_position]
