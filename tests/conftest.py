@@ -156,14 +156,16 @@ def _no_child_left_behind() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A multilingual model of tests/helpers.py's three_ways_corpus (about a minute on 2 cores), trained on the four
-    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe."""
+    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe, the tag on the source
+    (:func:`three_ways_target`: on the target, the default)."""
     from aiayn.cli.main import main
     from aiayn.training.recipes import RECIPES
 
     def build(out: Path) -> None:
         c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
         assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                     "--directions", "fw", "--vocab-size", "284", "--out", str(c / "data")]) == 0
+                     "--directions", "fw", "--tag-position", "source", "--vocab-size", "284", "--out",
+                     str(c / "data")]) == 0
         assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
                      str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", "max_steps=600",
                      "valid_every_steps=300"]) == 0

@@ -130,10 +130,11 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampling-temperature", type=float, default=1.0, metavar="T",
                    help="with --langs: direction d gets a share of (n_d/N)^(1/T) of the training pairs (1, the default: "
                    "as the corpus is; 5: small directions repeated)")
-    p.add_argument("--tag-position", choices=("source", "target"), default="source",
-                   help="with --langs: the target language's tag <2xx> first in the source (default: Johnson et al., "
-                   "Marian, Sockeye) or first in the target, the decoder's first token (fairseq's --decoder-langtok, "
-                   "M2M-100; what an Argos package of one direction needs: docs/multilingual.md)")
+    p.add_argument("--tag-position", choices=("source", "target"), default="target",
+                   help="with --langs: the target language's tag <2xx> first in the target, the decoder's first token "
+                   "(the default: fairseq's --decoder-langtok, M2M-100; measured better on Multi30k, and what an Argos "
+                   "package of one direction needs), or first in the source (Johnson et al., Marian, Sockeye): "
+                   "docs/multilingual.md")
     p.add_argument("--out", required=True, type=Path, help="the data dir to write")
     p.add_argument("--force", action="store_true", help="rebuild even if --out holds a different preparation")
 

@@ -4,14 +4,14 @@ one encoder-decoder, one joint vocabulary, and a tag that names the target langu
 The tag ``<2xx>`` is one piece of the joint SentencePiece vocabulary (a user-defined symbol, never split). Where it
 goes is the data's ``position``:
 
-- ``source`` (the default; Johnson et al., Sockeye's ``<2en>``, Marian/OPUS-MT's ``>>fra<<``): the tag is the first
-  token of the source, ``<2fr> Ein Mann fährt ...``. The encoder reads which language to write; decoding is the
-  bilingual model's, so every engine (aiayn's own, CTranslate2, the server's step-level batcher) needs nothing more
-  than the tagged source ids (:meth:`Multilingual.source_ids`).
-- ``target`` (fairseq's ``--decoder-langtok``, M2M-100, NLLB): the tag is the first token of the target; decoding
-  forces it (CTranslate2's ``target_prefix``) and drops it from the output.
+- ``target`` (the default; fairseq's ``--decoder-langtok``, M2M-100, NLLB): the tag is the first token of the target;
+  every search forces it (``first``: CTranslate2's ``target_prefix``, Argos's package ``target_prefix``) and drops it
+  from the output (:class:`Directed`).
+- ``source`` (Johnson et al., Sockeye's ``<2en>``, Marian/OPUS-MT's ``>>fra<<``): the tag is the first token of the
+  source, ``<2fr> Ein Mann fährt ...``; decoding is the bilingual model's (:meth:`Multilingual.source_ids`).
 
-docs/multilingual.md says which was measured better on Multi30k, and why the default is what it is.
+docs/multilingual.md has their measured comparison on Multi30k (the target side learned faster in 11 of 12
+directions), why the default is the target, and what an Argos package needs.
 
 A multilingual data directory (:func:`prepare_multilingual`) is a data directory whose two sides are named ``src``
 and ``tgt`` (its files: ``train.src.bin``, ``valid.tgt`` ...): every direction's pairs one after another, the
@@ -145,7 +145,7 @@ def _write_split(sources: dict[tuple[str, str], Source], sizes: dict[str, int] |
 
 
 def prepare_multilingual(splits: dict[str, str | Path], langs: Sequence[str], directions: Sequence[tuple[str, str]],
-                         out: str | Path, opts: Any, temperature: float = 1.0, position: Position = "source",
+                         out: str | Path, opts: Any, temperature: float = 1.0, position: Position = "target",
                          force: bool = False, seed: int = 1) -> Path:
     """One data directory for every direction: ``splits`` maps train/valid (and test) to a file PREFIX (see
     :func:`direction_source`); ``opts``: prepare.PrepareOptions (its languages are set here). The evaluation splits
@@ -232,13 +232,10 @@ class Directed:
         """The engine's (a server's step-level batcher), each output started by the tag where it is the target's."""
         self.engine_.admit(search, ids, keys, decode, cons, self.first)
 
-    def hypotheses(self, ids: Sequence[Sequence[int]], decode: Any, cons: Any, stop: Any = None) -> Any:
-        """engines.base.hypotheses through this direction's :meth:`decode_lines`."""
-        if self.first is None:                  # (the engine's own, which may say more: TorchEngine's warnings)
-            return self.engine_.hypotheses(ids, decode, cons, stop)
-        from ..engines.base import hypotheses
-
-        return hypotheses(self, ids, decode, cons, stop)
+    def hypotheses(self, ids: Sequence[Sequence[int]], decode: Any, cons: Any, stop: Any = None,
+                   first: int | None = None) -> Any:
+        """The engine's, each output started by the tag where it is the target's."""
+        return self.engine_.hypotheses(ids, decode, cons, stop, self.first)
 
     def translate_hypotheses(self, lines: Sequence[str], decode: Any = None, constraints: Any = None,
                              **overrides: Any) -> Any:

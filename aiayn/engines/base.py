@@ -201,8 +201,9 @@ class Engine(Protocol):
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
                    cons: Sequence[Constraints | None] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
-        """Each line's hypotheses by the :func:`plan`, its calls made by :meth:`decode_lines` (:func:`hypotheses`)."""
+                   stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
+        """Each line's hypotheses by the :func:`plan`, its calls made by :meth:`decode_lines` (:func:`hypotheses`;
+        ``first`` as decode_lines')."""
         ...
 
     def detokenize(self, token_lists: list[list[int]]) -> list[str]: ...
@@ -245,14 +246,14 @@ class Engine(Protocol):
 
 def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfig,
                cons: Sequence[Constraints | None] | None,
-               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+               stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
     """Each encoded line's ``decode.nbest`` hypotheses from ``engine``, by the :func:`plan` (what every engine's
     ``hypotheses`` is), its calls made by the engine's ``decode_lines``."""
     steps = plan(ids, decode, cons)
     try:
         call = next(steps)
         while True:
-            call = steps.send(engine.decode_lines(call[0], decode, call[1], stop))
+            call = steps.send(engine.decode_lines(call[0], decode, call[1], stop, first))
     except StopIteration as done:
         return done.value
 
@@ -351,9 +352,9 @@ class EngineBase(ABC):
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig,
                    cons: Sequence[Constraints | None] | None,
-                   stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+                   stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """Each line's hypotheses by engine.plan, its calls made by ``decode_lines``."""
-        return hypotheses(cast("Engine", self), ids, decode, cons, stop)
+        return hypotheses(cast("Engine", self), ids, decode, cons, stop, first)
 
     def translate_hypotheses(self, lines: Sequence[str], decode: DecodeConfig | None = None,
                              constraints: Sequence[Sequence[str] | None] | None = None,

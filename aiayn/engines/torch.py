@@ -172,10 +172,11 @@ class TorchEngine(EngineBase):
                              stop=stop, first=None if first is None else [first] * len(ids))
 
     def hypotheses(self, ids: Sequence[Sequence[int]], decode: DecodeConfig, cons: Sequence[Constraints | None] | None,
-                   stop: Stop | None = None) -> list[list[Hypothesis]]:
+                   stop: Stop | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """:meth:`translate_hypotheses` of encoded lines, with resolved settings and Constraints (engine.hypotheses:
-        blank lines and keep_plain); a warning names the phrases a line's best translation could not keep."""
-        out = hypotheses(self, ids, decode, cons, stop)
+        blank lines and keep_plain; ``first``: decode_lines'); a warning names the phrases a line's best translation
+        could not keep."""
+        out = hypotheses(self, ids, decode, cons, stop, first)
         for i, hs in enumerate(out):
             if cons is not None and ids[i] and (lost := missing(hs[0].tokens, cons[i])):
                 log.warning("line %d: no translation within the length limit contains %s; the best one without "

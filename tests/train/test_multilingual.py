@@ -61,7 +61,7 @@ def test_temperature_keeps_the_corpus_at_one_and_evens_it_out_above() -> None:
 def test_a_data_dir_of_every_direction_with_whole_tags_and_untagged_references(tmp_path: Path) -> None:
     c = _corpus(tmp_path, {"train": 300, "valid": 20})
     out = prepare_multilingual({"train": c / "train", "valid": c / "valid"}, LANGS, parse_directions("fw", LANGS),
-                               tmp_path / "data", OPTS)
+                               tmp_path / "data", OPTS, position="source")
     d = DataDir(out)
     multi = d.multilingual
     assert multi.directions == (("fw", "nx"), ("fw", "up"), ("nx", "fw"), ("up", "fw"))
