@@ -127,6 +127,6 @@ def load(package: Path, **settings: Any) -> Any:
     engine = CTranslate2Engine.from_export(model, languages=(src, tgt), **settings)
     if engine.multilingual is None:
         return engine
-    from ..data.multilingual import for_direction      # one direction of a multilingual model (aiayn's, or tagged)
+    from ..data.multilingual import for_direction
 
-    return for_direction(engine, src, tgt)
+    return for_direction(engine, src, tgt)              # one direction of a multilingual model (aiayn's, or tagged)

@@ -87,18 +87,7 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
                           "Argos package cannot put there (argostranslate gives CTranslate2 a target prefix only): "
                           "train on data prepared with --tag-position target for Argos packages, serve this one with "
                           "`aiayn serve`, or export it with --format ctranslate2")
-    langs = t.run.languages()
-    if multi is None and not langs:
-        raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
-                          "prepared with --src and --tgt)")
-    pairs: Sequence[tuple[str, str]] = [(langs[0], langs[1])] if multi is None else directions or multi.directions
-    if multi is None and directions and tuple(directions) != tuple(pairs):
-        raise ExportError(f"{t.run} translates {langs[0]} into {langs[1]} only")
-    for a, b in pairs if multi is not None else ():
-        try:
-            multi.check(a, b)
-        except ValueError as e:
-            raise ExportError(f"--source {a} --target {b}: {e}") from None
+    pairs = _argos_pairs(t, directions)
     with tempfile.TemporaryDirectory() as tmp:
         write(t, Path(tmp), quantization, info, never=True)
         if (t.run.path / CALIBRATION).is_file():
@@ -109,6 +98,25 @@ def _to_argos(t: Trained, out: Path, quantization: str | None, info: dict[str, A
             f"{info['quantization']}{', one direction of a multilingual model' if multi else ''}).\n"),
             target_prefix=multi.tag(b) if multi is not None else "") for a, b in pairs]
     return made[0] if len(made) == 1 else out
+
+
+def _argos_pairs(t: Trained, directions: Sequence[tuple[str, str]] | None) -> Sequence[tuple[str, str]]:
+    """The directions of a run's Argos packages: a bilingual run's one, or those of a multilingual run asked for
+    (default: every one it was trained on), each checked."""
+    multi, langs = t.run.multilingual(), t.run.languages()
+    if multi is None:
+        if not langs:
+            raise ExportError(f"{t.run} records no languages; an Argos package is named by them (train on a data dir "
+                              "prepared with --src and --tgt)")
+        if directions and tuple(directions) != (langs,):
+            raise ExportError(f"{t.run} translates {langs[0]} into {langs[1]} only")
+        return [langs]
+    for a, b in directions or ():
+        try:
+            multi.check(a, b)
+        except ValueError as e:
+            raise ExportError(f"--source {a} --target {b}: {e}") from None
+    return directions or multi.directions
 
 
 # --- CTranslate2 ------------------------------------------------------------------------------------------------
