@@ -253,7 +253,9 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
     try:
         call = next(steps)
         while True:
-            call = steps.send(engine.decode_lines(call[0], decode, call[1], stop, first))
+            # (``first`` only when there is one: an engine that never forces a token need not take it)
+            call = steps.send(engine.decode_lines(call[0], decode, call[1], stop, **({} if first is None else
+                                                                                       {"first": first})))
     except StopIteration as done:
         return done.value
 
