@@ -153,39 +153,32 @@ def _no_child_left_behind() -> Iterator[None]:
             proc.wait()
 
 
-@pytest.fixture(scope="session")
-def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _three_ways_run(tmp_path_factory: pytest.TempPathFactory, position: str) -> Path:
     """A multilingual model of tests/helpers.py's three_ways_corpus (about a minute on 2 cores), trained on the four
-    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe, the tag on the source
-    (:func:`three_ways_target`: on the target, the default)."""
+    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe, its tag on the
+    ``position`` side."""
     from aiayn.cli.main import main
     from aiayn.training.recipes import RECIPES
 
     def build(out: Path) -> None:
         c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
         assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                     "--directions", "fw", "--tag-position", "source", "--vocab-size", "284", "--out",
+                     "--directions", "fw", "--tag-position", position, "--vocab-size", "284", "--out",
                      str(c / "data")]) == 0
         assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
                      str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", "max_steps=600",
                      "valid_every_steps=300"]) == 0
 
-    return built_once(tmp_path_factory, "three", build) / "run"
+    return built_once(tmp_path_factory, f"three-{position}", build) / "run"
+
+
+@pytest.fixture(scope="session")
+def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`_three_ways_run` with the tag on the source."""
+    return _three_ways_run(tmp_path_factory, "source")
 
 
 @pytest.fixture(scope="session")
 def three_ways_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`three_ways` with the tag on the target side (``--tag-position target``): the decoder's first token."""
-    from aiayn.cli.main import main
-    from aiayn.training.recipes import RECIPES
-
-    def build(out: Path) -> None:
-        c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
-        assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                     "--directions", "fw", "--tag-position", "target", "--vocab-size", "284", "--out",
-                     str(c / "data")]) == 0
-        assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
-                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", "max_steps=600",
-                     "valid_every_steps=600"]) == 0
-
-    return built_once(tmp_path_factory, "three-target", build) / "run"
+    """:func:`_three_ways_run` with the tag on the target side (the default): the decoder's first token."""
+    return _three_ways_run(tmp_path_factory, "target")
