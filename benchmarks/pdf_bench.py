@@ -10,6 +10,16 @@ With ``--corpus``: every PDF of its four kinds (real, libreoffice, latex, slides
 whole-sentence comparison: each LibreOffice document translated as its .docx and as its PDF, the English text of each
 scored against the English original (document BLEU, sacrebleu), and the PDF's against the .docx's.
 
+With ``--libretranslate VENV`` as well: LibreTranslate's PDF path (argos-translate-files, its ``formats/pdf.py``:
+PyMuPDF, each text span translated on its own and drawn over a redaction) run on the same PDFs from a virtualenv of
+its own, serving the same run exported as an Argos package (``aiayn export --format argos``), measured the same way
+beside aiayn's: paragraphs still in the source language, overlaps, ``qpdf --check``, fonts, and the whole-sentence
+BLEU. Offline, Argos's sentence splitter (MiniSBD, whose German model it downloads on first use) is replaced by a split
+after sentence punctuation; PDF spans are mostly shorter than a sentence, so it rarely has anything to split.
+
+    python3 -m venv /tmp/ltvenv && /tmp/ltvenv/bin/pip install argos-translate-files==1.4.4
+    python -m benchmarks pdf --model runs/demo/run-de-en --corpus build/pdf-corpus --libretranslate /tmp/ltvenv
+
 Records benchmarks/results/pdf/pdf-<date>.json.
 """
 
@@ -49,18 +59,63 @@ def formulas(found: list) -> list[tuple[str, tuple[int, ...]]]:
     return [(b.text, tuple(round(v) for v in b.rect)) for b in found if not b.letters and pdf.OPEN in b.marked]
 
 
-def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> dict[str, object]:
-    from aiayn.documents import pdf
-    from aiayn.serving.libretranslate import Detector
+# LibreTranslate's PDF path: argos-translate-files run by the virtualenv's Python on (source, output) pairs, the
+# package installed in a folder of the benchmark's, each file's seconds printed as JSON
+LIBRETRANSLATE = r"""
+import json, re, sys, time
+import argostranslate.package as package, argostranslate.sbd as sbd, argostranslate.translate as translate
+import argostranslatefiles
+sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [s for s in re.split(r"(?<=[.!?])\s+", text) if s] or [text]
+package.install_from_path(sys.argv[1])
+translation = translate.get_translation_from_codes(sys.argv[2], sys.argv[3])
+for src, out in zip(sys.argv[4::2], sys.argv[5::2]):
+    t0 = time.perf_counter()
+    try:
+        argostranslatefiles.translate_file(translation, src, lambda _, __, out=out: out)
+    except Exception as e:
+        print(json.dumps({"file": src, "seconds": time.perf_counter() - t0, "error": repr(e)}), flush=True)
+        continue
+    print(json.dumps({"file": src, "seconds": time.perf_counter() - t0}), flush=True)
+"""
 
-    every = pdf.boxes(src, src.name, every=True)
-    before = [b for b in every if b.letters]
+
+def libretranslate(venv: Path, model: str, source: str, target: str, files: list[tuple[Path, Path]],
+                   home: Path) -> dict[str, float]:
+    """Translate each (source, output) PDF by LibreTranslate's PDF path with ``model`` exported as an Argos package;
+    the seconds each took, by source file name."""
+    package = home / "package"
+    subprocess.run([sys.executable, "-m", "aiayn", "export", "--model", model, "--format", "argos", "--out",
+                    str(package)], check=True, capture_output=True, env=record.user_env())
+    [argos] = package.glob("*.argosmodel")
+    env = {**record.user_env(), "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"),
+           "ARGOS_DEVICE_TYPE": "cpu", "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
+    (home / "packages").mkdir(exist_ok=True)
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", LIBRETRANSLATE, str(argos), source, target,
+                          *[str(x) for pair in files for x in pair]], capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit(f"LibreTranslate's PDF path failed: {run.stderr[-2000:]}")
+    times = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {Path(t["file"]).name: t["seconds"] for t in times}
+
+
+def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> dict[str, object]:
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", model, "--input", str(src),
                           "--output", str(out)], capture_output=True, text=True, env=record.user_env())
     seconds = time.perf_counter() - t0
     if run.returncode != 0:
         return {"file": src.name, "exit": run.returncode, "error": run.stderr[-500:]}
+    notes = [line for line in run.stderr.splitlines() if "paragraph(s)" in line]
+    return measured(src, out, source, kind, seconds, notes)
+
+
+def measured(src: Path, out: Path, source: str, kind: str, seconds: float, notes: list[str]) -> dict[str, object]:
+    """What the issue asks of a translated PDF ``out`` of ``src``, whoever translated it."""
+    from aiayn.documents import pdf
+    from aiayn.serving.libretranslate import Detector
+
+    every = pdf.boxes(src, src.name, every=True)
+    before = [b for b in every if b.letters]
     after_every = pdf.boxes(out, out.name, every=True)
     after = [b for b in after_every if b.letters]
     kept = set(formulas(after_every))
@@ -72,7 +127,7 @@ def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> di
     return {"file": src.name, "kind": kind, "pages": pages, "seconds": round(seconds, 1),
             "seconds_per_page": round(seconds / pages, 2),
             "boxes": len(before), "boxes_after": len(after),
-            "notes": [line for line in run.stderr.splitlines() if "paragraph(s)" in line],
+            "notes": notes,
             "paragraphs_of_4_words_or_more": len(wordy), "still_in_source_language": len(still),
             "still_share": round(len(still) / max(1, len(wordy)), 4), "still_sample": still[:5],
             "overlaps_before": pdf.overlaps(before), "overlaps_after": pdf.overlaps(after),
@@ -94,10 +149,10 @@ def _docx_text(path: Path) -> str:
                                  for p in paragraphs) if t.strip())
 
 
-def whole_sentences(corpus: Path, outputs: Path, model: str) -> list[dict[str, object]]:
-    """Each LibreOffice document translated as its .docx (the PDF's own translation already in ``outputs``): the
-    English of each scored against the English original, as one document (sacrebleu's BLEU over all its words), and
-    the PDF's against the .docx's."""
+def whole_sentences(corpus: Path, outputs: Path, model: str, others: Path | None = None) -> list[dict[str, object]]:
+    """Each LibreOffice document translated as its .docx (the PDF's own translation already in ``outputs``, and
+    LibreTranslate's in ``others`` when given): the English of each scored against the English original, as one
+    document (sacrebleu's BLEU over all its words), and the PDF's against the .docx's."""
     import sacrebleu
 
     from aiayn.documents import pdf
@@ -115,12 +170,25 @@ def whole_sentences(corpus: Path, outputs: Path, model: str) -> list[dict[str, o
         from_docx = " ".join(_docx_text(out).split())
         from_pdf = " ".join(" ".join(b.text for b in pdf.boxes(translated_pdf, name)).split())
         ref = " ".join(reference.split())
-        rows.append({"document": name, "bleu_docx": round(sacrebleu.corpus_bleu([from_docx], [[ref]]).score, 2),
-                     "bleu_pdf": round(sacrebleu.corpus_bleu([from_pdf], [[ref]]).score, 2),
-                     "bleu_pdf_against_docx": round(sacrebleu.corpus_bleu([from_pdf], [[from_docx]]).score, 2),
-                     "words_docx": len(from_docx.split()), "words_pdf": len(from_pdf.split()),
-                     "words_reference": len(ref.split())})
+        row = {"document": name, "bleu_docx": round(sacrebleu.corpus_bleu([from_docx], [[ref]]).score, 2),
+               "bleu_pdf": round(sacrebleu.corpus_bleu([from_pdf], [[ref]]).score, 2),
+               "bleu_pdf_against_docx": round(sacrebleu.corpus_bleu([from_pdf], [[from_docx]]).score, 2),
+               "words_docx": len(from_docx.split()), "words_pdf": len(from_pdf.split()),
+               "words_reference": len(ref.split())}
+        theirs = others / f"libreoffice-{docx.stem}.pdf" if others else None
+        if theirs and theirs.is_file():
+            from_theirs = " ".join(" ".join(b.text for b in pdf.boxes(theirs, name)).split())
+            row |= {"bleu_pdf_libretranslate": round(sacrebleu.corpus_bleu([from_theirs], [[ref]]).score, 2),
+                    "bleu_pdf_libretranslate_against_docx":
+                        round(sacrebleu.corpus_bleu([from_theirs], [[from_docx]]).score, 2),
+                    "words_pdf_libretranslate": len(from_theirs.split())}
+        rows.append(row)
     return rows
+
+
+def _version(venv: Path, name: str) -> str:
+    show = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", name], capture_output=True, text=True)
+    return next((line.split(":", 1)[1].strip() for line in show.stdout.splitlines() if line.startswith("Version:")), "")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,9 +197,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--source", default="de", help="the PDFs' language (what the detector must no longer find)")
     p.add_argument("--pdf", type=Path, action="append", default=[])
     p.add_argument("--corpus", type=Path, help="a folder pdf-corpus built: its corpus/KIND/*.pdf, docx/, english/")
+    p.add_argument("--target", default="en", help="the model's target language (for LibreTranslate's path)")
+    p.add_argument("--libretranslate", type=Path, metavar="VENV",
+                   help="a virtualenv with argos-translate-files: LibreTranslate's PDF path measured beside aiayn's")
     a = p.parse_args(argv)
     record.COMMAND[:] = ["python", "-m", "benchmarks", "pdf", "--model", a.model, "--source", a.source,
-                         *(["--corpus", str(a.corpus)] if a.corpus else []), *[x for f in a.pdf for x in ("--pdf", str(f))]]
+                         *(["--corpus", str(a.corpus)] if a.corpus else []), *[x for f in a.pdf for x in ("--pdf", str(f))],
+                         *(["--libretranslate", str(a.libretranslate)] if a.libretranslate else [])]
     files = [(f, "") for f in a.pdf] + ([(f, f.parent.name) for f in sorted((a.corpus / "corpus").glob("*/*.pdf"))]
                                         if a.corpus else [])
     if not files:
@@ -139,9 +211,20 @@ def main(argv: list[str] | None = None) -> None:
     if not (shutil.which("qpdf") and shutil.which("pdffonts")):
         sys.exit("qpdf and pdffonts are needed (make tools)")
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(f, Path(tmp) / f"{kind or 'pdf'}-{f.name}", a.model, a.source, kind) for f, kind in files]
-        pairs = whole_sentences(a.corpus, Path(tmp), a.model) if a.corpus else []
-    report = {"model": a.model, "source": a.source, "files": rows, "whole_sentences": pairs}
+        ours, theirs = Path(tmp) / "aiayn", Path(tmp) / "libretranslate"
+        ours.mkdir(), theirs.mkdir()
+        rows = [measure(f, ours / f"{kind or 'pdf'}-{f.name}", a.model, a.source, kind) for f, kind in files]
+        others = []
+        if a.libretranslate:
+            outs = [(f, theirs / f"{kind or 'pdf'}-{f.name}") for f, kind in files]
+            seconds = libretranslate(a.libretranslate, a.model, a.source, a.target, outs, Path(tmp) / "argos")
+            others = [measured(f, out, a.source, kind, seconds[f.name], []) if out.is_file()
+                      else {"file": f.name, "error": "no output"} for (f, kind), (_, out) in zip(files, outs, strict=True)]
+        pairs = whole_sentences(a.corpus, ours, a.model, theirs if a.libretranslate else None) if a.corpus else []
+    report = {"model": a.model, "source": a.source, "files": rows, "whole_sentences": pairs,
+              **({"libretranslate": {"argos_translate_files": _version(a.libretranslate, "argos-translate-files"),
+                                     "pymupdf": _version(a.libretranslate, "pymupdf"), "files": others}}
+                 if a.libretranslate else {})}
     print(json.dumps(report, indent=2, ensure_ascii=False))
     print(f"recorded in {record.write('pdf', report)}")
 

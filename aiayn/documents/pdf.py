@@ -14,10 +14,10 @@ page as it was.
   smaller, so that its lines stay inside the box. A character the face lacks is refused by name.
   The document's language (``/Lang``) is set to the target's.
 
-Not yet: text drawn inside form XObjects (it is translated but not taken out, so the page says it twice: such a box is
-left as it is), rotated pages (left as they are), formulas told apart from prose, fonts for other scripts,
-a bilingual edition. Refused, by name: an encrypted PDF, a damaged one, and one with no text to translate (a scan,
-which needs OCR first).
+Not yet: text drawn inside form XObjects (it could be translated but not taken out, so the page would say it twice:
+such a box is left as it is), rotated pages (left as they are), fonts for other scripts. Refused, by name: an encrypted
+PDF, a damaged one, one whose objects nest more than 500 deep (qpdf would drop them), and one with no text to translate
+(a scan, which needs OCR first).
 """
 
 from __future__ import annotations
@@ -775,8 +775,10 @@ def checked(pdf: Any, name: str, limits: Limits) -> None:
     each is inflated with that bound, never whole."""
     import pikepdf
 
-    if len(pdf.pages) > limits.pages:
-        raise DocumentError(f"{name} has {len(pdf.pages):,} pages; at most {limits.pages:,}")
+    pages = len(pdf.pages)
+    nested(pdf.get_warnings(), name)
+    if pages > limits.pages:
+        raise DocumentError(f"{name} has {pages:,} pages; at most {limits.pages:,}")
     total = 0
     for obj in pdf.objects:
         if not isinstance(obj, pikepdf.Stream):
@@ -793,6 +795,21 @@ def checked(pdf: Any, name: str, limits: Limits) -> None:
             raise DocumentError(f"{name}: a stream (object {obj.objgen[0]}) inflates past {limits.part:,} bytes")
         if total > limits.expanded:
             raise DocumentError(f"{name}: its streams inflate past {limits.expanded:,} bytes in all")
+    nested(pdf.get_warnings(), name)
+
+
+# qpdf's parser stops at this depth of arrays and dictionaries within one another, warns, and drops the object
+_NESTED = re.compile(r"\(object (\d+) \d+, offset \d+\): .*excessively deeply nested")
+_DEEP = re.compile(rb"(?:\[\s*){500}|(?:<<\s*/[^\s/<>\[\]()]+\s*){500}")
+
+
+def nested(warnings: list[str], name: str) -> None:
+    """A DocumentError naming the object where qpdf's ``warnings`` say it dropped one nested too deep (a PDF whose
+    objects nest thousands deep: read on, it would be a damaged document with its pages or text silently missing)."""
+    deep = next((m for m in map(_NESTED.search, warnings) if m), None)
+    if deep:
+        raise DocumentError(f"{name}: object {deep[1]} nests arrays or dictionaries more than 500 deep, past what "
+                            "aiayn reads")
 
 
 def facing(pdf: Any, src: Path) -> None:
@@ -816,6 +833,8 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     except pikepdf.PasswordError:
         raise DocumentError(f"{name} is encrypted: aiayn cannot read it; decrypt it first (qpdf --decrypt)") from None
     except pikepdf.PdfError as e:
+        if _DEEP.search(src.read_bytes()):
+            raise DocumentError(f"{name} nests arrays or dictionaries more than 500 deep, past what aiayn reads") from None
         raise DocumentError(f"{name} is damaged: {e}") from None
     with pdf:
         checked(pdf, name, texts.limits)

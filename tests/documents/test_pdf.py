@@ -233,6 +233,44 @@ def test_a_pdf_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
         translated(many, tmp_path / "out.pdf", limits=Limits(pages=20))
 
 
+def _nested(path: Path, where: str, depth: int = 10_000) -> Path:
+    """A one-page PDF written by hand with arrays nested ``depth`` deep in its page's dictionary, its catalog or its
+    content stream (qpdf's own writer would not keep them)."""
+    deep = b"[" * depth + b"]" * depth
+    content = b"BT /F1 12 Tf 72 720 Td (Ein Hund rennt durch den Park.) Tj ET" + (b" " + deep + b" pop" if
+                                                                                   where == "content" else b"")
+    objects = [b"<< /Type /Catalog /Pages 2 0 R" + (b" /Deep " + deep if where == "catalog" else b"") + b" >>",
+               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R"
+               b" >> >>" + (b" /Deep " + deep if where == "page" else b"") + b" >>",
+               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
+    xref = len(out)
+    out += b"xref\n0 6\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size 6 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_objects_nested_ten_thousand_deep_are_refused_by_name(tmp_path: Path) -> None:
+    """qpdf drops an object nested past 500 levels and reads on: a page (or the whole document) silently missing.
+    Such a PDF is refused, naming the object; arrays nested as deep in a content stream (operands, which pdfminer and
+    qpdf read without recursion) do not stop the page's text from being translated."""
+    upper = lambda texts, fmt, kinds: [t.upper() for t in texts]  # noqa: E731
+    with pytest.raises(DocumentError, match="page.pdf: object 3 nests arrays or dictionaries more than 500 deep"):
+        translated(_nested(tmp_path / "page.pdf", "page"), tmp_path / "out.pdf", translate=upper)
+    with pytest.raises(DocumentError, match="catalog.pdf nests arrays or dictionaries more than 500 deep"):
+        translated(_nested(tmp_path / "catalog.pdf", "catalog"), tmp_path / "out.pdf", translate=upper)
+    assert not (tmp_path / "out.pdf").exists()
+    translated(_nested(tmp_path / "content.pdf", "content"), tmp_path / "out.pdf", translate=upper)
+    assert [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")] == ["EIN HUND RENNT DURCH DEN PARK."]
+    assert clean(tmp_path / "out.pdf")
+
+
 def test_a_translation_that_cannot_fit_leaves_its_box_as_it_was(tmp_path: Path) -> None:
     """A translation far longer than its text (a degenerate one) that would not fit its box even at a fifth of its
     size is not drawn over its neighbours: the box keeps its original text, and the report says so."""
