@@ -62,6 +62,20 @@ class Box:
     marked: str = ""              # its text with each formula inline between :data:`OPEN` and :data:`SHUT`
     letters: bool = True          # whether it has words to translate (a box without, or a formula or music, is only
     #                               redrawn if it must be: :func:`symbolic`)
+    glyphs: dict[str, Glyph] = field(default_factory=dict, compare=False, repr=False)  # its formulas' characters
+    base: float | None = None     # its first line's baseline (where a translation's first line is drawn)
+
+
+@dataclass(frozen=True)
+class Glyph:
+    """A formula inline as the PDF draws it, to be drawn again as it was wherever its sentence moves it: each of its
+    characters in the PDF's own font (its name in the page's resources), by the bytes that showed it, at its place and
+    size in ems of the line's text (its rendering matrix, from where the formula starts and the line's baseline), and
+    its width. In a box's marked text it stands as one private-use character (:func:`runs`)."""
+
+    text: str                                               # as pdfminer reads it: "f(x)", or "(cid:5)" with no Unicode
+    shown: tuple[tuple[str, bytes, tuple[float, ...]], ...]
+    width: float
 
 
 def _rgb(color: Any) -> tuple[float, float, float]:
@@ -103,6 +117,7 @@ SYMBOL_FONTS = re.compile(r"cmmi|cmsy|cmex|msam|msbm|eufm|eurm|rsfs|stmary|esint
 
 
 OPEN, SHUT = "\ue000", "\ue001"      # (private use) around a formula inline in a box's marked text
+FIXED = "\ue002"                     # a formula that cannot move (it has a fraction's bar): its box is left as it is
 _GLUED = re.compile(f"{SHUT}([^\\w{OPEN}]*){OPEN}")   # two formulas with nothing but signs and spaces between: one
 
 
@@ -209,17 +224,27 @@ def _pages(src: Any) -> Any:
     from pdfminer.layout import LAParams
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
+    from pdfminer.utils import mult_matrix
 
     class Marking(PDFPageAggregator):
         op = -1
+        names: dict[int, str] = {}     # the page's fonts' names in its resources, by pdfminer's font (its id)
 
-        def render_char(self, *args: Any, **kw: Any) -> float:
-            advance = super().render_char(*args, **kw)
-            self.cur_item._objs[-1].op = self.op  # type: ignore[attr-defined]   # the character just added
+        def render_char(self, matrix: Any, font: Any, fontsize: float, scaling: float, rise: float, cid: int,
+                        *args: Any) -> float:
+            advance = super().render_char(matrix, font, fontsize, scaling, rise, cid, *args)
+            char = self.cur_item._objs[-1]                                   # the character just added
+            char.op = self.op  # type: ignore[attr-defined]
+            char.shown = (self.names.get(id(font)), _shown_code(font, cid),  # type: ignore[attr-defined]
+                          mult_matrix((fontsize * scaling, 0, 0, fontsize, 0, rise), matrix))
             return float(advance)
 
     class Counting(PDFPageInterpreter):
         shown, depth = -1, 0
+
+        def init_resources(self, resources: Any) -> None:
+            super().init_resources(resources)
+            device.names = {id(f): str(name) for name, f in self.fontmap.items()}
 
         def _show(self) -> None:
             self.shown += 1
@@ -231,10 +256,12 @@ def _pages(src: Any) -> Any:
 
         def do_Do(self, xobjid: Any) -> None:
             self.depth += 1
+            names = device.names
             try:
                 super().do_Do(xobjid)
             finally:
                 self.depth -= 1
+                device.names = names
 
     with (open(src, "rb") if isinstance(src, (str, Path)) else contextlib.nullcontext(src)) as f:
         resources = PDFResourceManager()
@@ -244,6 +271,91 @@ def _pages(src: Any) -> Any:
             interpreter.shown, interpreter.depth = -1, 0
             interpreter.process_page(page)
             yield device.get_result()
+
+
+def _shown_code(font: Any, cid: int) -> bytes | None:
+    """The bytes that show character ``cid`` in pdfminer's ``font``: one byte in a simple font, two in a composite
+    font with the identity encoding; None in another composite font (its CMap is not inverted)."""
+    from pdfminer.cmapdb import IdentityCMap, IdentityCMapByte
+    from pdfminer.pdffont import PDFCIDFont
+
+    if not isinstance(font, PDFCIDFont):
+        return bytes([cid]) if 0 <= cid < 256 else None
+    if isinstance(font.cmap, IdentityCMap):
+        return cid.to_bytes(2, "big")
+    return bytes([cid]) if isinstance(font.cmap, IdentityCMapByte) and cid < 256 else None
+
+
+# the private-use characters that stand for a formula's characters in a box's marked text (planes 15 and 16)
+_PRIVATE = [*range(0xF0000, 0xFFFFE), *range(0x100000, 0x10FFFE)]
+_ONE = "[\U000f0000-\U0010fffd]"
+
+
+def _attached(obj: Any) -> bool:
+    """Whether a character beside a formula's symbols belongs to the formula: a digit, a bracket, an operator (not a
+    letter, a space or a sentence's punctuation)."""
+    text = obj.get_text()
+    return hasattr(obj, "shown") and not text.isalpha() and not text.isspace() and text not in ",.;:!?"
+
+
+def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
+    """The formulas among a run's ``objs`` (pdfminer's characters and the spaces it adds), as (start, end): each
+    stretch of symbols (:func:`_math`) and the characters attached to them, up to a space (so that a long formula can
+    be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one code)."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    while k < len(objs):
+        if not (hasattr(objs[k], "shown") and _math(objs[k])):
+            k += 1
+            continue
+        start = k
+        while start > (out[-1][1] if out else 0) and _attached(objs[start - 1]):
+            start -= 1
+        end = k + 1
+        while end < len(objs) and (_attached(objs[end]) or (hasattr(objs[end], "shown") and _math(objs[end]))):
+            end += 1
+        out.append((start, end))
+        k = end
+    return out
+
+
+def glyph(chars: list[Any], line: Any, bars: list[tuple[float, float, float]], glyphs: dict[str, Glyph]) -> str | None:
+    """A formula's ``chars`` of pdfminer's ``line`` as the private-use character that stands for it in ``glyphs`` (its
+    :class:`Glyph` added); None where it cannot be drawn again as it was: a character without a font's name or code,
+    or :data:`FIXED` where a fraction's or a root's bar among ``bars`` is beside it (the rule would stay behind, and
+    pdfminer reads a fraction's parts as lines of their own)."""
+    if any(c.shown[0] is None or c.shown[1] is None for c in chars) or len(glyphs) >= len(_PRIVATE):
+        return None
+    text = [c for c in line if hasattr(c, "shown")]
+    em = statistics.median(c.size for c in text) or 1.0
+    left, right = min(c.x0 for c in chars), max(c.x1 for c in chars)
+    bottom, top = min(c.y0 for c in chars) - 0.4 * em, max(c.y1 for c in chars) + 0.4 * em
+    if any(x0 < right and x1 > left and bottom < y < top for x0, x1, y in bars):
+        return FIXED
+    baseline = statistics.median(c.shown[2][5] for c in text)
+    shown = tuple((c.shown[0], c.shown[1], (c.shown[2][0] / em, c.shown[2][1] / em, c.shown[2][2] / em,
+                                            c.shown[2][3] / em, (c.shown[2][4] - left) / em,
+                                            (c.shown[2][5] - baseline) / em)) for c in chars)
+    key = chr(_PRIVATE[len(glyphs)])
+    glyphs[key] = Glyph("".join(c.get_text() for c in chars), shown, (right - left) / em)
+    return key
+
+
+def marking(objs: list[Any], line: Any, bars: list[tuple[float, float, float]],
+            glyphs: dict[str, Glyph] | None) -> str:
+    """A run's text with each formula marked (:data:`OPEN`, :data:`SHUT`): each character of a symbol's font as it
+    reads, or (``glyphs`` given) each formula as the character that stands for it (:func:`glyph`)."""
+    plain = "".join(f"{OPEN}{o.get_text()}{SHUT}" if hasattr(o, "shown") and _math(o) else o.get_text() for o in objs)
+    if glyphs is None:
+        return plain
+    out, k = "", 0
+    for start, end in _formulas(objs):
+        key = glyph([o for o in objs[start:end] if hasattr(o, "shown")], line, bars, glyphs)
+        out += marking(objs[k:start], line, bars, None)
+        formula = marking(objs[start:end], line, bars, None)
+        out += f"{OPEN}{key}{SHUT}" if key and key != FIXED else f"{FIXED}{formula}" if key else formula
+        k = end
+    return out + marking(objs[k:], line, bars, None)
 
 
 @dataclass
@@ -266,6 +378,7 @@ class Rules:
 
     across: list[tuple[float, float, float]] = field(default_factory=list)
     down: list[tuple[float, float, float]] = field(default_factory=list)
+    bars: list[tuple[float, float, float]] = field(default_factory=list)   # every thin horizontal line: (x0, x1, y)
 
     def between_rows(self, above: tuple[float, ...], below: tuple[float, ...]) -> bool:
         """Whether a horizontal rule runs between two rectangles (x0, y0, x1, y1), one above the other."""
@@ -290,25 +403,31 @@ def _rules(items: Any, rules: Rules | None = None) -> Rules:
             _rules(item, rules)
         elif isinstance(item, LTCurve) and item.height <= 2 and item.width >= 5:
             rules.across.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
+            rules.bars.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
+        elif isinstance(item, LTCurve) and item.height <= 2:
+            rules.bars.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
         elif isinstance(item, LTCurve) and item.width <= 2 and item.height >= 5:
             rules.down.append(((item.x0 + item.x1) / 2, item.y0, item.y1))
     return rules
 
 
-def runs(line: Any, rules: Rules) -> list[Run]:
-    """pdfminer's ``line`` as runs: split where a vertical rule runs between two of its characters."""
+def runs(line: Any, rules: Rules, glyphs: dict[str, Glyph] | None = None) -> list[Run]:
+    """pdfminer's ``line`` as runs: split where a vertical rule runs between two of its characters. A formula is
+    marked (:data:`OPEN`, :data:`SHUT`), as one private-use character that stands for it in ``glyphs`` when given
+    (:func:`marking`)."""
     from pdfminer.layout import LTChar
 
-    out, prev = [Run([], "")], None
+    out, objs, prev = [Run([], "")], [[]], None   # type: ignore[var-annotated]
     for obj in line:
         if isinstance(obj, LTChar):
             if prev is not None and prev.x1 <= obj.x0 + 1 and rules.between(prev.x1, obj.x0, (obj.y0 + obj.y1) / 2):
                 out.append(Run([], ""))
+                objs.append([])
             out[-1].chars.append(obj)
             prev = obj
-            out[-1].text += f"{OPEN}{obj.get_text()}{SHUT}" if _math(obj) else obj.get_text()
-        else:
-            out[-1].text += obj.get_text()
+        objs[-1].append(obj)
+    for run, mine in zip(out, objs, strict=True):
+        run.text = marking(mine, line, rules.bars, glyphs)
     return [r for r in out if r.chars]
 
 
@@ -378,13 +497,14 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
     (:func:`cells`)."""
     from pdfminer.layout import LTTextLine
 
-    found = []
+    found, glyphs = [], {}   # type: ignore[var-annotated]
     for number, page in enumerate(_pages(src)):
         rules, mine = _rules(page), []
-        groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules)] for item in _text_boxes(page)]
+        groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
+                  for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):
             for rows in cells(parts, rules):
-                box = _box(number, rows, every)
+                box = _box(number, rows, every, glyphs, rules.bars)
                 if box:
                     x0, y0, x1, y1 = box.rect
                     box.wall = min((x for x, bottom, top in rules.down if x >= x1 - 1 and bottom < y1 and top > y0),
@@ -424,7 +544,7 @@ def _lead(chars: list[Any], marked: str) -> tuple[list[Any], str]:
     if first in BULLETS or unicodedata.category(first[:1]) == "Co":
         rest = chars[1:]
         if rest and getattr(chars[0], "op", -1) != -1 and chars[0].op not in {getattr(c, "op", -1) for c in rest}:
-            return rest, re.sub(f"^\\s*{OPEN}?{re.escape(first)}{SHUT}?\\s*", "", marked)
+            return rest, re.sub(f"^\\s*{OPEN}?(?:{re.escape(first)}|{_ONE})?{SHUT}?\\s*", "", marked, count=1)
     digits = 0
     while digits < len(chars) - 1 and (chars[digits].get_text().isdigit() or digits and chars[digits].get_text() == "."):
         digits += 1
@@ -439,24 +559,51 @@ def _code(chars: list[Any], text: str) -> bool:
     return " " not in text.strip() and face(statistics.mode(c.fontname for c in chars)).startswith("Mono")
 
 
-def _box(page: int, rows: list[list[Run]], every: bool) -> Box | None:
-    """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``."""
+def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph],
+         bars: list[tuple[float, float, float]]) -> Box | None:
+    """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``. Its text has
+    its formulas' characters as they read (``glyphs``); its marked text, as the characters that stand for them."""
     chars = [c for row in rows for r in row for c in r.chars]
     marked = _GLUED.sub(r"\1", joined([" ".join(r.text.strip() for r in row) for row in rows]))
     if chars:
         chars, marked = _lead(chars, marked)
-    text = marked.replace(OPEN, "").replace(SHUT, "")
+    text = read(marked, glyphs)
     letters = any(ch.isalpha() for ch in text) and not symbolic(chars) and not _code(chars, text)
     if not chars or not (letters or every):
         return None
     x0, y0 = min(c.x0 for c in chars), min(c.y0 for c in chars)
     x1, y1 = max(c.x1 for c in chars), max(c.y1 for c in chars)
     size = statistics.median(c.size for c in chars)
+    if any(_stacked(r, size) for row in rows for r in row) or _barred(chars, bars, size):
+        marked = FIXED + marked
     pitch = (y1 - y0 - size) / (len(rows) - 1) if len(rows) > 1 else size * 1.2
     color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
+    first = [c.shown[2][5] for r in rows[0] for c in r.chars if hasattr(c, "shown")]
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
-               face=face(statistics.mode(c.fontname for c in chars)),
-               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters)
+               base=statistics.median(first) if first else None, face=face(statistics.mode(c.fontname for c in chars)),
+               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs)
+
+
+def _stacked(run: Run, size: float) -> bool:
+    """Whether a run is a piece of a formula that pdfminer read as a line of its own: a sum's limits, a binomial's
+    lower half, set smaller than the box's text (``size``) and nothing but symbols, digits and signs."""
+    return any(_math(c) for c in run.chars) and all(_math(c) or not c.get_text().isalpha() for c in run.chars) and \
+        max(c.size for c in run.chars) < 0.85 * size
+
+
+def _barred(chars: list[Any], bars: list[tuple[float, float, float]], size: float) -> bool:
+    """Whether a character of a box set smaller than its text sits right over or under a short bar (an inline
+    fraction's numerator or denominator, which pdfminer may read apart from the rest of its fraction; an underline is
+    under text of the box's size)."""
+    small = [c for c in chars if c.size < 0.85 * size]
+    return any(x1 - x0 < 3 * size and x0 < c.x1 and x1 > c.x0 and
+               (0 <= y - c.y1 < 0.5 * size or 0 <= c.y0 - y < 0.5 * size) for x0, x1, y in bars for c in small)
+
+
+def read(marked: str, glyphs: dict[str, Glyph]) -> str:
+    """A box's marked text as it reads: its formulas unmarked, each character that stands for one of theirs as its
+    own text."""
+    return "".join(glyphs[c].text if c in glyphs else c for c in re.sub(f"[{OPEN}{SHUT}{FIXED}]", "", marked))
 
 
 # --- taking the original text out ---------------------------------------------------------------------------------
@@ -497,6 +644,7 @@ class Font:
 
         self.path = path or FONTS / f"Liberation{face}.ttf"
         self.fallback: Font | None = None     # where a character it lacks is drawn from (:data:`SYMBOLS`)
+        self.glyphs: dict[str, Glyph] = {}   # a formula's characters, drawn as the PDF drew them (:func:`runs`)
         self.face, self.resource = face, f"Aiayn{face.replace('-', '')}"       # its name in a page's resources
         font = TTFont(self.path)
         self.cmap = {chr(u): font.getGlyphID(g) for u, g in font.getBestCmap().items()}
@@ -509,6 +657,9 @@ class Font:
         """``text``'s advance at ``size`` points (a character it lacks at its fallback's)."""
         total = 0.0
         for ch in text:
+            if ch in self.glyphs:
+                total += self.glyphs[ch].width
+                continue
             font = self.drawing(ch)
             total += font.widths.get(font.cmap.get(ch, 0), 0) / font.upem
         return total * size
@@ -521,11 +672,12 @@ class Font:
         """Whether it or its fallback can draw ``ch``."""
         return ch in self.cmap or (self.fallback is not None and ch in self.fallback.cmap)
 
-    def runs(self, text: str) -> list[tuple[Font, str]]:
-        """``text`` cut where the font it is drawn in changes: its own, or its fallback for what it lacks."""
-        out: list[tuple[Font, str]] = []
+    def runs(self, text: str) -> list[tuple[Font | None, str]]:
+        """``text`` cut where the font it is drawn in changes: its own, its fallback for what it lacks, or (None) the
+        PDF's own fonts for a formula's characters (:attr:`glyphs`)."""
+        out: list[tuple[Font | None, str]] = []
         for ch in text:
-            font = self.drawing(ch)
+            font = None if ch in self.glyphs else self.drawing(ch)
             if out and out[-1][0] is font:
                 out[-1] = (font, out[-1][1] + ch)
             else:
@@ -647,14 +799,33 @@ def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, str
     size, lines, fits = fitted(box, font)
     x0, _, _, y1 = box.rect
     pitch = size * box.pitch / box.size
-    top = y1 + origin[1] - size * font.ascent / font.upem
+    # the first line on its original's baseline (raised by what a smaller size leaves above it), else under the top
+    top = origin[1] + (box.base + (box.size - size) * font.ascent / font.upem if box.base is not None else
+                       y1 - size * font.ascent / font.upem)
     r, g, b = box.color
     out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg"]
     for k, line in enumerate(lines):
-        shown = " ".join(f"/{f.resource} {size:.2f} Tf <{f.encoded(run).hex()}> Tj" for f, run in font.runs(line))
-        out.append(f"1 0 0 1 {x0 + origin[0]:.2f} {top - k * pitch:.2f} Tm {shown}")
+        out.append(shown(font, line, size, x0 + origin[0], top - k * pitch))
     out.append("ET Q\n")
     return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
+
+
+def shown(font: Font, line: str, size: float, x: float, y: float) -> str:
+    """The operators that show ``line`` at ``size`` from (``x``, ``y``): each run in the font that draws it, and each
+    formula's character in the PDF's own font, scaled with the line, at its place above or below the baseline."""
+    out, cursor = [f"1 0 0 1 {x:.2f} {y:.2f} Tm"], x
+    for drawing, run in font.runs(line):
+        if drawing is not None:
+            out.append(f"/{drawing.resource} {size:.2f} Tf <{drawing.encoded(run).hex()}> Tj")
+            cursor += drawing.width(run, size)
+            continue
+        for ch in run:
+            for name, code, (a, b, c, d, e, f) in font.glyphs[ch].shown:
+                out.append(f"/{name} 1 Tf {a * size:.4f} {b * size:.4f} {c * size:.4f} {d * size:.4f} "
+                           f"{cursor + e * size:.2f} {y + f * size:.2f} Tm <{code.hex()}> Tj")
+            cursor += font.glyphs[ch].width * size
+        out.append(f"1 0 0 1 {cursor:.2f} {y:.2f} Tm")
+    return " ".join(out)
 
 
 def _origin(page: Any) -> tuple[float, float]:
@@ -696,13 +867,22 @@ def _left(src: Path, todo: list[Box]) -> set[int]:
     return left
 
 
-def chosen(pdf: Any, src: Path, every: list[Box]) -> list[Box]:
+def chosen(pdf: Any, src: Path, every: list[Box], notes: list[str]) -> list[Box]:
     """The boxes to translate: those with letters, but not one drawn inside a form XObject or on a rotated page, nor
-    one whose text stays when it is taken out (:func:`_left`)."""
+    one whose text stays when it is taken out (:func:`_left`), nor one with a formula that cannot move
+    (:data:`FIXED`); each kind left out said in ``notes``."""
     rotated = {k for k, page in enumerate(pdf.pages) if int(page.obj.get("/Rotate", 0)) % 360}
     todo = [b for b in every if b.letters and -1 not in b.ops and b.page not in rotated]
     unsure = _left(src, todo)
-    return [b for k, b in enumerate(todo) if k not in unsure]
+    todo = [b for k, b in enumerate(todo) if k not in unsure]
+    if len(todo) < sum(b.letters for b in every):
+        notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: their text is drawn "
+                     "in a way aiayn cannot take out (inside a form XObject, or on a rotated page)")
+    fixed = [b for b in todo if FIXED in b.marked]
+    if fixed:
+        notes.append(f"{len(fixed)} paragraph(s) left as they are: their formulas have a fraction's or a root's bar, "
+                     "or parts set above one another, which cannot move with them")
+    return [b for b in todo if FIXED not in b.marked]
 
 
 def again(every: list[Box], todo: list[Box]) -> list[Box]:
@@ -717,7 +897,7 @@ def again(every: list[Box], todo: list[Box]) -> list[Box]:
             break
         taken |= more
     for box in found:
-        box.translation = box.text
+        box.translation = re.sub(f"[{OPEN}{SHUT}{FIXED}]", "", box.marked) or box.text
     return found
 
 
@@ -842,11 +1022,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         if not any(b.letters for b in every):
             raise DocumentError(f"{name} has no text to translate: a scanned document needs OCR first "
                                 "(for example ocrmypdf), which adds its text layer")
-        todo = chosen(pdf, src, every)
-        if len(todo) < sum(b.letters for b in every):
-            texts.report.notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: "
-                                      "their text is drawn in a way aiayn cannot take out (inside a form XObject, or "
-                                      "on a rotated page)")
+        todo = chosen(pdf, src, every, texts.report.notes)
         parts = [ends(b.marked or b.text) for b in todo]
         translated = texts.coded([inline(body) for _, body, _ in parts])
         for box, (head, _, tail), pieces in zip(todo, parts, translated, strict=True):
@@ -856,7 +1032,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         faces = {face: Font(face) for face in sorted({b.face for b in every})}
         symbols = Font("Symbols", SYMBOLS)
         for font in faces.values():
-            font.fallback = symbols
+            font.fallback, font.glyphs = symbols, every[0].glyphs
         for number, page in enumerate(pdf.pages):
             room([b for b in every if b.page == number], abs(float(page.mediabox[2]) - float(page.mediabox[0])))
         too_long = unfit(todo, faces)

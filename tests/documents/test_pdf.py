@@ -318,7 +318,7 @@ def test_a_latex_paper_is_read_as_its_author_wrote_it() -> None:
     justified lines whose wide spaces pdfminer takes for gaps between boxes; a formula; a table with rules."""
     found = pdf.boxes(MADE / "paper.pdf", "paper.pdf", every=True)
     texts = [b.text for b in found]
-    assert texts[1] == ("Ein brauner Hund kaut auf einem großen Holzstück herum. Ein älterer Mann hält einen Hund empor, "
+    assert texts[2] == ("Ein brauner Hund kaut auf einem großen Holzstück herum. Ein älterer Mann hält einen Hund empor, "
                         "während sein anderer Hund auf seinen Schoß klettert. Zwei Menschen überqueren eine Straße.")
     assert any("Kindern, die alle Hüte tragen, unterhält sich am Strand." in t for t in texts)
     assert {b.page for b in found if b.letters} == {0, 1} and {round(b.rect[0]) for b in found if b.letters} >= {72, 311}
@@ -327,7 +327,8 @@ def test_a_latex_paper_is_read_as_its_author_wrote_it() -> None:
     assert [b.letters for b in found if b.text in ("E(x) =", "i=1")] == [False, False]
     inline = next(b for b in found if "x ≤ y" in b.text)
     code, tail = pdf.inline(inline.marked)[-2:]
-    assert inline.letters and isinstance(code, spans.Empty) and (code.value, tail) == ("x ≤ y", " gilt.")
+    assert inline.letters and isinstance(code, spans.Empty) and (pdf.read(code.value, inline.glyphs), tail) == \
+        ("x ≤ y", " gilt.")
     # the table's cells, each its own box, however pdfminer grouped them (a column, a row across a rule)
     assert {"Ein Hund", "Zwei Frauen sprechen", "Eine Katze", "Ein Kind isst Obst"} <= set(texts)
     # the section's number, set apart by a quad, kept as the number
@@ -335,17 +336,30 @@ def test_a_latex_paper_is_read_as_its_author_wrote_it() -> None:
 
 
 def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_path: Path) -> None:
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar
+
     src, out = MADE / "paper.pdf", tmp_path / "out.pdf"
     before = pdf.boxes(src, src.name, every=True)
-    translated(src, out, options=Options(source="de", target="en"))
+    report = translated(src, out, options=Options(source="de", target="en"))
     after = pdf.boxes(out, out.name, every=True)
     texts = [b.text for b in after]
     assert "E(x) =" in texts and "i=1" in texts                  # still drawn in TeX's math fonts, where they were
     assert texts[0] == "1 HUNDE IM PARK"
-    # the formula inline as it was, the words translated; a symbol Liberation lacks drawn from the bundled DejaVu Sans
-    # symbols, and a paragraph's indented first line joined to it (read back, pdfminer may join the two paragraphs)
+    # each formula inline drawn again as TeX drew it, in its own fonts (AMS's blackboard bold ℝ, math italic, the
+    # symbols' ∀ and ≤), the words around it translated, and a paragraph's indented first line joined to it (read
+    # back, pdfminer may join the two paragraphs)
     assert "WÄHREND x ≤ y GILT." in " ".join(texts) and "ZWEI HUNDE SPIELEN IM SCHNEE, WOBEI ∀x∃y GILT." in " ".join(texts)
-    assert "DejaVuSans-Symbols" in {name.split("+")[-1] for name, _ in _fonts_embedded(out)}
+    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in texts
+    fonts = {c.get_text(): c.fontname.split("+")[-1] for page in extract_pages(out) for box in page
+             if hasattr(box, "get_text") and "RENNT" in box.get_text() for line in box for c in line
+             if isinstance(c, LTChar)}
+    assert (fonts["R"], fonts["f"], fonts["→"]) == ("MSBM10", "CMMI10", "CMSY10")
+    assert "DejaVuSans-Symbols" not in {name.split("+")[-1] for name, _ in _fonts_embedded(out)}
+    # a fraction cannot move with its sentence (its bar stays, and pdfminer reads its parts as lines of their own):
+    # its paragraph is left as it is, and said
+    assert "Zwei Kinder spielen, wobei x" in texts
+    assert any("1 paragraph(s)" not in n and "fraction's or a root's bar" in n for n in report.notes)
     walls = {b.text.upper(): b.wall for b in before if b.wall < float("inf")}
     cells = [b for b in after if b.text in walls]
     assert len(cells) == 4 and all(b.rect[2] <= walls[b.text] for b in cells)   # inside the table's rules
