@@ -47,14 +47,17 @@ browser:
 # GNU gettext's msgfmt, which the catalogue tests run (`msgfmt -c --use-fuzzy` on every translated PO),
 # epubcheck, which the EPUB tests run (no more errors than the input had), and qpdf and poppler's tools, with which the
 # PDF tests check what they write (`qpdf --check`) and the docs' pictures of pages are made (`pdftoppm`); without them
-# they skip and say so (under CI they fail)
+# they skip and say so (under CI they fail); and a TrueType font with Chinese (fonts-droid-fallback, found through
+# fontconfig), in which the PDF test of a translation into Chinese draws it
 tools:
 	@{ command -v msgfmt >/dev/null 2>&1 && command -v epubcheck >/dev/null 2>&1 && command -v qpdf >/dev/null 2>&1 && \
-	   command -v pdftoppm >/dev/null 2>&1; } || { \
+	   command -v pdftoppm >/dev/null 2>&1 && command -v fc-match >/dev/null 2>&1 && \
+	   test -f /usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf; } || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else \
-	    echo "make tools: install gettext (msgfmt), epubcheck, qpdf and poppler-utils as root" >&2; exit 1; fi; \
+	    echo "make tools: install gettext (msgfmt), epubcheck, qpdf, poppler-utils and fonts-droid-fallback as root" >&2; exit 1; fi; \
 	  command -v apt-get >/dev/null 2>&1 || { echo "make tools: no apt-get here; install gettext, epubcheck, qpdf, poppler-utils" >&2; exit 1; }; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck qpdf poppler-utils >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext epubcheck qpdf poppler-utils \
+	    fontconfig fonts-droid-fallback >/dev/null; }
 	@msgfmt --version | head -1
 
 # The PDFs of tests/documents/files/pdf/, made again from the sources beside them by the producers they stand for:

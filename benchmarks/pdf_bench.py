@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -62,17 +63,23 @@ def formulas(found: list) -> list[tuple[str, tuple[int, ...]]]:
 # LibreTranslate's PDF path: argos-translate-files run by the virtualenv's Python on (source, output) pairs, the
 # package installed in a folder of the benchmark's, each file's seconds printed as JSON
 LIBRETRANSLATE = r"""
-import json, re, sys, time
+import json, re, signal, sys, time
 import argostranslate.package as package, argostranslate.sbd as sbd, argostranslate.translate as translate
 import argostranslatefiles
 sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [s for s in re.split(r"(?<=[.!?])\s+", text) if s] or [text]
 package.install_from_path(sys.argv[1])
 translation = translate.get_translation_from_codes(sys.argv[2], sys.argv[3])
-for src, out in zip(sys.argv[4::2], sys.argv[5::2]):
+def late(*_):
+    raise TimeoutError(f"stopped after {sys.argv[4]} s")
+signal.signal(signal.SIGALRM, late)
+for src, out in zip(sys.argv[5::2], sys.argv[6::2]):
     t0 = time.perf_counter()
+    signal.alarm(int(sys.argv[4]))
     try:
         argostranslatefiles.translate_file(translation, src, lambda _, __, out=out: out)
+        signal.alarm(0)
     except Exception as e:
+        signal.alarm(0)
         print(json.dumps({"file": src, "seconds": time.perf_counter() - t0, "error": repr(e)}), flush=True)
         continue
     print(json.dumps({"file": src, "seconds": time.perf_counter() - t0}), flush=True)
@@ -80,9 +87,9 @@ for src, out in zip(sys.argv[4::2], sys.argv[5::2]):
 
 
 def libretranslate(venv: Path, model: str, source: str, target: str, files: list[tuple[Path, Path]],
-                   home: Path) -> dict[str, float]:
-    """Translate each (source, output) PDF by LibreTranslate's PDF path with ``model`` exported as an Argos package;
-    the seconds each took, by source file name."""
+                   home: Path, limit: int) -> dict[str, dict[str, Any]]:
+    """Translate each (source, output) PDF by LibreTranslate's PDF path with ``model`` exported as an Argos package,
+    each stopped after ``limit`` seconds; the seconds each took (and its error), by source file name."""
     package = home / "package"
     subprocess.run([sys.executable, "-m", "aiayn", "export", "--model", model, "--format", "argos", "--out",
                     str(package)], check=True, capture_output=True, env=record.user_env())
@@ -91,11 +98,12 @@ def libretranslate(venv: Path, model: str, source: str, target: str, files: list
            "ARGOS_DEVICE_TYPE": "cpu", "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
     (home / "packages").mkdir(exist_ok=True)
     run = subprocess.run([str(venv / "bin" / "python"), "-c", LIBRETRANSLATE, str(argos), source, target,
-                          *[str(x) for pair in files for x in pair]], capture_output=True, text=True, env=env)
+                          str(limit), *[str(x) for pair in files for x in pair]], capture_output=True, text=True,
+                         env=env)
     if run.returncode != 0:
         sys.exit(f"LibreTranslate's PDF path failed: {run.stderr[-2000:]}")
     times = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return {Path(t["file"]).name: t["seconds"] for t in times}
+    return {Path(t["file"]).name: t for t in times}
 
 
 def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> dict[str, object]:
@@ -200,10 +208,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="en", help="the model's target language (for LibreTranslate's path)")
     p.add_argument("--libretranslate", type=Path, metavar="VENV",
                    help="a virtualenv with argos-translate-files: LibreTranslate's PDF path measured beside aiayn's")
+    p.add_argument("--libretranslate-kinds", default="libreoffice,slides",
+                   help="the kinds of the corpus LibreTranslate's path is run on (comma-separated)")
+    p.add_argument("--libretranslate-limit", type=int, default=300, metavar="SECONDS",
+                   help="LibreTranslate's path stopped after this long on one PDF (it redacts span by span)")
     a = p.parse_args(argv)
     record.COMMAND[:] = ["python", "-m", "benchmarks", "pdf", "--model", a.model, "--source", a.source,
                          *(["--corpus", str(a.corpus)] if a.corpus else []), *[x for f in a.pdf for x in ("--pdf", str(f))],
-                         *(["--libretranslate", str(a.libretranslate)] if a.libretranslate else [])]
+                         *(["--libretranslate", str(a.libretranslate), "--libretranslate-kinds",
+                            a.libretranslate_kinds, "--libretranslate-limit", str(a.libretranslate_limit)]
+                           if a.libretranslate else [])]
     files = [(f, "") for f in a.pdf] + ([(f, f.parent.name) for f in sorted((a.corpus / "corpus").glob("*/*.pdf"))]
                                         if a.corpus else [])
     if not files:
@@ -216,10 +230,14 @@ def main(argv: list[str] | None = None) -> None:
         rows = [measure(f, ours / f"{kind or 'pdf'}-{f.name}", a.model, a.source, kind) for f, kind in files]
         others = []
         if a.libretranslate:
-            outs = [(f, theirs / f"{kind or 'pdf'}-{f.name}") for f, kind in files]
-            seconds = libretranslate(a.libretranslate, a.model, a.source, a.target, outs, Path(tmp) / "argos")
-            others = [measured(f, out, a.source, kind, seconds[f.name], []) if out.is_file()
-                      else {"file": f.name, "error": "no output"} for (f, kind), (_, out) in zip(files, outs, strict=True)]
+            kinds = [(f, kind) for f, kind in files if kind in a.libretranslate_kinds.split(",")]
+            outs = [(f, theirs / f"{kind or 'pdf'}-{f.name}") for f, kind in kinds]
+            done = libretranslate(a.libretranslate, a.model, a.source, a.target, outs, Path(tmp) / "argos",
+                                  a.libretranslate_limit)
+            others = [measured(f, out, a.source, kind, done[f.name]["seconds"], [])
+                      if out.is_file() and "error" not in done.get(f.name, {}) else
+                      {"file": f.name, "kind": kind, **done.get(f.name, {"error": "no output"})}
+                      for (f, kind), (_, out) in zip(kinds, outs, strict=True)]
         pairs = whole_sentences(a.corpus, ours, a.model, theirs if a.libretranslate else None) if a.corpus else []
     report = {"model": a.model, "source": a.source, "files": rows, "whole_sentences": pairs,
               **({"libretranslate": {"argos_translate_files": _version(a.libretranslate, "argos-translate-files"),

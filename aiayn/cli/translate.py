@@ -216,7 +216,8 @@ def _translate_document(a: argparse.Namespace, nbest: int, languages: tuple[str 
     try:
         report = translate_document(a.input, a.output, chunked,
                                     options=Options(languages[0], languages[1], review=not a.no_fuzzy,
-                                                    min_confidence=a.min_confidence, bilingual=a.bilingual))
+                                                    min_confidence=a.min_confidence, bilingual=a.bilingual,
+                                                    font=a.font))
     finally:
         bar.close()
     n = report.texts
@@ -258,6 +259,9 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
                         "'translated', not 'needs-review-translation') but those less sure than --min-confidence")
     p.add_argument("--bilingual", action="store_true",
                    help="a PDF: a bilingual edition, each original page followed by its translation (facing pages)")
+    p.add_argument("--font", type=Path, metavar="TTF",
+                   help="a PDF: a TrueType font (.ttf, .ttc) for the characters the bundled fonts lack (another "
+                        "script); otherwise one installed is found with fontconfig")
     p.add_argument("--fallback", type=Path, metavar="RUN",
                    help="a stronger model (the teacher behind a student, or the same run, the first decoded with "
                         "--beam 1) that translates again each line less sure than --min-confidence; its translation "

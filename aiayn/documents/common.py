@@ -62,6 +62,7 @@ class Options:
     review: bool = True                 # machine translations marked for review (PO: fuzzy; XLIFF: its states)
     min_confidence: float = 0.5         # with review off, those less sure than this are marked all the same
     bilingual: bool = False             # a PDF: each page followed by its translation, on facing pages
+    font: Path | None = None            # a PDF: a TrueType font for what the bundled ones lack (another script)
 
 
 @dataclass

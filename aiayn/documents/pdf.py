@@ -643,10 +643,16 @@ class Font:
         from fontTools.ttLib import TTFont
 
         self.path = path or FONTS / f"Liberation{face}.ttf"
-        self.fallback: Font | None = None     # where a character it lacks is drawn from (:data:`SYMBOLS`)
+        self.fallbacks: list[Font] = []      # where a character it lacks is drawn from (:data:`SYMBOLS`, :func:`scripts`)
         self.glyphs: dict[str, Glyph] = {}   # a formula's characters, drawn as the PDF drew them (:func:`runs`)
-        self.face, self.resource = face, f"Aiayn{face.replace('-', '')}"       # its name in a page's resources
-        font = TTFont(self.path)
+        self.face, self.resource = face, f"Aiayn{re.sub(r'[^A-Za-z0-9]', '', face)}"  # its name in a page's resources
+        try:
+            font = TTFont(self.path, fontNumber=0) if self.path.suffix.lower() == ".ttc" else TTFont(self.path)
+        except Exception as e:  # noqa: BLE001 - a missing or damaged font file (fontTools' TTLibError, OSError), named
+            raise DocumentError(f"the font {self.path} cannot be read: {type(e).__name__}: {e}") from None
+        if "glyf" not in font:
+            raise DocumentError(f"the font {self.path.name} has PostScript (CFF) outlines: aiayn embeds TrueType fonts "
+                                "(give a .ttf or .ttc font with --font)")
         self.cmap = {chr(u): font.getGlyphID(g) for u, g in font.getBestCmap().items()}
         self.upem = font["head"].unitsPerEm
         self.widths = {font.getGlyphID(g): font["hmtx"][g][0] for g in font.getGlyphOrder()}
@@ -665,12 +671,12 @@ class Font:
         return total * size
 
     def drawing(self, ch: str) -> Font:
-        """The font ``ch`` is drawn in: this one, or its fallback where only that has it."""
-        return self.fallback if self.fallback is not None and ch not in self.cmap and ch in self.fallback.cmap else self
+        """The font ``ch`` is drawn in: this one, or the first of its fallbacks that has it where it lacks it."""
+        return next((f for f in self.fallbacks if ch in f.cmap), self) if ch not in self.cmap else self
 
     def has(self, ch: str) -> bool:
-        """Whether it or its fallback can draw ``ch``."""
-        return ch in self.cmap or (self.fallback is not None and ch in self.fallback.cmap)
+        """Whether it or a fallback can draw ``ch``."""
+        return ch in self.cmap or any(ch in f.cmap for f in self.fallbacks)
 
     def runs(self, text: str) -> list[tuple[Font | None, str]]:
         """``text`` cut where the font it is drawn in changes: its own, its fallback for what it lacks, or (None) the
@@ -697,7 +703,7 @@ class Font:
         options.name_IDs, options.notdef_outline, options.glyph_names = ["*"], True, False
         options.retain_gids = True                      # the ids :meth:`encoded` writes stay the glyphs' ids
         options.drop_tables += ["FFTM"]                 # FontForge's timestamps, which fontTools cannot subset
-        font = TTFont(self.path)
+        font = TTFont(self.path, fontNumber=0) if self.path.suffix.lower() == ".ttc" else TTFont(self.path)
         subsetter = Subsetter(options)
         subsetter.populate(unicodes=[ord(c) for c in chars])
         subsetter.subset(font)
@@ -714,7 +720,9 @@ class Font:
         missing = [c for c in chars if not self.has(c) and c.isprintable()]
         if missing:
             raise DocumentError(f"the translation holds {', '.join(repr(c) for c in missing[:5])}, which the font "
-                                f"{self.path.name} does not have (fonts for other scripts are not bundled yet)")
+                                f"{self.path.name} does not have, nor any font installed: install one that has them "
+                                "(Debian: fonts-droid-fallback for Chinese, Japanese and Korean) or give one with "
+                                "--font")
         chars = [c for c in chars if c in self.cmap]
         data = self._subset(chars)
         tag = "".join(chr(65 + (sum(map(ord, self.face)) + k * 7) % 26) for k in range(6))   # a subset's prefix
@@ -756,15 +764,56 @@ def _utf16(ch: str) -> list[int]:
 # --- the translation written in its box ---------------------------------------------------------------------------
 
 
+# where a line may break without a space: before and after each character of Chinese, Japanese and Korean
+_WIDE = "\u2e80-\u30ff\u3100-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_WORDS = re.compile(f"(\\s*)([{_WIDE}]|[^\\s{_WIDE}]+)")
+# never first on a line (kinsoku): closing punctuation, small kana, the prolonged sound mark
+_CLOSING = set("。，、．：；！？）」』】〉》〕］｝ー々ぁぃぅぇぉっゃゅょァィゥェォッャュョ")
+
+
 def wrapped(text: str, font: Font, size: float, width: float) -> list[str]:
-    """``text`` broken into lines no wider than ``width`` at ``size`` (a word wider than that alone on its line)."""
+    """``text`` broken into lines no wider than ``width`` at ``size`` (a word wider than that alone on its line): at
+    spaces, and between two characters of Chinese, Japanese or Korean."""
     lines: list[str] = []
-    for word in text.split():
-        if lines and font.width(f"{lines[-1]} {word}", size) <= width:
-            lines[-1] += f" {word}"
+    for space, word in _WORDS.findall(text):
+        joined = f"{lines[-1]}{' ' if space else ''}{word}" if lines else word
+        if lines and (font.width(joined, size) <= width or (not space and word in _CLOSING)):
+            lines[-1] = joined
         else:
             lines.append(word)
     return lines
+
+
+# scripts whose letters must be shaped (joined, reordered) or set right to left, which drawing one glyph per
+# character does not do: Hebrew, Arabic, Syriac, Thaana, N'Ko; the Indic scripts; Tibetan, Myanmar, Khmer
+_SHAPED = re.compile("[\u0590-\u08ff\u0900-\u0dff\u0f00-\u109f\u1780-\u17ff\ufb1d-\ufdff\ufe70-\ufeff]")
+
+
+def scripts(text: str, fonts: list[Font], given: Path | None) -> list[Font]:
+    """The fonts that draw what ``text`` holds and ``fonts`` lack: ``given`` (``--font``), then those fontconfig
+    finds installed (``fc-match``), one for each character still lacking, while one has it. A script that needs
+    shaping is refused, named."""
+    import shutil
+    import subprocess
+
+    shaped = _SHAPED.search(text)
+    if shaped:
+        raise DocumentError(f"the translation holds {shaped[0]!r} (U+{ord(shaped[0]):04X}), of a script whose letters "
+                            "must be shaped or set right to left, which aiayn's PDF writer does not do yet")
+    lacking = sorted({c for c in text if c.isprintable() and not c.isspace() and not any(c in f.cmap for f in fonts)})
+    out = [Font(f"Given-{given.stem}", given)] if given else []
+    tool = shutil.which("fc-match")
+    while lacking and tool:
+        lacking = [c for c in lacking if not any(c in f.cmap for f in out)]
+        if not lacking:
+            break
+        found = subprocess.run([tool, "-f", "%{file}", f":charset={ord(lacking[0]):x}"], capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+        font = Font(f"Script{len(out)}-{Path(found).stem}", Path(found)) if found and Path(found).is_file() else None
+        if font is None or lacking[0] not in font.cmap or any(f.path == font.path for f in out):
+            break
+        out.append(font)
+    return out
 
 
 def room(boxes: list[Box], width: float) -> None:
@@ -927,7 +976,8 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
         page.obj.Resources = pikepdf.Dictionary()
     if "/Font" not in page.obj.Resources:
         page.obj.Resources.Font = pikepdf.Dictionary()
-    for face in {b.face for b in mine} | ({"Symbols"} & fonts.keys()):
+    used = {b.face for b in mine} | {fonts[b.face][0].drawing(c).face for b in mine for c in b.translation}
+    for face in used & fonts.keys():
         font, embedded = fonts[face]
         page.obj.Resources.Font[f"/{font.resource}"] = embedded
     return counts["small"]
@@ -1030,9 +1080,10 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
             box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip() else ""
         todo = [b for b in todo if b.translation.strip()]
         faces = {face: Font(face) for face in sorted({b.face for b in every})}
-        symbols = Font("Symbols", SYMBOLS)
+        more = [Font("Symbols", SYMBOLS)]
+        more += scripts("".join(b.translation for b in todo), [*faces.values(), *more], options.font)
         for font in faces.values():
-            font.fallback, font.glyphs = symbols, every[0].glyphs
+            font.fallbacks, font.glyphs = more, every[0].glyphs
         for number, page in enumerate(pdf.pages):
             room([b for b in every if b.page == number], abs(float(page.mediabox[2]) - float(page.mediabox[0])))
         too_long = unfit(todo, faces)
@@ -1046,9 +1097,10 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
                                                                          if b.face == face)))
                  for face in sorted({b.face for b in drawn_boxes})}
-        lacked = "".join(c for b in drawn_boxes for c in b.translation if c not in faces[b.face].cmap and symbols.has(c))
-        if lacked:
-            fonts["Symbols"] = (symbols, symbols.embedded(pdf, lacked))
+        for font in more:
+            lacked = "".join(c for b in drawn_boxes for c in b.translation if faces[b.face].drawing(c) is font)
+            if lacked:
+                fonts[font.face] = (font, font.embedded(pdf, lacked))
         for number, operations in _stripped(pdf, drawn_boxes).items():
             small = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
             if small:

@@ -5,6 +5,7 @@ the page lost; and the PDFs refused by name (encrypted, damaged, without a text 
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import subprocess
 import zlib
@@ -172,10 +173,53 @@ def test_pdfs_that_cannot_be_translated_are_refused_by_name(tmp_path: Path) -> N
     assert not (tmp_path / "out.pdf").exists()
 
 
-def test_a_character_the_font_lacks_is_named(tmp_path: Path) -> None:
+def test_a_character_no_font_has_is_named_and_a_script_that_needs_shaping_is_refused(tmp_path: Path) -> None:
+    """An Egyptian hieroglyph (no installed font has one here): named, with what to install or give. Arabic, whose
+    letters join and run right to left: refused by name rather than drawn apart, left to right."""
     src = printed(tmp_path)
-    with pytest.raises(DocumentError, match="'犬', which the font LiberationSerif-(Bold|Regular).ttf does not have"):
-        translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: ["犬" for _ in texts])
+    with pytest.raises(DocumentError, match="'𓀀', which the font LiberationSerif-(Bold|Regular).ttf does not have, nor "
+                                            "any font installed: install one .* or give one with --font"):
+        translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: ["𓀀" for _ in texts])
+    with pytest.raises(DocumentError, match="'ك' .U\\+0643., of a script whose letters must be shaped or set right to "
+                                            "left"):
+        translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: ["كلب يركض" for _ in texts])
+    with pytest.raises(DocumentError, match="the font .*nothing.ttf cannot be read"):
+        translated(src, tmp_path / "out.pdf", options=Options(font=tmp_path / "nothing.ttf"))
+    assert not (tmp_path / "out.pdf").exists()
+
+
+def _cjk_font() -> Path:
+    """An installed TrueType font with Chinese (Debian's fonts-droid-fallback, which `make tools` installs)."""
+    tool = shutil.which("fc-match")
+    found = subprocess.run([tool, "-f", "%{file}", ":charset=72ac"], capture_output=True, text=True).stdout if tool else ""
+    if not found.endswith((".ttf", ".ttc")) or "Droid" not in found and "WenQuanYi" not in found:
+        pytest.skip("no TrueType font with Chinese is installed (make tools: fonts-droid-fallback)")
+    return Path(found)
+
+
+def test_chinese_is_drawn_in_an_installed_font_its_lines_broken_between_characters(tmp_path: Path) -> None:
+    """A translation into Chinese: what Liberation lacks drawn in the TrueType font fontconfig finds, embedded and
+    subset; lines broken between characters (there are no spaces), never before a closing mark; nothing overlapping
+    that did not. ``--font`` (Options.font) names the font instead."""
+    from pdfminer.high_level import extract_text
+
+    font = _cjk_font()
+    src, out = printed(tmp_path), tmp_path / "out.pdf"
+    sentence = "一只小狗在绿色的草地上奔跑。"
+    translated(src, out, translate=lambda texts, fmt, kinds: [sentence * (1 + len(t) // 10) for t in texts],
+               options=Options(target="zh"))
+    embedded = {name.split("+")[-1]: ok for name, ok in _fonts_embedded(out)}
+    assert embedded.get(font.stem) is True and all(embedded.values())
+    lines = [ln.strip() for ln in extract_text(out).splitlines() if ln.strip()]
+    assert all(re.fullmatch("[\u4e00-\u9fff。]+", ln) for ln in lines)     # every paragraph translated, none left out
+    assert any(ln[0] != "一" for ln in lines)                                  # and broken mid-sentence
+    assert not any(ln.startswith("。") for ln in lines)
+    before = pdf.boxes(src, src.name)
+    assert pdf.overlaps(pdf.boxes(out, out.name)) <= pdf.overlaps(before) and clean(out)
+    given = tmp_path / f"given{font.suffix}"
+    shutil.copy(font, given)
+    translated(src, out, translate=lambda texts, fmt, kinds: [sentence for _ in texts], options=Options(font=given))
+    assert "given" in {name.split("+")[-1] for name, _ in _fonts_embedded(out)}
 
 
 def test_the_command_line_translates_a_pdf_with_a_real_model(tmp_path: Path, copy_model: Path) -> None:
