@@ -63,33 +63,23 @@ def formulas(found: list) -> list[tuple[str, tuple[int, ...]]]:
 # LibreTranslate's PDF path: argos-translate-files run by the virtualenv's Python on (source, output) pairs, the
 # package installed in a folder of the benchmark's, each file's seconds printed as JSON
 LIBRETRANSLATE = r"""
-import json, re, signal, sys, time
+import re, sys
 import argostranslate.package as package, argostranslate.sbd as sbd, argostranslate.translate as translate
 import argostranslatefiles
 sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [s for s in re.split(r"(?<=[.!?])\s+", text) if s] or [text]
-package.install_from_path(sys.argv[1])
-translation = translate.get_translation_from_codes(sys.argv[2], sys.argv[3])
-def late(*_):
-    raise TimeoutError(f"stopped after {sys.argv[4]} s")
-signal.signal(signal.SIGALRM, late)
-for src, out in zip(sys.argv[5::2], sys.argv[6::2]):
-    t0 = time.perf_counter()
-    signal.alarm(int(sys.argv[4]))
-    try:
-        argostranslatefiles.translate_file(translation, src, lambda _, __, out=out: out)
-        signal.alarm(0)
-    except Exception as e:
-        signal.alarm(0)
-        print(json.dumps({"file": src, "seconds": time.perf_counter() - t0, "error": repr(e)}), flush=True)
-        continue
-    print(json.dumps({"file": src, "seconds": time.perf_counter() - t0}), flush=True)
+if sys.argv[1] != "-":
+    package.install_from_path(sys.argv[1])
+else:
+    translation = translate.get_translation_from_codes(sys.argv[2], sys.argv[3])
+    argostranslatefiles.translate_file(translation, sys.argv[4], lambda _, __: sys.argv[5])
 """
 
 
 def libretranslate(venv: Path, model: str, source: str, target: str, files: list[tuple[Path, Path]],
                    home: Path, limit: int) -> dict[str, dict[str, Any]]:
     """Translate each (source, output) PDF by LibreTranslate's PDF path with ``model`` exported as an Argos package,
-    each stopped after ``limit`` seconds; the seconds each took (and its error), by source file name."""
+    each in a process of its own, stopped after ``limit`` seconds; the seconds each took (and its error), by source
+    file name."""
     package = home / "package"
     subprocess.run([sys.executable, "-m", "aiayn", "export", "--model", model, "--format", "argos", "--out",
                     str(package)], check=True, capture_output=True, env=record.user_env())
@@ -97,13 +87,20 @@ def libretranslate(venv: Path, model: str, source: str, target: str, files: list
     env = {**record.user_env(), "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"),
            "ARGOS_DEVICE_TYPE": "cpu", "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache")}
     (home / "packages").mkdir(exist_ok=True)
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", LIBRETRANSLATE, str(argos), source, target,
-                          str(limit), *[str(x) for pair in files for x in pair]], capture_output=True, text=True,
-                         env=env)
-    if run.returncode != 0:
-        sys.exit(f"LibreTranslate's PDF path failed: {run.stderr[-2000:]}")
-    times = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return {Path(t["file"]).name: t for t in times}
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-c", LIBRETRANSLATE, str(argos)], check=True, capture_output=True, env=env)
+    done: dict[str, dict[str, Any]] = {}
+    for src, out in files:
+        t0 = time.perf_counter()
+        try:
+            run = subprocess.run([python, "-c", LIBRETRANSLATE, "-", source, target, str(src), str(out)],
+                                 capture_output=True, text=True, env=env, timeout=limit)
+            error = run.stderr.strip().splitlines()[-1] if run.returncode else None
+        except subprocess.TimeoutExpired:
+            out.unlink(missing_ok=True)
+            error = f"stopped after {limit} s"
+        done[src.name] = {"seconds": round(time.perf_counter() - t0, 1), **({"error": error} if error else {})}
+    return done
 
 
 def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> dict[str, object]:
