@@ -78,8 +78,8 @@ else:
 def libretranslate(venv: Path, model: str, source: str, target: str, files: list[tuple[Path, Path]],
                    home: Path, limit: int) -> dict[str, dict[str, Any]]:
     """Translate each (source, output) PDF by LibreTranslate's PDF path with ``model`` exported as an Argos package,
-    each in a process of its own, stopped after ``limit`` seconds; the seconds each took (and its error), by source
-    file name."""
+    each in a process of its own, stopped after ``limit`` seconds; the seconds each took (and its error), by output
+    (two kinds of the corpus hold PDFs of one name)."""
     package = home / "package"
     subprocess.run([sys.executable, "-m", "aiayn", "export", "--model", model, "--format", "argos", "--out",
                     str(package)], check=True, capture_output=True, env=record.user_env())
@@ -99,7 +99,7 @@ def libretranslate(venv: Path, model: str, source: str, target: str, files: list
         except subprocess.TimeoutExpired:
             out.unlink(missing_ok=True)
             error = f"stopped after {limit} s"
-        done[src.name] = {"seconds": round(time.perf_counter() - t0, 1), **({"error": error} if error else {})}
+        done[str(out)] = {"seconds": round(time.perf_counter() - t0, 1), **({"error": error} if error else {})}
     return done
 
 
@@ -231,9 +231,9 @@ def main(argv: list[str] | None = None) -> None:
             outs = [(f, theirs / f"{kind or 'pdf'}-{f.name}") for f, kind in kinds]
             done = libretranslate(a.libretranslate, a.model, a.source, a.target, outs, Path(tmp) / "argos",
                                   a.libretranslate_limit)
-            others = [measured(f, out, a.source, kind, done[f.name]["seconds"], [])
-                      if out.is_file() and "error" not in done.get(f.name, {}) else
-                      {"file": f.name, "kind": kind, **done.get(f.name, {"error": "no output"})}
+            others = [measured(f, out, a.source, kind, done[str(out)]["seconds"], [])
+                      if out.is_file() and "error" not in done.get(str(out), {}) else
+                      {"file": f.name, "kind": kind, **done.get(str(out), {"error": "no output"})}
                       for (f, kind), (_, out) in zip(kinds, outs, strict=True)]
         pairs = whole_sentences(a.corpus, ours, a.model, theirs if a.libretranslate else None) if a.corpus else []
     report = {"model": a.model, "source": a.source, "files": rows, "whole_sentences": pairs,
