@@ -119,8 +119,8 @@ def test_keep_plain_keeps_a_translation_that_already_holds_its_phrases(copy_mode
     enc = t.engine.vocab.tgt.encode
     holds = [all(contains(h, enc(c)[0]) for h, _ in hs) for hs, c in zip(plain, cons, strict=True)]
     # (how many of the 20 odd lines' 4-best all begin as their line does depends on the CPU's float sums: 2 to 10 of
-    # them on the machines seen; the rule needs some of each)
-    assert 2 <= sum(holds) < 20 and not any(holds[::2])         # "j j j j" is never copied
+    # them on the machines seen, all 20 on an AVX2-only EPYC; the even lines, never held, are the other kind)
+    assert 2 <= sum(holds) <= 20 and not any(holds[::2])         # "j j j j" is never copied
     assert all(k == (p if held else s) for k, p, s, held in zip(kept, plain, searched, holds, strict=True))
     assert any(p != s for p, s, held in zip(plain, searched, holds, strict=True) if held)
     out, c = [h for h, _ in plain[1]], [Constraints(enc(cons[1])), Constraints(enc(cons[0]))]
