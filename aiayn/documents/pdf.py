@@ -31,7 +31,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..translation import spans
 from .common import DocumentError, Limits, Options, Texts
@@ -41,6 +41,7 @@ SYMBOLS = FONTS / "DejaVuSans-Symbols.ttf"   # DejaVu Sans's arrows and operator
 SMALL = 0.5                      # a translation drawn under this share of its box's size is named in the report
 SMALLEST = 0.2                   # and none under this one: past it, it overflows its box (named too)
 SHOWS = {"Tj", "TJ", "'", '"'}   # the operators that show text
+PAINTS = {"S", "s", "f", "f*", "B", "B*", "b", "b*"}  # the operators that paint a path (pdfminer paints F not at all)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Box:
     #                               redrawn if it must be: :func:`symbolic`)
     glyphs: dict[str, Glyph] = field(default_factory=dict, compare=False, repr=False)  # its formulas' characters
     base: float | None = None     # its first line's baseline (where a translation's first line is drawn)
+    paths: frozenset[int] = frozenset()  # the page's painting operators that drew its formulas' bars
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,21 @@ class Glyph:
     text: str                                               # as pdfminer reads it: "f(x)", or "(cid:5)" with no Unicode
     shown: tuple[tuple[str, bytes, tuple[float, ...]], ...]
     width: float
+    rules: tuple[tuple[float, float, float, float], ...] = ()   # its bars (an overline, a fraction's): x, y, width, height
+    paths: frozenset[int] = frozenset()                     # the page's painting operators that drew them (:func:`strip`)
+
+
+class Bar(NamedTuple):
+    """A thin horizontal line of a page (a rule, an underline, a fraction's or an overline's bar): where it runs, the
+    rectangle it covers, and the index of the page's painting operator that drew it, counted as :func:`strip` counts
+    them (-1 inside a form XObject, or where that operator drew more than this line)."""
+
+    x0: float
+    x1: float
+    y: float
+    rect: tuple[float, float, float, float]
+    op: int = -1
+    near: frozenset[int] = frozenset()   # the characters over and under it (their ids): a formula's, or another line's
 
 
 def _rgb(color: Any) -> tuple[float, float, float]:
@@ -227,7 +244,7 @@ def _pages(src: Any) -> Any:
     from pdfminer.utils import mult_matrix
 
     class Marking(PDFPageAggregator):
-        op = -1
+        op = painted = -1
         names: dict[int, str] = {}     # the page's fonts' names in its resources, by pdfminer's font (its id)
 
         def render_char(self, matrix: Any, font: Any, fontsize: float, scaling: float, rise: float, cid: int,
@@ -239,8 +256,20 @@ def _pages(src: Any) -> Any:
                           mult_matrix((fontsize * scaling, 0, 0, fontsize, 0, rise), matrix))
             return float(advance)
 
+        def paint_path(self, gstate: Any, stroke: bool, fill: bool, evenodd: bool, path: Any) -> None:
+            objs = self.cur_item._objs
+            before, painted, self.painted = len(objs), self.painted, -2
+            super().paint_path(gstate, stroke, fill, evenodd, path)
+            if painted == -2:                           # (pdfminer paints each of a path's parts on its own)
+                return
+            a, b, c, d = self.ctm[:4]
+            for item in objs[before:]:                  # an operator's one line is its own; a part of many is not
+                item.op = painted if len(objs) == before + 1 else -1  # type: ignore[attr-defined]
+                item.thick = gstate.linewidth * abs(a * d - b * c) ** 0.5 if stroke else 0.0  # type: ignore[attr-defined]
+            self.painted = painted
+
     class Counting(PDFPageInterpreter):
-        shown, depth = -1, 0
+        shown, paints, depth = -1, -1, 0
 
         def init_resources(self, resources: Any) -> None:
             super().init_resources(resources)
@@ -253,6 +282,30 @@ def _pages(src: Any) -> Any:
         def do_TJ(self, seq: Any) -> None:           # (Tj, ' and " are shown through it, once each)
             self._show()
             super().do_TJ(seq)
+
+        def _paint(self) -> None:                    # (s, b and b* are painted through S, B and B*, once each)
+            self.paints += 1
+            device.painted = self.paints if self.depth == 0 else -1
+
+        def do_S(self) -> None:
+            self._paint()
+            super().do_S()
+
+        def do_f(self) -> None:
+            self._paint()
+            super().do_f()
+
+        def do_f_a(self) -> None:
+            self._paint()
+            super().do_f_a()
+
+        def do_B(self) -> None:
+            self._paint()
+            super().do_B()
+
+        def do_B_a(self) -> None:
+            self._paint()
+            super().do_B_a()
 
         def do_Do(self, xobjid: Any) -> None:
             self.depth += 1
@@ -268,7 +321,7 @@ def _pages(src: Any) -> Any:
         device = Marking(resources, laparams=LAParams(all_texts=True))
         interpreter = Counting(resources, device)
         for page in PDFPage.get_pages(f):
-            interpreter.shown, interpreter.depth = -1, 0
+            interpreter.shown, interpreter.paints, interpreter.depth = -1, -1, 0
             interpreter.process_page(page)
             yield device.get_result()
 
@@ -319,29 +372,38 @@ def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
     return out
 
 
-def glyph(chars: list[Any], line: Any, bars: list[tuple[float, float, float]], glyphs: dict[str, Glyph]) -> str | None:
+def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]) -> str | None:
     """A formula's ``chars`` of pdfminer's ``line`` as the private-use character that stands for it in ``glyphs`` (its
-    :class:`Glyph` added); None where it cannot be drawn again as it was: a character without a font's name or code,
-    or :data:`FIXED` where a fraction's or a root's bar among ``bars`` is beside it (the rule would stay behind, and
-    pdfminer reads a fraction's parts as lines of their own)."""
+    :class:`Glyph` added, with the bars among ``bars`` that are its own: over or under it, no wider than it, each
+    drawn by an operator of its own); None where it cannot be drawn again as it was: a character without a font's name
+    or code; :data:`FIXED` where a bar beside it is not its own alone (a character over or under it is not the
+    formula's, as a fraction's part that pdfminer read as a line of its own; a bar drawn with others), as it would
+    stay behind. A rule far wider than the formula (a frame's, a
+    table's) is not the formula's."""
     if any(c.shown[0] is None or c.shown[1] is None for c in chars) or len(glyphs) >= len(_PRIVATE):
         return None
     text = [c for c in line if hasattr(c, "shown")]
     em = statistics.median(c.size for c in text) or 1.0
     left, right = min(c.x0 for c in chars), max(c.x1 for c in chars)
     bottom, top = min(c.y0 for c in chars) - 0.4 * em, max(c.y1 for c in chars) + 0.4 * em
-    if any(x0 < right and x1 > left and bottom < y < top for x0, x1, y in bars):
+    near = [b for b in bars if b.x0 < right and b.x1 > left and bottom < b.y < top and
+            b.x1 - b.x0 < right - left + 4 * em]
+    mine = {id(c) for c in chars}
+    if any(b.op == -1 or b.x0 < left - 0.5 * em or b.x1 > right + 0.5 * em or not b.near <= mine for b in near):
         return FIXED
     baseline = statistics.median(c.shown[2][5] for c in text)
     shown = tuple((c.shown[0], c.shown[1], (c.shown[2][0] / em, c.shown[2][1] / em, c.shown[2][2] / em,
                                             c.shown[2][3] / em, (c.shown[2][4] - left) / em,
                                             (c.shown[2][5] - baseline) / em)) for c in chars)
+    rules = tuple(((x0 - left) / em, (y0 - baseline) / em, (x1 - x0) / em, (y1 - y0) / em)
+                  for x0, y0, x1, y1 in (b.rect for b in near))
     key = chr(_PRIVATE[len(glyphs)])
-    glyphs[key] = Glyph("".join(c.get_text() for c in chars), shown, (right - left) / em)
+    glyphs[key] = Glyph("".join(c.get_text() for c in chars), shown, (right - left) / em, rules,
+                        frozenset(b.op for b in near))
     return key
 
 
-def marking(objs: list[Any], line: Any, bars: list[tuple[float, float, float]],
+def marking(objs: list[Any], line: Any, bars: list[Bar],
             glyphs: dict[str, Glyph] | None) -> str:
     """A run's text with each formula marked (:data:`OPEN`, :data:`SHUT`): each character of a symbol's font as it
     reads, or (``glyphs`` given) each formula as the character that stands for it (:func:`glyph`)."""
@@ -378,7 +440,7 @@ class Rules:
 
     across: list[tuple[float, float, float]] = field(default_factory=list)
     down: list[tuple[float, float, float]] = field(default_factory=list)
-    bars: list[tuple[float, float, float]] = field(default_factory=list)   # every thin horizontal line: (x0, x1, y)
+    bars: list[Bar] = field(default_factory=list)   # every thin horizontal line
 
     def between_rows(self, above: tuple[float, ...], below: tuple[float, ...]) -> bool:
         """Whether a horizontal rule runs between two rectangles (x0, y0, x1, y1), one above the other."""
@@ -401,14 +463,30 @@ def _rules(items: Any, rules: Rules | None = None) -> Rules:
     for item in items:
         if isinstance(item, LTFigure):
             _rules(item, rules)
-        elif isinstance(item, LTCurve) and item.height <= 2 and item.width >= 5:
-            rules.across.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
-            rules.bars.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
         elif isinstance(item, LTCurve) and item.height <= 2:
-            rules.bars.append((item.x0, item.x1, (item.y0 + item.y1) / 2))
+            y, half = (item.y0 + item.y1) / 2, getattr(item, "thick", 0.0) / 2
+            if item.width >= 5:
+                rules.across.append((item.x0, item.x1, y))
+            rules.bars.append(Bar(item.x0, item.x1, y, (item.x0, item.y0 - half, item.x1, item.y1 + half),
+                                  getattr(item, "op", -1)))
         elif isinstance(item, LTCurve) and item.width <= 2 and item.height >= 5:
             rules.down.append(((item.x0 + item.x1) / 2, item.y0, item.y1))
     return rules
+
+
+def _near(bars: list[Bar], page: Any) -> list[Bar]:
+    """``bars`` each with the characters of ``page`` over and under it: centred above its span, their centres within
+    half their size of it (a fraction's numerator and denominator; an overline's letters, not the line above)."""
+    import bisect
+
+    from pdfminer.layout import LTChar, LTTextLine
+
+    chars = sorted(((c.x0 + c.x1) / 2, (c.y0 + c.y1) / 2, c.size, id(c)) for item in _text_boxes(page)
+                   for line in item if isinstance(line, LTTextLine) for c in line if isinstance(c, LTChar))
+    xs = [c[0] for c in chars]
+    return [b._replace(near=frozenset(k for _, y, size, k in chars[bisect.bisect_left(xs, b.x0):
+                                                                     bisect.bisect_right(xs, b.x1)]
+                                      if abs(y - b.y) < 0.55 * size)) for b in bars]
 
 
 def runs(line: Any, rules: Rules, glyphs: dict[str, Glyph] | None = None) -> list[Run]:
@@ -500,6 +578,7 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
     found, glyphs = [], {}   # type: ignore[var-annotated]
     for number, page in enumerate(_pages(src)):
         rules, mine = _rules(page), []
+        rules.bars = _near(rules.bars, page)
         groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
                   for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):
@@ -528,7 +607,7 @@ def continued(found: list[Box], rules: Rules) -> list[Box]:
             lines = max(1, round((prev.rect[3] - prev.rect[1] - prev.size) / prev.pitch) + 1)
             rect = (min(prev.rect[0], box.rect[0]), box.rect[1], max(prev.rect[2], box.rect[2]), prev.rect[3])
             prev.pitch = (rect[3] - rect[1] - prev.size) / lines if lines else prev.pitch
-            prev.rect, prev.ops = rect, prev.ops | box.ops
+            prev.rect, prev.ops, prev.paths = rect, prev.ops | box.ops, prev.paths | box.paths
             prev.text, prev.marked = joined([prev.text, box.text]), joined([prev.marked, box.marked])
             prev.wall = min(prev.wall, box.wall)
             continue
@@ -560,7 +639,7 @@ def _code(chars: list[Any], text: str) -> bool:
 
 
 def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph],
-         bars: list[tuple[float, float, float]]) -> Box | None:
+         bars: list[Bar]) -> Box | None:
     """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``. Its text has
     its formulas' characters as they read (``glyphs``); its marked text, as the characters that stand for them."""
     chars = [c for row in rows for r in row for c in r.chars]
@@ -574,14 +653,17 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     x0, y0 = min(c.x0 for c in chars), min(c.y0 for c in chars)
     x1, y1 = max(c.x1 for c in chars), max(c.y1 for c in chars)
     size = statistics.median(c.size for c in chars)
-    if any(_stacked(r, size) for row in rows for r in row) or _barred(chars, bars, size):
+    paths = frozenset(op for ch in marked if ch in glyphs for op in glyphs[ch].paths)
+    if any(_stacked(r, size) for row in rows for r in row) or \
+            _barred(chars, [b for b in bars if b.op not in paths], size):
         marked = FIXED + marked
     pitch = (y1 - y0 - size) / (len(rows) - 1) if len(rows) > 1 else size * 1.2
     color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
     first = [c.shown[2][5] for r in rows[0] for c in r.chars if hasattr(c, "shown")]
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=face(statistics.mode(c.fontname for c in chars)),
-               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs)
+               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs,
+               paths=paths)
 
 
 def _stacked(run: Run, size: float) -> bool:
@@ -591,13 +673,13 @@ def _stacked(run: Run, size: float) -> bool:
         max(c.size for c in run.chars) < 0.85 * size
 
 
-def _barred(chars: list[Any], bars: list[tuple[float, float, float]], size: float) -> bool:
+def _barred(chars: list[Any], bars: list[Bar], size: float) -> bool:
     """Whether a character of a box set smaller than its text sits right over or under a short bar (an inline
     fraction's numerator or denominator, which pdfminer may read apart from the rest of its fraction; an underline is
     under text of the box's size)."""
     small = [c for c in chars if c.size < 0.85 * size]
     return any(x1 - x0 < 3 * size and x0 < c.x1 and x1 > c.x0 and
-               (0 <= y - c.y1 < 0.5 * size or 0 <= c.y0 - y < 0.5 * size) for x0, x1, y in bars for c in small)
+               (0 <= y - c.y1 < 0.5 * size or 0 <= c.y0 - y < 0.5 * size) for x0, x1, y, *_ in bars for c in small)
 
 
 def read(marked: str, glyphs: dict[str, Glyph]) -> str:
@@ -609,15 +691,22 @@ def read(marked: str, glyphs: dict[str, Glyph]) -> str:
 # --- taking the original text out ---------------------------------------------------------------------------------
 
 
-def strip(operations: list[Any], remove: set[int]) -> list[Any]:
+def strip(operations: list[Any], remove: set[int], paths: frozenset[int] = frozenset()) -> list[Any]:
     """A content stream's operations without its text-showing operators whose index (counted among them, as
     :func:`_pages` counts them) is in ``remove``; a ``'`` or ``"`` removed keeps its move to the next line (and
-    ``"`` its spacings)."""
+    ``"`` its spacings). A painting operator whose index (among :data:`PAINTS`) is in ``paths`` ends its path
+    unpainted (``n``: a formula's bar, drawn again with it)."""
     import pikepdf
 
-    kept, shown = [], -1
+    kept: list[Any] = []
+    shown, painted = -1, -1
     for operands, operator in operations:
         op = str(operator)
+        if op in PAINTS:
+            painted += 1
+            if painted in paths:
+                kept.append(([], pikepdf.Operator("n")))
+                continue
         if op in SHOWS:
             shown += 1
             if shown in remove:
@@ -872,6 +961,9 @@ def shown(font: Font, line: str, size: float, x: float, y: float) -> str:
             for name, code, (a, b, c, d, e, f) in font.glyphs[ch].shown:
                 out.append(f"/{name} 1 Tf {a * size:.4f} {b * size:.4f} {c * size:.4f} {d * size:.4f} "
                            f"{cursor + e * size:.2f} {y + f * size:.2f} Tm <{code.hex()}> Tj")
+            if font.glyphs[ch].rules:                    # its bars: a path, between text objects
+                out.append("ET " + " ".join(f"{cursor + rx * size:.2f} {y + ry * size:.2f} {w * size:.2f} "
+                                            f"{h * size:.2f} re" for rx, ry, w, h in font.glyphs[ch].rules) + " f BT")
             cursor += font.glyphs[ch].width * size
         out.append(f"1 0 0 1 {cursor:.2f} {y:.2f} Tm")
     return " ".join(out)
@@ -889,7 +981,8 @@ def _stripped(pdf: Any, todo: list[Box]) -> dict[int, list[Any]]:
     out = {}
     for number in sorted({b.page for b in todo}):
         remove = set().union(*(b.ops for b in todo if b.page == number)) - {-1}
-        out[number] = strip(pikepdf.parse_content_stream(pdf.pages[number]), remove)
+        paths = frozenset().union(*(b.paths for b in todo if b.page == number))
+        out[number] = strip(pikepdf.parse_content_stream(pdf.pages[number]), remove, paths)
     return out
 
 

@@ -399,14 +399,19 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     assert "WÄHREND x ≤ y GILT." in " ".join(texts) and "ZWEI HUNDE SPIELEN IM SCHNEE, WOBEI ∀x∃y GILT." in " ".join(texts)
     # a glyph without Unicode (a Type 3 font's, which pdfminer reads as "(cid:190)") drawn again as it was: its
     # paragraph is translated, where it used to be left in German
-    assert "EIN HUND RENNT, WOBEI f : R → R GILT. EIN KIND RUFT (cid:190) IM PARK." in texts
+    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in " ".join(texts) and "EIN KIND RUFT (cid:190) IM PARK." in \
+        " ".join(texts)
     drawn = {(c.get_text(), c.fontname.split("+")[-1]) for page in extract_pages(out) for box in page
              if hasattr(box, "get_text") and "RENNT" in box.get_text() for line in box for c in line
              if isinstance(c, LTChar)}
     assert {("R", "MSBM10"), ("f", "CMMI10"), ("→", "CMSY10")} <= drawn
     assert "DejaVuSans-Symbols" not in {name.split("+")[-1] for name, _ in _fonts_embedded(out)}
-    # a fraction cannot move with its sentence (its bar stays, and pdfminer reads its parts as lines of their own):
-    # its paragraph is left as it is, and said
+    # an overline moves with its formula: its paragraph translated, the bar drawn again over its letter wherever the
+    # sentence moved it, and the original bar no longer drawn where it was
+    assert "EIN MÄDCHEN LACHT, WOBEI a = a + nZ GILT." in " ".join(texts)
+    assert _bars_over(out, "LACHT") == [("a", "CMMI10")] and len(_bars(out)) == len(_bars(src))
+    # a fraction cannot move with its sentence (pdfminer reads its parts as lines of their own): its paragraph is
+    # left as it is, and said
     assert "Zwei Kinder spielen, wobei x" in texts
     assert any("1 paragraph(s)" not in n and "fraction's or a root's bar" in n for n in report.notes)
     walls = {b.text.upper(): b.wall for b in before if b.wall < float("inf")}
@@ -414,6 +419,27 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     assert len(cells) == 4 and all(b.rect[2] <= walls[b.text] for b in cells)   # inside the table's rules
     assert pdf.overlaps(after) <= pdf.overlaps(before) and clean(out)
     assert all(embedded for _, embedded in _fonts_embedded(out))
+
+
+def _bars(path: Path) -> list[Any]:
+    """The short horizontal bars of a PDF's pages (an overline's, a fraction's), as pdfminer reads them."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTCurve
+
+    return [item for page in extract_pages(path) for item in page
+            if isinstance(item, LTCurve) and item.height <= 1 and item.width < 20]
+
+
+def _bars_over(path: Path, word: str) -> list[tuple[str, str]]:
+    """Each short bar drawn over a character of the box that holds ``word`` (above its middle, under half a line
+    above its top): that character and its font."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar
+
+    chars = [c for page in extract_pages(path) for box in page if hasattr(box, "get_text") and word in box.get_text()
+             for line in box for c in line if isinstance(c, LTChar)]
+    return [(c.get_text(), c.fontname.split("+")[-1]) for bar in _bars(path) for c in chars
+            if c.x0 - 1 <= bar.x0 and bar.x1 <= c.x1 + 1 and (c.y0 + c.y1) / 2 < bar.y0 < c.y1 + c.size / 2]
 
 
 def test_slides_keep_their_bullets_and_an_items_last_line(tmp_path: Path) -> None:
