@@ -987,8 +987,9 @@ def _stripped(pdf: Any, todo: list[Box]) -> dict[int, list[Any]]:
 
 
 def _left(src: Path, todo: list[Box]) -> set[int]:
-    """A check of :func:`_stripped`: the indexes in ``todo`` of the boxes a character is still inside once the pages
-    are stripped (in a copy, read again), should a content stream be counted otherwise than pdfminer counted it."""
+    """The indexes in ``todo`` of the boxes a character is still inside once the pages are stripped (in a copy, read
+    again): another box's (a sum's limits, a fraction's part, which pdfminer read as boxes of their own inside a
+    paragraph's), or the box's own, should a content stream be counted otherwise than pdfminer counted it."""
     import pikepdf
     from pdfminer.layout import LTChar, LTTextLine
 
@@ -1011,15 +1012,19 @@ def _left(src: Path, todo: list[Box]) -> set[int]:
 
 def chosen(pdf: Any, src: Path, every: list[Box], notes: list[str]) -> list[Box]:
     """The boxes to translate: those with letters, but not one drawn inside a form XObject or on a rotated page, nor
-    one whose text stays when it is taken out (:func:`_left`), nor one with a formula that cannot move
+    one with text inside it that stays when its own is taken out (:func:`_left`), nor one with a formula that cannot move
     (:data:`FIXED`); each kind left out said in ``notes``."""
     rotated = {k for k, page in enumerate(pdf.pages) if int(page.obj.get("/Rotate", 0)) % 360}
     todo = [b for b in every if b.letters and -1 not in b.ops and b.page not in rotated]
-    unsure = _left(src, todo)
-    todo = [b for k, b in enumerate(todo) if k not in unsure]
     if len(todo) < sum(b.letters for b in every):
         notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: their text is drawn "
                      "in a way aiayn cannot take out (inside a form XObject, or on a rotated page)")
+    unsure = _left(src, todo)
+    if unsure:
+        notes.append(f"{len(unsure)} paragraph(s) left as they are: text that is not theirs lies inside their box and "
+                     "would stay under their translation (a formula's limits or a fraction's parts, which pdfminer "
+                     "read apart)")
+    todo = [b for k, b in enumerate(todo) if k not in unsure]
     fixed = [b for b in todo if FIXED in b.marked]
     if fixed:
         notes.append(f"{len(fixed)} paragraph(s) left as they are: their formulas have a fraction's or a root's bar, "
