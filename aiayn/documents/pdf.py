@@ -129,6 +129,7 @@ def ends(text: str) -> tuple[str, str, str]:
 
 # fonts of symbols, not words: TeX's math (cmmi, cmsy, cmex, AMS's msam/msbm, Euler, rsfs, stmary, esint, wasy),
 # Symbol and Dingbats, STIX's and Cambria's math, and music (LilyPond's Emmentaler and feta, Bravura, Sonata)
+MUSIC = re.compile(r"emmentaler|feta|bravura|sonata|musi[ck]", re.IGNORECASE)
 SYMBOL_FONTS = re.compile(r"cmmi|cmsy|cmex|msam|msbm|eufm|eurm|rsfs|stmary|esint|wasy|lasy|symbol|dingbat|zapfd|"
                           r"math|emmentaler|feta|bravura|sonata|musi[ck]", re.IGNORECASE)
 
@@ -307,6 +308,11 @@ def _pages(src: Any) -> Any:
             self._paint()
             super().do_B_a()
 
+        def dup(self) -> Any:                        # (a form XObject's interpreter: one level deeper)
+            inner = super().dup()
+            inner.depth = self.depth  # type: ignore[attr-defined]
+            return inner
+
         def do_Do(self, xobjid: Any) -> None:
             self.depth += 1
             names = device.names
@@ -474,6 +480,93 @@ def _rules(items: Any, rules: Rules | None = None) -> Rules:
     return rules
 
 
+def _base(chars: list[Any]) -> float:
+    """The baseline of a line's characters: of those of its largest size, not its sub- and superscripts'."""
+    size = max(c.size for c in chars)
+    return statistics.median(c.shown[2][5] for c in chars if c.size >= 0.85 * size)
+
+
+def _rejoined(page: Any) -> None:
+    """pdfminer's lines that a formula's sub- or superscript broke in two joined again: pdfminer starts a new line
+    where a character is not level with the one before it (a subscript after a superscript, ``Σ_{i=1}^n``), and the
+    rest of the line may end up in another box. A line that starts where another ends (within an em), on its baseline
+    (or, a formula's symbols only, such as a root's sign, which hangs from it, beside its text), and where the break is
+    at a formula's character or a small one, is put back at that one's end."""
+    from pdfminer.layout import LTChar, LTTextLine
+
+    lines = [(item, ln, chars) for item in _text_boxes(page) for ln in item if isinstance(ln, LTTextLine)
+             for chars in [[c for c in ln if isinstance(c, LTChar) and hasattr(c, "shown")]] if chars]
+    lines.sort(key=lambda x: min(c.x0 for c in x[2]))
+    for item, line, chars in lines:
+        first, base = min(chars, key=lambda c: c.x0), _base(chars)
+        for _, other, theirs in lines:
+            if other is line or not theirs:
+                continue
+            size, last = max(c.size for c in theirs), max(theirs, key=lambda c: c.x1)
+            body = max((c.x1 for c in theirs if c.size >= 0.85 * size), default=last.x1)
+            level = abs(base - _base(theirs)) < 0.15 * size or all(_math(c) for c in chars) and \
+                min(c.y0 for c in theirs) < (first.y0 + first.y1) / 2 < max(c.y1 for c in theirs)
+            if body - 0.5 <= first.x0 <= last.x1 + size and level and \
+                    (_math(first) or _math(last) or first.size < 0.85 * size or last.size < 0.85 * size):
+                while other._objs and not isinstance(other._objs[-1], LTChar):   # (its line's end, "\n")
+                    other._objs.pop()
+                other._objs.extend(line._objs)
+                theirs.extend(chars)
+                other.set_bbox((min(other.x0, line.x0), min(other.y0, line.y0), max(other.x1, line.x1),
+                                max(other.y1, line.y1)))
+                item._objs.remove(line)
+                chars.clear()
+                break
+
+
+def _satellites(page: Any) -> None:
+    """The pieces of a formula that pdfminer read as lines of their own (a sum's limits, a fraction's numerator and
+    denominator, an exponent after a subscript: set smaller than the text beside them, and nothing but a formula's
+    symbols, digits and signs) put back into the line they belong to, the nearest of larger text around them, each
+    character at its place along it; so that they are taken out, moved and drawn again with their formula."""
+    from pdfminer.layout import LTChar, LTTextLine
+
+    homes = [(item, ln, [c for c in ln if isinstance(c, LTChar)]) for item in _text_boxes(page) for ln in item
+             if isinstance(ln, LTTextLine)]
+    for item, line, chars in homes:
+        if not chars or not any(_math(c) for c in chars) or \
+                any(MUSIC.search(c.fontname) or c.get_text().isalpha() and not _math(c) for c in chars):
+            continue
+        size, x0, x1 = max(c.size for c in chars), min(c.x0 for c in chars), max(c.x1 for c in chars)
+        y = (min(c.y0 for c in chars) + max(c.y1 for c in chars)) / 2
+        near = []
+        for _, other, theirs in homes:
+            if other is line or not theirs:
+                continue
+            em = statistics.median(c.size for c in theirs)
+            top, bottom = max(c.y1 for c in theirs), min(c.y0 for c in theirs)
+            if size < 0.85 * em and min(c.x0 for c in theirs) - em < x1 and x0 < max(c.x1 for c in theirs) + em \
+                    and bottom - 0.5 * em < y < top + 0.5 * em:
+                near.append((abs(y - (top + bottom) / 2), id(other), other, theirs))
+        if near:
+            _, _, home, theirs = min(near)
+            for char in sorted(chars, key=lambda c: c.x0):
+                _placed(home, char)
+                theirs.append(char)
+            item._objs.remove(line)
+            chars.clear()
+
+
+def _placed(line: Any, char: Any) -> None:
+    """``char`` put into pdfminer's ``line`` after the last of its characters that starts before it (and after the
+    space that follows that one, where it starts past its end)."""
+    from pdfminer.layout import LTAnno, LTChar
+
+    objs, at, last = line._objs, 0, None
+    for k, obj in enumerate(objs):
+        if isinstance(obj, LTChar) and obj.x0 <= char.x0:
+            at, last = k + 1, obj
+    if last is not None and at < len(objs) and isinstance(objs[at], LTAnno) and char.x0 > last.x1 + 0.1 * last.size:
+        at += 1
+    objs.insert(at, char)
+    line.set_bbox((min(line.x0, char.x0), min(line.y0, char.y0), max(line.x1, char.x1), max(line.y1, char.y1)))
+
+
 def _near(bars: list[Bar], page: Any) -> list[Bar]:
     """``bars`` each with the characters of ``page`` over and under it: centred above its span, their centres within
     half their size of it (a fraction's numerator and denominator; an overline's letters, not the line above)."""
@@ -579,6 +672,8 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
     for number, page in enumerate(_pages(src)):
         rules, mine = _rules(page), []
         rules.bars = _near(rules.bars, page)
+        _rejoined(page)
+        _satellites(page)
         groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
                   for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):

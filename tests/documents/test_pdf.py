@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -391,7 +392,9 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     report = translated(src, out, options=Options(source="de", target="en"))
     after = pdf.boxes(out, out.name, every=True)
     texts = [b.text for b in after]
-    assert "E(x) =" in texts and "i=1" in texts                  # still drawn in TeX's math fonts, where they were
+    # the display formula still drawn in TeX's math fonts, where it was (read back, pdfminer may group its limits
+    # with the translated paragraph under it)
+    assert "E(x) =" in texts and "(cid:88)n" in texts and "i=1" in " ".join(texts)
     assert texts[0] == "1 HUNDE IM PARK"
     # each formula inline drawn again as TeX drew it, in its own fonts (AMS's blackboard bold ℝ, math italic, the
     # symbols' ∀ and ≤), the words around it translated, and a paragraph's indented first line joined to it (read
@@ -406,14 +409,13 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
              if isinstance(c, LTChar)}
     assert {("R", "MSBM10"), ("f", "CMMI10"), ("→", "CMSY10")} <= drawn
     assert "DejaVuSans-Symbols" not in {name.split("+")[-1] for name, _ in _fonts_embedded(out)}
-    # an overline moves with its formula: its paragraph translated, the bar drawn again over its letter wherever the
-    # sentence moved it, and the original bar no longer drawn where it was
-    assert "EIN MÄDCHEN LACHT, WOBEI a = a + nZ GILT." in " ".join(texts)
-    assert _bars_over(out, "LACHT") == [("a", "CMMI10")] and len(_bars(out)) == len(_bars(src))
-    # a fraction cannot move with its sentence (pdfminer reads its parts as lines of their own): its paragraph is
-    # left as it is, and said
-    assert "Zwei Kinder spielen, wobei x" in texts
-    assert any("1 paragraph(s)" not in n and "fraction's or a root's bar" in n for n in report.notes)
+    # a formula's bars and the pieces that pdfminer reads as lines of their own move with it (an overline, a fraction,
+    # a root's sign and bar, a sum's limits): their paragraphs translated, each bar drawn again over or under its
+    # letters wherever the sentence moved it, and none left where it was
+    joined = " ".join(texts)
+    assert "EIN MÄDCHEN LACHT, WOBEI a = a + nZ GILT." in joined and \
+        "DREI HUNDE LAUFEN, WOBEI (cid:80)ni=1 x2i GILT." in joined and "ZWEI KINDER SPIELEN, WOBEI x2 =√y GILT." in joined
+    assert _bars_over(out) == _bars_over(src) == [("", "a"), ("", "y"), ("x", "2")] and not report.notes
     walls = {b.text.upper(): b.wall for b in before if b.wall < float("inf")}
     cells = [b for b in after if b.text in walls]
     assert len(cells) == 4 and all(b.rect[2] <= walls[b.text] for b in cells)   # inside the table's rules
@@ -421,25 +423,29 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     assert all(embedded for _, embedded in _fonts_embedded(out))
 
 
-def _bars(path: Path) -> list[Any]:
-    """The short horizontal bars of a PDF's pages (an overline's, a fraction's), as pdfminer reads them."""
+def _bars(path: Path) -> list[tuple[Any, list[Any]]]:
+    """The short horizontal bars of a PDF's pages (an overline's, a fraction's), as pdfminer reads them, each with its
+    page's characters."""
     from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LTCurve
+    from pdfminer.layout import LTChar, LTCurve
 
-    return [item for page in extract_pages(path) for item in page
-            if isinstance(item, LTCurve) and item.height <= 1 and item.width < 20]
+    out = []
+    for page in extract_pages(path):
+        chars = [c for box in page if hasattr(box, "get_text") for line in box for c in line if isinstance(c, LTChar)]
+        out += [(item, chars) for item in page if isinstance(item, LTCurve) and item.height <= 1 and item.width < 20]
+    return out
 
 
-def _bars_over(path: Path, word: str) -> list[tuple[str, str]]:
-    """Each short bar drawn over a character of the box that holds ``word`` (above its middle, under half a line
-    above its top): that character and its font."""
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LTChar
-
-    chars = [c for page in extract_pages(path) for box in page if hasattr(box, "get_text") and word in box.get_text()
-             for line in box for c in line if isinstance(c, LTChar)]
-    return [(c.get_text(), c.fontname.split("+")[-1]) for bar in _bars(path) for c in chars
-            if c.x0 - 1 <= bar.x0 and bar.x1 <= c.x1 + 1 and (c.y0 + c.y1) / 2 < bar.y0 < c.y1 + c.size / 2]
+def _bars_over(path: Path) -> list[tuple[str, str]]:
+    """Each short bar of a PDF: the characters centred over its span just above it, and those just below it (an
+    overline: ``("", "a")``; a fraction: ``("x", "2")``), sorted."""
+    out = []
+    for bar, chars in _bars(path):
+        mine = [c for c in chars if c.get_text().strip() and bar.x0 - 1 <= (c.x0 + c.x1) / 2 <= bar.x1 + 1 and
+                abs((c.y0 + c.y1) / 2 - bar.y0) < 0.6 * c.size]
+        out.append(("".join(c.get_text() for c in mine if (c.y0 + c.y1) / 2 > bar.y0),
+                    "".join(c.get_text() for c in mine if (c.y0 + c.y1) / 2 < bar.y0)))
+    return sorted(out)
 
 
 def test_slides_keep_their_bullets_and_an_items_last_line(tmp_path: Path) -> None:
@@ -481,3 +487,26 @@ def test_one_word_of_code_in_a_monospaced_face_is_not_translated() -> None:
 
     mono, serif = SimpleNamespace(fontname="ABCDEF+LiberationMono"), SimpleNamespace(fontname="NimbusRomNo9L-Regu")
     assert pdf._code([mono] * 5, "/etc/") and not pdf._code([mono] * 9, "ls /etc/") and not pdf._code([serif] * 4, "Haus")
+
+
+def test_a_bar_moves_with_its_formula_only_when_what_is_over_and_under_it_is_the_formulas() -> None:
+    """A formula's bar is drawn again with it where every character over and under the bar is the formula's and one
+    painting operator drew the bar alone; a fraction whose denominator pdfminer read into another line, or a bar drawn
+    with others, would leave the bar (or the denominator) behind, so the formula's paragraph stays as it is
+    (:data:`pdf.FIXED`). A rule far wider than the formula (a frame's) is not its own."""
+    from types import SimpleNamespace
+
+    def char(text: str, x0: float, y0: float, size: float = 10.0) -> Any:
+        return SimpleNamespace(x0=x0, x1=x0 + 5, y0=y0, y1=y0 + size, size=size, get_text=lambda: text,
+                               shown=("F1", text.encode(), (size, 0, 0, size, x0, y0 + 2)))
+
+    x, two, word = char("x", 100, 104, 7), char("2", 100, 96, 7), char("a", 80, 100)
+    bar = pdf.Bar(99, 106, 103, (99, 102.8, 106, 103.2), op=3, near=frozenset({id(x), id(two)}))
+    glyphs: dict[str, pdf.Glyph] = {}
+    key = pdf.glyph([x, two], [word, x, two], [bar], glyphs)
+    assert key not in (None, pdf.FIXED) and glyphs[key].paths == {3} and len(glyphs[key].rules) == 1
+    assert pdf.glyph([x], [word, x], [bar], glyphs) == pdf.FIXED                  # its denominator is another line's
+    assert pdf.glyph([x, two], [word, x, two], [bar._replace(op=-1)], glyphs) == pdf.FIXED   # drawn with others
+    frame = pdf.Bar(0, 500, 103, (0, 102.8, 500, 103.2), op=4, near=frozenset({id(x), id(two), id(word)}))
+    key = pdf.glyph([x, two], [word, x, two], [frame], glyphs)
+    assert key not in (None, pdf.FIXED) and glyphs[key].rules == () and not glyphs[key].paths
