@@ -4,20 +4,23 @@ page as it was.
 - **Read** with pdfminer.six (MIT): every character with its position, size and colour, grouped by its layout analysis
   into lines and boxes (a box: a paragraph, a heading, a table cell, a list item). A box's lines are joined into one
   text (a word hyphenated at a line's end joined again), so that a sentence broken across lines is translated whole.
-  A box with no letters (a page number, a figure's numbers) is left as it is.
+  A box with no letters (a page number, a figure's numbers) is left as it is. A formula inline is one code of its
+  sentence, with the pieces pdfminer read as lines of their own (a sum's limits, a fraction's parts) and its own bars.
 - **Taken out**: the page's content stream is read with pikepdf (MPL 2.0, over qpdf) and each operator that shows text
-  starting inside a translated box is removed; everything else of the page (images, vector graphics, other text) stays
-  in its place, and so do links, annotations, form fields, bookmarks and metadata.
+  starting inside a translated box is removed, and each that paints a bar of its formulas; everything else of the page
+  (images, vector graphics, other text) stays in its place, and so do links, annotations, form fields, bookmarks and
+  metadata.
 - **Written**: the translation drawn in its box, in its colour, in an embedded subset of the bundled face closest to
   its original font (Liberation Serif, Sans or Mono, regular, bold, italic: metric-compatible with Times, Arial and
-  Courier, covering Latin, Greek and Cyrillic; aiayn/bundled/fonts/, subset by fontTools), its size the original's or
-  smaller, so that its lines stay inside the box. A character the face lacks is refused by name.
-  The document's language (``/Lang``) is set to the target's.
+  Courier, covering Latin, Greek and Cyrillic; aiayn/bundled/fonts/, subset by fontTools), or for other scripts in a
+  TrueType font given or installed, its size the original's or smaller, so that its lines stay inside the box; each
+  formula drawn again as the PDF drew it, glyph by glyph in its own fonts, its bars with it. A character no font has
+  is refused by name. The document's language (``/Lang``) is set to the target's.
 
 Not yet: text drawn inside form XObjects (it could be translated but not taken out, so the page would say it twice:
-such a box is left as it is), rotated pages (left as they are), fonts for other scripts. Refused, by name: an encrypted
-PDF, a damaged one, one whose objects nest more than 500 deep (qpdf would drop them), and one with no text to translate
-(a scan, which needs OCR first).
+such a box is left as it is), rotated pages (left as they are), scripts that need shaping. Refused, by name: an
+encrypted PDF, a damaged one, one whose objects nest more than 500 deep (qpdf would drop them), and one with no text to
+translate (a scan, which needs OCR first).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ SYMBOLS = FONTS / "DejaVuSans-Symbols.ttf"   # DejaVu Sans's arrows and operator
 SMALL = 0.5                      # a translation drawn under this share of its box's size is named in the report
 SMALLEST = 0.2                   # and none under this one: past it, it overflows its box (named too)
 SHOWS = {"Tj", "TJ", "'", '"'}   # the operators that show text
-PAINTS = {"S", "s", "f", "f*", "B", "B*", "b", "b*"}  # the operators that paint a path (pdfminer paints F not at all)
+PAINTS = {"S", "s", "f", "f*", "B", "B*", "b", "b*"}  # the operators that paint a path (pdfminer's F paints nothing)
 
 
 @dataclass
@@ -234,18 +237,17 @@ def _text_boxes(items: Any) -> Any:
             yield from _text_boxes(item)
 
 
-def _pages(src: Any) -> Any:
-    """pdfminer's pages of ``src`` (a path or a file), text inside figures grouped as well (``all_texts``), each
-    character marked with the index of the page's text-showing operator that drew it (``op``; -1 inside a form
-    XObject), counted as :func:`strip` counts them."""
+def _marking() -> Any:
+    """pdfminer's page aggregator, marking each character with the index of the page's text-showing operator that
+    drew it (``op``, set by :func:`_counting`'s interpreter; -1 inside a form XObject), the font's name in the page's
+    resources, its code and its rendering matrix (``shown``); and each line or rectangle of a path with the index of
+    the page's painting operator that drew it (``op``; -1 inside a form XObject or where it drew more than one) and
+    the thickness of its stroke (``thick``), counted as :func:`strip` counts them."""
     from pdfminer.converter import PDFPageAggregator
-    from pdfminer.layout import LAParams
-    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
     from pdfminer.utils import mult_matrix
 
     class Marking(PDFPageAggregator):
-        op = painted = -1
+        op, depth, paints, painting = -1, 0, -1, False
         names: dict[int, str] = {}     # the page's fonts' names in its resources, by pdfminer's font (its id)
 
         def render_char(self, matrix: Any, font: Any, fontsize: float, scaling: float, rise: float, cid: int,
@@ -258,76 +260,64 @@ def _pages(src: Any) -> Any:
             return float(advance)
 
         def paint_path(self, gstate: Any, stroke: bool, fill: bool, evenodd: bool, path: Any) -> None:
-            objs = self.cur_item._objs
-            before, painted, self.painted = len(objs), self.painted, -2
-            super().paint_path(gstate, stroke, fill, evenodd, path)
-            if painted == -2:                           # (pdfminer paints each of a path's parts on its own)
-                return
+            if self.painting:                           # (pdfminer paints each of a path's parts on its own)
+                return super().paint_path(gstate, stroke, fill, evenodd, path)
+            self.paints += self.depth == 0
+            objs, painted = self.cur_item._objs, self.paints if self.depth == 0 else -1
+            before, self.painting = len(objs), True
+            try:
+                super().paint_path(gstate, stroke, fill, evenodd, path)
+            finally:
+                self.painting = False
             a, b, c, d = self.ctm[:4]
             for item in objs[before:]:                  # an operator's one line is its own; a part of many is not
                 item.op = painted if len(objs) == before + 1 else -1  # type: ignore[attr-defined]
                 item.thick = gstate.linewidth * abs(a * d - b * c) ** 0.5 if stroke else 0.0  # type: ignore[attr-defined]
-            self.painted = painted
+
+    return Marking
+
+
+def _counting() -> Any:
+    """pdfminer's page interpreter, counting the page's text-showing operators for :func:`_marking`'s device (each
+    form XObject's in an interpreter of its own, one level deeper) and telling it the page's fonts' names."""
+    from pdfminer.pdfinterp import PDFPageInterpreter
 
     class Counting(PDFPageInterpreter):
-        shown, paints, depth = -1, -1, 0
+        shown = -1
 
         def init_resources(self, resources: Any) -> None:
             super().init_resources(resources)
-            device.names = {id(f): str(name) for name, f in self.fontmap.items()}
-
-        def _show(self) -> None:
-            self.shown += 1
-            device.op = self.shown if self.depth == 0 else -1
+            self.device.names = {id(f): str(name) for name, f in self.fontmap.items()}  # type: ignore[attr-defined]
 
         def do_TJ(self, seq: Any) -> None:           # (Tj, ' and " are shown through it, once each)
-            self._show()
+            self.shown += 1
+            self.device.op = self.shown if self.device.depth == 0 else -1  # type: ignore[attr-defined]
             super().do_TJ(seq)
 
-        def _paint(self) -> None:                    # (s, b and b* are painted through S, B and B*, once each)
-            self.paints += 1
-            device.painted = self.paints if self.depth == 0 else -1
-
-        def do_S(self) -> None:
-            self._paint()
-            super().do_S()
-
-        def do_f(self) -> None:
-            self._paint()
-            super().do_f()
-
-        def do_f_a(self) -> None:
-            self._paint()
-            super().do_f_a()
-
-        def do_B(self) -> None:
-            self._paint()
-            super().do_B()
-
-        def do_B_a(self) -> None:
-            self._paint()
-            super().do_B_a()
-
-        def dup(self) -> Any:                        # (a form XObject's interpreter: one level deeper)
-            inner = super().dup()
-            inner.depth = self.depth  # type: ignore[attr-defined]
-            return inner
-
         def do_Do(self, xobjid: Any) -> None:
-            self.depth += 1
-            names = device.names
+            device: Any = self.device
+            device.depth, names = device.depth + 1, device.names
             try:
                 super().do_Do(xobjid)
             finally:
-                self.depth -= 1
-                device.names = names
+                device.depth, device.names = device.depth - 1, names
+
+    return Counting
+
+
+def _pages(src: Any) -> Any:
+    """pdfminer's pages of ``src`` (a path or a file), text inside figures grouped as well (``all_texts``), each
+    character and rule marked with the operator that drew it (:func:`_marking`)."""
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
 
     with (open(src, "rb") if isinstance(src, (str, Path)) else contextlib.nullcontext(src)) as f:
         resources = PDFResourceManager()
-        device = Marking(resources, laparams=LAParams(all_texts=True))
-        interpreter = Counting(resources, device)
+        device = _marking()(resources, laparams=LAParams(all_texts=True))
+        interpreter = _counting()(resources, device)
         for page in PDFPage.get_pages(f):
-            interpreter.shown, interpreter.paints, interpreter.depth = -1, -1, 0
+            interpreter.shown, device.paints, device.depth = -1, -1, 0
             interpreter.process_page(page)
             yield device.get_result()
 
@@ -495,7 +485,8 @@ def _rejoined(page: Any) -> None:
     from pdfminer.layout import LTChar, LTTextLine
 
     lines = [(item, ln, chars) for item in _text_boxes(page) for ln in item if isinstance(ln, LTTextLine)
-             for chars in [[c for c in ln if isinstance(c, LTChar) and hasattr(c, "shown")]] if chars]
+             for chars in [[c for c in ln if isinstance(c, LTChar) and hasattr(c, "shown")]]
+             if chars and not any(MUSIC.search(c.fontname) for c in chars)]
     lines.sort(key=lambda x: min(c.x0 for c in x[2]))
     for item, line, chars in lines:
         first, base = min(chars, key=lambda c: c.x0), _base(chars)
@@ -522,8 +513,9 @@ def _rejoined(page: Any) -> None:
 def _satellites(page: Any) -> None:
     """The pieces of a formula that pdfminer read as lines of their own (a sum's limits, a fraction's numerator and
     denominator, an exponent after a subscript: set smaller than the text beside them, and nothing but a formula's
-    symbols, digits and signs) put back into the line they belong to, the nearest of larger text around them, each
-    character at its place along it; so that they are taken out, moved and drawn again with their formula."""
+    symbols, digits and signs) put back into the line they belong to, the nearest of larger text around them whose
+    words they do not stand over or under, each character at its place along it; so that they are taken out, moved
+    and drawn again with their formula."""
     from pdfminer.layout import LTChar, LTTextLine
 
     homes = [(item, ln, [c for c in ln if isinstance(c, LTChar)]) for item in _text_boxes(page) for ln in item
@@ -541,7 +533,8 @@ def _satellites(page: Any) -> None:
             em = statistics.median(c.size for c in theirs)
             top, bottom = max(c.y1 for c in theirs), min(c.y0 for c in theirs)
             if size < 0.85 * em and min(c.x0 for c in theirs) - em < x1 and x0 < max(c.x1 for c in theirs) + em \
-                    and bottom - 0.5 * em < y < top + 0.5 * em:
+                    and bottom - 0.5 * em < y < top + 0.5 * em and \
+                    not any(c.x0 < x1 and c.x1 > x0 and not _math(c) for c in theirs):   # (over or under words)
                 near.append((abs(y - (top + bottom) / 2), id(other), other, theirs))
         if near:
             _, _, home, theirs = min(near)
@@ -1117,8 +1110,7 @@ def chosen(pdf: Any, src: Path, every: list[Box], notes: list[str]) -> list[Box]
     unsure = _left(src, todo)
     if unsure:
         notes.append(f"{len(unsure)} paragraph(s) left as they are: text that is not theirs lies inside their box and "
-                     "would stay under their translation (a formula's limits or a fraction's parts, which pdfminer "
-                     "read apart)")
+                     "would stay under their translation (a display formula's limits, text drawn over theirs)")
     todo = [b for k, b in enumerate(todo) if k not in unsure]
     fixed = [b for b in todo if FIXED in b.marked]
     if fixed:
@@ -1141,6 +1133,29 @@ def again(every: list[Box], todo: list[Box]) -> list[Box]:
     for box in found:
         box.translation = re.sub(f"[{OPEN}{SHUT}{FIXED}]", "", box.marked) or box.text
     return found
+
+
+def faithful(every: list[Box], todo: list[Box]) -> list[Box]:
+    """``todo`` without the boxes that share an operator, directly or through others, with a box that could not be
+    drawn again as it was (:func:`again`): one with a formula that cannot move (:data:`FIXED`), or a glyph without
+    Unicode outside a formula drawn as the PDF drew it; such boxes are all left as they are."""
+    owners: dict[tuple[int, int], list[int]] = {}
+    for k, box in enumerate(every):
+        for op in box.ops - {-1}:
+            owners.setdefault((box.page, op), []).append(k)
+    mine, component = {id(b) for b in todo}, {}
+    for start in range(len(every)):
+        if start in component:
+            continue
+        component[start], stack = start, [start]
+        while stack:
+            box = every[stack.pop()]
+            for k in (k for op in box.ops - {-1} for k in owners[(box.page, op)] if k not in component):
+                component[k] = start
+                stack.append(k)
+    bad = {component[k] for k, b in enumerate(every) if id(b) not in mine and
+           (FIXED in b.marked or "(cid:" in (re.sub(f"[{OPEN}{SHUT}]", "", b.marked) or b.text))}
+    return [b for k, b in enumerate(every) if id(b) in mine and component[k] not in bad]
 
 
 def unfit(todo: list[Box], fonts: dict[str, Font]) -> list[Box]:
@@ -1286,6 +1301,10 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         todo = [b for b in todo if b not in too_long]
         undrawable = _undrawable(todo, faces, texts)
         todo = [b for b in todo if b not in undrawable]
+        shared = len(todo) - len(todo := faithful(every, todo))
+        if shared:
+            texts.report.notes.append(f"{shared} paragraph(s) left as they are: they share the operators that draw "
+                                      "them with text that could not be drawn again as it was")
         drawn_boxes = todo + again(every, todo)
         fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
                                                                          if b.face == face)))

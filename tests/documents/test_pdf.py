@@ -510,3 +510,16 @@ def test_a_bar_moves_with_its_formula_only_when_what_is_over_and_under_it_is_the
     frame = pdf.Bar(0, 500, 103, (0, 102.8, 500, 103.2), op=4, near=frozenset({id(x), id(two), id(word)}))
     key = pdf.glyph([x, two], [word, x, two], [frame], glyphs)
     assert key not in (None, pdf.FIXED) and glyphs[key].rules == () and not glyphs[key].paths
+
+
+def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
+    """Taking a paragraph's text out takes out what shares its operators, which is drawn again as it was
+    (:func:`pdf.again`); where that is a formula that cannot move or a glyph without Unicode, every paragraph joined to
+    it through shared operators is left as it is instead."""
+    def box(text: str, ops: set[int], marked: str = "") -> pdf.Box:
+        return pdf.Box(0, (0, 0, 10, 10), text, 10, 12, (0, 0, 0), ops=frozenset(ops), marked=marked or text)
+
+    a, b, c, d = box("Ein Hund", {1, 2}), box("läuft", {2, 3}), box("x", {3}, f"{pdf.FIXED}x"), box("Haus", {4})
+    assert pdf.faithful([a, b, c, d], [a, b, d]) == [d]
+    assert pdf.faithful([a, b, box("1.", {3}), d], [a, b, d]) == [a, b, d]
+    assert pdf.faithful([a, box("(cid:12)", {1}), d], [a, d]) == [d]
