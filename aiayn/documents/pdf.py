@@ -1135,10 +1135,10 @@ def again(every: list[Box], todo: list[Box]) -> list[Box]:
     return found
 
 
-def faithful(every: list[Box], todo: list[Box]) -> list[Box]:
+def faithful(every: list[Box], todo: list[Box], notes: list[str] | None = None) -> list[Box]:
     """``todo`` without the boxes that share an operator, directly or through others, with a box that could not be
     drawn again as it was (:func:`again`): one with a formula that cannot move (:data:`FIXED`), or a glyph without
-    Unicode outside a formula drawn as the PDF drew it; such boxes are all left as they are."""
+    Unicode outside a formula drawn as the PDF drew it; such boxes are all left as they are, said in ``notes``."""
     owners: dict[tuple[int, int], list[int]] = {}
     for k, box in enumerate(every):
         for op in box.ops - {-1}:
@@ -1155,7 +1155,11 @@ def faithful(every: list[Box], todo: list[Box]) -> list[Box]:
                 stack.append(k)
     bad = {component[k] for k, b in enumerate(every) if id(b) not in mine and
            (FIXED in b.marked or "(cid:" in (re.sub(f"[{OPEN}{SHUT}]", "", b.marked) or b.text))}
-    return [b for k, b in enumerate(every) if id(b) in mine and component[k] not in bad]
+    out = [b for k, b in enumerate(every) if id(b) in mine and component[k] not in bad]
+    if notes is not None and len(out) < len(todo):
+        notes.append(f"{len(todo) - len(out)} paragraph(s) left as they are: they share the operators that draw them "
+                     "with text that could not be drawn again as it was")
+    return out
 
 
 def unfit(todo: list[Box], fonts: dict[str, Font]) -> list[Box]:
@@ -1301,10 +1305,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         todo = [b for b in todo if b not in too_long]
         undrawable = _undrawable(todo, faces, texts)
         todo = [b for b in todo if b not in undrawable]
-        shared = len(todo) - len(todo := faithful(every, todo))
-        if shared:
-            texts.report.notes.append(f"{shared} paragraph(s) left as they are: they share the operators that draw "
-                                      "them with text that could not be drawn again as it was")
+        todo = faithful(every, todo, texts.report.notes)
         drawn_boxes = todo + again(every, todo)
         fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
                                                                          if b.face == face)))
