@@ -374,8 +374,7 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     drawn by an operator of its own); None where it cannot be drawn again as it was: a character without a font's name
     or code; :data:`FIXED` where a bar beside it is not its own alone (a character over or under it is not the
     formula's, as a fraction's part that pdfminer read as a line of its own; a bar drawn with others), as it would
-    stay behind. A rule far wider than the formula (a frame's, a
-    table's) is not the formula's."""
+    stay behind. A rule far wider than the formula (a frame's, a table's) is not the formula's."""
     if any(c.shown[0] is None or c.shown[1] is None for c in chars) or len(glyphs) >= len(_PRIVATE):
         return None
     text = [c for c in line if hasattr(c, "shown")]
@@ -488,21 +487,30 @@ def _rejoined(page: Any) -> None:
              for chars in [[c for c in ln if isinstance(c, LTChar) and hasattr(c, "shown")]]
              if chars and not any(MUSIC.search(c.fontname) for c in chars)]
     lines.sort(key=lambda x: min(c.x0 for c in x[2]))
+
+    def ends(chars: list[Any]) -> tuple[float, float, float, Any, float, float]:
+        """A line's baseline, largest size, the end of its text of that size, its last character, bottom, top."""
+        size, last = max(c.size for c in chars), max(chars, key=lambda c: c.x1)
+        body = max((c.x1 for c in chars if c.size >= 0.85 * size), default=last.x1)
+        return _base(chars), size, body, last, min(c.y0 for c in chars), max(c.y1 for c in chars)
+
+    end = {id(ln): ends(chars) for _, ln, chars in lines}
     for item, line, chars in lines:
-        first, base = min(chars, key=lambda c: c.x0), _base(chars)
+        first, (base, *_) = min(chars, key=lambda c: c.x0), end[id(line)]
+        symbols = all(_math(c) for c in chars)
         for _, other, theirs in lines:
             if other is line or not theirs:
                 continue
-            size, last = max(c.size for c in theirs), max(theirs, key=lambda c: c.x1)
-            body = max((c.x1 for c in theirs if c.size >= 0.85 * size), default=last.x1)
-            level = abs(base - _base(theirs)) < 0.15 * size or all(_math(c) for c in chars) and \
-                min(c.y0 for c in theirs) < (first.y0 + first.y1) / 2 < max(c.y1 for c in theirs)
-            if body - 0.5 <= first.x0 <= last.x1 + size and level and \
-                    (_math(first) or _math(last) or first.size < 0.85 * size or last.size < 0.85 * size):
+            their_base, size, body, last, bottom, top = end[id(other)]
+            if not body - 0.5 <= first.x0 <= last.x1 + size:
+                continue
+            level = abs(base - their_base) < 0.15 * size or symbols and bottom < (first.y0 + first.y1) / 2 < top
+            if level and (_math(first) or _math(last) or first.size < 0.85 * size or last.size < 0.85 * size):
                 while other._objs and not isinstance(other._objs[-1], LTChar):   # (its line's end, "\n")
                     other._objs.pop()
                 other._objs.extend(line._objs)
                 theirs.extend(chars)
+                end[id(other)] = ends(theirs)
                 other.set_bbox((min(other.x0, line.x0), min(other.y0, line.y0), max(other.x1, line.x1),
                                 max(other.y1, line.y1)))
                 item._objs.remove(line)
