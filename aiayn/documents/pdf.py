@@ -25,6 +25,7 @@ translate (a scan, which needs OCR first).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import itertools
@@ -350,9 +351,15 @@ def _attached(obj: Any) -> bool:
 def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
     """The formulas among a run's ``objs`` (pdfminer's characters and the spaces it adds), as (start, end): each
     stretch of symbols (:func:`_math`) and the characters attached to them, up to a space (so that a long formula can
-    be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one code)."""
+    be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one code), but for a space
+    pdfminer put between two characters set over one another."""
     out: list[tuple[int, int]] = []
     k = 0
+
+    def stacked(k: int) -> bool:     # a space pdfminer put between characters set over one another (a sum's limits)
+        return 0 < k < len(objs) - 1 and not hasattr(objs[k], "shown") and hasattr(objs[k - 1], "shown") and \
+            hasattr(objs[k + 1], "shown") and objs[k + 1].x0 < objs[k - 1].x1 - 0.1 * objs[k - 1].size
+
     while k < len(objs):
         if not (hasattr(objs[k], "shown") and _math(objs[k])):
             k += 1
@@ -361,7 +368,8 @@ def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
         while start > (out[-1][1] if out else 0) and _attached(objs[start - 1]):
             start -= 1
         end = k + 1
-        while end < len(objs) and (_attached(objs[end]) or (hasattr(objs[end], "shown") and _math(objs[end]))):
+        while end < len(objs) and (_attached(objs[end]) or stacked(end) or
+                                   (hasattr(objs[end], "shown") and _math(objs[end]))):
             end += 1
         out.append((start, end))
         k = end
@@ -374,11 +382,13 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     drawn by an operator of its own); None where it cannot be drawn again as it was: a character without a font's name
     or code; :data:`FIXED` where a bar beside it is not its own alone (a character over or under it is not the
     formula's, as a fraction's part that pdfminer read as a line of its own; a bar drawn with others), as it would
-    stay behind. A rule far wider than the formula (a frame's, a table's) is not the formula's."""
+    stay behind, and where a character of its line over or under it is not its own (a limit that went into another
+    formula or into text). A rule far wider than the formula (a frame's, a table's) is not the formula's."""
     if any(c.shown[0] is None or c.shown[1] is None for c in chars) or len(glyphs) >= len(_PRIVATE):
         return None
     text = [c for c in line if hasattr(c, "shown")]
-    em = statistics.median(c.size for c in text) or 1.0
+    largest = max(c.size for c in text)     # (the line's text, not its limits and scripts, however many they are)
+    em = statistics.median(c.size for c in text if c.size >= 0.85 * largest) or 1.0
     left, right = min(c.x0 for c in chars), max(c.x1 for c in chars)
     bottom, top = min(c.y0 for c in chars) - 0.4 * em, max(c.y1 for c in chars) + 0.4 * em
     near = [b for b in bars if b.x0 < right and b.x1 > left and bottom < b.y < top and
@@ -386,7 +396,9 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     mine = {id(c) for c in chars}
     if any(b.op == -1 or b.x0 < left - 0.5 * em or b.x1 > right + 0.5 * em or not b.near <= mine for b in near):
         return FIXED
-    baseline = statistics.median(c.shown[2][5] for c in text)
+    if any(id(c) not in mine and c.x0 < right - 0.1 * em and c.x1 > left + 0.1 * em for c in text):
+        return FIXED        # a character of its line over or under it is not its own: a limit read into another piece
+    baseline = _base(text)
     shown = tuple((c.shown[0], c.shown[1], (c.shown[2][0] / em, c.shown[2][1] / em, c.shown[2][2] / em,
                                             c.shown[2][3] / em, (c.shown[2][4] - left) / em,
                                             (c.shown[2][5] - baseline) / em)) for c in chars)
@@ -475,12 +487,22 @@ def _base(chars: list[Any]) -> float:
     return statistics.median(c.shown[2][5] for c in chars if c.size >= 0.85 * size)
 
 
+def _edges(lines: list[list[Any]]) -> set[int]:
+    """Where a column's lines start (the points, rounded, at which three lines or more start, give or take one)."""
+    starts = collections.Counter(round(min(c.x0 for c in chars)) for chars in lines)
+    return {x for x in range(min(starts, default=0) - 1, max(starts, default=0) + 2)
+            if starts[x - 1] + starts[x] + starts[x + 1] >= 3}
+
+
 def _rejoined(page: Any) -> None:
     """pdfminer's lines that a formula's sub- or superscript broke in two joined again: pdfminer starts a new line
     where a character is not level with the one before it (a subscript after a superscript, ``Σ_{i=1}^n``), and the
-    rest of the line may end up in another box. A line that starts where another ends (within an em), on its baseline
-    (or, a formula's symbols only, such as a root's sign, which hangs from it, beside its text), and where the break is
-    at a formula's character or a small one, is put back at that one's end."""
+    rest of the line may end up in another box. A line that starts where another ends (within an em, and not at the
+    start of a column after a gap: :func:`_edges`), on its baseline
+    (or, where one of them is a formula's symbols only, such as a root's sign, which hangs from it, or a sum's sign
+    with its limits, beside the other's text), and where the break is at a formula's character or a small one, is put
+    back at that one's end (its characters under or over that end, a lower limit under an upper one, in their
+    places)."""
     from pdfminer.layout import LTChar, LTTextLine
 
     lines = [(item, ln, chars) for item in _text_boxes(page) for ln in item if isinstance(ln, LTTextLine)
@@ -488,27 +510,41 @@ def _rejoined(page: Any) -> None:
              if chars and not any(MUSIC.search(c.fontname) for c in chars)]
     lines.sort(key=lambda x: min(c.x0 for c in x[2]))
 
-    def ends(chars: list[Any]) -> tuple[float, float, float, Any, float, float]:
-        """A line's baseline, largest size, the end of its text of that size, its last character, bottom, top."""
+    def ends(chars: list[Any]) -> tuple[float, float, float, Any, float, float, float, bool]:
+        """A line's baseline, largest size, the end of its text of that size, its last character, bottom, top, the
+        middle of its text of that size, and whether it is a formula's symbols, digits and signs only."""
         size, last = max(c.size for c in chars), max(chars, key=lambda c: c.x1)
         body = max((c.x1 for c in chars if c.size >= 0.85 * size), default=last.x1)
-        return _base(chars), size, body, last, min(c.y0 for c in chars), max(c.y1 for c in chars)
+        middle = statistics.median((c.y0 + c.y1) / 2 for c in chars if c.size >= 0.85 * size)
+        return (_base(chars), size, body, last, min(c.y0 for c in chars), max(c.y1 for c in chars), middle,
+                any(_math(c) for c in chars) and not any(_worded(c) for c in chars))
 
-    end = {id(ln): ends(chars) for _, ln, chars in lines}
+    end, edges = {id(ln): ends(chars) for _, ln, chars in lines}, _edges([chars for *_, chars in lines])
     for item, line, chars in lines:
-        first, (base, *_) = min(chars, key=lambda c: c.x0), end[id(line)]
+        first, (base, *_, middle, _) = min(chars, key=lambda c: c.x0), end[id(line)]
         symbols = all(_math(c) for c in chars)
         for _, other, theirs in lines:
             if other is line or not theirs:
                 continue
-            their_base, size, body, last, bottom, top = end[id(other)]
-            if not body - 0.5 <= first.x0 <= last.x1 + size:
+            their_base, size, body, last, bottom, top, _, sign = end[id(other)]
+            if not body - 0.25 * size <= first.x0 <= last.x1 + size or \
+                    round(first.x0) in edges and first.x0 - last.x1 > 0.3 * size:     # (across a column's gap)
                 continue
-            level = abs(base - their_base) < 0.15 * size or symbols and bottom < (first.y0 + first.y1) / 2 < top
+            # on its baseline; or one of them a formula's symbols only (a root's sign, a sum's with its limits, which
+            # hang from or stand over the baseline) beside the other's text
+            level = abs(base - their_base) < 0.15 * size or symbols and bottom < (first.y0 + first.y1) / 2 < top \
+                or sign and bottom < middle < top
             if level and (_math(first) or _math(last) or first.size < 0.85 * size or last.size < 0.85 * size):
                 while other._objs and not isinstance(other._objs[-1], LTChar):   # (its line's end, "\n")
                     other._objs.pop()
-                other._objs.extend(line._objs)
+                objs, k = line._objs, 0
+                # its characters under or over that end (a lower limit) in their places, with no space between
+                under = [isinstance(o, LTChar) and o.x0 < last.x1 - 0.1 * size for o in objs] + [False]
+                while k < len(objs) and (under[k] or not isinstance(objs[k], LTChar) and under[k + 1]):
+                    if under[k]:
+                        _placed(other, objs[k])
+                    k += 1
+                other._objs.extend(objs[k:])
                 theirs.extend(chars)
                 end[id(other)] = ends(theirs)
                 other.set_bbox((min(other.x0, line.x0), min(other.y0, line.y0), max(other.x1, line.x1),
@@ -520,37 +556,47 @@ def _rejoined(page: Any) -> None:
 
 def _satellites(page: Any) -> None:
     """The pieces of a formula that pdfminer read as lines of their own (a sum's limits, a fraction's numerator and
-    denominator, an exponent after a subscript: set smaller than the text beside them, and nothing but a formula's
-    symbols, digits and signs) put back into the line they belong to, the nearest of larger text around them whose
-    words they do not stand over or under, each character at its place along it; so that they are taken out, moved
-    and drawn again with their formula."""
+    denominator, an exponent after a subscript, an integral's lower limit: set smaller than the text beside them, and
+    nothing but a formula's symbols, digits and signs) put back into the line they belong to: of the lines of larger
+    text around them whose words they do not stand over or under, one with a character over or under them (a sum's
+    sign), else the nearest; each character at its place along it, so that they are taken out, moved and drawn again
+    with their formula."""
     from pdfminer.layout import LTChar, LTTextLine
 
     homes = [(item, ln, [c for c in ln if isinstance(c, LTChar)]) for item in _text_boxes(page) for ln in item
              if isinstance(ln, LTTextLine)]
     for item, line, chars in homes:
-        if not chars or not any(_math(c) for c in chars) or \
-                any(MUSIC.search(c.fontname) or c.get_text().isalpha() and not _math(c) for c in chars):
+        if not chars or any(MUSIC.search(c.fontname) or _worded(c) for c in chars):
             continue
         size, x0, x1 = max(c.size for c in chars), min(c.x0 for c in chars), max(c.x1 for c in chars)
-        y = (min(c.y0 for c in chars) + max(c.y1 for c in chars)) / 2
+        y, symbols = (min(c.y0 for c in chars) + max(c.y1 for c in chars)) / 2, any(_math(c) for c in chars)
         near = []
         for _, other, theirs in homes:
             if other is line or not theirs:
                 continue
-            em = statistics.median(c.size for c in theirs)
+            # its size, or that of its characters beside the piece (an integral's sign among the limits it carries)
+            beside = [c for c in theirs if c.x0 - size < x1 and x0 < c.x1 + size]
+            if not symbols and not any(_math(c) for c in beside):
+                continue        # digits and signs only: beside a formula's symbol (a limit's), not a word's letters
+            em = max([statistics.median(c.size for c in theirs)] + [c.size for c in beside])
             top, bottom = max(c.y1 for c in theirs), min(c.y0 for c in theirs)
             if size < 0.85 * em and min(c.x0 for c in theirs) - em < x1 and x0 < max(c.x1 for c in theirs) + em \
                     and bottom - 0.5 * em < y < top + 0.5 * em and \
-                    not any(c.x0 < x1 and c.x1 > x0 and not _math(c) for c in theirs):   # (over or under words)
-                near.append((abs(y - (top + bottom) / 2), id(other), other, theirs))
+                    not any(c.x0 < x1 and c.x1 > x0 and _worded(c) for c in theirs):   # (over or under words)
+                gap = min(max(c.x0 - x1, x0 - c.x1, 0) for c in theirs)   # (0: over or under one of them)
+                near.append((gap > 0, abs(y - (top + bottom) / 2), id(other), other, theirs))
         if near:
-            _, _, home, theirs = min(near)
+            *_, home, theirs = min(near)
             for char in sorted(chars, key=lambda c: c.x0):
                 _placed(home, char)
                 theirs.append(char)
             item._objs.remove(line)
             chars.clear()
+
+
+def _worded(char: Any) -> bool:
+    """Whether a pdfminer character is a letter of a word: a letter not drawn in a font of symbols."""
+    return char.get_text().isalpha() and not _math(char)
 
 
 def _placed(line: Any, char: Any) -> None:
