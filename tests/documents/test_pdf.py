@@ -512,6 +512,31 @@ def test_a_bar_moves_with_its_formula_only_when_what_is_over_and_under_it_is_the
     assert key not in (None, pdf.FIXED) and glyphs[key].rules == () and not glyphs[key].paths
 
 
+def test_a_formulas_stacked_pieces_stay_one_formula_or_leave_its_paragraph_as_it_is() -> None:
+    """An integral's limits set over one another are one formula, though pdfminer puts a space between them; a space
+    between characters side by side still ends a formula. A formula with another piece's character over or under it
+    (a limit read into the next formula or into text) cannot move as one: its paragraph stays (:data:`pdf.FIXED`)."""
+    from types import SimpleNamespace
+
+    def char(text: str, x0: float, y0: float, size: float = 10.0, font: str = "CMMI10") -> Any:
+        return SimpleNamespace(x0=x0, x1=x0 + 4, y0=y0, y1=y0 + size, size=size, get_text=lambda: text, fontname=font,
+                               shown=("F1", text.encode(), (size, 0, 0, size, x0, y0 + 2)))
+
+    space = SimpleNamespace(get_text=lambda: " ")
+    sign, lower, upper = char("\u222b", 100, 96, 10, "CMEX10"), char("a", 104, 94, 7), char("b", 105, 103, 7)
+    f, word = char("f", 111, 98), char("g", 130, 98, 10, "NimbusRomNo9L")
+    assert pdf._formulas([sign, lower, space, upper, f, space, word]) == [(0, 5)]
+    assert pdf._formulas([sign, lower, space, f, space, word]) == [(0, 2), (3, 4)]     # (f beside a, not over it)
+    glyphs: dict[str, pdf.Glyph] = {}
+    key = pdf.glyph([sign, lower, upper, f], [sign, lower, upper, f], [], glyphs)
+    assert key not in (None, pdf.FIXED) and glyphs[key].shown[0][2][0] == 1.0    # (in ems of the text, not the limits)
+    assert pdf.glyph([sign, lower, upper, f], [sign, lower, upper, f, word], [], glyphs) not in (None, pdf.FIXED)
+    assert pdf.glyph([sign, lower], [sign, lower, upper, f, word], [], glyphs) == pdf.FIXED
+    # a column's first lines start at one point: a line is not joined across the gap to the column on its left
+    assert 303 in pdf._edges([[char("x", 303, y)] for y in (0, 20, 40)] + [[char("y", 57, 0)]])
+    assert 57 not in pdf._edges([[char("x", 303, y)] for y in (0, 20, 40)] + [[char("y", 57, 0)]])
+
+
 def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
     """Taking a paragraph's text out takes out what shares its operators, which is drawn again as it was
     (:func:`pdf.again`); where that is a formula that cannot move or a glyph without Unicode, every paragraph joined to
