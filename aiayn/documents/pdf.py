@@ -144,8 +144,10 @@ _GLUED = re.compile(f"{SHUT}([^\\w{OPEN}]*){OPEN}")   # two formulas with nothin
 
 
 def _math(char: Any) -> bool:
-    """Whether a pdfminer character is drawn in a font of symbols or has no Unicode."""
-    return bool(SYMBOL_FONTS.search(char.fontname.split("+", 1)[-1])) or char.get_text().startswith("(cid:")
+    """Whether a pdfminer character is drawn in a font of symbols or has no Unicode, or is a fraction's part by its
+    place (:func:`_fractions`: ``cos`` under a fraction's bar is set in the text's roman)."""
+    return bool(SYMBOL_FONTS.search(char.fontname.split("+", 1)[-1])) or char.get_text().startswith("(cid:") or \
+        getattr(char, "fraction", False)
 
 
 def inline(marked: str) -> list[Any]:
@@ -352,13 +354,15 @@ def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
     """The formulas among a run's ``objs`` (pdfminer's characters and the spaces it adds), as (start, end): each
     stretch of symbols (:func:`_math`) and the characters attached to them, up to a space (so that a long formula can
     be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one code), but for a space
-    pdfminer put between two characters set over one another."""
+    pdfminer put between two characters set over one another, or inside a fraction's numerator or denominator."""
     out: list[tuple[int, int]] = []
     k = 0
 
     def stacked(k: int) -> bool:     # a space pdfminer put between characters set over one another (a sum's limits)
         return 0 < k < len(objs) - 1 and not hasattr(objs[k], "shown") and hasattr(objs[k - 1], "shown") and \
-            hasattr(objs[k + 1], "shown") and objs[k + 1].x0 < objs[k - 1].x1 - 0.1 * objs[k - 1].size
+            hasattr(objs[k + 1], "shown") and (objs[k + 1].x0 < objs[k - 1].x1 - 0.1 * objs[k - 1].size or
+                                               getattr(objs[k - 1], "fraction", False) and
+                                               getattr(objs[k + 1], "fraction", False))   # (a space in a fraction)
 
     while k < len(objs):
         if not (hasattr(objs[k], "shown") and _math(objs[k])):
@@ -396,7 +400,7 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     mine = {id(c) for c in chars}
     if any(b.op == -1 or b.x0 < left - 0.5 * em or b.x1 > right + 0.5 * em or not b.near <= mine for b in near):
         return FIXED
-    if any(id(c) not in mine and c.x0 < right - 0.1 * em and c.x1 > left + 0.1 * em for c in text):
+    if any(id(c) not in mine and left < (c.x0 + c.x1) / 2 < right for c in text):
         return FIXED        # a character of its line over or under it is not its own: a limit read into another piece
     baseline = _base(text)
     shown = tuple((c.shown[0], c.shown[1], (c.shown[2][0] / em, c.shown[2][1] / em, c.shown[2][2] / em,
@@ -594,6 +598,49 @@ def _satellites(page: Any) -> None:
             chars.clear()
 
 
+def _fractions(page: Any, bars: list[Bar]) -> None:
+    """A fraction set as large as its text, whose numerator and denominator pdfminer read as lines of their own (or
+    one of them): each such piece, a line of a few characters over or under the fraction's bar (within an em and a
+    half) and no wider than it, put into the line the bar stands in (the line with characters beside the bar, at its
+    height), each character at its place along it and counted as the formula's (``cos`` is set in roman), and the line
+    on the bar's other side joined to it; so that the fraction is taken out, moved and drawn again with its bar."""
+    from pdfminer.layout import LTAnno, LTChar, LTTextLine
+
+    homes = [(item, ln, chars, [min(c.x0 for c in chars), max(c.x1 for c in chars), min(c.y0 for c in chars),
+                                max(c.y1 for c in chars)])
+             for item in _text_boxes(page) for ln in item if isinstance(ln, LTTextLine)
+             for chars in [[c for c in ln if isinstance(c, LTChar)]] if chars]
+    for bar in bars:
+        if bar.x1 - bar.x0 > 120:
+            continue
+        pieces = [h for h in homes if h[2] and len(h[2]) <= 24 and bar.x0 - 6 < h[3][0] and h[3][1] < bar.x1 + 6 and
+                  all(0 < abs((c.y0 + c.y1) / 2 - bar.y) < 1.2 * c.size and bar.x0 - 0.5 * c.size < c.x0 and
+                      c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
+        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <= h[3][1] <= bar.x0 + 1]
+        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <= h[3][0] <= bar.x1 + h[2][0].size]
+        if not pieces or not (left or right):
+            continue
+        host = (left or right)[0]
+        for item, line, chars, _ in [h for h in pieces if h is not host]:
+            for char in sorted(chars, key=lambda c: c.x0):
+                char.fraction = True
+                _placed(host[1], char)
+                host[2].append(char)
+            item._objs.remove(line)
+            chars.clear()
+        if left and right and right[0] is not host:        # the text after the fraction, which pdfminer set apart
+            item, line, chars, _ = right[0]
+            while host[1]._objs and not isinstance(host[1]._objs[-1], LTChar):
+                host[1]._objs.pop()
+            host[1]._objs.extend([LTAnno(" "), *line._objs])
+            host[2].extend(chars)
+            host[1].set_bbox((host[1].x0, min(host[1].y0, line.y0), max(host[1].x1, line.x1), max(host[1].y1, line.y1)))
+            item._objs.remove(line)
+            chars.clear()
+        host[3][:] = [min(c.x0 for c in host[2]), max(c.x1 for c in host[2]), min(c.y0 for c in host[2]),
+                      max(c.y1 for c in host[2])]
+
+
 def _worded(char: Any) -> bool:
     """Whether a pdfminer character is a letter of a word: a letter not drawn in a font of symbols."""
     return char.get_text().isalpha() and not _math(char)
@@ -721,6 +768,7 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
         rules.bars = _near(rules.bars, page)
         _rejoined(page)
         _satellites(page)
+        _fractions(page, rules.bars)
         groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
                   for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):
