@@ -623,7 +623,7 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
         host = (left or right)[0]
         for item, line, chars, _ in [h for h in pieces if h is not host]:
             for char in sorted(chars, key=lambda c: c.x0):
-                char.fraction = True
+                char.fraction = True     # type: ignore[attr-defined]  # (read by :func:`_math`)
                 _placed(host[1], char)
                 host[2].append(char)
             item._objs.remove(line)
