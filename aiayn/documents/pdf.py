@@ -618,8 +618,10 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
                       c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
         left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <= h[3][1] <= bar.x0 + 1]
         right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <= h[3][0] <= bar.x1 + h[2][0].size]
-        if not pieces or not (left or right):
-            continue
+        chars = [c for h in pieces for c in h[2]]
+        if not pieces or not (left or right) or not any(_math(c) for c in chars) or \
+                any(MUSIC.search(c.fontname) for c in chars):
+            continue            # (a rule with text over or under it, a staff: not a fraction)
         host = (left or right)[0]
         for item, line, chars, _ in [h for h in pieces if h is not host]:
             for char in sorted(chars, key=lambda c: c.x0):
