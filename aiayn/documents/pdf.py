@@ -539,8 +539,6 @@ def _rejoined(page: Any) -> None:
             level = abs(base - their_base) < 0.15 * size or symbols and bottom < (first.y0 + first.y1) / 2 < top \
                 or sign and bottom < middle < top
             if level and (_math(first) or _math(last) or first.size < 0.85 * size or last.size < 0.85 * size):
-                while other._objs and not isinstance(other._objs[-1], LTChar):   # (its line's end, "\n")
-                    other._objs.pop()
                 objs, k = line._objs, 0
                 # its characters under or over that end (a lower limit) in their places, with no space between
                 under = [isinstance(o, LTChar) and o.x0 < last.x1 - 0.1 * size for o in objs] + [False]
@@ -548,13 +546,8 @@ def _rejoined(page: Any) -> None:
                     if under[k]:
                         _placed(other, objs[k])
                     k += 1
-                other._objs.extend(objs[k:])
-                theirs.extend(chars)
+                _appended(other, theirs, item, line, chars, objs[k:])
                 end[id(other)] = ends(theirs)
-                other.set_bbox((min(other.x0, line.x0), min(other.y0, line.y0), max(other.x1, line.x1),
-                                max(other.y1, line.y1)))
-                item._objs.remove(line)
-                chars.clear()
                 break
 
 
@@ -591,11 +584,7 @@ def _satellites(page: Any) -> None:
                 near.append((gap > 0, abs(y - (top + bottom) / 2), id(other), other, theirs))
         if near:
             *_, home, theirs = min(near)
-            for char in sorted(chars, key=lambda c: c.x0):
-                _placed(home, char)
-                theirs.append(char)
-            item._objs.remove(line)
-            chars.clear()
+            _taken(home, theirs, item, line, chars)
 
 
 def _fractions(page: Any, bars: list[Bar]) -> None:
@@ -618,29 +607,44 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
                       c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
         left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <= h[3][1] <= bar.x0 + 1]
         right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <= h[3][0] <= bar.x1 + h[2][0].size]
-        chars = [c for h in pieces for c in h[2]]
-        if not pieces or not (left or right) or not any(_math(c) for c in chars) or \
-                any(MUSIC.search(c.fontname) for c in chars):
+        parts = [c for h in pieces for c in h[2]]
+        if not pieces or not (left or right) or not any(_math(c) for c in parts) or \
+                any(MUSIC.search(c.fontname) for c in parts):
             continue            # (a rule with text over or under it, a staff: not a fraction)
         host = (left or right)[0]
         for item, line, chars, _ in [h for h in pieces if h is not host]:
-            for char in sorted(chars, key=lambda c: c.x0):
-                char.fraction = True     # type: ignore[attr-defined]  # (read by :func:`_math`)
-                _placed(host[1], char)
-                host[2].append(char)
-            item._objs.remove(line)
-            chars.clear()
+            _taken(host[1], host[2], item, line, chars, fraction=True)
         if left and right and right[0] is not host:        # the text after the fraction, which pdfminer set apart
             item, line, chars, _ = right[0]
-            while host[1]._objs and not isinstance(host[1]._objs[-1], LTChar):
-                host[1]._objs.pop()
-            host[1]._objs.extend([LTAnno(" "), *line._objs])
-            host[2].extend(chars)
-            host[1].set_bbox((host[1].x0, min(host[1].y0, line.y0), max(host[1].x1, line.x1), max(host[1].y1, line.y1)))
-            item._objs.remove(line)
-            chars.clear()
+            _appended(host[1], host[2], item, line, chars, [LTAnno(" "), *line._objs])
         host[3][:] = [min(c.x0 for c in host[2]), max(c.x1 for c in host[2]), min(c.y0 for c in host[2]),
                       max(c.y1 for c in host[2])]
+
+
+def _taken(home: Any, theirs: list[Any], item: Any, line: Any, chars: list[Any], fraction: bool = False) -> None:
+    """pdfminer's ``line`` (its ``chars``, in box ``item``) taken into line ``home`` (its characters ``theirs``), each
+    character at its place along it (:func:`_placed`); ``fraction``: each counted as a fraction's (:func:`_math`)."""
+    for char in sorted(chars, key=lambda c: c.x0):
+        if fraction:
+            char.fraction = True
+        _placed(home, char)
+        theirs.append(char)
+    item._objs.remove(line)
+    chars.clear()
+
+
+def _appended(home: Any, theirs: list[Any], item: Any, line: Any, chars: list[Any], objs: list[Any]) -> None:
+    """pdfminer's ``line`` (its ``chars``, in box ``item``) put at the end of line ``home`` (its characters
+    ``theirs``), as ``objs`` (its objects, or those of them not yet placed), in place of ``home``'s line end."""
+    from pdfminer.layout import LTChar
+
+    while home._objs and not isinstance(home._objs[-1], LTChar):     # (its line's end, "\n")
+        home._objs.pop()
+    home._objs.extend(objs)
+    theirs.extend(chars)
+    home.set_bbox((min(home.x0, line.x0), min(home.y0, line.y0), max(home.x1, line.x1), max(home.y1, line.y1)))
+    item._objs.remove(line)
+    chars.clear()
 
 
 def _worded(char: Any) -> bool:
