@@ -87,7 +87,7 @@ def distill(teacher: str | Path, data: str | Path, out: str | Path, opts: Distil
     if dist.main:
         _assemble(teacher, d, work, out, shards, opts, translator)
         shutil.rmtree(work)
-    dist.barrier()
+    dist.close()
     return out
 
 

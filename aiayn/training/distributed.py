@@ -92,3 +92,10 @@ class Distributed:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+    def close(self) -> None:
+        """Wait for every process, then leave the process group. A process that exits with its group still open can
+        have its peer's connection close under gloo's threads at interpreter shutdown, which aborts it (SIGABRT)."""
+        if self.world > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()

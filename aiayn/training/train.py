@@ -378,7 +378,7 @@ class Trainer:
                                                meta=meta(self.state, {"stop": self.stop_reason}))
                 log.info("averaged the last %d checkpoints into %s", len(chosen), self.run.averaged)
         self.metrics.close()
-        self.dist.barrier()
+        self.dist.close()
 
 
 # --- the run directory: its description, resuming, checkpoints -------------------------------------------------------
