@@ -1,7 +1,7 @@
 """One multilingual model served as every direction it knows (serving/models.py Served.load_all): in LibreTranslate's
 API through the real ``libretranslatepy`` client and in aiayn's, its weights loaded once, the directions it was not
 trained on pivoted through one it was. The model is tests/conftest.py's ``three_ways``: fw, nx (each letter the next)
-and up (capitals), trained to and from fw."""
+and up (capitals), trained to and from fw, its tag on the target side."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from ..helpers import Server
 
 lt_client = pytest.importorskip("libretranslatepy", reason="the LibreTranslate client: pip install libretranslatepy")
 
-LINE = "a b c j"
-IN = {"fw": "a b c j", "nx": "b c d a", "up": "A B C J"}
+IN = {"fw": "a b c j e", "nx": "b c d a f", "up": "A B C J E"}
 
 
 @pytest.fixture(scope="module")

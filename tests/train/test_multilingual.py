@@ -202,30 +202,34 @@ def test_translate_names_the_direction_and_refuses_one_it_does_not_know(three_wa
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (flags, r.stderr)
 
 
-def test_a_ctranslate2_export_keeps_its_directions_and_an_argos_package_is_refused(three_ways: Path,
-                                                                                   tmp_path: Path) -> None:
+def test_a_source_side_tag_chooses_the_target_in_a_ctranslate2_export_and_an_argos_package_is_refused(
+        three_ways_source: Path, tmp_path: Path) -> None:
+    """--tag-position source (Johnson et al.'s tag on the encoder's input): the run and its CTranslate2 export, which
+    keeps its directions, write the letters of the tag's language (capitals for up, lowercase for nx) and the same
+    lines. The model has had 150 updates: it writes the target's letters, not yet the right ones."""
     pytest.importorskip("ctranslate2")
     from aiayn import Translator
     from aiayn.engines.ctranslate2 import CTranslate2Engine
     from aiayn.interop.export import ExportError, export
 
-    out = export(three_ways, "ctranslate2", tmp_path / "ct2")
-    engine = CTranslate2Engine.from_export(out)
+    run = three_ways_source
+    engine = CTranslate2Engine.from_export(export(run, "ctranslate2", tmp_path / "ct2"))
     try:
         assert engine.multilingual is not None and engine.multilingual.langs == LANGS
-        lines = (three_ways.parent / "test.fw").read_text().splitlines()[:40]
-        for target in ("up", "nx"):                    # as the run itself translates each direction
+        lines = (run.parent / "test.fw").read_text().splitlines()[:40]
+        for target, letters in (("up", str.isupper), ("nx", str.islower)):
             theirs = Translator(for_direction(engine, "fw", target)).translate(lines)
-            ours = Translator.load(three_ways, "torch", source="fw", target=target)
+            ours = Translator.load(run, "torch", source="fw", target=target)
             try:
-                same = sum(a == b for a, b in zip(theirs, ours.translate(lines), strict=True))
+                mine = ours.translate(lines)
             finally:
                 ours.close()
-            assert same >= 0.95 * len(lines) and theirs[0] != lines[0], (target, same, theirs[:3])
+            assert all(letters(x) for x in mine), (target, mine[:3])
+            assert sum(a == b for a, b in zip(theirs, mine, strict=True)) >= 0.95 * len(lines), (target, theirs[:3])
     finally:
         engine.close()
     with pytest.raises(ExportError, match="argostranslate gives CTranslate2 a target prefix only.*--tag-position target"):
-        export(three_ways, "argos", tmp_path / "argos")
+        export(run, "argos", tmp_path / "argos")
 
 
 def right_share(out: list[str], lines: list[str], target: str) -> float:
@@ -234,7 +238,7 @@ def right_share(out: list[str], lines: list[str], target: str) -> float:
     return sum(a == b for a, b in zip(out, want, strict=True)) / len(lines)
 
 
-def test_a_target_side_tag_is_validated_and_translated_from_the_forced_tag(three_ways_target: Path) -> None:
+def test_a_target_side_tag_is_validated_and_translated_from_the_forced_tag(three_ways: Path) -> None:
     """--tag-position target: the tag is the decoder's first token, which validation, translating and a server's
     step-level search all force (search.py ``first``) and leave out of the output; a search that let the model
     guess it would write one language for both targets of a source."""
@@ -243,7 +247,7 @@ def test_a_target_side_tag_is_validated_and_translated_from_the_forced_tag(three
     from aiayn.engines.auto import load
     from aiayn.translator import Translator
 
-    run = three_ways_target
+    run = three_ways
     last = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if "valid_loss" in x][-1]
     assert min(last[f"valid_bleu_{n}"] for n in ("fw-nx", "fw-up", "nx-fw", "up-fw")) > 80, last
     lines = (run.parent / "test.fw").read_text().splitlines()
@@ -267,7 +271,7 @@ def test_a_target_side_tag_is_validated_and_translated_from_the_forced_tag(three
         engine.close()
 
 
-def test_a_target_side_tag_goes_to_ctranslate2_and_argos_as_their_target_prefix(three_ways_target: Path,
+def test_a_target_side_tag_goes_to_ctranslate2_and_argos_as_their_target_prefix(three_ways: Path,
                                                                                tmp_path: Path) -> None:
     """The CTranslate2 export of such a run translates each direction as the run does (its tag CTranslate2's
     ``target_prefix``); its Argos packages, one per direction trained on, carry the tag as theirs, and the real
@@ -281,7 +285,7 @@ def test_a_target_side_tag_goes_to_ctranslate2_and_argos_as_their_target_prefix(
 
     from ..engines.test_argos import aiayn_translate, argos_translate
 
-    run = three_ways_target
+    run = three_ways
     lines = (run.parent / "test.fw").read_text().splitlines()[:40]
     engine = CTranslate2Engine.from_export(export(run, "ctranslate2", tmp_path / "ct2"))
     own = load_engine(run, "torch")
@@ -335,7 +339,7 @@ def test_each_direction_is_calibrated_on_its_own_validation_lines(three_ways: Pa
     """``aiayn calibrate`` on a multilingual run fits one calibration per direction (on that direction's validation
     lines) inside one fitted on them all, and each direction's view of the engine reads its own. The toy's trained
     directions translate every line (chrF 100: nothing to tell apart, so they read the pooled one); its zero-shot
-    ones score 0-21, split by a threshold of 10."""
+    ones score far lower (0 to about 20), split by a threshold of 10."""
     import shutil
 
     from aiayn.cli.main import main
