@@ -61,6 +61,8 @@ def loaded(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any
     from ..engines.auto import load
 
     engines: list[Any] = []
+    if len(a.model) == 1:
+        _check_direction(a.model[0], a.source, a.target)
     try:
         for m in a.model:
             engines.append(load(m, a.engine, processes=a.processes, **settings))
@@ -73,6 +75,19 @@ def loaded(a: argparse.Namespace, settings: dict[str, Any]) -> Iterator[list[Any
     finally:
         for engine in engines:
             engine.close()
+
+
+def _check_direction(model: Path, source: str | None, target: str | None) -> None:
+    """A run's direction checked from its description, before its engine starts (its worker processes take seconds):
+    a direction it does not translate is refused at once. Other models are checked once loaded."""
+    from ..data.multilingual import check_direction
+    from ..rundir import RunDir
+
+    try:
+        run = RunDir.locate(model)[0]
+    except FileNotFoundError:
+        return
+    check_direction(run.languages(), run.multilingual(), source, target)
 
 
 @contextlib.contextmanager

@@ -249,14 +249,23 @@ def for_direction(engine: Any, src: str | None, tgt: str | None) -> Any:
     """The engine that translates ``src`` into ``tgt``: one direction of a multilingual engine (:class:`Directed`;
     both languages named), or a bilingual engine as it is, refused by name if it was trained on another pair."""
     multi = None if isinstance(engine, Directed) else getattr(engine, "multilingual", None)
-    if multi is None:                           # (one direction already: an Argos package of one, say)
-        have = engine.languages
-        if have is not None and ((src and src != have[0]) or (tgt and tgt != have[1])):
-            raise ValueError(f"this model translates {have[0]} into {have[1]}, not "
-                             f"{src or have[0]} into {tgt or have[1]}")
+    check_direction(engine.languages, multi, src, tgt)
+    if multi is None or src is None or tgt is None:     # (check_direction: both named where multi is given)
         return engine
+    return Directed(engine, multi, src, tgt)
+
+
+def check_direction(languages: tuple[str, str] | None, multi: Multilingual | None, src: str | None,
+                    tgt: str | None) -> None:
+    """ValueError naming what a model knows unless it translates ``src`` into ``tgt`` (None: not named): a bilingual
+    model of the pair ``languages`` (None: not recorded), or a multilingual one, which needs both named. Read from a
+    run's description, before its engine starts (``aiayn translate``), and from the engine (:func:`for_direction`)."""
+    if multi is None:                           # (one direction already: an Argos package of one, say)
+        if languages is not None and ((src and src != languages[0]) or (tgt and tgt != languages[1])):
+            raise ValueError(f"this model translates {languages[0]} into {languages[1]}, not "
+                             f"{src or languages[0]} into {tgt or languages[1]}")
+        return
     multi.check(src, tgt)
     if src is None or tgt is None:
         raise ValueError(f"this is a multilingual model of {', '.join(multi.langs)}: name the source language too "
                          "(--source)")
-    return Directed(engine, multi, src, tgt)
