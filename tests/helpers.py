@@ -79,24 +79,47 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60, ever
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 
 
-def workers_of(pid: int) -> list[int]:
-    """The decoding worker processes a process started, from any of its threads (spawned: their command line runs
-    spawn_main)."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started, from any of its threads."""
+    children: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:                     # it has ended
+        return []
+    for task in tasks:
         try:
-            children += (task / "children").read_text().split()
+            children += map(int, (task / "children").read_text().split())
         except OSError:                 # a thread that has ended
             continue
+    return children
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def workers_of(pid: int) -> list[int]:
+    """The decoding worker processes a process started (engines/processes.py), in the order they were started: the
+    children of its fork server (multiprocessing's forkserver: it runs no decoding itself), or where workers are
+    spawned, its children that run spawn_main; never its resource tracker."""
     out = []
-    for child in children:
-        try:
-            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
+    for child in _children(pid):
+        cmd = _cmdline(child)
+        if "resource_tracker" in cmd:
             continue
-        if "spawn_main" in cmdline and "resource_tracker" not in cmdline:
-            out.append(int(child))
-    return out
+        if "forkserver" in cmd:
+            out += _children(child)
+        elif "spawn_main" in cmd:
+            out.append(child)
+    return sorted(out)
+
+
+def is_worker(pid: int) -> bool:
+    """Whether ``pid`` is still a running multiprocessing process (a worker not yet gone)."""
+    return Path(f"/proc/{pid}").exists() and "multiprocessing" in _cmdline(pid)
 
 
 def _die_with_parent() -> None:                                  # runs in the child, between fork and exec

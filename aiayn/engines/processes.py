@@ -82,14 +82,26 @@ def _work(conn: Connection, path: str, settings: dict[str, Any], threads: int, s
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
+def _context() -> Any:
+    """Where workers come from: a fork server (one process per server or command, started with PyTorch and aiayn's
+    engine imported, that forks each worker: a worker skips the ~1.5 s of importing PyTorch, and nothing it inherits
+    ran a thread), else (Windows) a fresh interpreter per worker. Never a fork of the caller: a fork of a process that
+    runs threads, the event loop's or PyTorch's, may inherit locks held."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "aiayn.engines.torch", "aiayn.engines.processes", "aiayn.engines.forkserver"])
+    return ctx
+
+
 SMALL = 4        # lines of a batch small enough to get every core when no other batch is being decoded
 POLL_S = 0.05    # how often the server asks whether a batch being decoded is still wanted
 
 
 class Workers:
     """``n`` worker processes (:func:`_serve`), each with aiayn's engine loaded from ``path`` with ``settings``: started
-    at once (spawned: a fork of a process that runs threads, the event loop's or PyTorch's, may inherit locks held),
-    called one batch at a time (:meth:`call`, the next free one), started again when one dies, and ended."""
+    at once (from a fork server: :func:`_context`), called one batch at a time (:meth:`call`, the next free one),
+    started again when one dies, and ended."""
 
     def __init__(self, path: str, settings: dict[str, Any], n: int, restart: bool = True) -> None:
         """``restart``: a worker that dies is started again (a server); else the others stop too, and every call
@@ -97,14 +109,39 @@ class Workers:
         self.path, self.settings, self.n, self.cores, self.restart = path, settings, n, cores(), restart
         self.busy, self.lock, self.closed = 0, threading.Lock(), False
         self.broken = ""                                           # why every call fails (restart False)
-        self.ctx = multiprocessing.get_context("spawn")
+        self.ctx = _context()
         self.free: queue.Queue[int] = queue.Queue()
         self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
-        self.processes: list[tuple[Any, Connection]] = [self._spawn(i) for i in range(n)]
+        self.processes: list[tuple[Any, Connection]] = []
+        # started from a thread: a fork server answers once it has imported PyTorch (seconds), and this process has
+        # its own loading to do meanwhile; every method but call (which follows ready) waits for it (_started)
+        self.starting: BaseException | threading.Thread | None = threading.Thread(
+            target=self._start, name="aiayn-start-workers", daemon=True)
+        self.starting.start()
+
+    def _start(self) -> None:
+        try:
+            for i in range(self.n):
+                self.processes.append(self._spawn(i))
+            self.starting = None
+        except BaseException as e:  # noqa: BLE001 - raised again by _started, in the caller's thread
+            self.starting = e
+
+    def _started(self) -> None:
+        """Once every worker has been started (not yet loaded); what stopped them from starting, raised again."""
+        if isinstance(self.starting, threading.Thread):
+            self.starting.join()
+        if isinstance(self.starting, BaseException):
+            raise self.starting
 
     def ready(self) -> dict[str, Any]:
         """Once every worker has loaded its model: what the first says of it (its size, configuration, device and
         precision). A worker that could not load it is a ValueError naming why, and every worker is ended."""
+        try:
+            self._started()
+        except BaseException:
+            self.kill()
+            raise
         hellos = []
         for p, conn in self.processes:
             try:
@@ -185,6 +222,7 @@ class Workers:
         """The workers end: a batch they are decoding stops at its next step (the caller has gone: Ctrl-C, an
         error), then their pipes close."""
         self.closed = True
+        self._join_start()
         for event in self.stops:
             event.set()
         for _, conn in self.processes:
@@ -195,8 +233,14 @@ class Workers:
                 p.kill()
 
     def kill(self) -> None:
+        self._join_start()
         for p, _ in self.processes:
             p.kill()
+
+    def _join_start(self) -> None:
+        """Wait for the starting thread, whatever became of it (those it started are ended by the caller)."""
+        if isinstance(self.starting, threading.Thread):
+            self.starting.join()
 
 
 class ProcessEngine(EngineBase):

@@ -25,7 +25,7 @@ import pytest
 from aiayn import Translator
 from aiayn.config import DecodeConfig
 
-from ..helpers import KEY, LEGACY, ROOT, Server, chrome, cli_error, copy_lines, open_chrome, wait_for
+from ..helpers import KEY, LEGACY, ROOT, Server, chrome, cli_error, copy_lines, open_chrome, wait_for, workers_of
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -354,21 +354,6 @@ def test_alignments_in_a_request(server: Server, cli: Translator) -> None:
     assert status == 200 and [len(x) for x in body["alignments"]] == [2, 2, 2] and body["alignments"][1] == ["", ""]
 
 
-def _decoding_processes(pid: int) -> list[int]:
-    """The server's worker processes (--processes): its children that run multiprocessing's spawn entry point, less
-    its resource tracker."""
-    out = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                cmd = (d / "cmdline").read_bytes()
-                if b"multiprocessing" in cmd and b"resource_tracker" not in cmd:
-                    out.append(int(d.name))
-        except (OSError, ValueError):
-            continue
-    return sorted(out)
-
-
 @pytest.mark.ci      # CI's (make test-ci): a server's worker processes, one killed, 7 s
 def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_model: Path, cli: Translator) -> None:
     """--processes: batches decoded by 2 worker processes, each with its copy of the model, which the server's own
@@ -377,7 +362,7 @@ def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_m
     500 naming it, and is started again; SIGTERM stops them all."""
     s = Server("--processes", "--workers", "2", "--cache", "0", model=copy_model)   # (each batch decoded)
     try:
-        workers = _decoding_processes(s.proc.pid)
+        workers = workers_of(s.proc.pid)
         assert len(workers) == 2, workers
         # the model went straight to the workers: the server's own process has not loaded PyTorch
         assert "libtorch" not in Path(f"/proc/{s.proc.pid}/maps").read_text()
@@ -409,7 +394,7 @@ def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_m
             assert status == 200 and body["translations"] == cli.translate([lines[1]], beam=1) or \
                 status == 500 and "decoding worker process" in body["error"] and "died" in body["error"], body
         assert statuses == [500, 500, 200, 200], statuses          # each dead worker fails the one batch it got
-        replaced = _decoding_processes(s.proc.pid)
+        replaced = workers_of(s.proc.pid)
         assert len(replaced) == 2 and not set(replaced) & set(workers)
     finally:
         assert s.stop() == 0
