@@ -17,8 +17,11 @@ page as it was.
   formula drawn again as the PDF drew it, glyph by glyph in its own fonts, its bars with it. A character no font has
   is refused by name. The document's language (``/Lang``) is set to the target's.
 
+A page turned by its /Rotate (a landscape table in a paper) is read and drawn as it is shown; text that does not read
+upright there (set sideways or upside down) is left as it is, and said.
+
 Not yet: text drawn inside form XObjects (it could be translated but not taken out, so the page would say it twice:
-such a box is left as it is), rotated pages (left as they are), scripts that need shaping. Refused, by name: an
+such a box is left as it is), scripts that need shaping. Refused, by name: an
 encrypted PDF, a damaged one, one whose objects nest more than 500 deep (qpdf would drop them), and one with no text to
 translate (a scan, which needs OCR first).
 """
@@ -50,8 +53,9 @@ PAINTS = {"S", "s", "f", "f*", "B", "B*", "b", "b*"}  # the operators that paint
 
 @dataclass
 class Box:
-    """A paragraph of a page as pdfminer's layout analysis found it: its rectangle (in the page's user space, from the
-    media box's lower left corner), its text, its lines' size and pitch, its colour (RGB in [0, 1])."""
+    """A paragraph of a page as pdfminer's layout analysis found it: its rectangle (in the coordinates of the page as
+    it is shown, turned by its /Rotate, from the media box's first corner: :func:`_placing`), its text, its lines'
+    size and pitch, its colour (RGB in [0, 1])."""
 
     page: int
     rect: tuple[float, float, float, float]
@@ -70,6 +74,7 @@ class Box:
     glyphs: dict[str, Glyph] = field(default_factory=dict, compare=False, repr=False)  # its formulas' characters
     base: float | None = None     # its first line's baseline (where a translation's first line is drawn)
     paths: frozenset[int] = frozenset()  # the page's painting operators that drew its formulas' bars
+    upright: bool = True          # whether its text reads upright on the page as it is shown (turned by /Rotate)
 
 
 @dataclass(frozen=True)
@@ -859,7 +864,14 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=face(statistics.mode(c.fontname for c in chars)),
                ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs,
-               paths=paths)
+               paths=paths, upright=all(_upright(c) for c in chars))
+
+
+def _upright(char: Any) -> bool:
+    """Whether a character reads upright on the page as it is shown: its rendering matrix neither turned (by a
+    quarter or more, or upside down) nor mirrored; slanted (an italic's shear) is upright."""
+    a, b, _, d, _, _ = char.matrix
+    return bool(a > 0 and d > 0 and abs(b) < 0.05 * a)
 
 
 def _stacked(run: Run, size: float) -> bool:
@@ -1127,19 +1139,19 @@ def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
         size *= 0.95
 
 
-def drawn(box: Box, font: Font, origin: tuple[float, float]) -> tuple[bytes, str]:
-    """The content that draws ``box``'s translation (in user space: ``origin`` added), and whether it fit: "yes",
-    "small" (under :data:`SMALL` of its size) or "no"."""
+def drawn(box: Box, font: Font) -> tuple[bytes, str]:
+    """The content that draws ``box``'s translation (in the coordinates it was read in: :func:`_placing` maps them
+    to the page's), and whether it fit: "yes", "small" (under :data:`SMALL` of its size) or "no"."""
     size, lines, fits = fitted(box, font)
     x0, _, _, y1 = box.rect
     pitch = size * box.pitch / box.size
     # the first line on its original's baseline (raised by what a smaller size leaves above it), else under the top
-    top = origin[1] + (box.base + (box.size - size) * font.ascent / font.upem if box.base is not None else
-                       y1 - size * font.ascent / font.upem)
+    top = (box.base + (box.size - size) * font.ascent / font.upem if box.base is not None else
+           y1 - size * font.ascent / font.upem)
     r, g, b = box.color
     out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg"]
     for k, line in enumerate(lines):
-        out.append(shown(font, line, size, x0 + origin[0], top - k * pitch))
+        out.append(shown(font, line, size, x0, top - k * pitch))
     out.append("ET Q\n")
     return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
 
@@ -1165,9 +1177,16 @@ def shown(font: Font, line: str, size: float, x: float, y: float) -> str:
     return " ".join(out)
 
 
-def _origin(page: Any) -> tuple[float, float]:
-    media = [float(v) for v in page.mediabox]
-    return min(media[0], media[2]), min(media[1], media[3])
+def _placing(page: Any) -> str:
+    """The ``cm`` operator that maps the coordinates pdfminer reads ``page`` in (the page as it is shown: turned by
+    its /Rotate, the media box's first corner at 0, 0) to the page's own: the inverse of the matrix pdfminer's
+    interpreter starts from (pdfinterp.PDFPageInterpreter.process_page), from the same media box and rotation."""
+    x0, y0, x1, y1 = (float(v) for v in page.mediabox)
+    a, b, c, d, e, f = {90: (0, -1, 1, 0, -y0, x1), 180: (-1, 0, 0, -1, x1, y1),
+                        270: (0, 1, -1, 0, y1, -x0)}.get(int(page.rotation) % 360, (1, 0, 0, 1, -x0, -y0))
+    det = a * d - b * c
+    inverse = (d / det, -b / det, -c / det, a / det, (c * f - d * e) / det, (b * e - a * f) / det)
+    return " ".join(f"{v:.4f}" for v in inverse) + " cm"
 
 
 def _stripped(pdf: Any, todo: list[Box]) -> dict[int, list[Any]]:
@@ -1207,14 +1226,19 @@ def _left(src: Path, todo: list[Box]) -> set[int]:
 
 
 def chosen(pdf: Any, src: Path, every: list[Box], notes: list[str]) -> list[Box]:
-    """The boxes to translate: those with letters, but not one drawn inside a form XObject or on a rotated page, nor
-    one with text inside it that stays when its own is taken out (:func:`_left`), nor one with a formula that cannot move
-    (:data:`FIXED`); each kind left out said in ``notes``."""
-    rotated = {k for k, page in enumerate(pdf.pages) if int(page.obj.get("/Rotate", 0)) % 360}
-    todo = [b for b in every if b.letters and -1 not in b.ops and b.page not in rotated]
+    """The boxes to translate: those with letters, but not one drawn inside a form XObject, nor one whose text does
+    not read upright as the page is shown (a translation is drawn upright), nor one with text inside it that stays
+    when its own is taken out (:func:`_left`), nor one with a formula that cannot move (:data:`FIXED`); each kind left
+    out said in ``notes``."""
+    todo = [b for b in every if b.letters and -1 not in b.ops]
     if len(todo) < sum(b.letters for b in every):
         notes.append(f"{sum(b.letters for b in every) - len(todo)} paragraph(s) left as they are: their text is drawn "
-                     "in a way aiayn cannot take out (inside a form XObject, or on a rotated page)")
+                     "in a way aiayn cannot take out (inside a form XObject)")
+    turned = [b for b in todo if not b.upright]
+    if turned:
+        notes.append(f"{len(turned)} paragraph(s) left as they are: their text does not read upright on the page as "
+                     "it is shown (set sideways or upside down), and a translation is drawn upright")
+        todo = [b for b in todo if b.upright]
     unsure = _left(src, todo)
     if unsure:
         notes.append(f"{len(unsure)} paragraph(s) left as they are: text that is not theirs lies inside their box and "
@@ -1283,14 +1307,15 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
     import pikepdf
 
     page = pdf.pages[number]
-    origin = _origin(page)
     # the page's own drawing in a q ... Q of its own, so that what is drawn after it starts from the default graphics
-    # state (a page may leave its coordinates scaled or flipped)
+    # state (a page may leave its coordinates scaled or flipped); the translations in the coordinates they were read in
     content, counts = b"q\n" + pikepdf.unparse_content_stream(operations) + b"\nQ", {"small": 0, "no": 0, "yes": 0}
+    content += f"\nq {_placing(page)}".encode()
     for box in mine:
-        more, fits = drawn(box, fonts[box.face][0], origin)
+        more, fits = drawn(box, fonts[box.face][0])
         content += b"\n" + more
         counts[fits] += 1
+    content += b"\nQ"
     page.obj.Contents = pdf.make_stream(content)
     if "/Resources" not in page.obj:
         page.obj.Resources = pikepdf.Dictionary()

@@ -253,9 +253,58 @@ def test_text_it_cannot_take_out_is_left_as_it_is_and_said(tmp_path: Path) -> No
     before = pdf.boxes(wrapped, wrapped.name)
     report = translated(wrapped, tmp_path / "out.pdf")
     assert report.notes == [f"{len(before)} paragraph(s) left as they are: their text is drawn in a way aiayn cannot "
-                            "take out (inside a form XObject, or on a rotated page)"]
+                            "take out (inside a form XObject)"]
     assert [b.text for b in pdf.boxes(tmp_path / "out.pdf", "out.pdf")] == [b.text for b in before]
     assert clean(tmp_path / "out.pdf")
+
+
+def _turned(src: Path, out: Path, rotate: int, upright: bool) -> Path:
+    """``src``'s page with /Rotate ``rotate``; ``upright``: its content turned the other way in the page's own
+    coordinates (its media box turned with it), so that it reads upright as shown, as a landscape page of a paper is
+    made; else as it was, so that it reads sideways or upside down."""
+    with pikepdf.open(src) as doc:
+        page = doc.pages[0]
+        page.contents_coalesce()
+        x0, y0, w, h = (float(v) for v in page.mediabox)
+        if upright:       # the inverse of what a viewer does to show the page: a turn of -rotate about the origin
+            turn = {90: (0, 1, -1, 0, h, 0), 180: (-1, 0, 0, -1, w, h), 270: (0, -1, 1, 0, 0, w)}[rotate]
+            page.obj.Contents = doc.make_stream(b"q " + " ".join(map(str, turn)).encode() + b" cm\n" +
+                                                page.obj.Contents.read_bytes() + b"\nQ")
+            if rotate != 180:
+                page.obj.MediaBox = pikepdf.Array([0, 0, h, w])
+        page.obj.Rotate = rotate
+        for annot in page.obj.get("/Annots", []):      # (links stay where their text was: not what is tested here)
+            del annot["/Rect"]
+        page.obj.Annots = pikepdf.Array()
+        doc.save(out)
+    return out
+
+
+@pytest.mark.parametrize("rotate", [90, 180, 270])
+def test_a_page_turned_by_its_rotate_is_translated_as_it_is_shown(tmp_path: Path, rotate: int) -> None:
+    """A page whose /Rotate turns it for showing, its content turned the other way (a landscape table): read where
+    its text is shown, and its translation drawn there, upright, with nothing left of the original. Text that does
+    not read upright as shown is left as it is, and said."""
+    src = printed(tmp_path)
+    want = pdf.boxes(src, src.name)
+    turned = _turned(src, tmp_path / "turned.pdf", rotate, upright=True)
+    before = pdf.boxes(turned, turned.name)
+    assert [(b.text, b.upright) for b in before] == [(b.text, True) for b in want]
+    assert all(abs(p - q) < 0.5 for a, b in zip(before, want, strict=True) for p, q in zip(a.rect, b.rect, strict=True))
+    report = translated(turned, tmp_path / "out.pdf", options=Options(source="de", target="en"))
+    assert report.texts == len(before) and report.notes == []
+    after = pdf.boxes(tmp_path / "out.pdf", "out.pdf")
+    assert [(b.text, b.upright) for b in after] == [(b.text.upper(), True) for b in before]
+    assert all(abs(a.rect[0] - b.rect[0]) < 1 and abs(a.rect[3] - b.rect[3]) < 3 for a, b in zip(after, before,
+                                                                                                 strict=True))
+    assert pdf.overlaps(after) == 0 and clean(tmp_path / "out.pdf")
+    sideways = _turned(src, tmp_path / "sideways.pdf", rotate, upright=False)
+    read = pdf.boxes(sideways, sideways.name)
+    assert read and not any(b.upright for b in read)
+    report = translated(sideways, tmp_path / "out2.pdf")
+    assert report.notes == [f"{len(read)} paragraph(s) left as they are: their text does not read upright on the "
+                            "page as it is shown (set sideways or upside down), and a translation is drawn upright"]
+    assert [b.text for b in pdf.boxes(tmp_path / "out2.pdf", "out2.pdf")] == [b.text for b in read]
 
 
 def test_a_pdf_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
