@@ -114,34 +114,25 @@ class Workers:
         self.stops = [self.ctx.Event() for _ in range(n)]          # set: the worker's batch is no longer wanted
         self.processes: list[tuple[Any, Connection]] = []
         # started from a thread: a fork server answers once it has imported PyTorch (seconds), and this process has
-        # its own loading to do meanwhile; every method but call (which follows ready) waits for it (_started)
-        self.starting: BaseException | threading.Thread | None = threading.Thread(
-            target=self._start, name="aiayn-start-workers", daemon=True)
-        self.starting.start()
+        # its own loading to do meanwhile; ready, close and kill wait for it (call follows ready)
+        self.start_error: BaseException | None = None
+        self.starter = threading.Thread(target=self._start, name="aiayn-start-workers", daemon=True)
+        self.starter.start()
 
     def _start(self) -> None:
         try:
             for i in range(self.n):
                 self.processes.append(self._spawn(i))
-            self.starting = None
-        except BaseException as e:  # noqa: BLE001 - raised again by _started, in the caller's thread
-            self.starting = e
-
-    def _started(self) -> None:
-        """Once every worker has been started (not yet loaded); what stopped them from starting, raised again."""
-        if isinstance(self.starting, threading.Thread):
-            self.starting.join()
-        if isinstance(self.starting, BaseException):
-            raise self.starting
+        except BaseException as e:  # noqa: BLE001 - raised again by ready, in the caller's thread
+            self.start_error = e
 
     def ready(self) -> dict[str, Any]:
         """Once every worker has loaded its model: what the first says of it (its size, configuration, device and
         precision). A worker that could not load it is a ValueError naming why, and every worker is ended."""
-        try:
-            self._started()
-        except BaseException:
-            self.kill()
-            raise
+        self.starter.join()
+        if self.start_error is not None:
+            self.kill()                                 # those started before it
+            raise self.start_error
         hellos = []
         for p, conn in self.processes:
             try:
@@ -222,7 +213,7 @@ class Workers:
         """The workers end: a batch they are decoding stops at its next step (the caller has gone: Ctrl-C, an
         error), then their pipes close."""
         self.closed = True
-        self._join_start()
+        self.starter.join()
         for event in self.stops:
             event.set()
         for _, conn in self.processes:
@@ -233,14 +224,9 @@ class Workers:
                 p.kill()
 
     def kill(self) -> None:
-        self._join_start()
+        self.starter.join()
         for p, _ in self.processes:
             p.kill()
-
-    def _join_start(self) -> None:
-        """Wait for the starting thread, whatever became of it (those it started are ended by the caller)."""
-        if isinstance(self.starting, threading.Thread):
-            self.starting.join()
 
 
 class ProcessEngine(EngineBase):
