@@ -6,6 +6,7 @@ page as it was.
   text (a word hyphenated at a line's end joined again), so that a sentence broken across lines is translated whole.
   A box with no letters (a page number, a figure's numbers) is left as it is. A formula inline is one code of its
   sentence, with the pieces pdfminer read as lines of their own (a sum's limits, a fraction's parts) and its own bars.
+  pdfTeX's bitmap fonts in LaTeX's T1 encoding, which have no ToUnicode map, are read by their codes (:data:`CORK`).
 - **Taken out**: the page's content stream is read with pikepdf (MPL 2.0, over qpdf) and each operator that shows text
   starting inside a translated box is removed, and each that paints a bar of its formulas; everything else of the page
   (images, vector graphics, other text) stays in its place, and so do links, annotations, form fields, bookmarks and
@@ -234,6 +235,55 @@ def joined(lines: list[str]) -> str:
     return composed(re.sub(r"\s+", " ", text))
 
 
+# TeX's Cork encoding (T1, LaTeX's \usepackage[T1]{fontenc}), as TeX Live's ec.enc names its glyphs, where it is not
+# ASCII: the letters of Europe's Latin alphabets at 128-255, quotes, dashes and ligatures below 32. pdfTeX draws a font
+# it has no outlines of (cm-super not installed) as bitmaps, a Type 3 font whose glyphs are named only by their codes
+# (/a228) and which has no ToUnicode map: pdfminer reads its ä as "(cid:228)".
+CORK = dict(enumerate(
+    "grave acute circumflex tilde dieresis hungarumlaut ring caron breve macron dotaccent cedilla ogonek "
+    "quotesinglbase guilsinglleft guilsinglright quotedblleft quotedblright quotedblbase guillemotleft "
+    "guillemotright endash emdash compwordmark zero dotlessi uni0237 ff fi fl ffi ffl uni2423".split()))
+CORK.update({0x27: "quoteright", 0x60: "quoteleft", 0x7F: "hyphen"})
+CORK.update(zip(range(0x80, 0xC0), (
+    "Abreve Aogonek Cacute Ccaron Dcaron Ecaron Eogonek Gbreve Lacute Lcaron Lslash Nacute Ncaron Eng Ohungarumlaut "
+    "Racute Rcaron Sacute Scaron Scedilla Tcaron Tcedilla Uhungarumlaut Uring Ydieresis Zacute Zcaron Zdotaccent IJ "
+    "Idotaccent dcroat section abreve aogonek cacute ccaron dcaron ecaron eogonek gbreve lacute lcaron lslash nacute "
+    "ncaron eng ohungarumlaut racute rcaron sacute scaron scedilla tcaron tcedilla uhungarumlaut uring ydieresis "
+    "zacute zcaron zdotaccent ij exclamdown questiondown sterling").split(), strict=True))
+CORK.update({code: f"uni{code:04X}" for code in range(0xC0, 0x100)})          # Latin-1's letters, but for four:
+CORK.update({0xD7: "OE", 0xDF: "S_S", 0xF7: "oe", 0xFF: "germandbls"})
+# (the compound word mark, which only breaks a ligature, reads as nothing; the per-thousand sign's second zero as 0)
+
+
+def _read_cork(font: Any, spec: Any) -> None:
+    """Give pdfminer's ``font`` the Unicode of its glyphs where it is one of pdfTeX's bitmap fonts in the Cork encoding:
+    a Type 3 font without a ToUnicode map whose glyphs are all named ``/a<code>`` and one of whose codes is above 127
+    (TeX's text fonts in T1 have 256 glyphs; its OT1 and math fonts 128, whose low codes mean other things in each,
+    so those are left as pdfminer reads them)."""
+    from pdfminer.encodingdb import name2unicode
+    from pdfminer.pdffont import PDFType3Font
+    from pdfminer.pdftypes import resolve1
+    from pdfminer.psparser import PSLiteral
+
+    if not isinstance(font, PDFType3Font) or font.unicode_map is not None:
+        return
+    encoding = resolve1(spec.get("Encoding")) if isinstance(spec, dict) else None
+    differences = resolve1(encoding.get("Differences")) if isinstance(encoding, dict) else None
+    codes, code = [], 0
+    for item in differences if isinstance(differences, list) else ():
+        if isinstance(item, int):
+            code = item
+        elif isinstance(item, PSLiteral) and isinstance(item.name, str):
+            if item.name != ".notdef":
+                if item.name != f"a{code}":
+                    return
+                codes.append(code)
+            code += 1
+    if any(c > 127 for c in codes):
+        font.cid2unicode.update({c: "" if CORK[c] == "compwordmark" else name2unicode(CORK[c])
+                                 for c in codes if c in CORK})
+
+
 def _text_boxes(items: Any) -> Any:
     """pdfminer's text boxes among ``items``, those inside figures (form XObjects) too."""
     from pdfminer.layout import LTFigure, LTTextBox
@@ -320,8 +370,14 @@ def _pages(src: Any) -> Any:
     from pdfminer.pdfinterp import PDFResourceManager
     from pdfminer.pdfpage import PDFPage
 
+    class Resources(PDFResourceManager):
+        def get_font(self, objid: object, spec: Any) -> Any:
+            font = super().get_font(objid, spec)
+            _read_cork(font, spec)
+            return font
+
     with (open(src, "rb") if isinstance(src, (str, Path)) else contextlib.nullcontext(src)) as f:
-        resources = PDFResourceManager()
+        resources = Resources()
         device = _marking()(resources, laparams=LAParams(all_texts=True))
         interpreter = _counting()(resources, device)
         for page in PDFPage.get_pages(f):

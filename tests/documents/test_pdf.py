@@ -449,10 +449,8 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     # symbols' ∀ and ≤), the words around it translated, and a paragraph's indented first line joined to it (read
     # back, pdfminer may join the two paragraphs)
     assert "WÄHREND x ≤ y GILT." in " ".join(texts) and "ZWEI HUNDE SPIELEN IM SCHNEE, WOBEI ∀x∃y GILT." in " ".join(texts)
-    # a glyph without Unicode (a Type 3 font's, which pdfminer reads as "(cid:190)") drawn again as it was: its
-    # paragraph is translated, where it used to be left in German
-    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in " ".join(texts) and "EIN KIND RUFT (cid:190) IM PARK." in \
-        " ".join(texts)
+    # a letter of a bitmap font without a ToUnicode map (a Type 3 font in T1, read by its code: ¿) in its paragraph
+    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in " ".join(texts) and "EIN KIND RUFT ¿ IM PARK." in " ".join(texts)
     drawn = {(c.get_text(), c.fontname.split("+")[-1]) for page in extract_pages(out) for box in page
              if hasattr(box, "get_text") and "RENNT" in box.get_text() for line in box for c in line
              if isinstance(c, LTChar)}
@@ -534,6 +532,30 @@ def test_an_accent_that_tex_draws_over_its_letter_is_read_as_the_accented_letter
     assert pdf.composed("B¨arenreiter, durchg¨angig, ˇcesk´y, ´et´e") == "Bärenreiter, durchgängig, český, été"
     # an accent after its letter, over no letter, or one of ASCII's (code's ` ^ ~) is left as it is
     assert pdf.composed("a¨b x ¨ y `a` a^b ~c ¨1") == "a¨b x ¨ y `a` a^b ~c ¨1"
+
+
+def test_a_bitmap_font_in_texs_t1_encoding_is_read_as_its_letters(tmp_path: Path) -> None:
+    """pdfTeX without cm-super (bitmap.tex): T1's letters in Type 3 fonts with no ToUnicode map, their glyphs named
+    by their codes. Its umlauts, ß, quotes and dash are read as themselves, so its words go whole to the translation;
+    the math fonts (128 glyphs, whose codes mean Greek letters) stay a formula."""
+    import unicodedata
+
+    src = MADE / "bitmap.pdf"
+    [box] = pdf.boxes(src, src.name, every=True)
+    assert unicodedata.normalize("NFKC", box.text).startswith(
+        "Die Größe der Äpfel ist überall gleich. Ein Hund läuft über die Straße. Öffentliche Flächen für „Bürger“ – "
+        "außer Schiffe, die Öl führen. Es gilt ")
+    assert box.text.endswith(" für alle Werte.") and box.letters
+    seen: list[str] = []
+    report = translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: seen.extend(texts) or texts)
+    assert len(seen) == 1 and re.search(r"Es gilt <img [^>]*> für alle Werte\.$", seen[0]), seen    # (the formula)
+    words = unicodedata.normalize("NFKC", seen[0]).split()
+    assert {"Größe", "Äpfel", "überall", "läuft", "Straße.", "Öffentliche", "Flächen", "„Bürger“", "außer",
+            "Schiffe,", "Öl", "führen."} <= set(words), words
+    # the formula's glyphs, which have no Unicode, drawn again as they were, in their own fonts
+    [back] = pdf.boxes(tmp_path / "out.pdf", "out.pdf", every=True)
+    assert "Es gilt (cid:11) + (cid:27) = (cid:12) für alle Werte." in back.text
+    assert not report.notes and clean(tmp_path / "out.pdf")
 
 
 def test_one_word_of_code_in_a_monospaced_face_is_not_translated() -> None:
