@@ -21,10 +21,12 @@ pytest.importorskip("redis")
 pytest.importorskip("sqlalchemy")
 
 
-@pytest.fixture()
-def service(tmp_path: Path) -> Iterator[tuple[Redis, list[Server], Nginx, Path]]:
-    """Redis, two replicas sharing it and one database of keys, nginx in front of both."""
-    redis, db = Redis(), tmp_path / "keys.db"
+@pytest.fixture(scope="module")
+def _service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Redis, list[Server], Nginx, Path]]:
+    """Redis, two replicas sharing it and one database of keys, nginx in front of both: started once for this file's
+    tests that use them (each adds keys of its own; one that stops Redis starts it again; the rolling restart leaves
+    its replicas started in the list)."""
+    redis, db = Redis(), tmp_path_factory.mktemp("replicas") / "keys.db"
     add_key(db, "--name", "warm-up")                              # (the database made before both replicas open it)
     replicas: list[Server] = []
     nginx = None
@@ -39,6 +41,15 @@ def service(tmp_path: Path) -> Iterator[tuple[Redis, list[Server], Nginx, Path]]
         for r in replicas:
             assert r.stop() == 0
         redis.stop()
+
+
+@pytest.fixture()
+def service(_service: tuple[Redis, list[Server], Nginx, Path]) -> tuple[Redis, list[Server], Nginx, Path]:
+    """The file's service, its Redis started again where a test before this one failed with it stopped."""
+    redis = _service[0]
+    if redis.proc.poll() is not None:
+        redis.proc = Redis(redis.port).proc
+    return _service
 
 
 def test_two_replicas_enforce_one_limit_and_share_one_cache_through_redis(service: Any) -> None:
@@ -64,26 +75,23 @@ def test_redis_gone_degrades_to_local_limits_without_an_error_and_shares_again_w
     redis, (a, b), nginx, db = service
     key = add_key(db, "--name", "outage", "--req-limit", "4")
     q = {"q": "Ein Mann fährt Fahrrad.", "source": "de", "target": "en", "api_key": key}
+    logged = [len(r.output()) for r in (a, b)]                       # (what they print from here on)
     redis.stop()
     statuses = [nginx.post("/translate", q)[0] for _ in range(12)]
     assert not any(s >= 500 for s in statuses), statuses
     assert statuses.count(200) == 8 and statuses.count(429) == 4, statuses   # 4 per replica: each counts its own
-    for r in (a, b):
+    for r, n in zip((a, b), logged, strict=True):
         assert r.metric("aiayn_shared_storage_up", key) == 0 and r.metric("aiayn_shared_storage_errors_total", key) >= 1
-        assert "shared storage redis://127.0.0.1" in r.output() and "unreachable" in r.output()
+        assert "shared storage redis://127.0.0.1" in r.output()[n:] and "unreachable" in r.output()[n:]
         assert key not in r.output()
-    back = Redis(redis.port)                                          # Redis again, on the same port
-    try:
-        for r in (a, b):                                              # /metrics asks Redis again (every 2 s at most)
-            wait_for(lambda r=r: r.metric("aiayn_shared_storage_up", key) == 1, "a replica to find Redis again",
-                     timeout=20, every=0.5)
-            assert "answers again" in r.output()
-        fresh_key = add_key(db, "--req-limit", "3")
-        q2 = {**q, "api_key": fresh_key}
-        assert [nginx.post("/translate", q2)[0] for _ in range(5)] == [200, 200, 200, 429, 429]   # one limit again
-    finally:
-        back.stop()
-        redis.proc = back.proc
+    redis.proc = Redis(redis.port).proc                               # Redis again, on the same port
+    for r, n in zip((a, b), logged, strict=True):                     # /metrics asks Redis again (every 2 s at most)
+        wait_for(lambda r=r: r.metric("aiayn_shared_storage_up", key) == 1, "a replica to find Redis again",
+                 timeout=20, every=0.5)
+        assert "answers again" in r.output()[n:]
+    fresh_key = add_key(db, "--req-limit", "3")
+    q2 = {**q, "api_key": fresh_key}
+    assert [nginx.post("/translate", q2)[0] for _ in range(5)] == [200, 200, 200, 429, 429]   # one limit again
 
 
 # --- files any replica serves, budgets nothing evicts, a rolling restart, a safe concurrent start -------------------
@@ -141,8 +149,7 @@ def test_a_keys_budget_outlives_redis_and_is_never_inherited(service: Any) -> No
     assert [nginx.post("/translate", q)[0] for _ in range(4)] == [429] * 4
     redis.stop()                                               # Redis gone
     assert [nginx.post("/translate", q)[0] for _ in range(4)] == [429] * 4
-    back = Redis(redis.port)
-    redis.proc = back.proc
+    redis.proc = Redis(redis.port).proc
     # a removed key's row id is given again by SQLite: its successor starts with nothing spent
     import sqlite3
 
