@@ -236,9 +236,9 @@ def joined(lines: list[str]) -> str:
 
 
 # TeX's Cork encoding (T1, LaTeX's \usepackage[T1]{fontenc}), as TeX Live's ec.enc names its glyphs, where it is not
-# ASCII: the letters of Europe's Latin alphabets at 128-255, quotes, dashes and ligatures below 32. pdfTeX draws a font
-# it has no outlines of (cm-super not installed) as bitmaps, a Type 3 font whose glyphs are named only by their codes
-# (/a228) and which has no ToUnicode map: pdfminer reads its ä as "(cid:228)".
+# ASCII: the letters of Europe's Latin alphabets at 128-255, quotes, dashes and ligatures below 32. pdfTeX and dvipdfmx
+# draw a font they have no outlines of (cm-super not installed) as bitmaps, a Type 3 font whose glyphs are named only by
+# their codes (/a228, /xE4) and which has no ToUnicode map: pdfminer reads its ä as "(cid:228)".
 CORK = dict(enumerate(
     "grave acute circumflex tilde dieresis hungarumlaut ring caron breve macron dotaccent cedilla ogonek "
     "quotesinglbase guilsinglleft guilsinglright quotedblleft quotedblright quotedblbase guillemotleft "
@@ -256,8 +256,9 @@ CORK.update({0xD7: "OE", 0xDF: "S_S", 0xF7: "oe", 0xFF: "germandbls"})
 
 
 def _read_cork(font: Any, spec: Any) -> None:
-    """Give pdfminer's ``font`` the Unicode of its glyphs where it is one of pdfTeX's bitmap fonts in the Cork encoding:
-    a Type 3 font without a ToUnicode map whose glyphs are all named ``/a<code>`` and one of whose codes is above 127
+    """Give pdfminer's ``font`` the Unicode of its glyphs where it is one of TeX's bitmap fonts in the Cork encoding: a
+    Type 3 font without a ToUnicode map whose glyphs are all named by their codes (``/a228`` as pdfTeX names them,
+    ``/xE4`` as dvipdfmx does) and one of whose codes is above 127
     (TeX's text fonts in T1 have 256 glyphs; its OT1 and math fonts 128, whose low codes mean other things in each,
     so those are left as pdfminer reads them)."""
     from pdfminer.encodingdb import name2unicode
@@ -275,7 +276,7 @@ def _read_cork(font: Any, spec: Any) -> None:
             code = item
         elif isinstance(item, PSLiteral) and isinstance(item.name, str):
             if item.name != ".notdef":
-                if item.name != f"a{code}":
+                if item.name not in (f"a{code}", f"x{code:02X}"):          # (pdfTeX's names, dvipdfmx's)
                     return
                 codes.append(code)
             code += 1
