@@ -64,7 +64,7 @@ tools:
 # pdfTeX and dvipdfmx (Debian's texlive-latex-base, texlive-lang-german), pandoc, and LibreOffice's Writer and Impress
 # (libreoffice-writer-nogui, libreoffice-impress-nogui). The tests read the committed PDFs: CI needs none of these.
 pdf-fixtures:
-	cd tests/documents/files/pdf && for tex in paper bitmap; do pdflatex -interaction=nonstopmode $$tex.tex >/dev/null && rm -f $$tex.aux $$tex.log; done && \
+	cd tests/documents/files/pdf && for tex in paper bitmap list; do pdflatex -interaction=nonstopmode $$tex.tex >/dev/null && rm -f $$tex.aux $$tex.log; done && \
 	  latex -interaction=nonstopmode bitmap.tex >/dev/null && dvipdfmx -q -o bitmap-dvipdfmx.pdf bitmap.dvi && rm -f bitmap.aux bitmap.log bitmap.dvi && \
 	  pandoc letter.md -o letter.docx && pandoc slides.md -o slides.pptx && \
 	  soffice --headless --convert-to pdf letter.docx slides.pptx >/dev/null

@@ -76,6 +76,7 @@ class Box:
     base: float | None = None     # its first line's baseline (where a translation's first line is drawn)
     paths: frozenset[int] = frozenset()  # the page's painting operators that drew its formulas' bars
     upright: bool = True          # whether its text reads upright on the page as it is shown (turned by /Rotate)
+    item: bool = False            # whether it starts with a list item's bullet (:func:`_lead`): a unit of its own
 
 
 @dataclass(frozen=True)
@@ -253,14 +254,17 @@ CORK.update(zip(range(0x80, 0xC0), (
 CORK.update({code: f"uni{code:04X}" for code in range(0xC0, 0x100)})          # Latin-1's letters, but for four:
 CORK.update({0xD7: "OE", 0xDF: "S_S", 0xF7: "oe", 0xFF: "germandbls"})
 # (the compound word mark, which only breaks a ligature, reads as nothing; the per-thousand sign's second zero as 0)
+TEXT_ONLY = {ord(c) for c in "aefghijkopqrstuvwxyz"}   # letters that LaTeX's other 256-glyph encoding, TS1 (textcomp's
+#                                                        symbols: its bullet is 0x88), has no glyph for
 
 
 def _read_cork(font: Any, spec: Any) -> None:
     """Give pdfminer's ``font`` the Unicode of its glyphs where it is one of TeX's bitmap fonts in the Cork encoding: a
     Type 3 font without a ToUnicode map whose glyphs are all named by their codes (``/a228`` as pdfTeX names them,
-    ``/xE4`` as dvipdfmx does) and one of whose codes is above 127
-    (TeX's text fonts in T1 have 256 glyphs; its OT1 and math fonts 128, whose low codes mean other things in each,
-    so those are left as pdfminer reads them)."""
+    ``/xE4`` as dvipdfmx does), one of whose codes is above 127 (TeX's text fonts in T1 have 256 glyphs; its OT1 and
+    math fonts 128, whose low codes mean other things in each) and one a letter TS1 has not (textcomp's symbols, 256
+    glyphs too). A font of T1 that draws no such letter (a lone ``\\char190``) cannot be told from TS1's and is left
+    as pdfminer reads it."""
     from pdfminer.encodingdb import name2unicode
     from pdfminer.pdffont import PDFType3Font
     from pdfminer.pdftypes import resolve1
@@ -280,7 +284,7 @@ def _read_cork(font: Any, spec: Any) -> None:
                     return
                 codes.append(code)
             code += 1
-    if any(c > 127 for c in codes):
+    if any(c > 127 for c in codes) and any(c in TEXT_ONLY for c in codes):
         font.cid2unicode.update({c: "" if CORK[c] == "compwordmark" else name2unicode(CORK[c])
                                  for c in codes if c in CORK})
 
@@ -791,7 +795,8 @@ def cells(found: list[Run], rules: Rules) -> list[list[list[Run]]]:
             if not rules.between(left.rect[2], right.rect[0], (left.rect[1] + left.rect[3]) / 2):
                 parent[root(index[id(right)])] = root(index[id(left)])
         for above in row:
-            item = n + 1 < len(rows) and rows[n + 1][0].text.lstrip(f" {OPEN}")[:1] in BULLETS  # (a row's first run)
+            item = n + 1 < len(rows) and rows[n + 1][0].chars[0].get_text()[:1] in BULLETS  # (a row's first run's,
+            # as drawn: a bullet in a font of symbols, TeX's itemize's, is marked as a formula in the run's text)
             for below in rows[n + 1] if n + 1 < len(rows) and not item else []:
                 if above.rect[0] < below.rect[2] and below.rect[0] < above.rect[2] and \
                         not rules.between_rows(above.rect, below.rect):
@@ -853,12 +858,13 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
 
 def continued(found: list[Box], rules: Rules) -> list[Box]:
     """A page's boxes, each that goes on in the box right under it joined to it: the same face and size, the same left
-    edge or its paragraph's indent, a line's gap and no rule between them, and its text ending mid-sentence (a
-    slide's list item whose last line pdfminer set apart, a paragraph's indented first line)."""
+    edge or its paragraph's indent, a line's gap and no rule between them, its text ending mid-sentence, and the one
+    under it not a list item of its own (a slide's list item whose last line pdfminer set apart, a paragraph's
+    indented first line)."""
     out: list[Box] = []
     for box in found:
         prev = out[-1] if out else None
-        if prev is not None and prev.letters and box.letters and prev.face == box.face and \
+        if prev is not None and prev.letters and box.letters and not box.item and prev.face == box.face and \
                 not rules.between_rows(prev.rect, box.rect) and \
                 abs(prev.size - box.size) < 0.1 and -1 < prev.rect[0] - box.rect[0] < prev.size * 2.5 and \
                 0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text):
@@ -902,8 +908,10 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     its formulas' characters as they read (``glyphs``); its marked text, as the characters that stand for them."""
     chars = [c for row in rows for r in row for c in r.chars]
     marked = _GLUED.sub(r"\1", joined([" ".join(r.text.strip() for r in row) for row in rows]))
+    count, item = len(chars), bool(chars) and chars[0].get_text()[:1] in BULLETS
     if chars:
         chars, marked = _lead(chars, marked)
+    item = item or len(chars) < count                       # (a bullet of another font or without Unicode left out)
     text = read(marked, glyphs)
     letters = any(ch.isalpha() for ch in text) and not symbolic(chars) and not _code(chars, text)
     if not chars or not (letters or every):
@@ -921,7 +929,7 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=face(statistics.mode(c.fontname for c in chars)),
                ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs,
-               paths=paths, upright=all(_upright(c) for c in chars))
+               paths=paths, upright=all(_upright(c) for c in chars), item=item)
 
 
 def _upright(char: Any) -> bool:

@@ -449,8 +449,10 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     # symbols' ∀ and ≤), the words around it translated, and a paragraph's indented first line joined to it (read
     # back, pdfminer may join the two paragraphs)
     assert "WÄHREND x ≤ y GILT." in " ".join(texts) and "ZWEI HUNDE SPIELEN IM SCHNEE, WOBEI ∀x∃y GILT." in " ".join(texts)
-    # a letter of a bitmap font without a ToUnicode map (a Type 3 font in T1, read by its code: ¿) in its paragraph
-    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in " ".join(texts) and "EIN KIND RUFT ¿ IM PARK." in " ".join(texts)
+    # a glyph without Unicode (a Type 3 font's, which pdfminer reads as "(cid:190)": T1's ¿ in a font of that one
+    # glyph, which cannot be told from TS1's ¾) drawn again as it was: its paragraph is translated
+    assert "EIN HUND RENNT, WOBEI f : R → R GILT." in " ".join(texts) and "EIN KIND RUFT (cid:190) IM PARK." in \
+        " ".join(texts)
     drawn = {(c.get_text(), c.fontname.split("+")[-1]) for page in extract_pages(out) for box in page
              if hasattr(box, "get_text") and "RENNT" in box.get_text() for line in box for c in line
              if isinstance(c, LTChar)}
@@ -548,10 +550,12 @@ def test_a_bitmap_font_in_texs_t1_encoding_is_read_as_its_letters(tmp_path: Path
     assert unicodedata.normalize("NFKC", box.text).startswith(
         "Die Größe der Äpfel ist überall gleich. Ein Hund läuft über die Straße. Öffentliche Flächen für „Bürger“ – "
         "außer Schiffe, die Öl führen. Es gilt ")
-    assert box.text.endswith(" für alle Werte.") and box.letters
+    # TS1's bullet (a font of 256 glyphs too, without letters: not read as T1's Ĺ) a glyph without Unicode
+    assert box.text.endswith(" für alle Werte. Ein Punkt (cid:136) hier.") and box.letters
     seen: list[str] = []
     report = translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: seen.extend(texts) or texts)
-    assert len(seen) == 1 and re.search(r"Es gilt <img [^>]*> für alle Werte\.$", seen[0]), seen    # (the formula)
+    formulas = r"Es gilt <img [^>]*> für alle Werte\. Ein Punkt <img [^>]*> hier\.$"      # (a formula, the bullet)
+    assert len(seen) == 1 and re.search(formulas, seen[0]), seen
     words = unicodedata.normalize("NFKC", seen[0]).split()
     assert {"Größe", "Äpfel", "überall", "läuft", "Straße.", "Öffentliche", "Flächen", "„Bürger“", "außer",
             "Schiffe,", "Öl", "führen."} <= set(words), words
@@ -559,6 +563,21 @@ def test_a_bitmap_font_in_texs_t1_encoding_is_read_as_its_letters(tmp_path: Path
     [back] = pdf.boxes(tmp_path / "out.pdf", "out.pdf", every=True)
     assert f"Es gilt {formula} für alle Werte." in back.text
     assert not report.notes and clean(tmp_path / "out.pdf")
+
+
+def test_a_tight_lists_items_each_stay_their_own_paragraph(tmp_path: Path) -> None:
+    """pdfTeX (list.tex): an itemize set tight, each bullet in TeX's math symbols (read as a formula), no item ending
+    in a full stop: each item is its own paragraph, not joined to the one above as a sentence that goes on would be;
+    its bullet stays as drawn."""
+    src = MADE / "list.pdf"
+    assert [b.text for b in pdf.boxes(src, src.name, every=True)] == [
+        "Was an dem Notensatz nicht stimmt:", "vor der Taktangabe ist nicht genug Platz",
+        "die Hälse der Noten sind zu lang", "der zweite und vierte Takt sind zu schmal", "Ein Hund läuft über die Wiese."]
+    seen: list[str] = []
+    translated(src, tmp_path / "out.pdf", translate=lambda texts, fmt, kinds: seen.extend(texts) or texts)
+    assert "die Hälse der Noten sind zu lang" in seen and clean(tmp_path / "out.pdf")
+    from pdfminer.high_level import extract_text
+    assert extract_text(str(tmp_path / "out.pdf")).count("•") == 3
 
 
 def test_one_word_of_code_in_a_monospaced_face_is_not_translated() -> None:
