@@ -6,7 +6,7 @@ page as it was.
   text (a word hyphenated at a line's end joined again), so that a sentence broken across lines is translated whole.
   A box with no letters (a page number, a figure's numbers) is left as it is. A formula inline is one code of its
   sentence, with the pieces pdfminer read as lines of their own (a sum's limits, a fraction's parts) and its own bars.
-  pdfTeX's bitmap fonts in LaTeX's T1 encoding, which have no ToUnicode map, are read by their codes (:data:`CORK`).
+  TeX's bitmap fonts in LaTeX's T1 encoding, which have no ToUnicode map, are read by their codes (:data:`CORK`).
 - **Taken out**: the page's content stream is read with pikepdf (MPL 2.0, over qpdf) and each operator that shows text
   starting inside a translated box is removed, and each that paints a bar of its formulas; everything else of the page
   (images, vector graphics, other text) stays in its place, and so do links, annotations, form fields, bookmarks and
@@ -76,7 +76,7 @@ class Box:
     base: float | None = None     # its first line's baseline (where a translation's first line is drawn)
     paths: frozenset[int] = frozenset()  # the page's painting operators that drew its formulas' bars
     upright: bool = True          # whether its text reads upright on the page as it is shown (turned by /Rotate)
-    item: bool = False            # whether it starts with a list item's bullet (:func:`_lead`): a unit of its own
+    item: bool = False            # whether it starts with a list item's bullet (:func:`_bullet`): a unit of its own
 
 
 @dataclass(frozen=True)
@@ -879,12 +879,19 @@ def continued(found: list[Box], rules: Rules) -> list[Box]:
     return out
 
 
+def _bullet(char: Any) -> bool:
+    """Whether a pdfminer character is a list item's bullet: one of :data:`BULLETS`, or a private-use character (a
+    symbol font's bullet, as LibreOffice draws it)."""
+    text = char.get_text()
+    return text in BULLETS or unicodedata.category(text[:1]) == "Co"
+
+
 def _lead(chars: list[Any], marked: str) -> tuple[list[Any], str]:
     """A box's characters and marked text with its lead seen to: a bullet drawn by an operator of its own left out of
     the box (it stays as drawn, in its own font, which may have no Unicode for it); a number that a quad sets apart
     (LaTeX's section "1  Hunde") marked as the section's number, with an em space (:data:`NUMBERED`)."""
     first = chars[0].get_text()
-    if first in BULLETS or unicodedata.category(first[:1]) == "Co":
+    if _bullet(chars[0]):
         rest = chars[1:]
         if rest and getattr(chars[0], "op", -1) != -1 and chars[0].op not in {getattr(c, "op", -1) for c in rest}:
             return rest, re.sub(f"^\\s*{OPEN}?(?:{re.escape(first)}|{_ONE})?{SHUT}?\\s*", "", marked, count=1)
@@ -908,10 +915,9 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     its formulas' characters as they read (``glyphs``); its marked text, as the characters that stand for them."""
     chars = [c for row in rows for r in row for c in r.chars]
     marked = _GLUED.sub(r"\1", joined([" ".join(r.text.strip() for r in row) for row in rows]))
-    count, item = len(chars), bool(chars) and chars[0].get_text()[:1] in BULLETS
+    item = bool(chars) and _bullet(chars[0])              # (a list item: :func:`continued` joins none to the one above)
     if chars:
         chars, marked = _lead(chars, marked)
-    item = item or len(chars) < count                       # (a bullet of another font or without Unicode left out)
     text = read(marked, glyphs)
     letters = any(ch.isalpha() for ch in text) and not symbolic(chars) and not _code(chars, text)
     if not chars or not (letters or every):
