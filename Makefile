@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 MINUTES ?=
 UPDATES ?=
 
-.PHONY: setup browser tools pdf-fixtures services realfiles test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
+.PHONY: setup browser tools pdf-fixtures test-models services realfiles test test-ci test-all test-fast check-claims lint typecheck demo bench walkthrough docs clean
 
 # Each target installs only what it needs, each part once (a stamp per part, redone when pyproject.toml changes):
 # make setup / make demo the package alone; make test its tests' parts; lint and typecheck the checkers; docs, bench
@@ -69,6 +69,11 @@ pdf-fixtures:
 	  pandoc letter.md -o letter.docx && pandoc slides.md -o slides.pptx && \
 	  soffice --headless --convert-to pdf letter.docx slides.pptx >/dev/null
 
+# The trained models the tests translate with (tests/fixtures/trained/: the copy recipe's, two of many directions),
+# trained again by their recipes and kept (about 100 s on 2 cores); a test says when one is stale.
+test-models: $(VENV)/.installed-test
+	$(BIN)/python -m tests.fixtures.trained
+
 # Real files no test here made (catalogues, READMEs, subtitles, XLIFF, pages, office documents, EPUBs) from Debian's
 # packages, PyPI and npm into build/realfiles/ (tests/documents/realfiles.py says which; nothing of them is
 # committed): tests/documents/test_realfiles.py and `make bench NAME=realfiles` read them; without them those tests
@@ -91,7 +96,7 @@ services:
 # pytest's exit 5 ("no tests collected") stays a failure: a test run that ran nothing has shown nothing.
 # ARGS go to pytest: make test ARGS="-k serve"
 # The tests marked ci (the documentation site, the walkthroughs run through, the heaviest end-to-end runs, whose parts
-# make test covers: 33 in all) are CI's: make test-ci, or make test-all. make test runs a worker per core
+# make test covers: 36 in all) are CI's: make test-ci, or make test-all. make test runs a worker per core
 # (pytest-xdist; each test file in one worker, so that a file's fixtures are made once; the trained session fixtures
 # made once for all: tests/conftest.py's built_once). WORKERS=0 runs them in this process.
 WORKERS ?= auto

@@ -1,25 +1,26 @@
-"""Shared fixtures (prepared Multi30k and copy-task data dirs and a model trained on the copy task, built once per
-session; every child process killed when the session ends), and the rule that under CI (``CI`` set, as .ci/run does)
-no test may skip: a skip there is a failure naming its reason (tests/project/test_conftest.py). What tests share that
-is not a fixture is in tests/helpers.py; each part's own fixtures are in its folder's conftest.py."""
+"""Shared fixtures (prepared Multi30k and copy-task data dirs and the trained models tests/fixtures/trained.py keeps,
+made once per session; every child process killed when the session ends), and the rule that under CI (``CI`` set, as
+.ci/run does) no test may skip: a skip there is a failure naming its reason (tests/project/test_conftest.py). What
+tests share that is not a fixture is in tests/helpers.py; each part's own fixtures are in its folder's conftest.py."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from filelock import FileLock
 
 from aiayn.data.corpora import fetch
 from aiayn.data.datadir import DataDir
 from aiayn.data.prepare import PrepareOptions, prepare
-from tests.helpers import _CHILDREN, three_ways_corpus
+from tests.fixtures.trained import POSITION, kept, prepare_copy, prepare_three, train
+from tests.helpers import _CHILDREN
 
 ALL_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else set()
 
@@ -35,6 +36,8 @@ def _own_cores() -> None:
     mine = cores[int(worker.removeprefix("gw")) % len(cores)::int(count)]
     if int(count) <= len(cores) and mine:
         os.sched_setaffinity(0, mine)
+        torch.set_num_threads(len(mine))    # as many as its cores: PyTorch counted them before (threads spinning on
+                                            # one core for one another made the searches' tests ten times slower)
 
 
 _own_cores()
@@ -68,12 +71,14 @@ def every_core() -> Iterator[None]:
     if not ALL_CORES:
         yield
         return
-    mine = os.sched_getaffinity(0)
+    mine, threads = os.sched_getaffinity(0), torch.get_num_threads()
     os.sched_setaffinity(0, ALL_CORES)      # built on every core, as without workers: the same model
+    torch.set_num_threads(len(ALL_CORES))
     try:
         yield
     finally:
         os.sched_setaffinity(0, mine)
+        torch.set_num_threads(threads)
 
 
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
@@ -109,27 +114,29 @@ def multi30k_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
 @pytest.fixture(scope="session")
 def copy_dir(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
     """The seeds' copy task, prepared once per session (training, fault and data-parallel tests)."""
-    def build(out: Path) -> None:
-        prepare(fetch("copy", "in", "out", out / "cache"), out / "copy", PrepareOptions(src="in", tgt="out", vocab_size=281))
+    return DataDir(built_once(tmp_path_factory, "copy-data", prepare_copy) / "copy")
 
-    return DataDir(built_once(tmp_path_factory, "copy-data", build) / "copy")
+
+def _trained(name: str, data: Path, run: Path, fresh: bool) -> None:
+    """Model ``name`` of tests/fixtures/trained.py into ``run``: the one kept there where it was made from ``data`` and
+    the recipe as they are now, unless ``fresh`` (the tests marked ci), else trained here."""
+    if fresh or not kept(name, data, run):
+        train(name, data, run)
 
 
 @pytest.fixture(scope="session")
 def copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run dir trained on the copy task with aiayn/configs/copy.yaml (about 40 s on 2 cores): it copies >= 99% of
-    held-out strings (tests/train/test_train.py), so its translations differ from line to line and the right one is known
-    (the input). Its training time is in ``copy_model / "seconds"``."""
-    from aiayn.cli.main import main
-    from aiayn.training.recipes import RECIPES
+    """A run dir of aiayn/configs/copy.yaml on the copy task, as tests/fixtures/trained.py keeps it: it copies >= 99%
+    of held-out strings (tests/train/test_train.py), so its translations differ from line to line and the right one is
+    known (the input). Its training time is in ``copy_model / "seconds"``."""
+    return built_once(tmp_path_factory, "runs", lambda out: _trained("copy", copy_dir.path, out / "copy", False)) / "copy"
 
-    def build(out: Path) -> None:
-        t0 = time.perf_counter()
-        assert main(["train", "--data", str(copy_dir.path), "--out", str(out / "copy"), "--config",
-                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false"]) == 0
-        (out / "copy" / "seconds").write_text(f"{time.perf_counter() - t0:.1f}\n")
 
-    return built_once(tmp_path_factory, "runs", build) / "copy"
+@pytest.fixture(scope="session")
+def fresh_copy_model(copy_dir: DataDir, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``copy_model`` trained here and now (about 40 s on 2 cores): what the tests marked ci check the recipe by."""
+    build = lambda out: _trained("copy", copy_dir.path, out / "copy", True)  # noqa: E731
+    return built_once(tmp_path_factory, "fresh-runs", build) / "copy"
 
 
 @pytest.fixture()
@@ -153,35 +160,30 @@ def _no_child_left_behind() -> Iterator[None]:
             proc.wait()
 
 
-def _three_ways_run(tmp_path_factory: pytest.TempPathFactory, position: str, steps: int) -> Path:
-    """A multilingual model of tests/helpers.py's three_ways_corpus, trained for ``steps`` updates on the four
-    directions to and from ``fw`` (nx-up and up-nx are zero-shot) with the copy task's recipe, its tag on the
-    ``position`` side."""
-    from aiayn.cli.main import main
-    from aiayn.training.recipes import RECIPES
-
+def _three_ways_run(tmp_path_factory: pytest.TempPathFactory, name: str, fresh: bool = False) -> Path:
+    """Model ``name`` of tests/fixtures/trained.py (``three-target`` or ``three-source``): a multilingual model of
+    tests/helpers.py's three_ways_corpus, whose files are in the run's parent folder."""
     def build(out: Path) -> None:
-        c = three_ways_corpus(out, {"train": 6000, "valid": 60, "test": 100})
-        assert main(["prepare", "--train", str(c / "train"), "--valid", str(c / "valid"), "--langs", "fw,nx,up",
-                     "--directions", "fw", "--tag-position", position, "--vocab-size", "284", "--out",
-                     str(c / "data")]) == 0
-        assert main(["train", "--data", str(c / "data"), "--out", str(c / "run"), "--config",
-                     str(RECIPES / "copy.yaml"), "--set", "tensorboard=false", f"max_steps={steps}",
-                     f"valid_every_steps={steps // 2}", f"save_every_steps={min(100, steps // 3)}"]) == 0
+        _trained(name, prepare_three(out, POSITION[name]), out / "run", fresh)
 
-    return built_once(tmp_path_factory, f"three-{position}", build) / "run"
+    return built_once(tmp_path_factory, f"{name}{'-fresh' if fresh else ''}", build) / "run"
 
 
 @pytest.fixture(scope="session")
 def three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`_three_ways_run` with the tag on the target side (prepare's default: the decoder's first token), 600
-    updates (about 40 s on 2 cores): it translates each trained direction (>= 90 % of lines exactly)."""
-    return _three_ways_run(tmp_path_factory, "target", 600)
+    """The tag on the target side (prepare's default: the decoder's first token), 600 updates: it translates each
+    trained direction (>= 90 % of lines exactly)."""
+    return _three_ways_run(tmp_path_factory, "three-target")
+
+
+@pytest.fixture(scope="session")
+def fresh_three_ways(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``three_ways`` trained here and now (about 40 s on 2 cores): what the tests marked ci check the recipe by."""
+    return _three_ways_run(tmp_path_factory, "three-target", fresh=True)
 
 
 @pytest.fixture(scope="session")
 def three_ways_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`_three_ways_run` with the tag on the source, 150 updates only (about 12 s): too few to translate, enough
-    for the tag to choose the target's letters (capitals for up), which is what its tests look at. A model that
-    translates is ``three_ways``: one trained model per session, not two, keeps make test short."""
-    return _three_ways_run(tmp_path_factory, "source", 150)
+    """The tag on the source, 150 updates only: too few to translate, enough for the tag to choose the target's
+    letters (capitals for up), which is what its tests look at."""
+    return _three_ways_run(tmp_path_factory, "three-source")

@@ -156,8 +156,19 @@ def test_a_multilingual_vocabulary_is_one_joint_vocabulary(tmp_path: Path) -> No
 # --- a model of many directions ----------------------------------------------------------------------------------------
 
 
-def test_the_tag_chooses_what_the_model_writes(three_ways: Path) -> None:
+FRESH = pytest.mark.parametrize("fresh", [False, pytest.param(True, marks=pytest.mark.ci)], ids=["kept", "trained-now"])
+
+
+def _model(request: pytest.FixtureRequest, fresh: bool) -> Path:
+    """conftest's ``three_ways`` (kept in tests/fixtures/trained/) or, under CI, its recipe trained again now."""
+    return Path(request.getfixturevalue("fresh_three_ways" if fresh else "three_ways"))
+
+
+@FRESH
+def test_the_tag_chooses_what_the_model_writes(fresh: bool, request: pytest.FixtureRequest) -> None:
     from aiayn.translator import Translator
+
+    three_ways = _model(request, fresh)
 
     lines = (three_ways.parent / "test.fw").read_text().splitlines()
     for target in ("nx", "up"):
@@ -172,7 +183,9 @@ def test_the_tag_chooses_what_the_model_writes(three_ways: Path) -> None:
         assert out[-1] == ""                            # a blank line stays blank: it is not given a tag to decode
 
 
-def test_validation_scores_each_direction_and_the_best_is_their_mean(three_ways: Path) -> None:
+@FRESH
+def test_validation_scores_each_direction_and_the_best_is_their_mean(fresh: bool, request: pytest.FixtureRequest) -> None:
+    three_ways = _model(request, fresh)
     last = [json.loads(x) for x in (three_ways / "metrics.jsonl").read_text().splitlines() if "valid_loss" in x][-1]
     names = ["fw-nx", "fw-up", "nx-fw", "nx-up", "up-fw", "up-nx"]
     scores = [last[f"valid_bleu_{n}"] for n in names]

@@ -24,6 +24,7 @@ from aiayn.optim import noam_lr
 from aiayn.training.recipes import resolve
 from aiayn.training.train import Trainer, TrainStep
 
+from ..fixtures import trained
 from ..helpers import cli_error, spawn, train_steps
 
 ROOT = Path(__file__).parents[2]
@@ -41,15 +42,28 @@ def _cli_train(data: DataDir, run: Path, *sets: str) -> int:
 
 
 @pytest.mark.slow
-def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, copy_model: Path) -> None:
+@pytest.mark.parametrize("fresh", [False, pytest.param(True, marks=pytest.mark.ci)], ids=["kept", "trained-now"])
+def test_copy_task_reaches_99_percent_exact_match(copy_dir: DataDir, fresh: bool, request: pytest.FixtureRequest) -> None:
     """aiayn/configs/copy.yaml: a tiny model learns to copy held-out random strings (>= 99% exact, greedy); the
-    model is conftest's ``copy_model``, which the server's tests use too."""
+    model is conftest's ``copy_model`` (kept in tests/fixtures/trained/, which the server's tests use too) and, under
+    CI, the recipe trained again now."""
+    copy_model = request.getfixturevalue("fresh_copy_model" if fresh else "copy_model")
     src = copy_dir.raw("test", "src").read_text().splitlines()
     out = Translator.load(copy_model, "torch").translate(src, beam=1)
     exact = np.mean([a == b for a, b in zip(src, out, strict=True)])
     seconds = float((copy_model / "seconds").read_text())
     print(f"copy task: {exact:.2%} exact match on {len(src)} held-out strings, trained in {seconds:.0f} s")
     assert exact >= 0.99
+
+
+def test_the_kept_models_are_made_from_the_recipes_and_data_as_they_are(copy_model: Path, three_ways: Path,
+                                                                         three_ways_source: Path) -> None:
+    """tests/fixtures/trained/ keeps the models the tests translate with; one whose recipe or data has changed since is
+    stale (conftest then trains it each session): ``make test-models`` keeps them again."""
+    for name, run in (("copy", copy_model), ("three-target", three_ways), ("three-source", three_ways_source)):
+        data = Path(json.loads((run / "data.json").read_text())["data_dir"])
+        assert trained.made(name).get("fingerprint") == trained.fingerprint(name, data), \
+            f"tests/fixtures/trained/{name} is not what its recipe makes of its data now: run `make test-models`"
 
 
 def test_resume_after_crash_gives_identical_weights(copy_dir: DataDir, tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
