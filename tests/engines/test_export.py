@@ -15,7 +15,6 @@ from aiayn.cli.main import main
 from aiayn.data.tokenizer import Vocab
 from aiayn.interop.export import ExportError, ctranslate2_translate, export, huggingface_translate
 from aiayn.rundir import RunDir
-from aiayn.runtime import cores
 
 LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy-f06e6aa"
 LINES = (LEGACY / "data" / "valid.de").read_text(encoding="utf-8").splitlines() + ["", "Ein Hund.", "日本語 🙂"]
@@ -76,8 +75,7 @@ def test_ctranslate2_export_translates_like_aiayn(variant: dict[str, str], tmp_p
     import ctranslate2
 
     t = Translator.load(run, "torch", device="cpu")
-    engine = ctranslate2.Translator(str(out), device="cpu", intra_threads=cores())   # (the cores it may use)
-    piece = t.engine.vocab.src.piece
+    engine, piece = ctranslate2.Translator(str(out), device="cpu"), t.engine.vocab.src.piece
     pieces = lambda ids: [piece(i) for i in ids]  # noqa: E731
     for src, tgt in _pairs(t):            # the whole network's arithmetic: teacher-forced log-probabilities
         theirs = engine.score_batch([pieces(src[:-1])], [pieces(tgt)])[0].log_probs
