@@ -203,6 +203,8 @@ def _check(t: Trained, run: RunDir, out: Path, lines: int = 64) -> None:
 
     info = run.data_info()
     try:
+        if info.get("data_dir") is None:            # a run made without one, or whose data dir was left out
+            raise ValueError("none recorded")
         data = DataDir(info["data_dir"])
         src = data.raw_file("valid", data.src).read_text(encoding="utf-8").splitlines()[:lines]
     except (KeyError, OSError, ValueError):

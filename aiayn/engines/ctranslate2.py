@@ -224,10 +224,16 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
     results: list[Any] = [None] * len(batch)
     options["num_hypotheses"] = n if exact else max(n, beam)       # (n > beam: samples, each shows its own end)
 
+    shortest = options.pop("min_decoding_length", None)
+
+    def at_most(cap: int) -> dict[str, Any]:
+        # the limit wins over min_len, as in aiayn's search (CTranslate2 refuses a minimum above the maximum)
+        return {**options, **({} if shortest is None else {"min_decoding_length": min(shortest, cap)})}
+
     def run(groups: dict[int, list[int]]) -> None:
         pending = {cap: translator.translate_batch([list(batch[i]) for i in idx], max_decoding_length=cap,
                                                    target_prefix=None if prefix is None else [prefix] * len(idx),
-                                                   asynchronous=True, **options) for cap, idx in groups.items()}
+                                                   asynchronous=True, **at_most(cap)) for cap, idx in groups.items()}
         for cap, idx in groups.items():
             for i, future in zip(idx, pending[cap], strict=True):
                 results[i] = future.result()

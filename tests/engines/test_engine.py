@@ -78,6 +78,38 @@ def test_it_translates_as_aiayn_does_and_its_conversion_is_cached(run: Path, tmp
     assert "length_norm='gnmt'" in cli_error(capsys.readouterr().err, "evaluate")
 
 
+def test_a_min_len_past_the_length_limit_ends_at_the_limit_as_in_aiayns_search(run: Path) -> None:
+    """min_len beyond a line's length limit (max_len_a * n + max_len_b): the limit wins in both engines (CTranslate2
+    refuses a minimum above its maximum: the default engine answered such a request with a 500). Greedy search gives
+    the same words; beam search the same lengths (at a forced end aiayn's search counts p(EOS) in a beam's score,
+    CTranslate2, with EOS forbidden up to its maximum, does not: the beams may rank differently)."""
+    lines = copy_lines(6, seed=5)
+    torch_ = Translator.load(run, "torch", device="cpu", workers=1)
+    c = Translator(ctranslate2(run, device="cpu"))
+    ask = {"min_len": 30, "max_len_a": 1.0, "max_len_b": 3}
+    want = torch_.translate(lines, beam=1, **ask)
+    assert c.translate(lines, beam=1, **ask) == want
+    assert [len(t.split()) for t in want] == [len(line.split()) + 3 for line in lines]      # (the limit cut them)
+    assert [len(t.split()) for t in c.translate(lines, beam=4, **ask)] == [len(line.split()) + 3 for line in lines]
+    # in aiayn's search a min_len past the limit is a min_len at the limit: the same beams, scored the same (it gave
+    # every beam's forced EOS -1e4, and float32 ranked sums that large by their rounding)
+    five = ["a b c d e", "f g h i j", "c a d e b"]                   # limit 8 each
+    at, past = (torch_.engine.translate_hypotheses(five, beam=4, nbest=2, min_len=n, max_len_a=1.0, max_len_b=3)
+                for n in (8, 30))
+    assert [[(h.tokens, h.score) for h in hs] for hs in at] == [[(h.tokens, h.score) for h in hs] for hs in past]
+
+
+def test_a_run_that_records_no_data_dir_is_converted_unchecked(run: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """data.json's data_dir null (a run kept without its data, as the tests' own): converted, said not checked."""
+    info = json.loads((run / "data.json").read_text())
+    (run / "data.json").write_text(json.dumps({**info, "data_dir": None}))
+    lines = copy_lines(8, seed=2)
+    assert Translator(ctranslate2(run, device="cpu")).translate(lines) == \
+        Translator.load(run, "torch", device="cpu", workers=1).translate(lines)
+    assert "the conversion is not checked" in caplog.text
+    assert not list(RunDir(run).engine_cache("ctranslate2").glob("*/check.json"))
+
+
 def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> None:
     lines = copy_lines(20)
     before = Translator(ctranslate2(run, device="cpu")).translate(lines)
