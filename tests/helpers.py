@@ -165,11 +165,13 @@ class Server:
 
     def __init__(self, *flags: str, model: Path = LEGACY, env: dict[str, str] | None = None,
                  port: int | None = None, wait: bool = True) -> None:
-        """``flags`` after the model; aiayn's own engine unless they name another (`--engine`); ``env``: more of its
+        """``flags`` after the model; the command line's default engine (auto: CTranslate2, a server started without
+        PyTorch) unless they name another (`--engine torch`: a test of what aiayn's own engine does in a server, such
+        as step-level batching or stopping a batch whose requests are gone); ``env``: more of its
         environment; ``port``: its port (a replica started again where the load balancer expects it); ``wait``:
         return once it answers /health (else call :meth:`wait_up`: several started at once)."""
         self.port = port or free_port()
-        flags = flags if "--engine" in flags else ("--engine", "torch", *flags)
+        flags = flags if "--engine" in flags else ("--engine", "auto", *flags)
         env = {**os.environ, "AIAYN_API_KEY": "", **(env or {})}
         self.log = tempfile.TemporaryFile()
         self.proc = spawn([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--device", "cpu",

@@ -71,7 +71,7 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
     that are all blank, are answered in both APIs while it is still decoding; the request's 504 comes at its timeout;
     and its batch is stopped, not decoded to its end, so that the worker is free for the next request. The test
     checks what happened, never how long it took, so that a busy machine cannot fail it."""
-    s = Server(*mode, *SLOW_FLAGS, "--timeout", "3")
+    s = Server("--engine", "torch", *mode, *SLOW_FLAGS, "--timeout", "3")
     try:
         with ThreadPoolExecutor(1) as pool:
             slow = pool.submit(s.post, "/translate", SLOW)
@@ -100,7 +100,7 @@ def test_a_timed_out_batch_frees_its_worker_and_empty_work_does_not_wait(mode: t
 def test_a_client_that_goes_away_frees_its_worker(mode: tuple[str, ...]) -> None:
     """A client that closes its connection while its request is decoded: the batch stops unfinished, and the only
     worker answers the next request."""
-    s = Server(*mode, *SLOW_FLAGS, "--timeout", "60")
+    s = Server("--engine", "torch", *mode, *SLOW_FLAGS, "--timeout", "60")
     try:
         body = json.dumps(SLOW).encode()
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)

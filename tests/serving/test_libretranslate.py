@@ -46,8 +46,8 @@ def two(en_de: Path) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def oracles(en_de: Path) -> dict[str, Translator]:
     """What `aiayn translate` gives with each served model."""
-    return {"de-en": Translator.load(LEGACY, "torch", device="cpu", workers=1),
-            "en-de": Translator.load(en_de, "torch", device="cpu", workers=1)}
+    return {"de-en": Translator.load(LEGACY, "auto", device="cpu", workers=1),
+            "en-de": Translator.load(en_de, "auto", device="cpu", workers=1)}
 
 
 def test_the_libretranslatepy_client_translates_lists_languages_and_detects(two: Server,

@@ -34,7 +34,7 @@ pytest.importorskip("uvicorn")
 @pytest.fixture(scope="module")
 def server(copy_model: Path) -> Iterator[Server]:
     # threads with step-level batching (--no-processes): what most of this module's tests look into
-    s = Server("--no-processes", "--max-lines", "64", "--max-chars", "500", "--max-body-bytes", "16384",
+    s = Server("--engine", "torch", "--no-processes", "--max-lines", "64", "--max-chars", "500", "--max-body-bytes", "16384",
                "--max-wait-ms", "30", "--api-key", KEY, model=copy_model)
     yield s
     assert s.stop() == 0
@@ -192,7 +192,7 @@ def test_a_full_queue_and_a_slow_request_are_refused_in_time() -> None:
 
 
 def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
-    s = Server("--no-processes", "--max-wait-ms", "5", "--workers", "1")
+    s = Server("--engine", "torch", "--no-processes", "--max-wait-ms", "5", "--workers", "1")
     # min_len: every sentence decodes 250+ steps, so that none is done before all 12 requests are in flight
     payload = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 256,
                "min_len": 250}
@@ -221,7 +221,7 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0() -> None:
 def test_a_short_request_joins_a_running_batch_and_is_answered_first() -> None:
     """Step-level batching: with one decoding thread busy on a long request, a short one that arrives later joins
     the running batch between steps and is answered while the long one is still decoding."""
-    s = Server("--no-processes", "--workers", "1", "--max-wait-ms", "0")
+    s = Server("--engine", "torch", "--no-processes", "--workers", "1", "--max-wait-ms", "0")
     try:
         long = {"text": ["Ein Mann fährt mit dem Fahrrad über eine Brücke."] * 4, "beam": 8, "max_len_b": 256,
                 "min_len": 250}
