@@ -232,6 +232,16 @@ def epubcheck(path: Path) -> int | None:
     return int(found.group(1)) + int(found.group(2)) if found else (0 if run.returncode == 0 else 1)
 
 
+def epub_errors_added(src: Path, out: Path) -> int | None:
+    """How many more errors epubcheck finds in EPUB ``out`` than in ``src`` (at most 0 is as good); None where
+    epubcheck is not installed. ``src`` is checked only where ``out`` has errors (a check is seconds of the JVM)."""
+    after = epubcheck(out)
+    if not after:
+        return after
+    before = epubcheck(src)
+    return None if before is None else after - before
+
+
 def archive(src: Path, out: Path) -> dict[str, Any]:
     """An office document or EPUB: the same entries, each XML part that was well-formed still so."""
     from lxml import etree
