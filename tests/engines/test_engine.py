@@ -110,6 +110,25 @@ def test_a_run_that_records_no_data_dir_is_converted_unchecked(run: Path, caplog
     assert not list(RunDir(run).engine_cache("ctranslate2").glob("*/check.json"))
 
 
+def test_a_stop_is_asked_between_waves_that_give_what_one_call_gives(run: Path) -> None:
+    """With ``stop`` (a server's batch), CTranslate2 is called in waves of one batch per thread, shortest lines first:
+    each line's hypotheses as in one call, in its place; a stop that comes true stops it before the next wave."""
+    from aiayn.decoding.hypotheses import Stopped
+
+    c = ctranslate2(run, device="cpu")
+    lines = copy_lines(40, seed=9)
+    ids = c.encode(lines)
+    d = c.settings(beam=4, nbest=2, batch_tokens=80)                # waves of 20 source tokens: many
+    one = c.decode_lines(ids, d, None)
+    waves = c.decode_lines(ids, d, None, stop=lambda: False)
+    assert [[h.tokens for h in hs] for hs in waves] == [[h.tokens for h in hs] for hs in one]
+    assert [h.score for hs in waves for h in hs] == pytest.approx([h.score for hs in one for h in hs], abs=1e-4)
+    asked: list[int] = []
+    with pytest.raises(Stopped):
+        c.decode_lines(ids, d, None, stop=lambda: asked.append(1) or len(asked) > 1)
+    assert len(asked) == 2                                         # before the first wave, then before the second
+
+
 def test_a_stale_conversion_is_rebuilt_when_the_weights_change(run: Path) -> None:
     lines = copy_lines(20)
     before = Translator(ctranslate2(run, device="cpu")).translate(lines)
