@@ -360,7 +360,8 @@ def test_worker_processes_answer_as_the_cli_and_one_that_dies_is_replaced(copy_m
     process never loads (nor PyTorch); every answer (greedy and beam, 2-best with scores, constraints) is aiayn
     translate's; a worker killed fails only the batch it had, with a
     500 naming it, and is started again; SIGTERM stops them all."""
-    s = Server("--engine", "torch", "--processes", "--workers", "2", "--cache", "0", model=copy_model)   # (each batch decoded)
+    s = Server("--engine", "torch", "--processes", "--workers", "2", "--cache", "0",     # (each batch decoded)
+               model=copy_model)
     try:
         workers = workers_of(s.proc.pid)
         assert len(workers) == 2, workers
