@@ -66,9 +66,11 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
     logp (..., V) (or K: ``out`` says which column holds each of those tokens), limit (...,); ``step`` the tokens
     decoded so far, an int or a tensor broadcastable to limit (sentences that joined the search at different steps)."""
     eos_id = out.eos
-    # at the limit EOS is forced with its own log-probability, as if min_len stopped there (min_len past the limit
-    # gave every beam the same -1e4, and float32 ranks sums that large by their rounding)
-    eos_own = logp[..., eos_id].clone() if min_len > 0 or first is not None else None
+    # at the limit EOS is forced with its own log-probability (never impossible, even if p(EOS) underflows), taken
+    # before min_len forbids it: min_len past the limit gave every beam the same -1e4, and float32 ranked sums that
+    # large by their rounding
+    at_limit = step >= limit
+    forced = logp[..., eos_id].clamp(min=-1e4) if at_limit.any() else None
     if out.pad is not None:
         logp[..., out.pad] = float("-inf")
     if out.bos is not None:
@@ -81,12 +83,9 @@ def _allowed(logp: Tensor, step: int | Tensor, limit: Tensor, out: Output, min_l
             logp[..., eos_id] = logp[..., eos_id].masked_fill(step < min_len, float("-inf"))
     elif step < min_len:
         logp[..., eos_id] = float("-inf")
-    at_limit = step >= limit
-    if at_limit.any():
-        own = logp[..., eos_id] if eos_own is None else eos_own
-        eos = own.clamp(min=-1e4)                 # a forced EOS is never impossible, even if p(EOS) underflows
+    if forced is not None:
         logp[at_limit] = float("-inf")
-        logp[..., eos_id] = torch.where(at_limit, eos, logp[..., eos_id])
+        logp[..., eos_id] = torch.where(at_limit, forced, logp[..., eos_id])
     _force_first(logp, step, first, out)
     return logp
 

@@ -21,7 +21,7 @@ from ..data.tokenizer import Vocab
 from ..decoding.confidence import for_run
 from ..decoding.hypotheses import Hypothesis, Stopped, max_length
 from ..runtime import DeviceName, cores, cpu_workers
-from .base import About, Capabilities, EngineBase, with_fixed
+from .base import About, Capabilities, EngineBase, decode_batches, with_fixed
 
 __all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
 log = logging.getLogger(__name__)
@@ -155,29 +155,20 @@ class CTranslate2Engine(EngineBase):
     def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
                      stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
         """engine.Engine's: each line's ``nbest`` hypotheses (no constraints: the caller refused them,
-        engine.require). ``stop``: asked before each wave of lines (hypotheses.Stopped once it is true), a wave as
-        many source tokens as CTranslate2 decodes in one batch on each translator thread (``batch_tokens`` / beam;
-        the lines taken shortest first, each in its place in the result): a call cannot be stopped once begun, so a
-        large batch whose requests are gone stops within one wave. ``first``: CTranslate2's ``target_prefix`` of
+        engine.require). ``stop``: asked before each wave of lines (hypotheses.Stopped once it is true), the lines cut
+        as aiayn's engine cuts its batches (base.decode_batches: shortest first), a wave one batch for each translator
+        thread, each line in its place in the result: a call cannot be stopped once begun, so a large batch whose
+        requests are gone stops within one wave. ``first``: CTranslate2's ``target_prefix`` of
         one token, one more step allowed for it and left out of the hypotheses."""
-        wave = self.workers * max(1, decode.batch_tokens // max(1, decode.beam))
-        if stop is None or sum(len(x) + 1 for x in ids) <= wave:
-            if stop is not None and stop():
-                raise Stopped
+        if stop is None:
             return self._decode(ids, decode, first)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[list[Hypothesis]] = [[] for _ in ids]
-        start = 0
-        while start < len(order):
+        per_wave = decode.replace(batch_tokens=decode.batch_tokens * self.workers)     # (one batch per thread)
+        for part in decode_batches(ids, self.cfg.max_positions, per_wave):
             if stop():
                 raise Stopped
-            end, tokens = start + 1, len(ids[order[start]]) + 1
-            while end < len(order) and tokens + len(ids[order[end]]) + 1 <= wave:
-                tokens, end = tokens + len(ids[order[end]]) + 1, end + 1
-            part = order[start:end]
             for i, hyps in zip(part, self._decode([ids[i] for i in part], decode, first), strict=True):
                 out[i] = hyps
-            start = end
         return out
 
     def _decode(self, ids: list[list[int]], decode: DecodeConfig, first: int | None) -> list[list[Hypothesis]]:
