@@ -191,7 +191,7 @@ class Server:
                     return
             except OSError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)                     # (refused connections until it listens: nothing to the server)
         self.stop()
         raise RuntimeError(f"the server did not come up in {timeout:g} s")
 

@@ -51,7 +51,7 @@ def test_greedy_output_is_the_full_searchs_where_its_tokens_are_candidates(run: 
     assert sl is not None and sl.meta["method"] == "cooc" and sl.meta["k"] == 3
     assert t.engine.shortlist.meta["valid"]["candidates_per_sentence"] < 40              # of 281: a real restriction
     inside = 0
-    for line in _lines(copy_dir):                                      # one line per batch: its own candidates
+    for line in _lines(copy_dir, 60):                                  # one line per batch: its own candidates
         cands = _candidates(t, line)
         full = t.engine.translate_hypotheses([line], beam=1)[0][0]
         short = t.engine.translate_hypotheses([line], beam=1, shortlist=True)[0][0]
@@ -60,7 +60,7 @@ def test_greedy_output_is_the_full_searchs_where_its_tokens_are_candidates(run: 
             inside += 1
             assert short.tokens == full.tokens
             assert short.logprob >= full.logprob - 1e-4                # renormalized over fewer tokens: never lower
-    assert inside >= 100
+    assert inside >= 50, inside
 
 
 def _without(sl: Shortlist, token: int) -> Shortlist:
