@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -139,7 +140,24 @@ def measured(src: Path, out: Path, source: str, kind: str, seconds: float, notes
             "qpdf_check_clean": check.returncode == 0, "fonts_not_embedded_before": _unembedded(src),
             "fonts_not_embedded_after": _unembedded(out), "annotations_before": _annotations(src),
             "annotations_after": _annotations(out), "formulas": len(formulas(every)),
-            "formulas_kept": sum(1 for f in formulas(every) if f in kept)}
+            "formulas_kept": sum(1 for f in formulas(every) if f in kept),
+            "styled_words_before": styled_words(before), "styled_words_after": styled_words(after)}
+
+
+def styled_words(found: list) -> int:
+    """Words of the boxes with letters that are set in a face other than their box's own (a word's own bold, italic
+    or code), as the marks of their faces say (documents/pdf.py: inline)."""
+    from aiayn.documents import pdf
+    from aiayn.translation import spans
+
+    n = 0
+    for box in found:
+        inside = 0
+        for piece in pdf.inline(box.marked, box.face):
+            inside += isinstance(piece, spans.Open) - isinstance(piece, spans.Close)
+            if inside and isinstance(piece, str):
+                n += len(re.findall(r"[^\W\d_]{2,}", piece))
+    return n
 
 
 def _docx_text(path: Path) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import io
 import itertools
 import re
@@ -124,7 +125,7 @@ BULLETS = ("\u2022\u25e6\u25aa\u25ab\u2023\u2219\u2043\u25a0\u25a1\u25cf\u25cb\u
            "\uf0b7\uf0a7\uf0a8\uf076\uf0d8\uf0fc\uf06e")   # and Word's in Symbol and Wingdings (private use)
 # a section's number ("1.2.3 Heading", "4. ", LaTeX's "1" set apart by a quad, which :func:`_lead` marks with an em
 # space) or a list item's bullet
-NUMBERED = re.compile(rf"^(\d+(?:\.\d+)+\.?|\d+\.|\d+(?:\.\d+)*(?=\u2003)|[{BULLETS}])\s+(?=\S)")
+NUMBERED = re.compile(rf"^[\ue010-\ue01b]?(\d+(?:\.\d+)+\.?|\d+\.|\d+(?:\.\d+)*(?=\u2003)|[{BULLETS}])\s+(?=\S)")
 LEADERS = re.compile(r"(\s*(?:\.\s?){3,}\s*[0-9ivxlcdm]*)$")          # a contents line's dots and page: ". . . 17"
 
 
@@ -147,6 +148,14 @@ SYMBOL_FONTS = re.compile(r"cmmi|cmsy|cmex|msam|msbm|eufm|eurm|rsfs|stmary|esint
 
 OPEN, SHUT = "\ue000", "\ue001"      # (private use) around a formula inline in a box's marked text
 FIXED = "\ue002"                     # a formula that cannot move (it has a fraction's bar): its box is left as it is
+# the bundled faces (:func:`face`), and the private-use character that, in a box's marked text and its translation,
+# says that what follows is drawn in that face: a word's own bold, italic or code inside a paragraph
+FACES = [f"{family}-{style}" for family in ("Serif", "Sans", "Mono") for style in ("Regular", "Bold", "Italic",
+                                                                                    "BoldItalic")]
+STYLE = {name: chr(0xE010 + k) for k, name in enumerate(FACES)}
+STYLED = {mark: name for name, mark in STYLE.items()}
+MARKS = "".join(STYLED)
+_UNMARKED = str.maketrans("", "", MARKS)
 _GLUED = re.compile(f"{SHUT}([^\\w{OPEN}]*){OPEN}")   # two formulas with nothing but signs and spaces between: one
 
 
@@ -157,11 +166,47 @@ def _math(char: Any) -> bool:
         getattr(char, "fraction", False)
 
 
-def inline(marked: str) -> list[Any]:
-    """A box's marked text as spans.py's pieces: its words as text, each formula inline as a code that comes back as
-    it is (:class:`spans.Empty`), placed on the translation's aligned words."""
-    parts = re.split(f"{OPEN}(.*?){SHUT}", marked)
-    return [spans.Empty(p) if k % 2 else p for k, p in enumerate(parts) if p]
+def inline(marked: str, own: str = "Sans-Regular", start: str | None = None) -> list[Any]:
+    """A box's marked text as spans.py's pieces, placed on the translation's aligned words: its words as text, each
+    formula inline as a code that comes back as it is (:class:`spans.Empty`), and each run of words in a face other
+    than the box's own (``own``; ``start`` where the text starts: :func:`face_at`) between the paired codes
+    (:class:`spans.Open` holding the face, :class:`spans.Close`) that :func:`unmarked` turns back into marks."""
+    out: list[Any] = []
+    now, opened = own, None
+    if start is not None and start != own:
+        now, opened = start, spans.Open(start)
+        out.append(opened)
+    for k, part in enumerate(re.split(f"{OPEN}(.*?){SHUT}", marked)):
+        if k % 2:
+            out.append(spans.Empty(part))
+            continue
+        for piece in re.split(f"([{MARKS}])", part):
+            if piece in STYLED and piece:
+                if opened is not None:
+                    out.append(spans.Close(opened))
+                now, opened = STYLED[piece], None
+                if now != own:
+                    opened = spans.Open(now)
+                    out.append(opened)
+            elif piece:
+                out.append(piece)
+    if opened is not None:
+        out.append(spans.Close(opened))
+    return out
+
+
+def unmarked(pieces: list[Any], own: str) -> str:
+    """A translation's pieces (:func:`inline`'s, placed on its words) as text: a face's paired code as the mark of
+    that face and a return to ``own``, a formula as the character that stands for it."""
+    out = []
+    for p in pieces:
+        if isinstance(p, spans.Open):
+            out.append(STYLE[p.value])
+        elif isinstance(p, spans.Close):
+            out.append(STYLE[own])
+        else:
+            out.append(str(p if isinstance(p, str) else p.value))
+    return "".join(out)
 
 
 def symbolic(chars: list[Any]) -> bool:
@@ -187,6 +232,7 @@ def overlaps(found: list[Box]) -> int:
     return n
 
 
+@functools.lru_cache(maxsize=1024)
 def face(fontname: str) -> str:
     """The bundled face closest to a PDF font's name: its family (serif, sans or mono) and its weight and slant, so that
     a translation keeps its original's look and, the faces being metric-compatible, about its width
@@ -229,7 +275,7 @@ def joined(lines: list[str]) -> str:
     for line in (ln.strip() for ln in lines):
         if not line:
             continue
-        if re.search(r"\w-$", text) and line[:1].islower():
+        if re.search(r"\w-$", text) and line.lstrip(MARKS)[:1].islower():
             text = text[:-1] + line
         else:
             text = f"{text} {line}" if text else line
@@ -484,9 +530,8 @@ def marking(objs: list[Any], line: Any, bars: list[Bar],
             glyphs: dict[str, Glyph] | None) -> str:
     """A run's text with each formula marked (:data:`OPEN`, :data:`SHUT`): each character of a symbol's font as it
     reads, or (``glyphs`` given) each formula as the character that stands for it (:func:`glyph`)."""
-    plain = "".join(f"{OPEN}{o.get_text()}{SHUT}" if hasattr(o, "shown") and _math(o) else o.get_text() for o in objs)
     if glyphs is None:
-        return plain
+        return _faced(objs)
     out, k = "", 0
     for start, end in _formulas(objs):
         key = glyph([o for o in objs[start:end] if hasattr(o, "shown")], line, bars, glyphs)
@@ -495,6 +540,42 @@ def marking(objs: list[Any], line: Any, bars: list[Bar],
         out += f"{OPEN}{key}{SHUT}" if key and key != FIXED else f"{FIXED}{formula}" if key else formula
         k = end
     return out + marking(objs[k:], line, bars, None)
+
+
+def _faced(objs: list[Any]) -> str:
+    """Characters as they read, each formula's between :data:`OPEN` and :data:`SHUT`, and before each word whose face
+    is not the one before it (the first's too) the mark of its face (:data:`STYLE`), which :func:`styled` reduces to
+    where the face changes from the box's own."""
+    out, now = [], None
+    for o in objs:
+        text = o.get_text()
+        if hasattr(o, "shown") and _math(o):
+            out.append(f"{OPEN}{text}{SHUT}")
+            continue
+        if hasattr(o, "fontname") and text.strip() and (mine := face(o.fontname)) != now:
+            out.append(STYLE[mine])
+            now = mine
+        out.append(text)
+    return "".join(out)
+
+
+def styled(marked: str, own: str) -> str:
+    """A box's marked text with only the marks of its faces (:func:`_faced`) that change the face from the one before
+    (``own``, the box's, at its start)."""
+    out, now = [], own
+    for ch in marked:
+        if ch in STYLED:
+            if STYLED[ch] != now:
+                out.append(ch)
+                now = STYLED[ch]
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def face_at(marked: str, end: int, own: str) -> str:
+    """The face a box's marked text is drawn in at ``end``: its last mark before, else ``own``."""
+    return next((STYLED[ch] for ch in reversed(marked[:end]) if ch in STYLED), own)
 
 
 @dataclass
@@ -894,13 +975,14 @@ def _lead(chars: list[Any], marked: str) -> tuple[list[Any], str]:
     if _bullet(chars[0]):
         rest = chars[1:]
         if rest and getattr(chars[0], "op", -1) != -1 and chars[0].op not in {getattr(c, "op", -1) for c in rest}:
-            return rest, re.sub(f"^\\s*{OPEN}?(?:{re.escape(first)}|{_ONE})?{SHUT}?\\s*", "", marked, count=1)
+            return rest, re.sub(f"^[\\s{MARKS}]*{OPEN}?(?:{re.escape(first)}|{_ONE})?{SHUT}?\\s*", "", marked, count=1)
     digits = 0
     while digits < len(chars) - 1 and (chars[digits].get_text().isdigit() or digits and chars[digits].get_text() == "."):
         digits += 1
     number = "".join(c.get_text() for c in chars[:digits])
-    if digits and chars[digits].x0 - chars[digits - 1].x1 >= 0.6 * chars[digits - 1].size and marked.startswith(number):
-        marked = f"{number}\u2003{marked[len(number):].lstrip()}"
+    bare = marked.lstrip(MARKS)
+    if digits and chars[digits].x0 - chars[digits - 1].x1 >= 0.6 * chars[digits - 1].size and bare.startswith(number):
+        marked = f"{number}\u2003{bare[len(number):].lstrip()}"
     return chars, marked
 
 
@@ -914,7 +996,7 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     """A cell's ``rows`` of runs as a :class:`Box`; None where they have no letter and not ``every``. Its text has
     its formulas' characters as they read (``glyphs``); its marked text, as the characters that stand for them."""
     chars = [c for row in rows for r in row for c in r.chars]
-    marked = _GLUED.sub(r"\1", joined([" ".join(r.text.strip() for r in row) for row in rows]))
+    marked = _GLUED.sub(lambda m: m[1].translate(_UNMARKED), joined([" ".join(r.text.strip() for r in row) for row in rows]))
     item = bool(chars) and _bullet(chars[0])              # (a list item: :func:`continued` joins none to the one above)
     if chars:
         chars, marked = _lead(chars, marked)
@@ -932,9 +1014,11 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     pitch = (y1 - y0 - size) / (len(rows) - 1) if len(rows) > 1 else size * 1.2
     color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
     first = [c.shown[2][5] for r in rows[0] for c in r.chars if hasattr(c, "shown")]
+    own = face(statistics.mode(c.fontname for c in chars))
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
-               base=statistics.median(first) if first else None, face=face(statistics.mode(c.fontname for c in chars)),
-               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=marked, letters=letters, glyphs=glyphs,
+               base=statistics.median(first) if first else None, face=own,
+               ops=frozenset(getattr(c, "op", -1) for c in chars), marked=styled(marked, own), letters=letters,
+               glyphs=glyphs,
                paths=paths, upright=all(_upright(c) for c in chars), item=item)
 
 
@@ -964,7 +1048,7 @@ def _barred(chars: list[Any], bars: list[Bar], size: float) -> bool:
 def read(marked: str, glyphs: dict[str, Glyph]) -> str:
     """A box's marked text as it reads: its formulas unmarked, each character that stands for one of theirs as its
     own text."""
-    return "".join(glyphs[c].text if c in glyphs else c for c in re.sub(f"[{OPEN}{SHUT}{FIXED}]", "", marked))
+    return "".join(glyphs[c].text if c in glyphs else c for c in re.sub(f"[{OPEN}{SHUT}{FIXED}{MARKS}]", "", marked))
 
 
 # --- taking the original text out ---------------------------------------------------------------------------------
@@ -1013,6 +1097,7 @@ class Font:
         self.path = path or FONTS / f"Liberation{face}.ttf"
         self.fallbacks: list[Font] = []      # where a character it lacks is drawn from (:data:`SYMBOLS`, :func:`scripts`)
         self.glyphs: dict[str, Glyph] = {}   # a formula's characters, drawn as the PDF drew them (:func:`runs`)
+        self.styles: dict[str, Font] = {}    # the faces its text's marks switch to (:data:`STYLE`: a word's own bold)
         self.face, self.resource = face, f"Aiayn{re.sub(r'[^A-Za-z0-9]', '', face)}"  # its name in a page's resources
         try:
             font = TTFont(self.path, fontNumber=0) if self.path.suffix.lower() == ".ttc" else TTFont(self.path)
@@ -1028,14 +1113,14 @@ class Font:
         self.bbox = [font["head"].xMin, font["head"].yMin, font["head"].xMax, font["head"].yMax]
 
     def width(self, text: str, size: float) -> float:
-        """``text``'s advance at ``size`` points (a character it lacks at its fallback's)."""
+        """``text``'s advance at ``size`` points (a character it lacks at its fallback's; a run that a mark puts in
+        another face at that face's)."""
         total = 0.0
-        for ch in text:
-            if ch in self.glyphs:
-                total += self.glyphs[ch].width
-                continue
-            font = self.drawing(ch)
-            total += font.widths.get(font.cmap.get(ch, 0), 0) / font.upem
+        for font, run in self.runs(text):
+            if font is None:
+                total += sum(self.glyphs[ch].width for ch in run)
+            else:
+                total += sum(font.widths.get(font.cmap.get(ch, 0), 0) for ch in run) / font.upem
         return total * size
 
     def drawing(self, ch: str) -> Font:
@@ -1047,11 +1132,16 @@ class Font:
         return ch in self.cmap or any(ch in f.cmap for f in self.fallbacks)
 
     def runs(self, text: str) -> list[tuple[Font | None, str]]:
-        """``text`` cut where the font it is drawn in changes: its own, its fallback for what it lacks, or (None) the
-        PDF's own fonts for a formula's characters (:attr:`glyphs`)."""
+        """``text`` cut where the font it is drawn in changes: its own, or the face a mark switches to (:attr:`styles`),
+        their fallback for what they lack, or (None) the PDF's own fonts for a formula's characters (:attr:`glyphs`).
+        The marks themselves are in no run."""
         out: list[tuple[Font | None, str]] = []
+        now: Font = self
         for ch in text:
-            font = None if ch in self.glyphs else self.drawing(ch)
+            if ch in STYLED:
+                now = self.styles.get(ch, self) if STYLED[ch] != self.face else self
+                continue
+            font = None if ch in self.glyphs else now.drawing(ch)
             if out and out[-1][0] is font:
                 out[-1] = (font, out[-1][1] + ch)
             else:
@@ -1143,12 +1233,14 @@ def wrapped(text: str, font: Font, size: float, width: float) -> list[str]:
     """``text`` broken into lines no wider than ``width`` at ``size`` (a word wider than that alone on its line): at
     spaces, and between two characters of Chinese, Japanese or Korean."""
     lines: list[str] = []
+    now = ""                                    # the mark of the face a line starts in (:data:`STYLE`), carried over
     for space, word in _WORDS.findall(text):
         joined = f"{lines[-1]}{' ' if space else ''}{word}" if lines else word
         if lines and (font.width(joined, size) <= width or (not space and word in _CLOSING)):
             lines[-1] = joined
         else:
-            lines.append(word)
+            lines.append(now + word)
+        now = next((ch for ch in reversed(word) if ch in STYLED), now)
     return lines
 
 
@@ -1371,10 +1463,11 @@ def unfit(todo: list[Box], fonts: dict[str, Font]) -> list[Box]:
     return [b for b in todo if not fitted(b, fonts[b.face])[2]]
 
 
-def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: dict[str, tuple[Font, Any]]
-          ) -> int:
-    """Page ``number``: its stripped content, then its boxes' translations, each in its face (``fonts``: each face and
-    its embedded object); how many were drawn small to fit (:func:`drawn`)."""
+def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], faces: dict[str, Font],
+          fonts: dict[str, tuple[Font, Any]]) -> int:
+    """Page ``number``: its stripped content, then its boxes' translations, each in its face (``faces``) and the fonts
+    its runs are drawn in (``fonts``: each and its embedded object); how many were drawn small to fit
+    (:func:`drawn`)."""
     import pikepdf
 
     page = pdf.pages[number]
@@ -1383,7 +1476,7 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
     content, counts = b"q\n" + pikepdf.unparse_content_stream(operations) + b"\nQ", {"small": 0, "no": 0, "yes": 0}
     content += f"\nq {_placing(page)}".encode()
     for box in mine:
-        more, fits = drawn(box, fonts[box.face][0])
+        more, fits = drawn(box, faces[box.face])
         content += b"\n" + more
         counts[fits] += 1
     content += b"\nQ"
@@ -1392,7 +1485,7 @@ def _draw(pdf: Any, number: int, operations: list[Any], mine: list[Box], fonts: 
         page.obj.Resources = pikepdf.Dictionary()
     if "/Font" not in page.obj.Resources:
         page.obj.Resources.Font = pikepdf.Dictionary()
-    used = {b.face for b in mine} | {fonts[b.face][0].drawing(c).face for b in mine for c in b.translation}
+    used = {font.face for b in mine for font, _ in faces[b.face].runs(b.translation) if font is not None}
     for face in used & fonts.keys():
         font, embedded = fonts[face]
         page.obj.Resources.Font[f"/{font.resource}"] = embedded
@@ -1490,16 +1583,22 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
                                 "(for example ocrmypdf), which adds its text layer")
         todo = chosen(pdf, src, every, texts.report.notes)
         parts = [ends(b.marked or b.text) for b in todo]
-        translated = texts.coded([inline(body) for _, body, _ in parts])
-        for box, (head, _, tail), pieces in zip(todo, parts, translated, strict=True):
-            text = "".join(str(p if isinstance(p, str) else getattr(p, "value", "")) for p in pieces)
-            box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip() else ""
+        translated = texts.coded([inline(body, b.face, face_at(b.marked, len(head), b.face))
+                                  for b, (head, body, _) in zip(todo, parts, strict=True)])
+        for box, (head, body, tail), pieces in zip(todo, parts, translated, strict=True):
+            text = unmarked(pieces, box.face)
+            if any(ch in STYLED for ch in box.marked):          # (the face at each end as the original's)
+                text = STYLE[box.face] + text + STYLE[face_at(box.marked, len(head) + len(body), box.face)]
+            box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip(MARKS).strip() \
+                else ""
         todo = [b for b in todo if b.translation.strip()]
-        faces = {face: Font(face) for face in sorted({b.face for b in every})}
+        faces = {face: Font(face) for face in sorted({b.face for b in every} |
+                                                     {STYLED[c] for b in every for c in b.marked if c in STYLED})}
         more = [Font("Symbols", SYMBOLS)]
         more += scripts("".join(b.translation for b in todo), [*faces.values(), *more], options.font)
         for font in faces.values():
             font.fallbacks, font.glyphs = more, every[0].glyphs
+            font.styles = {STYLE[name]: other for name, other in faces.items()}
         for number, page in enumerate(pdf.pages):
             room([b for b in every if b.page == number], abs(float(page.mediabox[2]) - float(page.mediabox[0])))
         too_long = unfit(todo, faces)
@@ -1511,15 +1610,14 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         todo = [b for b in todo if b not in undrawable]
         todo = faithful(every, todo, texts.report.notes)
         drawn_boxes = todo + again(every, todo)
-        fonts = {face: (faces[face], faces[face].embedded(pdf, "".join(b.translation for b in drawn_boxes
-                                                                         if b.face == face)))
-                 for face in sorted({b.face for b in drawn_boxes})}
-        for font in more:
-            lacked = "".join(c for b in drawn_boxes for c in b.translation if faces[b.face].drawing(c) is font)
-            if lacked:
-                fonts[font.face] = (font, font.embedded(pdf, lacked))
+        drawing: dict[str, tuple[Font, list[str]]] = {}     # each font and what it draws: a box's face, a word's
+        for b in drawn_boxes:                                 # own, a fallback
+            for used, run in faces[b.face].runs(b.translation):
+                if used is not None:
+                    drawing.setdefault(used.face, (used, []))[1].append(run)
+        fonts = {name: (f, f.embedded(pdf, "".join(runs))) for name, (f, runs) in drawing.items()}
         for number, operations in _stripped(pdf, drawn_boxes).items():
-            small = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], fonts)
+            small = _draw(pdf, number, operations, [b for b in drawn_boxes if b.page == number], faces, fonts)
             if small:
                 texts.report.notes.append(f"page {number + 1}: {small} paragraph(s) drawn under {SMALL:.0%} of their "
                                           "size to fit their box")

@@ -147,6 +147,51 @@ def test_a_box_is_drawn_in_the_bundled_face_closest_to_its_font() -> None:
     assert all((pdf.FONTS / f"Liberation{f}.ttf").is_file() for f in ("Serif-Regular", "Sans-BoldItalic", "Mono-Bold"))
 
 
+def _faces_of_words(path: Path) -> dict[str, set[str]]:
+    """Each word of a PDF as pdfminer reads it, and the bundled faces closest to the fonts its letters are drawn in."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar, LTTextContainer, LTTextLine
+
+    words: dict[str, set[str]] = {}
+    for page in extract_pages(path):
+        for box in (b for b in page if isinstance(b, LTTextContainer)):
+            for line in (ln for ln in box if isinstance(ln, LTTextLine)):
+                word: list[Any] = []
+                for ch in [*line, None]:
+                    if isinstance(ch, LTChar) and ch.get_text().isalnum():
+                        word.append(ch)
+                    elif word:
+                        words.setdefault("".join(c.get_text() for c in word), set()).update(
+                            pdf.face(c.fontname) for c in word)
+                        word = []
+    return words
+
+
+def test_a_words_own_bold_italic_and_code_move_with_it_into_the_translation(tmp_path: Path) -> None:
+    """A paragraph drawn in one face with some words in others (bold, italic, a monospaced command): each word's
+    face goes with its translation, wherever the translation puts it (a stand-in that reverses the words), and across a
+    line break; the rest stays in the paragraph's own face."""
+    from .helpers import reversed_stand_in
+
+    src = printed(tmp_path, more="<p>Ein <b>winziger</b> Dackel rennt über die <i>nasse</i> Weide, und der Befehl "
+                                 "<code>zeige</code> listet alle Dateien. " + "Noch ein Satz über den Hund. " * 6 +
+                                 "Am Ende steht ein <b>fett gesetzter langer Teil des Satzes über mehrere Wörter "
+                                 "hinweg</b> und dann ein Punkt.</p>")
+    found = next(b for b in pdf.boxes(src, src.name) if "Befehl" in b.text)
+    assert found.face == "Serif-Regular" and "winziger" in found.text and not set(pdf.MARKS) & set(found.text)
+    assert [pdf.STYLED[c] for c in found.marked if c in pdf.STYLED] == [
+        "Serif-Bold", "Serif-Regular", "Serif-Italic", "Serif-Regular", "Mono-Regular", "Serif-Regular", "Serif-Bold",
+        "Serif-Regular"]
+    translated(src, tmp_path / "out.pdf", translate=reversed_stand_in, options=Options(source="de", target="en"))
+    before, after = _faces_of_words(src), _faces_of_words(tmp_path / "out.pdf")
+    assert before["winziger"] == {"Serif-Bold"} and before["Dackel"] == {"Serif-Regular"}    # (what Chromium drew)
+    assert after["WINZIGER"] == {"Serif-Bold"} and after["NASSE"] == {"Serif-Italic"} and after["ZEIGE"] == {"Mono-Regular"}
+    assert after["DACKEL"] == after["WEIDE"] == after["PUNKT"] == after["LISTET"] == {"Serif-Regular"}
+    assert all(after[w] == {"Serif-Bold"} for w in ("FETT", "GESETZTER", "LANGER", "TEIL", "MEHRERE", "HINWEG"))
+    assert pdf.overlaps(pdf.boxes(tmp_path / "out.pdf", "out.pdf")) == 0 and clean(tmp_path / "out.pdf")
+    assert all(embedded for _, embedded in _fonts_embedded(tmp_path / "out.pdf"))
+
+
 def test_a_hyphenated_word_is_joined_and_a_compound_keeps_its_hyphen() -> None:
     assert pdf.joined(["Die Über-", "setzung ist gut.", ""]) == "Die Übersetzung ist gut."
     assert pdf.joined(["Die Nord-", "Süd-Achse"]) == "Die Nord- Süd-Achse"
