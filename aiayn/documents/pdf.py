@@ -545,29 +545,41 @@ def marking(objs: list[Any], line: Any, bars: list[Bar],
 def _faced(objs: list[Any]) -> str:
     """Characters as they read, each formula's between :data:`OPEN` and :data:`SHUT`, and before each word whose face
     is not the one before it (the first's too) the mark of its face (:data:`STYLE`), which :func:`styled` reduces to
-    where the face changes from the box's own."""
-    out, now = [], None
-    for o in objs:
+    where the face changes from the box's own. A word's face is its first letter's (a word without letters, a number
+    or a sign, takes the face before it: TeX sets digits in another font than its text's letters)."""
+    out, now, start = [], None, True
+    for k, o in enumerate(objs):
         text = o.get_text()
         if hasattr(o, "shown") and _math(o):
             out.append(f"{OPEN}{text}{SHUT}")
+            start = True
             continue
-        if hasattr(o, "fontname") and text.strip() and (mine := face(o.fontname)) != now:
-            out.append(STYLE[mine])
-            now = mine
+        if start and text.strip():
+            letter = next((c for c in itertools.takewhile(lambda c: c.get_text().strip(), objs[k:])
+                           if hasattr(c, "fontname") and c.get_text().isalpha() and not _math(c)), None)
+            if letter is not None and (mine := face(letter.fontname)) != now:
+                out.append(STYLE[mine])
+                now = mine
+        start = not text.strip()
         out.append(text)
     return "".join(out)
 
 
 def styled(marked: str, own: str) -> str:
     """A box's marked text with only the marks of its faces (:func:`_faced`) that change the face from the one before
-    (``own``, the box's, at its start)."""
+    (``own``, the box's, at its start). A word's weight and slant are its own, and a monospaced face; a serif or sans
+    serif family is the box's (a PDF may name a font by nothing, as pdfTeX's bitmap fonts, set beside one it names:
+    a family told apart so would be noise)."""
+    family = own.split("-")[0]
     out, now = [], own
     for ch in marked:
         if ch in STYLED:
-            if STYLED[ch] != now:
-                out.append(ch)
-                now = STYLED[ch]
+            mine = STYLED[ch]
+            if "Mono" not in (family, mine.split("-")[0]):
+                mine = f"{family}-{mine.split('-')[1]}"
+            if mine != now:
+                out.append(STYLE[mine])
+                now = mine
             continue
         out.append(ch)
     return "".join(out)
@@ -1018,8 +1030,7 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=own,
                ops=frozenset(getattr(c, "op", -1) for c in chars), marked=styled(marked, own), letters=letters,
-               glyphs=glyphs,
-               paths=paths, upright=all(_upright(c) for c in chars), item=item)
+               glyphs=glyphs, paths=paths, upright=all(_upright(c) for c in chars), item=item)
 
 
 def _upright(char: Any) -> bool:
