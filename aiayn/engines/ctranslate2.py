@@ -206,16 +206,19 @@ class CTranslate2Engine(EngineBase):
         sources = [[src(t) for t in ids[i][:most]] for i in todo]
         prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
         out = [""] * len(ids)
-        if not todo:
-            return out
-        # one call, which CTranslate2 cuts into batches of 64 lines of like length itself (half the time of calls of
-        # 64 lines in their order: 1.19 s against 2.62 s for 400 lines here, the same attention)
-        results = self.translator.translate_batch(
-            sources, target_prefix=prefixes, return_attention=True, beam_size=1, min_decoding_length=0,
-            max_decoding_length=max(map(len, prefixes)) + 1, max_batch_size=64)
-        for i, s, p, r in zip(todo, sources, prefixes, results, strict=True):
-            cross = np.asarray(r.attention[0][: len(p)])                        # (target pieces, source pieces)
-            out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+        # batches of 64 lines of like length, each decoding no further than its longest translation, all asked at
+        # once (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400 lines
+        # asked a batch at a time in their order, here, the same attention
+        order = sorted(range(len(todo)), key=lambda k: len(prefixes[k]))
+        pending = [(part, self.translator.translate_batch(
+            [sources[k] for k in part], target_prefix=[prefixes[k] for k in part], return_attention=True, beam_size=1,
+            min_decoding_length=0, max_decoding_length=max(len(prefixes[k]) for k in part) + 1, asynchronous=True))
+            for part in (order[start:start + 64] for start in range(0, len(order), 64))]
+        for part, results in pending:
+            for k, r in zip(part, results, strict=True):
+                s, p = sources[k], prefixes[k]
+                cross = np.asarray(r.result().attention[0][: len(p)])           # (target pieces, source pieces)
+                out[todo[k]] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
         return out
 
 
