@@ -1574,6 +1574,22 @@ def facing(pdf: Any, src: Path) -> None:
     pdf.Root.PageLayout = pikepdf.Name.TwoPageRight
 
 
+def translations(todo: list[Box], texts: Texts) -> list[Box]:
+    """The boxes of ``todo`` whose translation has words, each translation set (:attr:`Box.translation`): a section's
+    number and a contents line's leaders kept, the words between translated with their formulas and faces as codes
+    (:func:`inline`), those put back as they are drawn (:func:`unmarked`), the face at each end as the original's."""
+    parts = [ends(b.marked or b.text) for b in todo]
+    translated = texts.coded([inline(body, b.face, face_at(b.marked, len(head), b.face))
+                              for b, (head, body, _) in zip(todo, parts, strict=True)])
+    for box, (head, body, tail), pieces in zip(todo, parts, translated, strict=True):
+        text = unmarked(pieces, box.face)
+        if any(ch in STYLED for ch in box.marked):
+            text = STYLE[box.face] + text + STYLE[face_at(box.marked, len(head) + len(body), box.face)]
+        box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip(MARKS).strip() \
+            else ""
+    return [b for b in todo if b.translation.strip()]
+
+
 def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
     import pikepdf
 
@@ -1592,17 +1608,7 @@ def translate(src: Path, dst: Path, texts: Texts, options: Options) -> None:
         if not any(b.letters for b in every):
             raise DocumentError(f"{name} has no text to translate: a scanned document needs OCR first "
                                 "(for example ocrmypdf), which adds its text layer")
-        todo = chosen(pdf, src, every, texts.report.notes)
-        parts = [ends(b.marked or b.text) for b in todo]
-        translated = texts.coded([inline(body, b.face, face_at(b.marked, len(head), b.face))
-                                  for b, (head, body, _) in zip(todo, parts, strict=True)])
-        for box, (head, body, tail), pieces in zip(todo, parts, translated, strict=True):
-            text = unmarked(pieces, box.face)
-            if any(ch in STYLED for ch in box.marked):          # (the face at each end as the original's)
-                text = STYLE[box.face] + text + STYLE[face_at(box.marked, len(head) + len(body), box.face)]
-            box.translation = f"{head}{text}{tail}".replace(OPEN, "").replace(SHUT, "") if text.strip(MARKS).strip() \
-                else ""
-        todo = [b for b in todo if b.translation.strip()]
+        todo = translations(chosen(pdf, src, every, texts.report.notes), texts)
         faces = {face: Font(face) for face in sorted({b.face for b in every} |
                                                      {STYLED[c] for b in every for c in b.marked if c in STYLED})}
         more = [Font("Symbols", SYMBOLS)]
