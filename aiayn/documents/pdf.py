@@ -181,7 +181,7 @@ def inline(marked: str, own: str = "Sans-Regular", start: str | None = None) -> 
             out.append(spans.Empty(part))
             continue
         for piece in re.split(f"([{MARKS}])", part):
-            if piece in STYLED and piece:
+            if piece in STYLED:
                 if opened is not None:
                     out.append(spans.Close(opened))
                 now, opened = STYLED[piece], None
