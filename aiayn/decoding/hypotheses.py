@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 class Stopped(Exception):
@@ -27,6 +28,10 @@ class Hypothesis:
     # the runner-up's (score, tokens), where the search kept one beside it (beam search, both engines): how torn
     # the search was (confidence.features)
     runner_up: tuple[float, list[int]] | None = None
+    # its encoder-decoder attention where the engine returned it while decoding (CTranslate2's return_attention, the
+    # layer and heads its word alignments read): a row per token of ``tokens``, a column per source piece and EOS;
+    # its word alignment is read from it without decoding the line again (engine.alignments). Not compared.
+    attention: Any = field(default=None, compare=False, repr=False)
 
 
 def max_length(n_src_tokens: int, a: float, b: int, max_positions: int) -> int:

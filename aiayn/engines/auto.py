@@ -141,9 +141,10 @@ class AutoEngine(EngineBase):
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        engine = self.fast if self.fast.capabilities.alignments else self.own("alignments")
-        return list(engine.alignments(lines, outputs, source, ids))
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
+        if self.fast.capabilities.alignments:
+            return self.fast.alignments(lines, outputs, source, ids, attention)
+        return list(self.own("alignments").alignments(lines, outputs, source, ids))
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
         return dict(self.own("attention maps").attention(line, **overrides))

@@ -214,9 +214,10 @@ class Engine(Protocol):
         ...
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
         """Each line's word alignment with its translation's tokens (capability ``alignments``; ``ids``: the lines'
-        source ids, when they are at hand)."""
+        source ids, when they are at hand; ``attention``: each output's Hypothesis.attention, which spares an engine
+        that returned it decoding the line again; None where it did not)."""
         ...
 
     def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
@@ -323,7 +324,7 @@ class EngineBase(ABC):
         return None
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
         """engine.Engine's (capability ``alignments``)."""
         require(self, "alignments")
         return []

@@ -182,30 +182,44 @@ class CTranslate2Engine(EngineBase):
         options = dict(beam_size=d.beam, length_penalty=d.lenpen, min_decoding_length=d.min_len + lead,
                        num_hypotheses=asked, return_scores=True, max_batch_size=max(1, d.batch_tokens // d.beam),
                        batch_type="tokens", use_vmap=d.shortlist, no_repeat_ngram_size=d.no_repeat_ngram,
-                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]])
+                       suppress_sequences=[[piece(self.cfg.pad_id)], [piece(self.cfg.bos_id)]],
+                       # each hypothesis's attention, its word alignment without a second pass (alignments)
+                       return_attention=self.capabilities.alignments)
         if d.sampling:
             options.update(sampling_topk=d.top_k, sampling_temperature=d.temperature, sampling_topp=d.top_p)
         results = ctranslate2_limited(self.translator, [[piece(t) for t in x[: most - 1]] for x in ids],
                                       lambda length: max_length(length, d.max_len_a, d.max_len_b, most) + lead,
                                       None if first is None else [piece(first)], **options)
-        return [_hypotheses([[self.ids[p] for p in tokens[lead:]] for tokens in hyps], scores, d.lenpen, wanted, lead)
-                for hyps, scores in results]
+        return [_hypotheses([[self.ids[p] for p in tokens[lead:]] for tokens in hyps], scores, att, d.lenpen, wanted,
+                            lead) for hyps, scores, att in results]
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
         """As TorchEngine.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
-        align.method reads, written into the conversion) while it decodes each line forced to its translation's
-        tokens: the same probabilities as aiayn's, so the same links."""
+        align.method reads, written into the conversion): an output's own (``attention``: Hypothesis.attention, kept
+        from its decoding), else that of the line decoded again forced to the output's tokens: the same probabilities
+        as aiayn's, so the same links."""
         import numpy as np
 
         from ..decoding.align import format_links, token_links, word_links
 
         ids = self.encode(lines) if ids is None else ids
         most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
+        out = [""] * len(ids)
+
+        def links(i: int, cross: Any) -> str:
+            s, p = [src(t) for t in ids[i][:most]], [tgt(t) for t in outputs[i][:most]]
+            cross = np.asarray(cross[: len(p)])                                  # (target pieces, source pieces)
+            return format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+
+        given = attention or [None] * len(ids)
         todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
+        for i in todo:
+            if given[i] is not None and len(given[i]) >= min(len(outputs[i]), most):
+                out[i] = links(i, given[i])
+        todo = [i for i in todo if not out[i]]
         sources = [[src(t) for t in ids[i][:most]] for i in todo]
         prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
-        out = [""] * len(ids)
         # batches of 64 lines of like length, each decoding no further than its longest translation, all asked at
         # once (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400 lines
         # asked a batch at a time in their order, here, the same attention
@@ -216,9 +230,7 @@ class CTranslate2Engine(EngineBase):
             for part in (order[start:start + 64] for start in range(0, len(order), 64))]
         for part, results in pending:
             for k, r in zip(part, results, strict=True):
-                s, p = sources[k], prefixes[k]
-                cross = np.asarray(r.result().attention[0][: len(p)])           # (target pieces, source pieces)
-                out[todo[k]] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
+                out[todo[k]] = links(todo[k], r.result().attention[0])
         return out
 
 
@@ -227,10 +239,12 @@ BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslat
 
 
 def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: Callable[[int], int],
-                        prefix: list[str] | None = None, **options: Any) -> list[tuple[list[list[str]], list[float]]]:
-    """(hypotheses, scores) of each line of ``batch`` (source pieces) from CTranslate2's ``translate_batch``, under
-    aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call; ``prefix``: every line's
-    ``target_prefix`` (its hypotheses start with it).
+                        prefix: list[str] | None = None,
+                        **options: Any) -> list[tuple[list[list[str]], list[float], list[Any]]]:
+    """(hypotheses, scores, attention) of each line of ``batch`` (source pieces) from CTranslate2's
+    ``translate_batch``, under aiayn's length limit ``limit(its length)``, though CTranslate2 takes one limit per call;
+    ``prefix``: every line's ``target_prefix`` (its hypotheses start with it); attention: each hypothesis's, where
+    ``return_attention`` asked for it (else empty).
 
     One call per exact limit made batches of a line or two under a server's load (0.62x the throughput with two
     callers, docs/deploy.md). So lines are grouped by the limit of their length rounded up to a multiple of BUCKET
@@ -270,17 +284,20 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
             if cap != own[i] and max(len(h) for h in results[i].hypotheses) >= own[i] - 1:
                 again.setdefault(own[i], []).append(i)
     run(again)
-    return [(r.hypotheses[:n], list(r.scores)[:n]) for r in results]
+    return [(r.hypotheses[:n], list(r.scores)[:n], list(getattr(r, "attention", None) or [])[:n]) for r in results]
 
 
 
 
-def _hypotheses(tokens: list[list[int]], scores: list[float], lenpen: float, wanted: int,
+def _hypotheses(tokens: list[list[int]], scores: list[float], attention: list[Any], lenpen: float, wanted: int,
                 lead: int = 0) -> list[Hypothesis]:
     """A line's ``wanted`` hypotheses from CTranslate2's, best first: its score is log p / |Y| ** lenpen with |Y|
     counting EOS and the ``lead`` forced tokens left out of ``tokens``, from which the log-probability; the best told
-    its runner-up where there is one."""
-    out = [Hypothesis(t, s, s * (len(t) + 1 + lead) ** lenpen) for t, s in zip(tokens, scores, strict=True)]
+    its runner-up where there is one; each with its attention's rows of its own tokens, where CTranslate2 returned it
+    (``attention``: empty where not asked)."""
+    rows = [a[lead:lead + len(t)] for a, t in zip(attention, tokens, strict=True)] if attention else [None] * len(tokens)
+    out = [Hypothesis(t, s, s * (len(t) + 1 + lead) ** lenpen, attention=a)
+           for t, s, a in zip(tokens, scores, rows, strict=True)]
     if len(out) > 1:
-        out[0] = Hypothesis(out[0].tokens, out[0].score, out[0].logprob, (out[1].score, out[1].tokens))
+        out[0] = Hypothesis(out[0].tokens, out[0].score, out[0].logprob, (out[1].score, out[1].tokens), rows[0])
     return out[:wanted]

@@ -288,8 +288,8 @@ class ProcessEngine(EngineBase):
         return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
-        """As TorchEngine.alignments, in a worker process."""
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
+        """As TorchEngine.alignments, in a worker process (``attention``: none of its hypotheses has any)."""
         return list(self.pool.call("alignments", (list(lines), [list(o) for o in outputs], source,
                                                   None if ids is None else [list(x) for x in ids]), len(lines)))
 

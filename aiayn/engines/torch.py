@@ -184,11 +184,12 @@ class TorchEngine(EngineBase):
         return out
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None) -> list[str]:
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
         """The word alignment (``"0-0 1-2 ..."``, source word - target word) of each line with its translation's
         tokens ``outputs``, from the encoder-decoder attention (the heads trained to align, else the layer that aligns
         best: align.method; blank: ""). ``source``: the other way, each source word's best target word (markup.py
-        places a tag by it where the first way has none); ``ids``: the lines' source ids, if they are encoded already."""
+        places a tag by it where the first way has none); ``ids``: the lines' source ids, if they are encoded already
+        (``attention``: its searches return none)."""
         from ..decoding.align import align, format_links, method
 
         ids = self.encode(lines) if ids is None else ids

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import DecodeConfig
@@ -142,7 +142,7 @@ class Job:
         """``nbest`` hypotheses as ``aiayn translate`` gives them: with beam 1 (greedy) the score is the
         log-probability."""
         if self.decode.beam == 1:
-            hyps = [Hypothesis(h.tokens, h.logprob, h.logprob, h.runner_up) for h in hyps]
+            hyps = [replace(h, score=h.logprob) for h in hyps]
         return hyps[: max(1, self.decode.nbest)]
 
 

@@ -20,6 +20,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..decoding.hypotheses import Hypothesis
@@ -51,6 +52,7 @@ class Memo:
             return found
 
     def _put(self, key: tuple[Any, tuple[int, ...]], hyps: list[Hypothesis]) -> None:
+        hyps = [replace(h, attention=None) for h in hyps]       # (its attention: kilobytes a line, rarely asked)
         with self.lock:
             self.items[key] = hyps
             self.items.move_to_end(key)

@@ -373,12 +373,13 @@ def finish(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> 
     back: list[str | None] = [None] * len(flat)
     if p.aligns:
         need = [k for k, on in enumerate(on for on, hs in zip(p.linked, hyps, strict=True) for _ in hs) if on]
+        # (each hypothesis's attention, where its engine returned it while decoding: no second pass)
         args = ([flat[k][0] for k in need], [flat[k][2].tokens for k in need])
-        for k, link in zip(need, engine.alignments(*args, ids=[flat[k][1] for k in need]), strict=True):
+        ids, attention = [flat[k][1] for k in need], [flat[k][2].attention for k in need]
+        for k, link in zip(need, engine.alignments(*args, ids=ids, attention=attention), strict=True):
             links[k] = link
         if p.parts is not None:                          # markup places a tag by the other way where this has none
-            for k, link in zip(need, engine.alignments(*args, source=True, ids=[flat[k][1] for k in need]),
-                               strict=True):
+            for k, link in zip(need, engine.alignments(*args, True, ids, attention), strict=True):
                 back[k] = link
     rows = iter(zip(texts, (h for _, _, h in flat), links, back, sure, strict=True))
     per_line = [[next(rows) for _ in hs] for hs in hyps]

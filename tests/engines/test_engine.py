@@ -189,8 +189,8 @@ def test_lines_decoded_under_a_rounded_up_limit_come_out_as_under_their_own(run:
             limit = lambda n: max_length(n, a, b, c.cfg.max_positions)  # noqa: B023, E731 - used in this iteration
             own = [c.translator.translate_batch([p], max_decoding_length=limit(len(p)), **options)[0] for p in pieces]
             got = ctranslate2_limited(c.translator, pieces, limit, **dict(options))
-            assert [h for h, _ in got] == [r.hypotheses for r in own], (beam, lenpen, nbest, a, b)
-            assert [x for _, s in got for x in s] == pytest.approx([x for r in own for x in r.scores], abs=1e-4)
+            assert [h for h, _, _ in got] == [r.hypotheses for r in own], (beam, lenpen, nbest, a, b)
+            assert [x for _, s, _ in got for x in s] == pytest.approx([x for r in own for x in r.scores], abs=1e-4)
             cut += sum(max(map(len, r.hypotheses)) >= limit(len(p)) - 1 for r, p in zip(own, pieces, strict=True))
     assert cut > 100                                      # the limits bite: the check is what keeps these lines right
 
@@ -344,3 +344,17 @@ def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_e
 
     out = ctranslate2_limited(Fake(), [["x"] * 3], lambda n: n + 5, beam_size=4, length_penalty=1.0, num_hypotheses=2)
     assert asked[0]["num_hypotheses"] == 4 and len(out[0][0]) == 2
+
+
+def test_ctranslate2_aligns_from_its_searchs_attention_as_from_a_second_pass(run: Path) -> None:
+    """CTranslate2 returns each hypothesis's attention while it decodes (return_attention), and the word alignment
+    read from it is the one a second pass forced to the same tokens gives, both ways, for beam search and greedy: the
+    rows are the hypothesis's own, none shifted."""
+    lines = copy_lines(40, seed=3)
+    for beam in (4, 1):
+        fast = ctranslate2(run, device="cpu", beam=beam)
+        hyps = [h[0] for h in fast.translate_hypotheses(lines)]
+        assert all(h.attention is not None and len(h.attention) == len(h.tokens) for h in hyps)
+        tokens, attention = [h.tokens for h in hyps], [h.attention for h in hyps]
+        for source in (False, True):
+            assert fast.alignments(lines, tokens, source, attention=attention) == fast.alignments(lines, tokens, source)

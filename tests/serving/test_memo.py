@@ -12,6 +12,7 @@ import pytest
 
 from aiayn import Translator
 from aiayn.config import DecodeConfig
+from aiayn.decoding.hypotheses import Hypothesis
 from aiayn.serving.memo import Memo
 
 from ..helpers import Server, copy_lines
@@ -28,22 +29,28 @@ class Counted:
 def test_the_table_answers_what_it_holds_and_forgets_the_least_recently_used() -> None:
     calls: list[list[list[int]]] = []
 
-    async def decoder(ids: list[list[int]], decode: Any, cons: Any) -> list[list[Any]]:
+    async def decoder(ids: list[list[int]], decode: Any, cons: Any) -> list[list[Hypothesis]]:
         calls.append(ids)
-        return [[f"h{x}"] for x in ids]
+        return [[Hypothesis(x, -1.0, -1.0, attention=[[1.0]] * len(x))] for x in ids]
 
     metrics = type("M", (), {"cache_lookups": Counted(), "cache_hits": Counted()})()
     memo = Memo(2, metrics)
-    decode = memo.wrap(decoder)            # type: ignore[arg-type]
+    wrapped = memo.wrap(decoder)
+
+    def decode(ids: list[list[int]], settings: DecodeConfig, cons: Any) -> list[list[int]]:
+        return [hs[0].tokens for hs in asyncio.run(wrapped(ids, settings, cons))]
+
     d, other = DecodeConfig(), DecodeConfig(beam=2)
-    run = asyncio.run
-    assert run(decode([[1], [2]], d, None)) == [["h[1]"], ["h[2]"]] and calls == [[[1], [2]]]
-    assert run(decode([[2], [1]], d, None)) == [["h[2]"], ["h[1]"]] and len(calls) == 1        # both remembered
-    assert run(decode([[1]], other, None)) == [["h[1]"]] and calls[-1] == [[1]]                # other settings
-    assert run(decode([[2]], d, None)) == [["h[2]"]] and calls[-1] == [[2]]                    # [2] was forgotten
-    assert run(decode([[3]], d, [object()])) and calls[-1] == [[3]]                            # constraints: decoded
+    assert decode([[1], [2]], d, None) == [[1], [2]] and calls == [[[1], [2]]]
+    assert decode([[2], [1]], d, None) == [[2], [1]] and len(calls) == 1                  # both remembered
+    assert decode([[1]], other, None) == [[1]] and calls[-1] == [[1]]                      # other settings
+    assert decode([[2]], d, None) == [[2]] and calls[-1] == [[2]]                          # [2] was forgotten
+    assert decode([[3]], d, [object()]) and calls[-1] == [[3]]                             # constraints: decoded
     assert (metrics.cache_lookups.n, metrics.cache_hits.n) == (6, 2)
-    assert Memo(0, metrics).wrap(decoder) is decoder                                          # --cache 0: none
+    # a hypothesis's attention is given to the request that decoded it, not kept (kilobytes a line)
+    assert asyncio.run(wrapped([[4]], d, None))[0][0].attention == [[1.0]]
+    assert asyncio.run(wrapped([[4]], d, None))[0][0].attention is None and calls[-1] == [[4]]
+    assert Memo(0, metrics).wrap(decoder) is decoder                                      # --cache 0: none
 
 
 @pytest.fixture(scope="module")
