@@ -30,7 +30,8 @@ class Hypothesis:
     runner_up: tuple[float, list[int]] | None = None
     # its encoder-decoder attention where the engine returned it while decoding (CTranslate2's return_attention, the
     # layer and heads its word alignments read): a row per token of ``tokens``, a column per source piece and EOS;
-    # its word alignment is read from it without decoding the line again (engine.alignments). Not compared.
+    # its word alignment is read from it without decoding the line again (engine.alignments); its first row None
+    # where the search returns that row wrong (CTranslate2's beam search), filled in when first asked. Not compared.
     attention: Any = field(default=None, compare=False, repr=False)
 
 

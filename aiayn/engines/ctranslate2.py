@@ -191,48 +191,59 @@ class CTranslate2Engine(EngineBase):
                                       lambda length: max_length(length, d.max_len_a, d.max_len_b, most) + lead,
                                       None if first is None else [piece(first)], **options)
         return [_hypotheses([[self.ids[p] for p in tokens[lead:]] for tokens in hyps], scores, att, d.lenpen, wanted,
-                            lead) for hyps, scores, att in results]
+                            lead, d.beam) for hyps, scores, att in results]
 
     def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
                    ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
         """As TorchEngine.alignments, from the attention CTranslate2 returns (``return_attention``: the layer and heads
         align.method reads, written into the conversion): an output's own (``attention``: Hypothesis.attention, kept
         from its decoding), else that of the line decoded again forced to the output's tokens: the same probabilities
-        as aiayn's, so the same links."""
+        as aiayn's, so the same links.
+
+        CTranslate2's beam search returns every row of a hypothesis's attention but the first as a forced pass has it
+        (the first: another beam's; 633 of 1,000 lines' links differed by it, return-attention-20261201-0130.txt). That
+        row, where the decoder has read only BOS, is the same for every output of the line: it is taken from one greedy
+        step, a third of a forced pass's cost, and put in the hypothesis's attention (so that the other way's call finds
+        it)."""
         import numpy as np
 
         from ..decoding.align import format_links, token_links, word_links
 
         ids = self.encode(lines) if ids is None else ids
         most, (src, tgt) = self.cfg.max_positions - 1, (self.vocab.src.piece, self.vocab.tgt.piece)
-        out = [""] * len(ids)
-
-        def links(i: int, cross: Any) -> str:
-            s, p = [src(t) for t in ids[i][:most]], [tgt(t) for t in outputs[i][:most]]
-            cross = np.asarray(cross[: len(p)])                                  # (target pieces, source pieces)
-            return format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
-
+        sources = [[src(t) for t in x[:most]] for x in ids]
+        prefixes = [[tgt(t) for t in o[:most]] for o in outputs]
         given = attention or [None] * len(ids)
-        todo = [i for i, (x, o) in enumerate(zip(ids, outputs, strict=True)) if len(x) and len(o)]
+        todo = [i for i, (x, p) in enumerate(zip(sources, prefixes, strict=True)) if x and p]
+        kept = [i for i in todo if given[i] is not None and len(given[i]) >= len(prefixes[i])]
+        first = [i for i in kept if given[i][0] is None]
+        for i, rows in zip(first, self._attention([sources[i] for i in first], None), strict=True):
+            given[i][0] = rows[0]
+        again = sorted(set(todo) - set(kept))
+        rows = dict(zip(again, self._attention([sources[i] for i in again], [prefixes[i] for i in again]), strict=True))
+        out = [""] * len(ids)
         for i in todo:
-            if given[i] is not None and len(given[i]) >= min(len(outputs[i]), most):
-                out[i] = links(i, given[i])
-        todo = [i for i in todo if not out[i]]
-        sources = [[src(t) for t in ids[i][:most]] for i in todo]
-        prefixes = [[tgt(t) for t in outputs[i][:most]] for i in todo]
-        # batches of 64 lines of like length, each decoding no further than its longest translation, all asked at
-        # once (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400 lines
-        # asked a batch at a time in their order, here, the same attention
-        order = sorted(range(len(todo)), key=lambda k: len(prefixes[k]))
-        pending = [(part, self.translator.translate_batch(
-            [sources[k] for k in part], target_prefix=[prefixes[k] for k in part], return_attention=True, beam_size=1,
-            min_decoding_length=0, max_decoding_length=max(len(prefixes[k]) for k in part) + 1, asynchronous=True))
-            for part in (order[start:start + 64] for start in range(0, len(order), 64))]
-        for part, results in pending:
-            for k, r in zip(part, results, strict=True):
-                out[todo[k]] = links(todo[k], r.result().attention[0])
+            cross = np.asarray(rows[i][: len(prefixes[i])] if i in rows else given[i][: len(prefixes[i])])
+            s, p = sources[i], prefixes[i]                                    # cross: (target pieces, source pieces)
+            out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
         return out
 
+    def _attention(self, sources: list[list[str]], prefixes: list[list[str]] | None) -> list[Any]:
+        """Each line's attention (rows: target pieces) decoded greedily forced to its prefix, to its end (None: one
+        step). Batches of 64 lines of like length, each decoding no further than its longest prefix, all asked at once
+        (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400 lines asked a
+        batch at a time in their order, here, the same attention."""
+        order = sorted(range(len(sources)), key=lambda k: len(prefixes[k]) if prefixes else len(sources[k]))
+        pending = [(part, self.translator.translate_batch(
+            [sources[k] for k in part], target_prefix=None if prefixes is None else [prefixes[k] for k in part],
+            return_attention=True, beam_size=1, min_decoding_length=0, asynchronous=True,
+            max_decoding_length=1 if prefixes is None else max(len(prefixes[k]) for k in part) + 1))
+            for part in (order[start:start + 64] for start in range(0, len(order), 64))]
+        out: list[Any] = [None] * len(sources)
+        for part, results in pending:
+            for k, r in zip(part, results, strict=True):
+                out[k] = r.result().attention[0]
+        return out
 
 
 BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslate2 calls' length limits (ctranslate2_limited)
@@ -290,12 +301,15 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
 
 
 def _hypotheses(tokens: list[list[int]], scores: list[float], attention: list[Any], lenpen: float, wanted: int,
-                lead: int = 0) -> list[Hypothesis]:
+                lead: int = 0, beam: int = 1) -> list[Hypothesis]:
     """A line's ``wanted`` hypotheses from CTranslate2's, best first: its score is log p / |Y| ** lenpen with |Y|
     counting EOS and the ``lead`` forced tokens left out of ``tokens``, from which the log-probability; the best told
     its runner-up where there is one; each with its attention's rows of its own tokens, where CTranslate2 returned it
-    (``attention``: empty where not asked)."""
-    rows = [a[lead:lead + len(t)] for a, t in zip(attention, tokens, strict=True)] if attention else [None] * len(tokens)
+    (``attention``: empty where not asked; not kept after a forced lead, whose rows no test has compared), the first
+    row None after a beam search, which returns it wrong (CTranslate2Engine.alignments)."""
+    rows: list[Any] = [None] * len(tokens)
+    if attention and not lead:
+        rows = [[None, *a[1:len(t)]] if beam > 1 else a[:len(t)] for a, t in zip(attention, tokens, strict=True)]
     out = [Hypothesis(t, s, s * (len(t) + 1 + lead) ** lenpen, attention=a)
            for t, s, a in zip(tokens, scores, rows, strict=True)]
     if len(out) > 1:
