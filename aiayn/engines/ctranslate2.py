@@ -201,7 +201,8 @@ class CTranslate2Engine(EngineBase):
         as aiayn's, so the same links.
 
         CTranslate2's beam search returns every row of a hypothesis's attention but the first as a forced pass has it
-        (the first: another beam's; 633 of 1,000 lines' links differed by it, return-attention-20261201-0130.txt). That
+        (the first: another line's of its batch; 633 of 1,000 lines' links differed by it,
+        benchmarks/results/alignments/return-attention-20261201-0130.txt). That
         row, where the decoder has read only BOS, is the same for every output of the line: it is taken from one greedy
         step, a third of a forced pass's cost, and put in the hypothesis's attention (so that the other way's call finds
         it)."""
@@ -217,10 +218,11 @@ class CTranslate2Engine(EngineBase):
         todo = [i for i, (x, p) in enumerate(zip(sources, prefixes, strict=True)) if x and p]
         kept = [i for i in todo if given[i] is not None and len(given[i]) >= len(prefixes[i])]
         first = [i for i in kept if given[i][0] is None]
-        for i, rows in zip(first, self._attention([sources[i] for i in first], None), strict=True):
+        for i, rows in zip(first, attended(self.translator, [sources[i] for i in first], None), strict=True):
             given[i][0] = rows[0]
         again = sorted(set(todo) - set(kept))
-        rows = dict(zip(again, self._attention([sources[i] for i in again], [prefixes[i] for i in again]), strict=True))
+        forced = attended(self.translator, [sources[i] for i in again], [prefixes[i] for i in again])
+        rows = dict(zip(again, forced, strict=True))
         out = [""] * len(ids)
         for i in todo:
             cross = np.asarray(rows[i][: len(prefixes[i])] if i in rows else given[i][: len(prefixes[i])])
@@ -228,22 +230,23 @@ class CTranslate2Engine(EngineBase):
             out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
         return out
 
-    def _attention(self, sources: list[list[str]], prefixes: list[list[str]] | None) -> list[Any]:
-        """Each line's attention (rows: target pieces) decoded greedily forced to its prefix, to its end (None: one
-        step). Batches of 64 lines of like length, each decoding no further than its longest prefix, all asked at once
-        (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400 lines asked a
-        batch at a time in their order, here, the same attention."""
-        order = sorted(range(len(sources)), key=lambda k: len(prefixes[k]) if prefixes else len(sources[k]))
-        pending = [(part, self.translator.translate_batch(
-            [sources[k] for k in part], target_prefix=None if prefixes is None else [prefixes[k] for k in part],
-            return_attention=True, beam_size=1, min_decoding_length=0, asynchronous=True,
-            max_decoding_length=1 if prefixes is None else max(len(prefixes[k]) for k in part) + 1))
-            for part in (order[start:start + 64] for start in range(0, len(order), 64))]
-        out: list[Any] = [None] * len(sources)
-        for part, results in pending:
-            for k, r in zip(part, results, strict=True):
-                out[k] = r.result().attention[0]
-        return out
+
+def attended(translator: Any, sources: list[list[str]], prefixes: list[list[str]] | None) -> list[Any]:
+    """Each line's attention (rows: target pieces) from ``translator`` decoding it greedily forced to its prefix, to
+    its end (None: one step). Batches of 64 lines of like length, each decoding no further than its longest prefix,
+    all asked at once (asynchronous) so that each of the translator's threads takes one: 1.18 s against 2.62 s for 400
+    lines asked a batch at a time in their order, here, the same attention."""
+    order = sorted(range(len(sources)), key=lambda k: len(prefixes[k]) if prefixes else len(sources[k]))
+    pending = [(part, translator.translate_batch(
+        [sources[k] for k in part], target_prefix=None if prefixes is None else [prefixes[k] for k in part],
+        return_attention=True, beam_size=1, min_decoding_length=0, asynchronous=True,
+        max_decoding_length=1 if prefixes is None else max(len(prefixes[k]) for k in part) + 1))
+        for part in (order[start:start + 64] for start in range(0, len(order), 64))]
+    out: list[Any] = [None] * len(sources)
+    for part, results in pending:
+        for k, r in zip(part, results, strict=True):
+            out[k] = r.result().attention[0]
+    return out
 
 
 BUCKET = 16     # source lengths rounded up to a multiple of this give CTranslate2 calls' length limits (ctranslate2_limited)
