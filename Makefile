@@ -20,15 +20,19 @@ else
 INSTALL  = $(BIN)/python -m pip install -q
 endif
 
-$(STAMP): pyproject.toml
+$(VENV)/.torch: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(if $(filter uv,$(PIP)),$(BIN)/python -m pip install -q uv,$(BIN)/python -m pip install -q --upgrade pip)
 	# torch first: the CPU wheel (a plain `pip install torch` pulls a multi-GB CUDA build)
 	$(INSTALL) "$(TORCH)"
+	touch $@
+
+$(STAMP): $(VENV)/.torch
 	$(INSTALL) -e .
 	touch $(STAMP)
 
-$(VENV)/.installed-%: $(STAMP)
+# aiayn with an extra (test, docs, ...): one install, aiayn's own with it
+$(VENV)/.installed-%: $(VENV)/.torch
 	$(INSTALL) -e ".[$*]"
 	touch $@
 

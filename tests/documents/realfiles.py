@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import io
 import json
 import lzma
@@ -117,8 +118,10 @@ def _get(url: str, tries: int = 3) -> bytes:
     raise AssertionError("unreachable")
 
 
+@functools.cache
 def _index(name: str) -> list[dict[str, str]]:
-    """A Debian index (``main/source/Sources.xz``, ``main/binary-all/Packages.xz``) as stanzas, cached."""
+    """A Debian index (``main/source/Sources.xz``, ``main/binary-all/Packages.xz``) as stanzas, cached (its file on
+    disk, its stanzas in memory: read once, not once a package, 28 of make realfiles' 41 s on a fresh clone)."""
     path = ROOT / ".index" / name.replace("/", "_")
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
