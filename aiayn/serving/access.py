@@ -17,7 +17,7 @@ forgets at most a minute of them); characters per day in the keys database itsel
 key's never-reused ``uid``. A key is never logged: a client is named by its address, ``the API key`` (the shared one)
 or ``key ID`` (a database key's row).
 
-Keys read from the database are remembered :data:`KEY_TTL_S` seconds, so a removed key stops working within that.
+Keys read from the database are remembered ``--keys-ttl`` seconds (10), so a removed key stops working within that.
 
 **A keys database that goes away** (stopped, unreachable, locked): the keys this process has seen keep working from
 their remembered rows for ``--keys-grace`` seconds from the first failure, their characters of the day counted here
@@ -43,7 +43,6 @@ from .shared import Local
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-KEY_TTL_S = 10.0
 RETRY_S = 2.0
 DAY_S = 86_400
 
@@ -160,7 +159,7 @@ class Access:
             except Unavailable:
                 raise outages.unavailable() from None
         hit = self.found.get(h)
-        if hit is not None and hit[0] > now - KEY_TTL_S:
+        if hit is not None and hit[0] > now - self.cfg.keys_ttl:
             return hit[1]
         try:
             row = await self._ask(lambda: db.find(key))

@@ -120,6 +120,9 @@ class ServeConfig:
     keys_grace: float = setting(300.0, "with --api-keys: seconds the keys already seen keep working from memory "
                                 "while the keys database does not answer; past them, and for keys not seen, 503 "
                                 "(serving/access.py)", ge=0)
+    keys_ttl: float = setting(10.0, "with --api-keys: seconds a key's row read from the keys database is trusted "
+                              "from memory, so a removed or changed key takes effect within that (fewer reads of the "
+                              "database against a slower effect)", gt=0)
     keys_optional: bool = setting(False, "with --api-keys: a request without a key is served too, as its address, "
                                   "under --req-limit and --max-chars (LibreTranslate's --api-keys)")
     shared_storage: str | None = setting(None, "redis://HOST:PORT/N: the request counts, the translations "

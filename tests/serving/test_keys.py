@@ -130,7 +130,7 @@ def test_documents_are_charged_to_a_keys_characters_of_the_day(tmp_path: Path) -
 
 
 def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """access.Access remembers a key's row KEY_TTL_S seconds, then reads the database again."""
+    """access.Access remembers a key's row --keys-ttl seconds, then reads the database again."""
     from aiayn.serving import access as access_module
     from aiayn.serving.access import Access
     from aiayn.serving.database import Database
@@ -154,7 +154,7 @@ def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch:
     assert asyncio.run(who()) == f"key {row.uid}"
     db.remove_key(str(row.id))
     assert asyncio.run(who()) == f"key {row.uid}"                      # remembered
-    now[0] += access_module.KEY_TTL_S + 1
+    now[0] += ServeConfig().keys_ttl + 1
     with pytest.raises(ServiceError) as e:
         asyncio.run(who())
     assert e.value.status == 403
