@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -217,9 +218,9 @@ class CTranslate2Engine(EngineBase):
         given = attention or [None] * len(ids)
         todo = [i for i, (x, p) in enumerate(zip(sources, prefixes, strict=True)) if x and p]
         kept = [i for i in todo if given[i] is not None and len(given[i]) >= len(prefixes[i])]
-        first = [i for i in kept if given[i][0] is None]
-        for i, rows in zip(first, attended(self.translator, [sources[i] for i in first], None), strict=True):
-            given[i][0] = rows[0]
+        missing = [i for i in kept if given[i][0] is None]            # (a beam search's first row)
+        for i, step in zip(missing, attended(self.translator, [sources[i] for i in missing], None), strict=True):
+            given[i][0] = step[0]
         again = sorted(set(todo) - set(kept))
         forced = attended(self.translator, [sources[i] for i in again], [prefixes[i] for i in again])
         rows = dict(zip(again, forced, strict=True))
@@ -298,7 +299,7 @@ def ctranslate2_limited(translator: Any, batch: Sequence[Sequence[str]], limit: 
             if cap != own[i] and max(len(h) for h in results[i].hypotheses) >= own[i] - 1:
                 again.setdefault(own[i], []).append(i)
     run(again)
-    return [(r.hypotheses[:n], list(r.scores)[:n], list(getattr(r, "attention", None) or [])[:n]) for r in results]
+    return [(r.hypotheses[:n], list(r.scores)[:n], list(r.attention)[:n]) for r in results]
 
 
 
@@ -316,5 +317,5 @@ def _hypotheses(tokens: list[list[int]], scores: list[float], attention: list[An
     out = [Hypothesis(t, s, s * (len(t) + 1 + lead) ** lenpen, attention=a)
            for t, s, a in zip(tokens, scores, rows, strict=True)]
     if len(out) > 1:
-        out[0] = Hypothesis(out[0].tokens, out[0].score, out[0].logprob, (out[1].score, out[1].tokens), rows[0])
+        out[0] = replace(out[0], runner_up=(out[1].score, out[1].tokens))
     return out[:wanted]

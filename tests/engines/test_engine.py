@@ -335,7 +335,7 @@ def test_ctranslate2_is_asked_for_beam_size_hypotheses_to_see_where_its_search_e
 
     class Result:
         def __init__(self, n: int) -> None:
-            self.hypotheses, self.scores = [["a"]] * n, [-1.0] * n
+            self.hypotheses, self.scores, self.attention = [["a"]] * n, [-1.0] * n, []
 
     class Fake:
         def translate_batch(self, batch: list[list[str]], **options: Any) -> list[Any]:
