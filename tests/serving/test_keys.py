@@ -146,7 +146,7 @@ def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(access_module.time, "monotonic", lambda: now[0])
     db = Database(tmp_path / "k.db")
     key, row = db.add_key("x")
-    a = Access(ServeConfig(), Local(), db)
+    a = Access(ServeConfig(keys_ttl=3.0), Local(), db)
 
     async def who() -> str:
         return (await a.identify(Request(), key, True)).name
@@ -154,7 +154,9 @@ def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch:
     assert asyncio.run(who()) == f"key {row.uid}"
     db.remove_key(str(row.id))
     assert asyncio.run(who()) == f"key {row.uid}"                      # remembered
-    now[0] += ServeConfig().keys_ttl + 1
+    now[0] += 2                                                    # within its 3 s
+    assert asyncio.run(who()) == f"key {row.uid}"
+    now[0] += 2
     with pytest.raises(ServiceError) as e:
         asyncio.run(who())
     assert e.value.status == 403
