@@ -499,13 +499,13 @@ class Multilingual:
 @dataclass(frozen=True)
 class Norms:
     """What a model's training data shows of its sentences, for what it is given and what it gives: the longest
-    source sentence (tokens; longer ones are cut at their clauses, sentences.py), the target/source length ratio of
+    source sentence (tokens; longer ones are cut at their clauses, spans.py), the target/source length ratio of
     pairs of at least MIN_TOKENS source tokens (its 0.1st and 99.9th percentiles; a translation outside them is
-    flagged, repair.py), the share of pairs whose target is their source (a model trained to copy is not
+    flagged, pipeline.py), the share of pairs whose target is their source (a model trained to copy is not
     flagged for copying), the 5th percentile of that ratio (``short``: a translation under it may have dropped a
     sentence run on without its stop: pipeline.guarded), and the source's **starters**: capitalized words that start
     training sentences, each with the share of its uses that start one (German ``Ein`` 0.995, ``Leute`` 0.29); the
-    **openers**, those at OPENER_SHARE or more, are where run-on text is cut (sentences.cut_runon). Counted by
+    **openers**, those at OPENER_SHARE or more, are where run-on text is cut (spans.cut_runon). Counted by
     data.DataDir.norms; written in a run's data.json by training (rundir.RunDir.norms)."""
 
     MIN_TOKENS: ClassVar[int] = 5

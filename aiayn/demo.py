@@ -21,8 +21,8 @@ import torch
 from .data.corpora import fetch
 from .data.datadir import DataDir
 from .data.prepare import PrepareOptions, prepare
-from .decoding.confidence import FILE as CALIBRATION
-from .decoding.confidence import THRESHOLD
+from .decoding.hypotheses import FILE as CALIBRATION
+from .decoding.hypotheses import THRESHOLD
 from .precision import cpu_has_fast_bf16
 from .rundir import RunDir
 from .runtime import configure

@@ -1,5 +1,5 @@
 """How an error message quotes what it refuses: a little of it, and how long it was. The one rule for the core
-(constraints.py, the engines) and the server (serving/guards.py), so that a refusal never echoes a whole text."""
+(constraints.py, the engines) and the server (serving/middleware.py), so that a refusal never echoes a whole text."""
 
 from __future__ import annotations
 

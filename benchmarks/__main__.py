@@ -95,6 +95,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                          "CTranslate2, greedy and beam 4; training tokens/s with train.compile off and on"),
     "split": ("split_bench", "sentence splitters (sentencex, pysbd, blingfire, a baseline) on Universal Dependencies' "
                              "held-out text: boundary precision, recall, F1 and speed per language"),
+    "request-path": ("request_path", "LibreTranslate's POST /translate traced through aiayn's modules, per engine: "
+                                     "the modules entered, in order, and any call back up"),
     "index": ("index", "the records' index, benchmarks/RECORDS.md: each benchmark's records, its newest, who cites them"),
     "ci-log": ("ci_log", "a CI transcript summarised into results/ci.md, one section a run"),
 }

@@ -1,4 +1,4 @@
-"""Confidence per sentence (aiayn/decoding/confidence.py): how well it finds the bad translations, what it costs, and a
+"""Confidence per sentence (aiayn/decoding/hypotheses.py): how well it finds the bad translations, what it costs, and a
 cascade that hands the unsure ones to a stronger model.
 
     python -m benchmarks confidence --model runs/demo/run-de-en [--model runs/student/run-de-en ...] \\

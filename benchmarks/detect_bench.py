@@ -1,7 +1,7 @@
 """Language detection on short texts, as ``aiayn serve`` answers ``/detect`` and ``source: auto``: the first two and
 three words of test_2016_flickr's lines in German, English, French and Czech (Multi30k, 1,000 each), each detected
 among every language py3langid knows, by the detector alone and with the languages a German-English server serves
-(de, en) put first where the detector is unsure (serving/libretranslate.py, Detector.UNSURE, and other ratios).
+(de, en) put first where the detector is unsure (serving/api.py, Detector.UNSURE, and other ratios).
 
     python -m benchmarks detect [--data ../shared/data/multi30k]
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k")
     a = p.parse_args(argv)
     record.COMMAND[:] = ["python", "-m", "benchmarks", "detect", "--data", str(a.data)]
-    from aiayn.serving.libretranslate import Detector
+    from aiayn.serving.api import Detector
 
     detector, served = Detector(), ["de", "en"]
     lines = {lang: gzip.open(a.data / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8").read().splitlines()

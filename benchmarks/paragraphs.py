@@ -1,5 +1,5 @@
 """Paragraphs through the model: consecutive test sentences joined into one input, translated with and without
-sentence splitting (aiayn/translation/sentences.py), scored against the references joined alike.
+sentence splitting (aiayn/translation/spans.py), scored against the references joined alike.
 
     python -m benchmarks paragraphs --model runs/demo/run-de-en --src runs/demo/data/test.de \\
         --ref runs/demo/data/test.en [--per 1 2 3 5] [--engine torch]

@@ -118,7 +118,7 @@ def measure(src: Path, out: Path, model: str, source: str, kind: str = "") -> di
 def measured(src: Path, out: Path, source: str, kind: str, seconds: float, notes: list[str]) -> dict[str, object]:
     """What the issue asks of a translated PDF ``out`` of ``src``, whoever translated it."""
     from aiayn.documents import pdf
-    from aiayn.serving.libretranslate import Detector
+    from aiayn.serving.api import Detector
 
     every = pdf.boxes(src, src.name, every=True)
     before = [b for b in every if b.letters]

@@ -1,5 +1,5 @@
-"""Degenerate output on a test set (aiayn/translation/repair.py): how many sentences are flagged, by kind, and BLEU with and
-without decoding them again.
+"""Degenerate output on a test set (aiayn/translation/pipeline.py): how many sentences are flagged, by kind, and BLEU
+with and without decoding them again.
 
     python -m benchmarks repair --model runs/demo-1200/run-de-en --src test.de --ref test.en [--engine torch]
         [--beam 1 4]

@@ -1,4 +1,4 @@
-"""Sentence splitters compared on held-out text: which one aiayn splits paragraphs with (aiayn/translation/sentences.py).
+"""Sentence splitters compared on held-out text: which one aiayn splits paragraphs with (aiayn/translation/spans.py).
 
     python -m benchmarks split --ud de=PATH/de_gsd-ud-test.conllu --ud zh=PATH/zh_gsd-ud-test.conllu \\
         --ud fr=PATH/fr_gsd-ud-test.conllu --ud en=PATH/en_ewt-ud-test.conllu [--per 5]
@@ -11,7 +11,7 @@ not counted) and the speed in characters per second (the best of three passes). 
 splitters that work offline with what they install: sentencex (Wikimedia, rules for ~250 languages), pysbd (rules,
 22 languages) and blingfire (Microsoft, a finite-state model in its wheel), against a baseline that ends a
 sentence at every ``. ! ?`` followed by a space (and every ``。！？``), and aiayn's own (sentencex with the one rule
-aiayn/translation/sentences.py adds). pysbd and blingfire are measured when installed (``pip install pysbd blingfire``; pysbd
+aiayn/translation/spans.py adds). pysbd and blingfire are measured when installed (``pip install pysbd blingfire``; pysbd
 installs a top-level package named ``benchmarks`` that hides this one: run ``python benchmarks/__main__.py split``
 then). Records ``results/split/split-<date>.json``.
 """
@@ -74,10 +74,10 @@ def baseline(lang: str) -> Callable[[str], list[str]]:
 
 def splitters(lang: str) -> dict[str, Callable[[str], list[str]]]:
     """Each candidate that is installed (pip install pysbd blingfire: the two aiayn does not need), and aiayn's own
-    (sentencex with its one rule: aiayn/translation/sentences.py)."""
+    (sentencex with its one rule: aiayn/translation/spans.py)."""
     import importlib.util
 
-    from aiayn.translation.sentences import split
+    from aiayn.translation.spans import split
 
     found: dict[str, Callable[[str], list[str]]] = {"aiayn": lambda text: split(text, lang).sentences}
     import sentencex

@@ -105,7 +105,7 @@ def _calibration_lines(a: argparse.Namespace, run: Any) -> tuple[Any, Any]:
 
 
 def add_calibrate(sub: argparse._SubParsersAction) -> None:
-    from ..decoding.confidence import THRESHOLD
+    from ..decoding.hypotheses import THRESHOLD
 
     p = command(sub, cmd_calibrate)
     p.add_argument("--model", required=True, type=Path, help="the run dir (its calibration.json is written there)")

@@ -5,5 +5,5 @@ types every search and engine share in :mod:`aiayn.decoding.hypotheses`. Around 
 decoder's step, traced or compiled), :mod:`aiayn.decoding.topk`, :mod:`aiayn.decoding.constraints` (phrases a
 translation must hold), :mod:`aiayn.decoding.shortlist` and :mod:`aiayn.decoding.lexicon` (the output layer limited
 to likely words), :mod:`aiayn.decoding.align` (word alignments from the attention) and
-:mod:`aiayn.decoding.confidence` (how sure a hypothesis is). Engines use these; nothing here imports an engine.
+:mod:`aiayn.decoding.hypotheses` (how sure a hypothesis is). Engines use these; nothing here imports an engine.
 """

@@ -19,7 +19,7 @@ Translate = Callable[[list[str], str, tuple[str, ...]], list[str]]
 
 
 class Scored(str):
-    """A translation that carries its confidence (in [0, 1]: confidence.py), as a front end's :data:`Translate`
+    """A translation that carries its confidence (in [0, 1]: hypotheses.py), as a front end's :data:`Translate`
     gives it; a format that marks entries for review reads it (:func:`confidence`)."""
 
     confidence: float | None

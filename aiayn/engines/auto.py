@@ -11,18 +11,16 @@ import fcntl
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import MODEL, parameter_count
-from ..config import DecodeConfig
-from ..decoding.hypotheses import Hypothesis
 from ..decoding.shortlist import Shortlist
 from ..rundir import RunDir
 from ..runtime import cpu_only, cpu_workers
-from .base import About, Capabilities, Engine, EngineBase, with_fixed
-from .ctranslate2 import CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
+from .base import About, Engine
+from .ctranslate2 import AutoEngine, CTranslate2Engine, ctranslate2_refuses, device_of, precision_of
 
 __all__ = ["ENGINES", "AutoEngine", "ctranslate2", "decode_processes", "load"]
 log = logging.getLogger(__name__)
@@ -85,82 +83,6 @@ def ctranslate2(path: str | Path, **settings: Any) -> CTranslate2Engine:
     return me
 
 
-class AutoEngine(EngineBase):
-    """``--engine auto`` where CTranslate2 is installed (engine.Engine): CTranslate2 decodes what it can, and aiayn's
-    own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries, attention
-    maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the model's aligning
-    attention is not the one CTranslate2 returns. Its batches are whole (the server's WholeBatcher), each decoded by
-    one engine: the server keeps constrained and plain requests in different batches."""
-
-    engine = "ctranslate2"
-    capabilities = Capabilities(constraints=True, alignments=True, attention=True)
-
-    def __init__(self, fast: CTranslate2Engine, path: str | Path, settings: dict[str, Any],
-                 processes: bool = False, serving: int = 0) -> None:
-        """``processes``: aiayn's own engine, when needed, decodes in worker processes where :func:`decode_processes`
-        says so (as ``--engine torch``); ``serving``: a server's, in that many (see :func:`load`)."""
-        import threading
-
-        super().__init__(About(fast.languages, fast.norms, fast.calibration, fast.multilingual))
-        self.fast, self.path, self.loaded_with, self.processes = fast, path, settings, processes
-        self.serving = serving
-        self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
-        self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
-        self.lock = threading.Lock()
-        self.loaded: Any = None                          # aiayn's own engine, once it is needed
-
-    def own(self, why: str) -> Any:
-        """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
-        with self.lock:
-            if self.loaded is None:
-                log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
-                self.loaded = load(self.path, "torch", self.processes, self.serving, **self.loaded_with)
-            return self.loaded
-
-    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
-        return with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
-
-    def _needs_own(self, decode: DecodeConfig, cons: Sequence[Any] | None) -> str | None:
-        if cons is not None and any(c is not None for c in cons):
-            return "constraints (a glossary)"
-        try:
-            ctranslate2_refuses(decode)
-        except ValueError as e:
-            return str(e).split(":")[0]
-        return None
-
-    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
-                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
-        why = self._needs_own(decode, cons)
-        return self.own(why).decode_lines(ids, decode, cons, stop, first) if why else \
-            self.fast.decode_lines(ids, decode, None, stop, first)
-
-    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
-        from .torch import line_constraints
-
-        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
-
-    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
-                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
-        if self.fast.capabilities.alignments:
-            return self.fast.alignments(lines, outputs, source, ids, attention)
-        return list(self.own("alignments").alignments(lines, outputs, source, ids))
-
-    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
-        return dict(self.own("attention maps").attention(line, **overrides))
-
-    def memory_bytes(self) -> int:
-        return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)
-
-    def model_info(self) -> tuple[dict[str, Any], int]:
-        return self.fast.model_info()
-
-    def close(self) -> None:
-        """Close aiayn's own engine if it was loaded (its worker processes end)."""
-        if self.loaded is not None:
-            self.loaded.close()
-
-
 def decode_processes(path: str | Path, settings: dict[str, Any]) -> int:
     """How many worker processes aiayn's engine decodes in for ``aiayn translate`` (processes.ProcessEngine),
     told before PyTorch is imported: ``decode.workers`` (0: one per core, at most 4) on a CPU, or 0 (decode in this
@@ -184,7 +106,8 @@ def _auto(path: str | Path, processes: bool, serving: int, **settings: Any) -> E
         log.info("--engine auto: aiayn's own engine (CTranslate2 cannot: %s)", e)
         return _torch(path, processes, serving, **settings)
     log.info("--engine auto: CTranslate2 (aiayn's own engine for what it cannot do, if asked)")
-    return AutoEngine(fast, path, {k: v for k, v in settings.items() if v is not None}, processes, serving)
+    given = {k: v for k, v in settings.items() if v is not None}
+    return AutoEngine(fast, lambda: _torch(path, processes, serving, **given))
 
 
 def _torch(path: str | Path, processes: bool, serving: int, **settings: Any) -> Engine:

@@ -20,8 +20,8 @@ from ..decoding.hypotheses import Hypothesis
 if TYPE_CHECKING:
     from ..config import DecodeConfig, ModelConfig
     from ..data.tokenizer import Vocab
-    from ..decoding.confidence import Calibration
     from ..decoding.constraints import Constraints
+    from ..decoding.hypotheses import Calibration
     from ..rundir import RunDir
 
 
@@ -178,7 +178,7 @@ class Engine(Protocol):
     languages: tuple[str, str] | None   # (source, target) of its model's training data, where recorded
     multilingual: Multilingual | None   # a model of many directions (its tags: multilingual.py), else None
     norms: Norms                  # what its training data shows of its sentences, where recorded (data.Norms)
-    calibration: Calibration      # its features -> a confidence (confidence.py): the run's, else the package's
+    calibration: Calibration      # its features -> a confidence (hypotheses.py): the run's, else the package's
 
     @property
     def device(self) -> Device:
@@ -265,7 +265,7 @@ def hypotheses(engine: Engine, ids: Sequence[Sequence[int]], decode: DecodeConfi
 class About:
     """What a run knows of its text, given to an engine when it is made (its loader reads it: :meth:`of_run`): the
     languages of its training data, their length norms and sentence openers (config.Norms), its calibration of
-    confidence (confidence.py; None: the package's) and, for a model of many directions, its tags
+    confidence (hypotheses.py; None: the package's) and, for a model of many directions, its tags
     (config.Multilingual)."""
 
     languages: tuple[str, str] | None = None
@@ -276,7 +276,7 @@ class About:
     @classmethod
     def of_run(cls, run: RunDir) -> About:
         """What run dir ``run`` records."""
-        from ..decoding.confidence import for_run
+        from ..decoding.hypotheses import for_run
 
         return cls(run.languages(), run.norms(), for_run(run.path), run.multilingual())
 
@@ -379,9 +379,9 @@ class EngineBase(ABC):
 
     @property
     def calibration(self) -> Calibration:
-        """Its calibration of confidence (confidence.py): set by its loader (the run's), else the package's."""
+        """Its calibration of confidence (hypotheses.py): set by its loader (the run's), else the package's."""
         if self._calibration is None:
-            from ..decoding.confidence import for_run
+            from ..decoding.hypotheses import for_run
 
             self._calibration = for_run(None)
         return self._calibration

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..data.tokenizer import table_of
-from ..decoding.confidence import FILE as CALIBRATION
+from ..decoding.hypotheses import FILE as CALIBRATION
 from ..decoding.shortlist import Shortlist, write_vmap
 from ..model import sinusoids
 from ..rundir import RunDir

@@ -1,7 +1,8 @@
 """CTranslate2, the C++ engine, as one of aiayn's engines: :class:`CTranslate2Engine`, the one CTranslate2 class,
 on a run's conversion (auto.ctranslate2: made by export.py on first use and cached in the run dir) or on an export of
 its own (``aiayn export``, :meth:`CTranslate2Engine.from_export`), decoding with aiayn's tokenizer, length rule
-and pipeline.
+and pipeline; and :class:`AutoEngine`, ``--engine auto``'s: CTranslate2 with aiayn's own engine beside it for what
+CTranslate2 cannot do (engines/auto.py loads either).
 
 This module needs no PyTorch: with CTranslate2 installed and the conversion made, ``aiayn translate`` starts and
 translates without importing it (docs/performance.md: a first translation).
@@ -19,12 +20,11 @@ from typing import Any
 from .. import precision as precisions
 from ..config import DecodeConfig, ModelConfig, Multilingual, Norms, Precision
 from ..data.tokenizer import Vocab
-from ..decoding.confidence import for_run
-from ..decoding.hypotheses import Hypothesis, Stopped, max_length
+from ..decoding.hypotheses import Hypothesis, Stopped, for_run, max_length
 from ..runtime import DeviceName, cores, cpu_workers
 from .base import About, Capabilities, EngineBase, decode_batches, with_fixed
 
-__all__ = ["OPTIONS", "CTranslate2Engine", "ctranslate2_limited"]
+__all__ = ["OPTIONS", "AutoEngine", "CTranslate2Engine", "ctranslate2_limited"]
 log = logging.getLogger(__name__)
 
 INFO = "aiayn-export.json"          # in every export (export.py): where it came from, its length rule and length penalty
@@ -176,7 +176,7 @@ class CTranslate2Engine(EngineBase):
         """Each line's hypotheses in one ctranslate2_limited call."""
         d = decode
         piece, most = self.vocab.src.piece, self.cfg.max_positions
-        # beam search keeps the runner-up beside the best (confidence.features): asking for it costs nothing
+        # beam search keeps the runner-up beside the best (hypotheses.features): asking for it costs nothing
         wanted = max(1, d.nbest)
         asked = max(wanted, 2) if d.beam > 1 and not d.sampling else wanted
         lead = 0 if first is None else 1                # (CTranslate2 counts a target prefix in its lengths)
@@ -230,6 +230,80 @@ class CTranslate2Engine(EngineBase):
             s, p = sources[i], prefixes[i]                                    # cross: (target pieces, source pieces)
             out[i] = format_links(word_links(token_links(cross, len(s), len(p), 0, source), s, p))
         return out
+
+
+class AutoEngine(EngineBase):
+    """``--engine auto`` where CTranslate2 is installed (engines/auto.py chooses it): CTranslate2 decodes what it can,
+    and aiayn's own engine, loaded on first need (and said so, with why), what it cannot: constraints and glossaries,
+    attention maps, settings CTranslate2 refuses (length_norm gnmt, sampling with a beam), alignments where the
+    model's aligning attention is not the one CTranslate2 returns. Its batches are whole (the server's WholeBatcher),
+    each decoded by one engine: the server keeps constrained and plain requests in different batches."""
+
+    engine = "ctranslate2"
+    capabilities = Capabilities(constraints=True, alignments=True, attention=True)
+
+    def __init__(self, fast: CTranslate2Engine, load_own: Callable[[], Any]) -> None:
+        """``load_own``: makes aiayn's own engine on the same run and settings, the first time it is needed
+        (engines/auto.py gives it: in worker processes where ``--engine torch`` would decode in them)."""
+        import threading
+
+        super().__init__(About(fast.languages, fast.norms, fast.calibration, fast.multilingual))
+        self.fast, self.load_own = fast, load_own
+        self.vocab, self.cfg, self.decode = fast.vocab, fast.cfg, fast.decode
+        self.device, self.precision, self.workers = fast.device, fast.precision, fast.workers
+        self.lock = threading.Lock()
+        self.loaded: Any = None                          # aiayn's own engine, once it is needed
+
+    def own(self, why: str) -> Any:
+        """aiayn's own engine, loaded the first time something needs it (``why``: what, logged)."""
+        with self.lock:
+            if self.loaded is None:
+                log.info("--engine auto: %s: aiayn's own engine decodes it (CTranslate2 decodes the rest)", why)
+                self.loaded = self.load_own()
+            return self.loaded
+
+    def settings(self, decode: DecodeConfig | None = None, **overrides: object) -> DecodeConfig:
+        return with_fixed(self.decode, decode, overrides, ("device", "precision", "workers"))
+
+    def _needs_own(self, decode: DecodeConfig, cons: Sequence[Any] | None) -> str | None:
+        if cons is not None and any(c is not None for c in cons):
+            return "constraints (a glossary)"
+        try:
+            ctranslate2_refuses(decode)
+        except ValueError as e:
+            return str(e).split(":")[0]
+        return None
+
+    def decode_lines(self, ids: list[list[int]], decode: DecodeConfig, cons: list[Any] | None,
+                     stop: Callable[[], bool] | None = None, first: int | None = None) -> list[list[Hypothesis]]:
+        why = self._needs_own(decode, cons)
+        return self.own(why).decode_lines(ids, decode, cons, stop, first) if why else \
+            self.fast.decode_lines(ids, decode, None, stop, first)
+
+    def constraints(self, lines: Sequence[str], phrases: Any, decode: DecodeConfig) -> Any:
+        from .torch import line_constraints
+
+        return line_constraints(self.vocab, self.cfg, lines, phrases, decode)
+
+    def alignments(self, lines: Sequence[str], outputs: Sequence[Sequence[int]], source: bool = False,
+                   ids: Sequence[Sequence[int]] | None = None, attention: Sequence[Any] | None = None) -> list[str]:
+        if self.fast.capabilities.alignments:
+            return self.fast.alignments(lines, outputs, source, ids, attention)
+        return list(self.own("alignments").alignments(lines, outputs, source, ids))
+
+    def attention(self, line: str, **overrides: Any) -> dict[str, Any]:
+        return dict(self.own("attention maps").attention(line, **overrides))
+
+    def memory_bytes(self) -> int:
+        return self.fast.memory_bytes() + (self.loaded.memory_bytes() if self.loaded is not None else 0)
+
+    def model_info(self) -> tuple[dict[str, Any], int]:
+        return self.fast.model_info()
+
+    def close(self) -> None:
+        """Close aiayn's own engine if it was loaded (its worker processes end)."""
+        if self.loaded is not None:
+            self.loaded.close()
 
 
 def attended(translator: Any, sources: list[list[str]], prefixes: list[list[str]] | None) -> list[Any]:

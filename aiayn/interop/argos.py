@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..engines.argos import METADATA, SPM, SUFFIX
 from ..engines.ctranslate2 import EXPORT_SPM
-from ..translation.languages import language_name
+from ..translation.route import language_name
 
 
 def package_name(source: str, target: str, version: str) -> str:

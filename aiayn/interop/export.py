@@ -30,7 +30,7 @@ from typing import Any, cast
 import torch
 
 from ..config import ModelConfig, Precision
-from ..decoding.confidence import FILE as CALIBRATION
+from ..decoding.hypotheses import FILE as CALIBRATION
 from ..decoding.hypotheses import max_length
 from ..engines.base import Engine, one_line
 from ..engines.conversion import ExportError, exportable, info_of, require, write

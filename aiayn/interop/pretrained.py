@@ -37,10 +37,10 @@ from .. import checkpoint
 from ..atomic import atomic_dir
 from ..config import BOS_ID, PAD_ID, DecodeConfig, ModelConfig, Multilingual, RunConfig
 from ..data.tokenizer import Vocab, stored_name, table_of
-from ..decoding.confidence import FILE as CALIBRATION
+from ..decoding.hypotheses import FILE as CALIBRATION
 from ..model import Transformer
 from ..rundir import RunDir
-from ..translation.languages import from_tag_code
+from ..translation.route import from_tag_code
 from .export import INFO, layer_names, marian_order
 
 log = logging.getLogger(__name__)

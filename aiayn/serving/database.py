@@ -14,7 +14,7 @@ id, which SQLite gives again to the next key once the last one is removed.
 
 SQLite serves several processes (replicas, ``keys add`` beside a running server) in WAL mode, each waiting up to
 :data:`BUSY_S` seconds for another's write instead of failing "database is locked". A database that cannot be reached
-raises :class:`Unavailable` (access.py answers 503 after a grace period), which never carries the statement's
+raises :class:`Unavailable` (middleware.py answers 503 after a grace period), which never carries the statement's
 parameters (a user's text, a key's hash).
 
 **Keys are stored hashed.** A key is 32 random bytes (``secrets.token_urlsafe``, shown once, by ``keys add``); the
@@ -102,7 +102,7 @@ def _safe_url(url: str) -> str:
 
 class Spending:
     """What each key spent of its days (the ``key_usage`` table: the module's docstring says why here), the part of
-    :class:`Database` access.py charges requests to."""
+    :class:`Database` middleware.py charges requests to."""
 
     sa: Any
     engine: Any
@@ -145,7 +145,7 @@ class Spending:
         return bool(done), int(total)
 
     def add_spent(self, uid: str, day: str, amount: int) -> int:
-        """``amount`` characters key ``uid`` spent on ``day`` while the database was away (access.py), added
+        """``amount`` characters key ``uid`` spent on ``day`` while the database was away (middleware.py), added
         whatever its budget; what is spent now, in all."""
         sa, u = self.sa, self.usage
 

@@ -45,9 +45,9 @@ from urllib.parse import quote
 
 from ..documents.common import DocumentError, Limits, Options, Report, Scored
 from ..documents.formats import find, translate_document
-from ..translation.languages import canonical
 from ..translation.pipeline import Request
-from .guards import ServiceError, form_fields
+from ..translation.route import canonical
+from .middleware import ServiceError, form_fields
 from .models import Models, refused
 from .shared import Local
 
@@ -214,8 +214,8 @@ async def download(name: str, made: dict[str, Any], shared_dir: Path | None, sha
 
 class Files:
     """The routes' work (the module's docstring): ``cfg`` the ServeConfig, ``authorize`` LibreTranslate's key check and
-    request limit of a request's fields (access.py: the client it returns), ``charge`` what spends a client's
-    characters of the day (access.Access.charge: a document's texts, chunk by chunk, before each is translated; past
+    request limit of a request's fields (middleware.py: the client it returns), ``charge`` what spends a client's
+    characters of the day (middleware.Access.charge: a document's texts, chunk by chunk, before each is translated; past
     them the upload is a 429), ``names`` its words for the options (pipeline), ``counted`` what is told of each
     translated document's report (/metrics)."""
 

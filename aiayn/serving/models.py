@@ -7,6 +7,13 @@ other pair is a 400 naming the pairs that exist. A route is route.py's, its legs
 follows it, each leg's sentences decoded by its batcher beside every other request's. Language codes are compared as
 LibreTranslate compares them: ISO 639-1 codes, lower case, with its aliases (``zh-Hans`` is ``zh``, ``zh-Hant`` is
 ``zt``, ``pt-BR`` is ``pb``).
+
+**Metrics (:class:`Metrics`).** The server's Prometheus metrics (``/metrics``): requests by path and status, latency,
+requests in flight, the models
+loaded and their engines, documents, and per route (a model's name, or a pivot's: "de-en-fr") what happened to its
+requests: the sentences repaired, protected spans, the fallback, the confidence of translated texts (each request's
+counts and translations, pipeline.Translated: :meth:`Metrics.translated`); whether the shared storage and the keys
+database answer, and the server's own failures.
 """
 
 from __future__ import annotations
@@ -26,14 +33,14 @@ from ..engines.base import Engine, Unsupported
 from ..quoting import cut
 from ..rundir import RunDir
 from ..runtime import cpu_only, resolve_workers
-from ..translation.languages import canonical, language_name
+from ..translation import pipeline
 from ..translation.pipeline import Prepared, Request, Translated, Translation, finish, prepare, steps
-from ..translation.route import Route
-from .batcher import Batcher, Limits, ModelMetrics, WholeBatcher
-from .guards import ServiceError
-from .memo import Decoder, Memo
+from ..translation.route import Route, canonical, language_name
+from .batcher import Batcher, DecodeMetrics, Decoder, Limits, Memo, ModelMetrics, WholeBatcher
+from .middleware import ServiceError
 
 if TYPE_CHECKING:
+    from ..translation.pipeline import Translated
     from .shared import Local
 
 log = logging.getLogger(__name__)
@@ -60,7 +67,7 @@ class Served:
     info: dict[str, Any] = field(default_factory=dict)
     batcher: Batcher | WholeBatcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)   # the decoding settings it was loaded with
-    decoder: Any = None                         # the batcher's translate, behind the translations remembered (memo.py)
+    decoder: Any = None                         # the batcher's translate, behind the translations remembered (batcher.py)
     pool: Pool | None = None                    # what loads it on first use (None: loaded at start, for good)
     in_use: int = 0                             # requests using it now (a model in use is never unloaded)
     last_used: int = 0                          # the pool's clock when a request last used it
@@ -136,7 +143,7 @@ class Served:
                 self.pool.trim_later()
 
     def start(self, limits: Limits, metrics: ModelMetrics, shared: Local | None = None) -> None:
-        """Its decoders behind the translations remembered (memo.py; also in ``shared``): on a CPU, aiayn's engine in
+        """Its decoders behind the translations remembered (batcher.py; also in ``shared``): on a CPU, aiayn's engine in
         worker processes taking whole batches (``limits.processes``) or threads with step-level batching; on a GPU, a
         thread; CTranslate2's translators, whole batches."""
         t = self.translator
@@ -511,3 +518,88 @@ class Pool:
                 model.close()
                 raise ServiceError(503, f"model {model.name} could not be loaded: {e}") from None
             model.info.setdefault("bytes", model.memory_bytes())
+
+
+# --- The server's Prometheus metrics -------------------------------------------------------------------------------
+
+# the confidence histogram's bounds (a text's confidence is in [0, 1])
+CONFIDENCE_BOUNDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+class Metrics:
+    """Prometheus metrics of one app (its own registry, so several apps can live in one process): its requests here,
+    its decoding in batcher.DecodeMetrics."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("aiayn_requests", "HTTP requests", ["path", "status"], registry=self.registry)
+        self.latency = Histogram("aiayn_request_seconds", "request latency", ["path"], registry=self.registry,
+                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+        self.in_flight = Gauge("aiayn_requests_in_flight", "translation requests being answered", registry=self.registry)
+        self.model_bytes = Gauge("aiayn_model_bytes", "bytes of a served model's weights, as loaded (0: not loaded)",
+                                 ["model"], registry=self.registry)
+        self.loads = Counter("aiayn_model_loads", "models loaded (at start, or on first use under --memory-budget)",
+                             ["model"], registry=self.registry)
+        self.unloads = Counter("aiayn_model_unloads", "models unloaded to hold --memory-budget", ["model"],
+                               registry=self.registry)
+        self.engine = Gauge("aiayn_model_engine", "the engine decoding a served model (--engine; auto: the one it "
+                            "picked), 1", ["model", "engine"], registry=self.registry)
+        self.decoding = DecodeMetrics(self.registry)
+        self.repaired = Counter("aiayn_repair_sentences", "sentences whose translation degenerated (a loop, a copy of "
+                                "the source, a length out of line), by kind: flagged, and repaired",
+                                ["model", "kind", "outcome"], registry=self.registry)
+        self.confidence = Histogram("aiayn_confidence", "the confidence of translated texts (in [0, 1], calibrated: "
+                                    "hypotheses.py); a text's is its least sure sentence's", ["model"],
+                                    registry=self.registry, buckets=CONFIDENCE_BOUNDS)
+        self.fallback = Counter("aiayn_fallback_texts", "texts less sure than --min-confidence, by outcome: sent to "
+                                "the --fallback model, and those whose translation it bettered", ["model", "outcome"],
+                                registry=self.registry)
+        self.spans = Counter("aiayn_protected_spans", "protected spans (placeholders, URLs, tags) of translated "
+                             "texts, by outcome: kept, or lost", ["model", "outcome"], registry=self.registry)
+        self.documents = Counter("aiayn_documents", "documents translated through /translate_file, by format",
+                                 ["format"], registry=self.registry)
+        self.document_spans = Counter("aiayn_document_spans", "the protected spans (placeholders, inline tags) of "
+                                      "translated documents, by outcome: kept, or lost", ["outcome"],
+                                      registry=self.registry)
+        self.shared_up = Gauge("aiayn_shared_storage_up", "1 while the shared storage (--shared-storage: Redis) answers "
+                               "or none is set; 0 while limits and cache are this replica's own", registry=self.registry)
+        self.shared_up.set(1)
+        self.shared_errors = Counter("aiayn_shared_storage_errors", "calls to the shared storage that failed (each "
+                                     "answered from this replica's own state)", registry=self.registry)
+        self.keys_up = Gauge("aiayn_keys_database_up", "1 while the keys database (--api-keys) answers or none is "
+                             "set; 0 while the keys seen are served from memory (--keys-grace), then 503",
+                             registry=self.registry)
+        self.keys_up.set(1)
+        self.keys_errors = Counter("aiayn_keys_database_errors", "calls to the keys database that failed",
+                                   registry=self.registry)
+        self.failures = Counter("aiayn_failures", "requests that failed on an error of the server's own (a 500; "
+                                "logged as one line, without the request's text)", registry=self.registry)
+
+    def translated(self, model: str, done: Translated) -> None:
+        """One request's counts and its texts' confidences (pipeline.Translated), under its route's name."""
+        for kind in pipeline.KINDS:
+            for outcome in ("flagged", "repaired"):
+                if n := done.counts[f"repair.{kind}.{outcome}"]:
+                    self.repaired.labels(model, kind, outcome).inc(n)
+        for outcome in ("sent", "kept"):
+            if n := done.counts[f"fallback.{outcome}"]:
+                self.fallback.labels(model, outcome).inc(n)
+        for outcome in ("kept", "lost"):
+            if n := done.counts[f"spans.{outcome}"]:
+                self.spans.labels(model, outcome).inc(n)
+        for ts in done.translations:
+            if ts and ts[0].confidence is not None:
+                self.confidence.labels(model).observe(ts[0].confidence)
+
+    def documented(self, report: Any) -> None:
+        """A translated document's report (documents.common.Report) counted."""
+        self.documents.labels(report.format or "unknown").inc()
+        self.document_spans.labels("kept").inc(report.kept)
+        self.document_spans.labels("lost").inc(report.spans - report.kept)
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(self.registry))

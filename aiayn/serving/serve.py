@@ -5,8 +5,10 @@ one model or several (routed by language pair), limits, metrics, a web page.
                           ->  {"translations": ["...", ...]}   (source / target: needed only where several models fit)
     POST /attention   {"text": "one sentence"}                  ->  the translation and every attention map
     GET  /health  /info  /metrics (Prometheus text)  /  (the page: translate, then look at the attention)
-    LibreTranslate's POST /translate (with ``q``), POST /detect, GET /languages, GET /frontend/settings:
-    libretranslate.py
+    LibreTranslate's POST /translate (with ``q``), POST /detect, GET /languages, GET /frontend/settings
+
+Both APIs' routes are api.py's; this module makes the app (its settings, the wrappers, /health, /info, /metrics, the
+page) and runs it.
 
 The lines of concurrent requests are decoded together, joining a running search between decoding steps (batcher.py);
 each model has its own decoding threads (models.py). Every limit (ServeConfig) is answered with a JSON ``{"error":
@@ -14,7 +16,7 @@ each model has its own decoding threads (models.py). Every limit (ServeConfig) i
 wrong types (422), an unknown language pair (400), a full queue (503 with Retry-After), a request slower than
 ``timeout_s`` (504), a missing or wrong API key (401; LibreTranslate's API: 400 / 403), more than ``req_limit``
 requests a minute from one client (429), more than ``max_chars`` characters in one request (413), an API key's own
-limits where it has them and its characters per day (access.py). With ``shared_storage`` replicas share those counts
+limits where it has them and its characters per day (middleware.py). With ``shared_storage`` replicas share those counts
 and their translations (shared.py). Every answer carries LibreTranslate's CORS headers.
 SIGTERM / Ctrl-C: no new connections, the requests in flight are answered, then the process exits 0.
 
@@ -25,28 +27,20 @@ FastAPI + uvicorn + prometheus_client: ``pip install 'aiayn[serve]'``.
 # imported inside create_app so that the module loads without FastAPI) and needs them as objects, not strings.
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import signal
-import typing
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import DecodeConfig, check, setting
-from ..engines.base import Unsupported, require
-from ..quoting import brief, cut
-from ..translation.pipeline import Request as Asked
-from ..translation.pipeline import option_hints
-from . import libretranslate
-from .access import Access
+from ..config import check, setting
+from ..engines.base import Unsupported
+from . import api
 from .batcher import Limits
 from .database import Database
-from .guards import ServiceError, header_key, json_body
-from .metrics import Metrics
-from .middleware import BodyLimit, Forwarded, Guard, timed_protocol
-from .models import Models, Pool, Served, refused
+from .middleware import Access, BodyLimit, Forwarded, Guard, ServiceError, timed_protocol
+from .models import Metrics, Models, Pool, Served
 from .shared import Local, open_shared
 
 if TYPE_CHECKING:      # (a server whose engine decodes in worker processes imports no PyTorch)
@@ -102,7 +96,7 @@ class ServeConfig:
                                      "as a trusted proxy forwards it: --forwarded-allow-ips)")
     max_queue_lines: int = setting(8192, "lines waiting over all requests before new ones get 503", ge=1)
     cache: int = setting(10000, "sentences whose translations each model remembers, answered again without decoding "
-                         "(memo.py; least recently used forgotten first; 0: none)", ge=0)
+                         "(batcher.py; least recently used forgotten first; 0: none)", ge=0)
     max_beam: int = setting(16, "largest beam (and nbest) a request may ask for", ge=1)
     max_len_a_cap: float = setting(3.0, "largest max_len_a a request may set (its output length limit is max_len_a "
                                    "x its source tokens + max_len_b)", ge=0)
@@ -119,7 +113,7 @@ class ServeConfig:
                                    "--api-key's is shown")
     keys_grace: float = setting(300.0, "with --api-keys: seconds the keys already seen keep working from memory "
                                 "while the keys database does not answer; past them, and for keys not seen, 503 "
-                                "(serving/access.py)", ge=0)
+                                "(serving/middleware.py)", ge=0)
     keys_ttl: float = setting(10.0, "with --api-keys: seconds a key's row read from the keys database is trusted "
                               "from memory, so a removed or changed key takes effect within that (fewer reads of the "
                               "database against a slower effect)", gt=0)
@@ -157,42 +151,6 @@ class ServeConfig:
 
 
 # --- the app ----------------------------------------------------------------------------------------------------------
-
-
-def request_models(cfg: ServeConfig) -> tuple[Any, Any]:
-    """The bodies of ``POST /translate`` and ``POST /attention`` as pydantic models (422 on anything else).
-
-    /translate's optional fields are the DecodeConfig fields marked ``per_request`` and the request's options
-    (pipeline.Request), each with its type, bounds and help (config.setting); the server only adds its own caps (the
-    beam's, ``max_beam``, which also caps nbest; the length limits')."""
-    from pydantic import ConfigDict, Field, create_model
-
-    caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam, "max_len_a": cfg.max_len_a_cap,
-            "max_len_b": cfg.max_len_b_cap, "min_len": cfg.max_len_b_cap}
-    hints = {**typing.get_type_hints(DecodeConfig), **option_hints()}
-    options: dict[str, Any] = {}
-    for f in [f for f in dataclasses.fields(DecodeConfig) if f.metadata.get("per_request")] + \
-            [f for f in dataclasses.fields(Asked) if f.name in hints]:
-        bounds = {k: f.metadata[k] for k in ("ge", "gt", "le") if f.metadata.get(k) is not None}
-        if f.name in caps:
-            bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
-        hint = hints[f.name]
-        if typing.get_origin(hint) is tuple:             # (a JSON list; its items checked by the Request: a 422)
-            hint = list[typing.get_args(hint)[0]]  # type: ignore[misc]
-        options[f.name] = (hint | None, Field(None, description=f.metadata["help"], **bounds))
-    strict = ConfigDict(extra="forbid", strict=True)
-    pair: dict[str, Any] = {name: (str | None, Field(None, description=f"the {name} language (where several models "
-                                                                       "are loaded)")) for name in ("source", "target")}
-    lexical: dict[str, Any] = {
-        "constraints": (list[list[str] | None] | None, Field(None, description="per line, target phrases its "
-                                                             "translation must contain (or null)")),
-        "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
-                                                  "a term is translated with its target term"))}
-    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
-                             **lexical)
-    attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
-                             beam=options["beam"], **pair)
-    return translate, attention
 
 
 def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
@@ -249,8 +207,8 @@ def create_app(models: "Models | TorchEngine", cfg: ServeConfig | None = None,
 
     app = FastAPI(title="aiayn", lifespan=lifespan, docs_url=None, redoc_url=None)
     _errors_and_limits(app, cfg, metrics, access)
-    speak_libretranslate = libretranslate.add_routes(app, models, cfg, access, suggestions)
-    _translation_routes(app, models, cfg, access, speak_libretranslate)
+    speak_libretranslate = api.add_routes(app, models, cfg, access, suggestions)
+    api.add_aiayn_routes(app, models, cfg, access, speak_libretranslate)
     _service_routes(app, models, cfg, description, state, metrics, shared)
     app.state.metrics = metrics
     return app
@@ -272,106 +230,11 @@ def _errors_and_limits(app: Any, cfg: ServeConfig, metrics: Metrics, access: Acc
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": "; ".join(_describe(err, ()) for err in e.errors()[:5])}, status_code=422)
+        return JSONResponse({"error": "; ".join(api.describe(err, ()) for err in e.errors()[:5])}, status_code=422)
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, timeout_s=cfg.read_timeout_s)   # inside Guard: counted
     app.add_middleware(Guard, access=access, metrics=metrics)
     app.add_middleware(Forwarded, trusted=cfg.forwarded_allow_ips)        # outermost: who sent it, and where to
-
-
-async def _parse(request: Any, model: Any) -> Any:
-    """The body as JSON (whatever Content-Type says; guards.json_body: 400 when it is not JSON or not valid Unicode)
-    validated by ``model``; 422 naming what is wrong."""
-    from pydantic import ValidationError
-
-    await json_body(request)                   # (its errors say JSON's words: "array", not "list")
-    try:
-        return model.model_validate_json(await request.body())
-    except ValidationError as e:
-        raise ServiceError(422, "; ".join(_describe(err, model.model_fields) for err in e.errors()[:5])) from None
-
-
-def _translation_routes(app: Any, models: Models, cfg: ServeConfig, access: Access,
-                        speak_libretranslate: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
-    """POST /translate (aiayn's API, or LibreTranslate's where the fields are its) and POST /attention."""
-    from fastapi import Request
-
-    TranslateRequest, AttentionRequest = request_models(cfg)
-
-    @app.post("/translate")
-    async def translate(request: Request) -> dict[str, Any]:
-        speaks = await libretranslate.speaks_libretranslate(request)     # its body is read (and kept) here
-        return await _unless_gone(request, (speak_libretranslate if speaks else translate_aiayn)(request))
-
-    async def translate_aiayn(request: Request) -> dict[str, Any]:
-        await json_body(request)                       # 400 for a body that is not JSON, whatever the key
-        client = await access.identify(request, header_key(request), False)
-        await access.admit(client)
-        req = await _parse(request, TranslateRequest)
-        route = models.route(req.source, req.target)
-        if len(req.text) > cfg.max_lines:
-            raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
-        await access.spend(client, sum(len(t) for t in req.text), False)
-        with refused(422):
-            asked = _asked(req)
-        out = await models.translate(route, 422, asked)
-        pivot = {"pivot": list(route.via)} if route.via else {}          # the languages it went through, if any
-        sure = [[None if t.confidence is None else round(t.confidence, 4) for t in ts] for ts in out]
-        if req.format == "html":
-            return {"translations": [ts[0].text for ts in out], "confidence": [c[0] for c in sure], **pivot}
-        nbest = (req.nbest or 1) > 1
-        answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4), "confidence": c}
-                                                    for t, c in zip(ts, cs, strict=True)]
-                                                   if nbest else ts[0].text for ts, cs in zip(out, sure, strict=True)],
-                                  **({} if nbest else {"confidence": [c[0] for c in sure]}), **pivot}
-        if req.alignments:
-            answer["alignments"] = [[t.alignment for t in ts] if nbest else ts[0].alignment for ts in out]
-        return answer
-
-    @app.post("/attention")
-    async def attention(request: Request) -> dict[str, Any]:
-        await access.admit(await access.identify(request, header_key(request), False))
-        req = await _parse(request, AttentionRequest)
-        if not req.text.strip():
-            raise ServiceError(422, "text is empty")
-        async with models.direct(req.source, req.target).use() as served:
-            translator: Any = served.translator
-            require(translator, "attention")
-            options = {"beam": req.beam} if req.beam else {}
-            return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
-                None, lambda: translator.attention(req.text, **options, workers=1)))
-
-
-async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """``work``'s answer, unless the client disconnects first: then it is cancelled, so that its lines are dropped
-    from their search (a batch whose requests are all gone stops: batcher.py, processes.py), and the answer is a 499
-    nobody reads."""
-    task = asyncio.ensure_future(work)
-
-    async def disconnected() -> None:
-        while (await request.receive())["type"] != "http.disconnect":   # the body is read: only a disconnect comes
-            pass
-
-    watch = asyncio.ensure_future(disconnected())
-    try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not task.done():
-        task.cancel()
-        raise ServiceError(499, "the client closed the connection")
-    return task.result()
-
-
-def _asked(req: Any) -> Asked:
-    """aiayn's request as the pipeline's: its fields by name (pipeline.Request.of: the request's own, and
-    DecodeConfig's), a glossary given as an object (source term -> target term)."""
-    given = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
-    if "glossary" in given:
-        from ..decoding.constraints import Glossary  # (PyTorch: the constraints it becomes)
-
-        given["glossary"] = Glossary(list(given["glossary"].items()), "glossary")
-    return Asked.of(list(req.text), **given)
 
 
 def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dict[str, Any],
@@ -412,14 +275,6 @@ def _service_routes(app: Any, models: Models, cfg: ServeConfig, description: dic
 
 # settings /info does not show: the key, and where the databases and Redis are (a URL can hold a password)
 SECRET = ("api_key", "api_keys", "shared_storage", "suggestions")
-
-
-def _describe(err: Any, known: Iterable[str]) -> str:
-    """One pydantic error in words; ``known``: the request's fields, listed when an unknown one is sent."""
-    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the body"
-    if err.get("type") == "extra_forbidden":
-        return f"unknown field {brief(where)} (known: {', '.join(known)})"
-    return f"{cut(where)}: {err.get('msg')}"
 
 
 def serve(models: "Models | TorchEngine", cfg: ServeConfig, description: dict[str, Any] | None = None) -> None:

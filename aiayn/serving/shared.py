@@ -9,8 +9,8 @@ counts on its own (:class:`Local`, the default). Three operations, each atomic i
   replicas whose clocks differ agree.
 - :meth:`Local.spend`: ``amount`` more of a budget, unless that and the largest total :meth:`Local.seen` of it
   would pass it (what keys spend while the keys database is away, counted against what it last said they had
-  spent: access.py; the record of what keys spend is that database).
-- :meth:`Redis.recall` / :meth:`Redis.remember`: translations by key (memo.py), each kept ``ttl_s`` seconds; and
+  spent: middleware.py; the record of what keys spend is that database).
+- :meth:`Redis.recall` / :meth:`Redis.remember`: translations by key (batcher.py), each kept ``ttl_s`` seconds; and
   :meth:`Redis.keep_file` / :meth:`Redis.file`: translated documents (files.py), so that any replica serves the
   download. Redis's ``maxmemory`` bounds them (docs/deploy.md starts it with ``--maxmemory-policy allkeys-lru``):
   nothing in Redis is a record that must last.
@@ -90,7 +90,7 @@ class Local:
             self.spent[name] = max(0, self.spent[name] - amount)
 
     async def recall(self, keys: list[str]) -> list[bytes | None]:
-        return [None] * len(keys)               # (this process's translations are memo.py's own table)
+        return [None] * len(keys)               # (this process's translations are batcher.py's own table)
 
     async def remember(self, items: dict[str, bytes], ttl_s: int) -> None:
         pass
@@ -141,7 +141,7 @@ return 1
 
 class Redis(Local):
     """The counters and translations in Redis at ``url``, this process's own (:class:`Local`) while it cannot be
-    reached. ``metrics``: the app's (metrics.Metrics), whose shared-storage gauge and counter it sets."""
+    reached. ``metrics``: the app's (models.Metrics), whose shared-storage gauge and counter it sets."""
 
     def __init__(self, url: str, metrics: Any = None, prefix: str = "aiayn") -> None:
         super().__init__()

@@ -19,7 +19,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from ..translation import repair
+from ..translation import pipeline
 
 # What evaluate translates with: a translator.Translator (along its route: an engine, a pivot, a fallback), or an engine
 Translates = Any
@@ -97,7 +97,7 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     """Translate ``src_lines`` (any decoding ``overrides``), write the translations to ``hypotheses`` if given,
     and score them against ``ref_lines`` (one list, or several) in target language ``lang``. Returns BLEU,
     lowercased BLEU, chrF (and TER), the signature, the sentence count, the translation time and speed, the sentences
-    flagged and repaired by kind (repair.py), and where the hypotheses are."""
+    flagged and repaired by kind (pipeline.py), and where the hypotheses are."""
     multi = ref_lines and not isinstance(ref_lines[0], str)
     for r in (ref_lines if multi else [ref_lines]):
         if len(src_lines) != len(r):
@@ -112,7 +112,7 @@ def evaluate(translator: Translates, src_lines: Sequence[str], ref_lines: Sequen
     out = [ts[0] for ts in done.translations]
     hyps = one_line_each([[t] for t in out])
     repaired = {kind: {outcome: done.counts[f"repair.{kind}.{outcome}"] for outcome in ("flagged", "repaired")}
-                for kind in repair.KINDS}
+                for kind in pipeline.KINDS}
     if hypotheses is not None:
         hypotheses.parent.mkdir(parents=True, exist_ok=True)
         hypotheses.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -140,8 +140,8 @@ def _confidence(engine: Any, out: Sequence[Any], hyps: Sequence[str], refs: Sequ
 def calibrate(engine: Any, sources: Sequence[str], references: Sequence[str], threshold: float,
               held_out: tuple[Sequence[str], Sequence[str]] | None = None, **overrides: Any) -> tuple[Any, dict[str, Any]]:
     """``aiayn calibrate``'s work: each source line translated as one sentence by ``engine`` (its run's settings,
-    ``overrides``), its features (confidence.features) against its sentence chrF, and a logistic regression fitted to
-    find those at or above ``threshold`` (confidence.fit). Returns the calibration and how well it does: Pearson's r of
+    ``overrides``), its features (hypotheses.features) against its sentence chrF, and a logistic regression fitted to
+    find those at or above ``threshold`` (hypotheses.fit). Returns the calibration and how well it does: Pearson's r of
     its confidence with sentence chrF, and the ROC AUC of its confidence for finding the sentences below the
     threshold, on the lines it was fitted on and on ``held_out`` (sources, references) where given."""
     x, chrf = sentence_features(engine, sources, references, **overrides)
@@ -165,9 +165,9 @@ def _fittable(chrf: Sequence[float], threshold: float) -> None:
 
 def _fitted(engine: Any, x: list[list[float]], chrf: list[float], threshold: float,
             held: tuple[list[list[float]], list[float]] | None = None) -> tuple[Any, dict[str, Any]]:
-    """The calibration fitted on features ``x`` against sentence chrF ``chrf`` (confidence.fit), and its report on
+    """The calibration fitted on features ``x`` against sentence chrF ``chrf`` (hypotheses.fit), and its report on
     them and on ``held``'s held-out features and chrF."""
-    from ..decoding.confidence import fit
+    from ..decoding.hypotheses import fit
 
     cal = fit(x, [c >= threshold for c in chrf], threshold)
     report = {"fitted": {**agreement(cal(x), chrf, threshold), "sentences": len(x)}, "engine": engine.engine,
@@ -206,7 +206,7 @@ def calibrate_directions(engine: Any, multi: Any, valid: tuple[Sequence[str], Se
 
 def sentence_features(engine: Any, sources: Sequence[str], references: Sequence[str],
                       **overrides: Any) -> tuple[list[list[float]], list[float]]:
-    """Each line's features (confidence.features, each line one sentence) and the sentence chrF of its best
+    """Each line's features (hypotheses.features, each line one sentence) and the sentence chrF of its best
     translation against its reference."""
     from ..translation.pipeline import feature_rows
 
@@ -226,7 +226,7 @@ def agreement(confidence: Sequence[float], chrf: Sequence[float], threshold: flo
     1 - confidence for finding the sentences under ``threshold``, and their share."""
     import math
 
-    from ..decoding.confidence import pearson, roc_auc
+    from ..decoding.hypotheses import pearson, roc_auc
 
     def kept(x: float) -> float | None:                 # (NaN, where one class is missing: None, for JSON)
         return None if math.isnan(x) else round(x, 4)

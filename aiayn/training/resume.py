@@ -55,7 +55,7 @@ def write_run_dir(run: RunDir, data: DataDir, cfg: RunConfig, init_from: Path | 
     multi = data.multilingual
     langs = {"multilingual": multi.to_dict()} if multi is not None else {"src": data.src, "tgt": data.tgt}
     info = {"data_dir": str(data.path.resolve()), **langs, "data_hash": data.hash,
-            # what the training data shows of its sentences (data.Norms: sentences.py and repair.py use it)
+            # what the training data shows of its sentences (data.Norms: spans.py and pipeline.py use it)
             "norms": data.norms().to_dict(),
             # and what a fine-tuning run started from (kept on resume)
             "init_from": str(init_from) if init_from else run.data_info().get("init_from")}

@@ -10,12 +10,12 @@
   format that has them) taken out of a plain text, which then goes through markup as a fragment does, so that they
   are put back on their aligned words; the one rule for nbest and beam (config.beam_for_nbest); the settings
   resolved by the engine (its ``settings``: what it fixed when loaded); each text (or segment) cut into its
-  sentences, and a sentence too long for the model into its clauses (sentences.py; the request's ``sentences``,
+  sentences, and a sentence too long for the model into its clauses (spans.py; the request's ``sentences``,
   ``sentence_tokens``); a glossary merged with the constraints (constraints.Glossary.added_to) and made into
   what the search keeps; and each sentence encoded **once**.
 - **decode** (:func:`steps`): the decoding calls a request needs, as a generator its caller drives: all of a
   request's sentences in one call (each engine's own plan: blank lines, keep_plain), then the sentences that
-  degenerated (repair.py), then those the length guard cut. The command line and the Python API drive it with
+  degenerated (pipeline.py), then those the length guard cut. The command line and the Python API drive it with
   the engine in their thread (:func:`decode`), the server awaiting its batcher (serving.models.decoded): one
   copy of the steps, and nothing here calls up into either.
 - **finish** (:func:`finish`): the text of each hypothesis, its word alignment when asked, the sentences joined back
@@ -25,11 +25,37 @@
 
 A new request feature is a field of :class:`Request` and the code in one of the three steps that uses it; each front
 end maps its own field onto it.
+
+**Repair (:func:`repaired`).** Output that never degenerates: each sentence's translation checked, and a flagged one
+decoded again.
+
+Small and undertrained models fail in three recurring ways, and each has a setting that prevents it:
+
+- **a repetition loop** ("salad salad salad …"): a run of 1-4 target tokens repeated :data:`LOOP` times in a row,
+  where the source has no such run. Decoded again never repeating a trigram (``no_repeat_ngram=3``).
+- **an untranslated copy**: the translation is its source, word for word (3 words or more), from a model whose
+  training data rarely copies (``Norms.copies`` under 1%; a model trained to copy is never flagged). Decoded again
+  with twice the beam, and no repeated trigram.
+- **a length out of line with the training data**: target/source tokens outside the ratios of its training pairs
+  (``Norms.ratio``: their 0.1st and 99.9th percentiles, with a token's slack; sources of ``Norms.MIN_TOKENS`` tokens
+  or more). Too short (half translated): decoded again with ``min_len`` at the shortest ratio; too long: with the
+  length rule at the longest.
+
+The translation kept is the one with the lesser failure (none; a length; a copy; a loop), and of two alike the better-
+scoring (length-normalised log-probability); a sentence is counted repaired when its failure got lesser. Decoding is
+deterministic, so the same input always gives the same output. How many sentences were flagged and repaired, by kind,
+is counted in the request's counts (``repair.<kind>.flagged``, ``.repaired``: pipeline.Translated): ``aiayn evaluate
+--json`` reports them, and ``/metrics`` as ``aiayn_repair_sentences_total``. Sentences are always checked and counted;
+they are decoded again with the request's ``repair`` (``--repair``, ``"repair": true`` in a request), which is off by
+default: a repair changes what a model says, so that aiayn's engine and CTranslate2 (whose no-repeat rule is its own)
+no longer give the same text, and on the demo model it moved BLEU by 0.01-0.04
+(benchmarks/results/repair/repair-20261127-0319.json). pipeline.py drives it, for every engine.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import typing
 from collections import Counter
@@ -39,17 +65,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import config
 from ..config import DecodeConfig, Norms, beam_for_nbest, setting
-from ..decoding.confidence import of_text
+from ..decoding.hypotheses import features, of_text
 from ..engines.base import Engine, one_line, require
-from . import sentences, spans
-from .repair import repaired
-from .sentences import Pieces
+from . import spans
+from .spans import Pieces
 
 if TYPE_CHECKING:
     from ..decoding.constraints import Constraints, Glossary
     from ..decoding.hypotheses import Hypothesis
     from .markup import Fragment
-    from .repair import Call
 
 FORMATS = ("text", "html")
 # the words aiayn's API uses for the options HTML refuses; the CLI and LibreTranslate's API give their own
@@ -62,7 +86,7 @@ class Request:
     """What a front end asks for: texts, the decoding settings it overrides, its constraints, and its **options**,
     each in one place, here: every field made with config.setting is an option, and its type, default, help, bounds
     and the engine capability it needs (``needs``) make ``aiayn translate``'s flag (cli.common.add_request_flags),
-    a field of aiayn's API (serve.request_models) and of LibreTranslate's (libretranslate.OPTIONS). A new option is
+    a field of aiayn's API (api.request_models) and of LibreTranslate's (api.OPTIONS). A new option is
     its field and the step below that reads it (CONTRIBUTING.md)."""
 
     texts: Sequence[str]                                # lines of text (format html: HTML fragments)
@@ -84,17 +108,17 @@ class Request:
                                        f"none: off; default {','.join(spans.DEFAULT)}); a plain text is protected "
                                        "where its translation is one line, without alignments or constraints, and the "
                                        "engine aligns", parse=spans.parse)
-    sentences: bool = setting(True, "cut each text into its sentences (sentences.py: sentencex), translate each, and "
+    sentences: bool = setting(True, "cut each text into its sentences (spans.py: sentencex), translate each, and "
                               "join them back as the text was written (false: each line is one sentence)")
     sentence_tokens: int = setting(0, "a sentence longer than this many source tokens is cut at its clauses before "
                                    "translation, never truncated (0 = the longest source sentence the model was "
                                    "trained on, as its run records it)", ge=0)
     repair: bool = setting(False, "decode again a sentence whose translation loops, copies its source or has a "
                            "length out of line with the training data, with settings against that failure, and keep "
-                           "the better (repair.py; off: such sentences are only counted)")
+                           "the better (pipeline.py; off: such sentences are only counted)")
     runon: bool = setting(True, "with sentences: cut a sentence where a word that opens sentences in the training "
                           "data (German Ein, Zwei, Die; English A, The) stands capitalized inside it: text run on "
-                          "without its full stops (sentences.cut_runon); and one translated too short for its source "
+                          "without its full stops (spans.cut_runon); and one translated too short for its source "
                           "at its likeliest starter, the parts kept if surer (guarded)")
 
     def __post_init__(self) -> None:
@@ -139,7 +163,7 @@ class Translation:
     score: float = 0.0
     alignment: str | None = None
     spans: tuple[int, int] = (0, 0)                     # (kept, total): the input's protected spans it holds
-    confidence: float | None = None                     # in [0, 1], its least sure sentence's (confidence.py)
+    confidence: float | None = None                     # in [0, 1], its least sure sentence's (hypotheses.py)
 
 
 class Translated(NamedTuple):
@@ -244,11 +268,11 @@ def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfi
     """Each text's sentences (a text with constraints of its own stays whole: its phrases are the whole text's),
     those too long cut at their clauses, and every sentence's ids (encoded once; a cut sentence's parts again)."""
     lang = engine.languages[0] if engine.languages else None
-    pieces = [sentences.split(t, lang) if r.sentences and not (r.constraints and r.constraints[i])
-              else sentences.whole(t) for i, t in enumerate(texts)]
+    pieces = [spans.split(t, lang) if r.sentences and not (r.constraints and r.constraints[i])
+              else spans.whole(t) for i, t in enumerate(texts)]
     if r.sentences and r.runon and engine.norms.openers:
         openers = frozenset(engine.norms.openers)
-        pieces = [p if r.constraints and r.constraints[i] else sentences.cut_runon(p, openers)
+        pieces = [p if r.constraints and r.constraints[i] else spans.cut_runon(p, openers)
                   for i, p in enumerate(pieces)]
     ids = engine.encode([x for p in pieces for x in p.sentences])
     limit = r.sentence_tokens or engine.norms.longest_src or 0
@@ -258,7 +282,7 @@ def _sentences(engine: Engine, r: Request, texts: list[str], decode: DecodeConfi
     for i, p in enumerate(pieces):
         mine, ids = ids[:len(p.spans)], ids[len(p.spans):]
         if any(len(x) > limit for x in mine) and not (r.constraints and r.constraints[i]):
-            pieces[i] = p = sentences.cut_long(p, lambda text: len(engine.encode([text])[0]) > limit)
+            pieces[i] = p = spans.cut_long(p, lambda text: len(engine.encode([text])[0]) > limit)
             mine = engine.encode(p.sentences)
         out.extend(mine)
     return pieces, out
@@ -305,7 +329,7 @@ def decode(engine: Engine, prepared: Prepared, stop: Callable[[], bool] | None =
 
 def repairs(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) -> Generator[
         Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
-    """repair.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
+    """pipeline.repaired for a prepared request's sentences: the calls to make again, and then their hypotheses."""
     p = prepared
     return repaired(p.lines, p.ids, p.cons, hyps, p.decode, engine.norms, engine.detokenize, p.request.repair,
                     p.counts)
@@ -316,7 +340,7 @@ def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
     """The length guard, a plan as repairs is: a sentence translated shorter than ``norms.short`` (the 5th percentile
     of the training data's length ratio) times its source, at least 2 x Norms.MIN_TOKENS long, may be run-on text whose
     boundary neither the splitter nor an opener found, and the model dropped part of it. It is cut before its likeliest
-    starter (sentences.best_cut), the two parts translated, and they are kept where they are surer than the whole
+    starter (spans.best_cut), the two parts translated, and they are kept where they are surer than the whole
     (their confidences' mean, weighted by their source tokens): ``prepared`` then has two sentences where it had one.
     Only with the request's ``runon``, for plain text (no HTML, constraints, n-best or sampling); counted in
     ``prepared.counts`` (``guard.cut``, ``guard.kept``)."""
@@ -327,7 +351,7 @@ def guarded(engine: Engine, prepared: Prepared, hyps: list[list[Hypothesis]]) ->
     starters = dict(norms.starters)
     todo = [(j, at) for j, (line, x, hs) in enumerate(zip(p.lines, p.ids, hyps, strict=True))
             if hs and len(x) >= 2 * Norms.MIN_TOKENS and len(hs[0].tokens) < norms.short * len(x)
-            and (at := sentences.best_cut(line, starters)) is not None]
+            and (at := spans.best_cut(line, starters)) is not None]
     if not todo:
         return hyps
     parts = [s for j, at in todo for s in (p.lines[j][:at].rstrip(), p.lines[j][at:].lstrip())]
@@ -421,16 +445,14 @@ Row = tuple[str, "Hypothesis", "str | None", "str | None", float]
 
 def confidences(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hyps: Sequence[Hypothesis],
                 outputs: Sequence[str]) -> list[float]:
-    """Each hypothesis' confidence (confidence.py) by the engine's calibration, for its (source sentence, its ids)
+    """Each hypothesis' confidence (hypotheses.py) by the engine's calibration, for its (source sentence, its ids)
     and its text."""
     return engine.calibration(feature_rows(engine, sources, hyps, outputs))
 
 
 def feature_rows(engine: Engine, sources: Sequence[tuple[str, Sequence[int]]], hyps: Sequence[Hypothesis],
                  outputs: Sequence[str]) -> list[list[float]]:
-    """confidence.features of each hypothesis (what :func:`confidences` and ``aiayn calibrate`` read)."""
-    from ..decoding.confidence import features
-    from .repair import flag
+    """hypotheses.features of each hypothesis (what :func:`confidences` and ``aiayn calibrate`` read)."""
 
     unk, norms = engine.cfg.unk_id, engine.norms
     return [features(x, h, norms, flag(line, x, text, h.tokens, norms), unk)
@@ -442,7 +464,7 @@ def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int
     """One text's translations from its sentences' (the k-th of each joined into its k-th), and the first's links
     back (format html)."""
     if not rows:                                         # a blank text (its line breaks kept)
-        return [Translation(sentences.join(piece, [], target)[0], 0.0, "" if aligned else None,
+        return [Translation(spans.join(piece, [], target)[0], 0.0, "" if aligned else None,
                             confidence=1.0)] * nbest, ""
     if len(rows) == 1 and piece.spans[0] == (0, len(piece.text)):     # one sentence, all of the text: as it came
         return [Translation(t, h.score, a, confidence=c) for t, h, a, _, c in rows[0]], rows[0][0][3] or ""
@@ -450,10 +472,10 @@ def _joined(piece: Pieces, rows: list[list[Row]], target: str | None, nbest: int
     for k in range(len(rows[0])):
         mine = [r[min(k, len(r) - 1)] for r in rows]
         outs = [t for t, _, _, _, _ in mine]
-        text, starts = sentences.join(piece, outs, target)
-        link = None if mine[0][2] is None else sentences.merge_links(piece, outs, text, starts, [r[2] or "" for r in mine])
+        text, starts = spans.join(piece, outs, target)
+        link = None if mine[0][2] is None else spans.merge_links(piece, outs, text, starts, [r[2] or "" for r in mine])
         if k == 0 and mine[0][3] is not None:
-            back = sentences.merge_links(piece, outs, text, starts, [r[3] or "" for r in mine])
+            back = spans.merge_links(piece, outs, text, starts, [r[3] or "" for r in mine])
         out.append(Translation(text, sum(h.score for _, h, _, _, _ in mine), link,
                                confidence=of_text([c for _, _, _, _, c in mine])))
     return out, back
@@ -468,3 +490,85 @@ def translate(engine: Engine, request: Request) -> Translated:
 def one_line_each(out: list[list[Translation]]) -> list[str]:
     """Each input's best translation as one line (a line break it kept: a space), as a line-based caller writes it."""
     return [one_line(re.sub(r"\s*\n\s*", "\n", t[0].text).strip()) for t in out]
+
+
+# --- Repair: each sentence's translation checked, and a flagged one decoded again ----------------------------------
+
+LOOP = 4                  # times a run of tokens is repeated in a row for a loop
+COPIES = 0.01             # training data copying more often than this: copies are not flagged
+KINDS = ("loop", "copy", "short", "long")
+
+Call = tuple[list[list[int]], DecodeConfig, "list[Constraints | None] | None"]
+
+
+def _loops(tokens: Sequence[int]) -> bool:
+    """Whether some run of 1-4 tokens is repeated :data:`LOOP` times in a row: for some n, (LOOP - 1) x n tokens in a
+    row each equal to the one n before it (one pass per n)."""
+    for n in range(1, 5):
+        same = 0
+        for i in range(n, len(tokens)):
+            same = same + 1 if tokens[i] == tokens[i - n] else 0
+            if same >= (LOOP - 1) * n:
+                return True
+    return False
+
+
+def flag(source: str, src_ids: Sequence[int], output: str, tokens: Sequence[int], norms: Norms) -> str | None:
+    """The kind of failure a translation shows (one of :data:`KINDS`), or None."""
+    if not tokens:
+        return "short" if len(src_ids) >= Norms.MIN_TOKENS and norms.ratio else None
+    if _loops(tokens) and not _loops(src_ids):
+        return "loop"
+    words = source.split()
+    if norms.copies < COPIES and len(words) >= 3 and output.split() == words:
+        return "copy"
+    if norms.ratio and len(src_ids) >= Norms.MIN_TOKENS:           # (a token's slack either way)
+        if len(tokens) + 1 < norms.ratio[0] * len(src_ids):
+            return "short"
+        if len(tokens) - 1 > norms.ratio[1] * len(src_ids):
+            return "long"
+    return None
+
+
+SEVERITY = {None: 0, "short": 1, "long": 1, "copy": 2, "loop": 3}
+
+
+def settings(kind: str, decode: DecodeConfig, n_src: int, norms: Norms) -> DecodeConfig:
+    """The settings that prevent ``kind`` for a source of ``n_src`` tokens."""
+    if kind == "loop":
+        return decode.replace(no_repeat_ngram=3)
+    if kind == "copy":
+        return decode.replace(beam=max(4, 2 * decode.beam), no_repeat_ngram=3)
+    assert norms.ratio is not None
+    if kind == "short":
+        return decode.replace(min_len=max(decode.min_len, math.ceil(norms.ratio[0] * n_src)))
+    return decode.replace(max_len_a=norms.ratio[1], max_len_b=1)
+
+
+def repaired(texts: Sequence[str], ids: Sequence[Sequence[int]], cons: Sequence[Constraints | None] | None,
+             hyps: list[list[Hypothesis]], decode: DecodeConfig, norms: Norms,
+             detokenize: Callable[[list[list[int]]], list[str]], repair: bool, counts: Counter[str]) -> Generator[
+                 Call, list[list[Hypothesis]], list[list[Hypothesis]]]:
+    """The sentences' hypotheses with those flagged decoded again (the module's docstring): a plan, as engine.plan, that
+    yields the calls to make (ids, settings, constraints) and is sent their hypotheses. ``detokenize``: ids -> text;
+    ``repair``: the request's option (off: the flagged are only counted, in ``counts``)."""
+    if decode.sampling or not hyps:
+        return hyps
+    outputs = detokenize([hs[0].tokens if hs else [] for hs in hyps])
+    flags = [flag(t, x, o, hs[0].tokens if hs else [], norms) if x else None
+             for t, x, o, hs in zip(texts, ids, outputs, hyps, strict=True)]
+    groups: dict[DecodeConfig, list[int]] = {}
+    for i, kind in enumerate(flags):
+        if kind is not None:
+            counts[f"repair.{kind}.flagged"] += 1
+            if repair:
+                groups.setdefault(settings(kind, decode, len(ids[i]), norms), []).append(i)
+    for again, rows in groups.items():
+        new = yield [list(ids[i]) for i in rows], again, None if cons is None else [cons[i] for i in rows]
+        redone = detokenize([hs[0].tokens if hs else [] for hs in new])
+        for i, hs, text in zip(rows, new, redone, strict=True):
+            kind, was = flag(texts[i], ids[i], text, hs[0].tokens if hs else [], norms), SEVERITY[flags[i]]
+            if hs and (SEVERITY[kind] < was or SEVERITY[kind] == was and hs[0].score > hyps[i][0].score):
+                hyps[i] = hs
+                counts[f"repair.{flags[i]}.repaired"] += SEVERITY[kind] < was
+    return hyps

@@ -312,7 +312,7 @@ def test_the_command_line_on_ctranslate2_translates_without_pytorch(run: Path, t
 
 
 def test_ctranslate2_gives_the_runner_up_and_the_log_probability_aiayn_gives(run: Path) -> None:
-    """The confidence reads the best hypothesis' log-probability and its runner-up (confidence.features): CTranslate2
+    """The confidence reads the best hypothesis' log-probability and its runner-up (hypotheses.features): CTranslate2
     is asked for two hypotheses where one is wanted, and its length-normalised score turned back into the sum of
     log-probabilities, as aiayn's own search has them."""
     lines = ["a b c d e", "j i h g", "c c d"]

@@ -212,7 +212,7 @@ def _rows_of(t: Translator) -> dict[str, list[int | None]]:
 def test_the_imported_run_dir_is_a_run_dir_that_exports_and_round_trips(tmp_path: Path) -> None:
     """import -> export (Hugging Face) -> import gives the same weights, and what the run knew of its text (its length
     norms and sentence openers, its confidence calibration); the CTranslate2 export translates alike."""
-    from aiayn.decoding.confidence import FILE as CALIBRATION
+    from aiayn.decoding.hypotheses import FILE as CALIBRATION
     from aiayn.rundir import RunDir
 
     hf_dir = make_marian(tmp_path / "marian")

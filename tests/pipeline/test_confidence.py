@@ -1,5 +1,5 @@
-"""A calibrated confidence per sentence (confidence.py): its features, the regression and its measures, where it is
-shown (the CLI, the pipeline, documents), the fallback cascade, and run-on text cut at its openers (sentences.py).
+"""A calibrated confidence per sentence (hypotheses.py): its features, the regression and its measures, where it is
+shown (the CLI, the pipeline, documents), the fallback cascade, and run-on text cut at its openers (spans.py).
 Fast: the tiny fixture model, no server process (the APIs' fields: test_serve.py, test_libretranslate.py)."""
 
 from __future__ import annotations
@@ -15,10 +15,20 @@ import pytest
 
 from aiayn import Translator
 from aiayn.config import Norms
-from aiayn.decoding.confidence import BUNDLED, NAMES, Calibration, features, fit, for_run, of_text, pearson, roc_auc
-from aiayn.decoding.hypotheses import Hypothesis
+from aiayn.decoding.hypotheses import (
+    BUNDLED,
+    NAMES,
+    Calibration,
+    Hypothesis,
+    features,
+    fit,
+    for_run,
+    of_text,
+    pearson,
+    roc_auc,
+)
 from aiayn.translation.pipeline import Request, translate
-from aiayn.translation.sentences import Pieces, cut_runon, split
+from aiayn.translation.spans import Pieces, cut_runon, split
 
 from ..helpers import cli_error
 

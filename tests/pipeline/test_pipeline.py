@@ -147,8 +147,9 @@ def test_every_option_of_a_request_is_a_flag_and_a_field_of_both_apis_made_from_
     import dataclasses
 
     from aiayn.cli.translate import add_translate
-    from aiayn.serving import libretranslate
-    from aiayn.serving.serve import ServeConfig, request_models
+    from aiayn.serving import api
+    from aiayn.serving.api import request_models
+    from aiayn.serving.serve import ServeConfig
     from aiayn.translation.pipeline import option_hints
 
     parser = argparse.ArgumentParser()
@@ -163,8 +164,8 @@ def test_every_option_of_a_request_is_a_flag_and_a_field_of_both_apis_made_from_
             continue
         assert "--" + f.name.replace("_", "-") in flags, f.name
         assert model[f.name].description == f.metadata["help"], f.name            # the field's own help
-        assert f.name in (*libretranslate.OPTIONS, *libretranslate.LT_NAMES, *libretranslate.UNANSWERED), f.name
-    assert set(libretranslate.OPTIONS) >= {"sentences", "sentence_tokens", "repair", "runon", "protect"}
+        assert f.name in (*api.OPTIONS, *api.LT_NAMES, *api.UNANSWERED), f.name
+    assert set(api.OPTIONS) >= {"sentences", "sentence_tokens", "repair", "runon", "protect"}
     # bounds and types are the field's: checked where a request is made, named
     with pytest.raises(ValueError, match="sentence_tokens=-1"):
         Request(["x"], sentence_tokens=-1)

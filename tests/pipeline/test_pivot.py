@@ -116,7 +116,7 @@ def test_the_command_line_and_the_server_give_the_same_through_a_pivot_with_a_fa
     English are kept by both, and both count them."""
     import shutil
 
-    from aiayn.decoding.confidence import NAMES, Calibration
+    from aiayn.decoding.hypotheses import NAMES, Calibration
 
     unsure, back = tmp_path / "unsure-en-fr", relabeled(LEGACY, tmp_path / "back-en-fr", "en", "fr")
     shutil.copytree(en_fr, unsure, ignore=shutil.ignore_patterns("engines"))

@@ -1,4 +1,4 @@
-"""Output that never degenerates (repair.py, driven by pipeline.py): what is flagged, a model made to loop repaired in
+"""Output that never degenerates (pipeline.py, driven by pipeline.py): what is flagged, a model made to loop repaired in
 the Python API and in a server (its counts in /metrics), a copy model never flagged for copying, the no-repeat
 setting in every search, and the same output every time."""
 
@@ -14,8 +14,7 @@ import torch
 from aiayn import Translator
 from aiayn.config import Norms
 from aiayn.training.evaluate import evaluate
-from aiayn.translation.pipeline import Request
-from aiayn.translation.repair import _loops, flag
+from aiayn.translation.pipeline import Request, _loops, flag
 
 from ..helpers import Server, copy_lines
 

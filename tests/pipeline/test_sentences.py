@@ -1,4 +1,4 @@
-"""Sentences (sentences.py, through pipeline.py): a paragraph cut into its sentences by sentencex, each translated in
+"""Sentences (spans.py, through pipeline.py): a paragraph cut into its sentences by sentencex, each translated in
 one batch with the others, joined back as it was written (line breaks kept); a sentence too long for the model cut at
 its clauses; the word alignments and HTML markup of the whole; every front end, and each able to turn it off."""
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from aiayn import Translator
 from aiayn.cli.main import main
 from aiayn.translation.pipeline import Request, translate
-from aiayn.translation.sentences import cut_long, join, merge_links, split, whole
+from aiayn.translation.spans import cut_long, join, merge_links, split, whole
 
 from ..helpers import LEGACY, Server
 

@@ -204,7 +204,8 @@ def test_every_decoding_setting_is_a_flag_and_a_request_field_with_its_bounds() 
     pytest.importorskip("pydantic")
     from pydantic import ValidationError
 
-    from aiayn.serving.serve import ServeConfig, request_models
+    from aiayn.serving.api import request_models
+    from aiayn.serving.serve import ServeConfig
 
     flags = {cmd: {s for a in _subparser(cmd)._actions for s in a.option_strings} for cmd in ("translate", "evaluate",
                                                                                                  "serve")}

@@ -1,4 +1,4 @@
-"""The keys and suggestions database as deployed (serving/database.py, access.py): a real PostgreSQL under the keys,
+"""The keys and suggestions database as deployed (serving/database.py, middleware.py): a real PostgreSQL under the keys,
 their budgets and the suggestions, PostgreSQL stopped under load and started again (a grace period, then 503, never
 a 500 or a traceback), SQLite shared by two replicas and locked by another process, and a database made by an older
 aiayn brought up to date. ``make services`` installs PostgreSQL (Debian: postgresql); without it those tests skip and

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aiayn.config import DecodeConfig
-from aiayn.serving.guards import ServiceError, same_key
+from aiayn.serving.middleware import ServiceError, same_key
 from aiayn.serving.shared import Local
 
 from ..helpers import KEY, Server
@@ -363,7 +363,8 @@ def test_fuzz_both_apis_no_5xx_no_traceback(capsys: pytest.CaptureFixture[str]) 
     from hypothesis import HealthCheck, given, seed, settings
     from hypothesis import strategies as st
 
-    from aiayn.serving.serve import ServeConfig, request_models
+    from aiayn.serving.api import request_models
+    from aiayn.serving.serve import ServeConfig
 
     fuzz_seed = int(os.environ.get("AIAYN_FUZZ_SEED", random.randrange(2**32)))
     s = Server("--workers", "1", "--max-lines", "8", "--max-chars", "200", "--max-beam", "4", "--timeout", "120",

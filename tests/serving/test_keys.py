@@ -1,4 +1,4 @@
-"""API keys in a database, each with its own limits (serving/access.py, database.py, ``aiayn keys``), characters counted
+"""API keys in a database, each with its own limits (serving/middleware.py, database.py, ``aiayn keys``), characters counted
 per request, ``POST /suggest`` and ``aiayn suggestions export``, and ``/detect`` among every language: against a real
 ``aiayn serve`` on 127.0.0.1."""
 
@@ -130,11 +130,10 @@ def test_documents_are_charged_to_a_keys_characters_of_the_day(tmp_path: Path) -
 
 
 def test_a_removed_key_stops_working_within_the_ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """access.Access remembers a key's row --keys-ttl seconds, then reads the database again."""
-    from aiayn.serving import access as access_module
-    from aiayn.serving.access import Access
+    """middleware.Access remembers a key's row --keys-ttl seconds, then reads the database again."""
+    from aiayn.serving import middleware as access_module
     from aiayn.serving.database import Database
-    from aiayn.serving.guards import ServiceError
+    from aiayn.serving.middleware import Access, ServiceError
     from aiayn.serving.serve import ServeConfig
     from aiayn.serving.shared import Local
 

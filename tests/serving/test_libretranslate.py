@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from aiayn import Translator
-from aiayn.serving.guards import ServiceError
+from aiayn.serving.middleware import ServiceError
 from aiayn.serving.models import Models, Served
-from aiayn.translation.languages import canonical
 from aiayn.translation.pipeline import Request, translate
+from aiayn.translation.route import canonical
 
 from ..helpers import LEGACY, Server, copy_lines, multipart, relabeled
 
@@ -231,7 +231,7 @@ def test_forms_in_plain_utf8_are_read_as_utf8_as_libretranslate_reads_them(two: 
 
 def test_detect_puts_the_languages_served_first_where_the_detector_is_unsure(two: Server) -> None:
     """On "Ein Hund." py3langid's best guess is Faroese (12.7 against German's 12.3); this server serves German."""
-    from aiayn.serving.libretranslate import Detector
+    from aiayn.serving.api import Detector
 
     assert Detector().rank("Ein Hund.")[0]["language"] != "de"                 # the detector alone
     assert _send(two, "/detect", query={"q": "Ein Hund."})[2][0]["language"] == "de"

@@ -1,4 +1,4 @@
-"""The translations a server remembers (serving/memo.py): a sentence asked again is answered from memory, with the
+"""The translations a server remembers (serving/batcher.py): a sentence asked again is answered from memory, with the
 same output as decoded, its hits counted in /metrics; the table keeps at most its size; --cache 0 remembers none."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from aiayn import Translator
 from aiayn.config import DecodeConfig
 from aiayn.decoding.hypotheses import Hypothesis
-from aiayn.serving.memo import Memo
+from aiayn.serving.batcher import Memo
 
 from ..helpers import Server, copy_lines
 

@@ -356,7 +356,7 @@ def test_each_direction_is_calibrated_on_its_own_validation_lines(three_ways: Pa
     import shutil
 
     from aiayn.cli.main import main
-    from aiayn.decoding.confidence import Calibration
+    from aiayn.decoding.hypotheses import Calibration
     from aiayn.translator import Translator
 
     run = tmp_path / "run"

@@ -1,10 +1,13 @@
-"""LibreTranslate's HTTP API beside aiayn's own, at the same root, so that the tools that speak it (libretranslatepy,
-Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can use aiayn's models.
+"""The translation APIs, on the same paths: aiayn's own (:func:`add_aiayn_routes`: ``POST /translate`` with ``text``,
+``POST /attention``; serve.py lists its fields) and LibreTranslate's (:func:`add_routes`), so that the tools that speak
+it (libretranslatepy, Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can use aiayn's models.
+
+LibreTranslate's:
 
     POST /translate   q (a string; a list in a JSON body: a batch), source (a code or auto), target, format (text
                       or html: markup.py), alternatives (n-best; text only), api_key
                       ->  {"translatedText": ..., "detectedLanguage", "alternatives", aiayn's own "confidence" (in
-                      [0, 1]: confidence.py) and "alternativesConfidence" (one per alternative, which stay strings
+                      [0, 1]: hypotheses.py) and "alternativesConfidence" (one per alternative, which stay strings
                       for the clients that know them), "pivot" (aiayn's: a pair translated through a third language
                       names it)}
     POST /detect      q  ->  [{"confidence": 0-100, "language": code}, ...], best first
@@ -18,10 +21,10 @@ Mastodon, Weblate, Discourse, Nextcloud, TranslateYou, browser extensions) can u
 
 Fields are read as LibreTranslate reads them: the JSON body when the Content-Type is JSON, otherwise the form fields
 (url-encoded or multipart) merged with the query string, which wins. ``POST /translate`` is LibreTranslate's when its
-fields have ``q`` and aiayn's when they have ``text`` (serve.py). Errors are ``{"error": ...}`` with LibreTranslate's
+fields have ``q`` and aiayn's when they have ``text``. Errors are ``{"error": ...}`` with LibreTranslate's
 codes: 400 (a missing field, an unsupported language, a text over the limits, a required api_key missing), 403 (a
 wrong key), 429 (the request limit), 500. A text is cut into its sentences, translated, and joined back with its own
-line breaks (pipeline.py, sentences.py), as ``aiayn translate`` does; aiayn's own fields are the request's other
+line breaks (pipeline.py, spans.py), as ``aiayn translate`` does; aiayn's own fields are the request's other
 options (:data:`OPTIONS`): ``sentences: false`` translates each line as one sentence. ``source: auto`` is detected
 with py3langid (its model ships with it; offline) among every language it knows (97), and a text in a language no
 model translates to the target is a 400 that says so; ``/detect`` answers among them all too.
@@ -31,16 +34,18 @@ model translates to the target is a 400 that says so; ``/detect`` answers among 
 import asyncio
 import dataclasses
 import threading
+import typing
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ..config import DecodeConfig
 from ..documents.formats import EXTENSIONS
-from ..quoting import brief
-from ..translation.languages import canonical, language_name
+from ..engines.base import require
+from ..quoting import brief, cut
 from ..translation.pipeline import Request, Translation, option_hints
-from ..translation.route import Route
-from .access import Access
+from ..translation.route import Route, canonical, language_name
 from .files import Files
-from .guards import ServiceError, form_fields, header_key, json_body
+from .middleware import Access, ServiceError, form_fields, header_key, json_body
 from .models import Models, Served, refused
 
 
@@ -68,8 +73,8 @@ async def speaks_libretranslate(request: Any) -> bool:
     is not a JSON object sent without a JSON Content-Type (a form), or an object with neither ``q`` nor ``text`` but
     LibreTranslate's other fields (its "missing q" is the clearer answer there). aiayn's own is a JSON object with
     ``text``, sent with any Content-Type (as ``curl -d`` sends it). A body that starts as an object but is not valid
-    JSON is either API's 400 (guards.json_body)."""
-    body = (await request.body()).lstrip()          # read first: serve._unless_gone listens to the connection next
+    JSON is either API's 400 (middleware.json_body)."""
+    body = (await request.body()).lstrip()          # read first: api._unless_gone listens to the connection next
     if "q" in request.query_params:
         return True
     if body[:1] == b"{":
@@ -129,7 +134,8 @@ class Detector:
 
 
 def _text(f: dict[str, Any], json_body: bool, max_lines: int) -> tuple[list[str], bool]:
-    """(the texts of ``q``, whether it was a batch), within the server's lines per request (its characters: access.py)."""
+    """(the texts of ``q``, whether it was a batch), within the server's lines per request (its characters:
+    middleware.py)."""
     q = f.get("q")
     if not q:
         raise ServiceError(400, "Invalid request: missing q parameter")
@@ -279,7 +285,7 @@ async def translate(request: Any, models: Models, cfg: Any, access: Access, dete
 
 def add_routes(app: Any, models: Models, cfg: Any, access: Access, suggestions: Any = None) -> Any:
     """LibreTranslate's routes on ``app``; returns its ``POST /translate`` handler, which serve.py calls for the
-    requests that speak LibreTranslate. ``cfg``: the ServeConfig; ``access``: its keys and limits (access.py);
+    requests that speak LibreTranslate. ``cfg``: the ServeConfig; ``access``: its keys and limits (middleware.py);
     ``suggestions``: the database that keeps POST /suggest's corrections (database.py; None: refused)."""
     from fastapi import Request
 
@@ -349,3 +355,145 @@ async def _suggest(request: Any, models: Models, access: Access, db: Any, admitt
     key_id = client.key.id if client.key is not None else None
     await asyncio.get_running_loop().run_in_executor(None, db.suggest, f["q"], f["s"], source, target, key_id)
     return {"success": True}
+
+
+# --- aiayn's own API ------------------------------------------------------------------------------------------------
+
+
+def request_models(cfg: Any) -> tuple[Any, Any]:
+    """The bodies of ``POST /translate`` and ``POST /attention`` as pydantic models (422 on anything else).
+
+    /translate's optional fields are the DecodeConfig fields marked ``per_request`` and the request's options
+    (pipeline.Request), each with its type, bounds and help (config.setting); the server only adds its own caps (the
+    beam's, ``max_beam``, which also caps nbest; the length limits')."""
+    from pydantic import ConfigDict, Field, create_model
+
+    caps = {"beam": cfg.max_beam, "nbest": cfg.max_beam, "max_len_a": cfg.max_len_a_cap,
+            "max_len_b": cfg.max_len_b_cap, "min_len": cfg.max_len_b_cap}
+    hints = {**typing.get_type_hints(DecodeConfig), **option_hints()}
+    options: dict[str, Any] = {}
+    for f in [f for f in dataclasses.fields(DecodeConfig) if f.metadata.get("per_request")] + \
+            [f for f in dataclasses.fields(Request) if f.name in hints]:
+        bounds = {k: f.metadata[k] for k in ("ge", "gt", "le") if f.metadata.get(k) is not None}
+        if f.name in caps:
+            bounds["le"] = min(bounds.get("le", caps[f.name]), caps[f.name])
+        hint = hints[f.name]
+        if typing.get_origin(hint) is tuple:             # (a JSON list; its items checked by the Request: a 422)
+            hint = list[typing.get_args(hint)[0]]  # type: ignore[misc]
+        options[f.name] = (hint | None, Field(None, description=f.metadata["help"], **bounds))
+    strict = ConfigDict(extra="forbid", strict=True)
+    pair: dict[str, Any] = {name: (str | None, Field(None, description=f"the {name} language (where several models "
+                                                                       "are loaded)")) for name in ("source", "target")}
+    lexical: dict[str, Any] = {
+        "constraints": (list[list[str] | None] | None, Field(None, description="per line, target phrases its "
+                                                             "translation must contain (or null)")),
+        "glossary": (dict[str, str] | None, Field(None, description="source term -> target term: a line containing "
+                                                  "a term is translated with its target term"))}
+    translate = create_model("TranslateRequest", __config__=strict, text=(list[str], ...), **pair, **options,
+                             **lexical)
+    attention = create_model("AttentionRequest", __config__=strict, text=(str, Field(max_length=cfg.max_chars)),
+                             beam=options["beam"], **pair)
+    return translate, attention
+
+
+async def parse(request: Any, model: Any) -> Any:
+    """The body as JSON (whatever Content-Type says; middleware.json_body: 400 when it is not JSON or not valid Unicode)
+    validated by ``model``; 422 naming what is wrong."""
+    from pydantic import ValidationError
+
+    await json_body(request)                   # (its errors say JSON's words: "array", not "list")
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise ServiceError(422, "; ".join(describe(err, model.model_fields) for err in e.errors()[:5])) from None
+
+
+def add_aiayn_routes(app: Any, models: Models, cfg: Any, access: Access,
+                     speak_libretranslate: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
+    """POST /translate (aiayn's API, or LibreTranslate's where the fields are its) and POST /attention."""
+    from fastapi import Request
+
+    TranslateRequest, AttentionRequest = request_models(cfg)
+
+    @app.post("/translate")
+    async def translate(request: Request) -> dict[str, Any]:
+        speaks = await speaks_libretranslate(request)     # its body is read (and kept) here
+        return await _unless_gone(request, (speak_libretranslate if speaks else translate_aiayn)(request))
+
+    async def translate_aiayn(request: Request) -> dict[str, Any]:
+        await json_body(request)                       # 400 for a body that is not JSON, whatever the key
+        client = await access.identify(request, header_key(request), False)
+        await access.admit(client)
+        req = await parse(request, TranslateRequest)
+        route = models.route(req.source, req.target)
+        if len(req.text) > cfg.max_lines:
+            raise ServiceError(413, f"{len(req.text)} lines in one request; at most {cfg.max_lines}")
+        await access.spend(client, sum(len(t) for t in req.text), False)
+        with refused(422):
+            asked = _asked(req)
+        out = await models.translate(route, 422, asked)
+        pivot = {"pivot": list(route.via)} if route.via else {}          # the languages it went through, if any
+        sure = [[None if t.confidence is None else round(t.confidence, 4) for t in ts] for ts in out]
+        if req.format == "html":
+            return {"translations": [ts[0].text for ts in out], "confidence": [c[0] for c in sure], **pivot}
+        nbest = (req.nbest or 1) > 1
+        answer: dict[str, Any] = {"translations": [[{"text": t.text, "score": round(t.score, 4), "confidence": c}
+                                                    for t, c in zip(ts, cs, strict=True)]
+                                                   if nbest else ts[0].text for ts, cs in zip(out, sure, strict=True)],
+                                  **({} if nbest else {"confidence": [c[0] for c in sure]}), **pivot}
+        if req.alignments:
+            answer["alignments"] = [[t.alignment for t in ts] if nbest else ts[0].alignment for ts in out]
+        return answer
+
+    @app.post("/attention")
+    async def attention(request: Request) -> dict[str, Any]:
+        await access.admit(await access.identify(request, header_key(request), False))
+        req = await parse(request, AttentionRequest)
+        if not req.text.strip():
+            raise ServiceError(422, "text is empty")
+        async with models.direct(req.source, req.target).use() as served:
+            translator: Any = served.translator
+            require(translator, "attention")
+            options = {"beam": req.beam} if req.beam else {}
+            return dict(await asyncio.get_running_loop().run_in_executor(      # one sentence: not batched
+                None, lambda: translator.attention(req.text, **options, workers=1)))
+
+
+async def _unless_gone(request: Any, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """``work``'s answer, unless the client disconnects first: then it is cancelled, so that its lines are dropped
+    from their search (a batch whose requests are all gone stops: batcher.py, processes.py), and the answer is a 499
+    nobody reads."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":   # the body is read: only a disconnect comes
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        raise ServiceError(499, "the client closed the connection")
+    return task.result()
+
+
+def _asked(req: Any) -> Request:
+    """aiayn's request as the pipeline's: its fields by name (pipeline.Request.of: the request's own, and
+    DecodeConfig's), a glossary given as an object (source term -> target term)."""
+    given = {k: v for k, v in req.model_dump().items() if k not in ("text", "source", "target") and v is not None}
+    if "glossary" in given:
+        from ..decoding.constraints import Glossary  # (PyTorch: the constraints it becomes)
+
+        given["glossary"] = Glossary(list(given["glossary"].items()), "glossary")
+    return Request.of(list(req.text), **given)
+
+
+def describe(err: Any, known: Iterable[str]) -> str:
+    """One pydantic error in words; ``known``: the request's fields, listed when an unknown one is sent."""
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the body"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {brief(where)} (known: {', '.join(known)})"
+    return f"{cut(where)}: {err.get('msg')}"
