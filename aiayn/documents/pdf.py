@@ -1378,7 +1378,9 @@ def _stripped(pdf: Any, todo: list[Box]) -> dict[int, list[Any]]:
 def _left(src: Path, todo: list[Box]) -> set[int]:
     """The indexes in ``todo`` of the boxes a character is still inside once the pages are stripped (in a copy, read
     again): another box's (a sum's limits, a fraction's part, which pdfminer read as boxes of their own inside a
-    paragraph's), or the box's own, should a content stream be counted otherwise than pdfminer counted it."""
+    paragraph's), or the box's own, should a content stream be counted otherwise than pdfminer counted it. A space
+    is not counted: it draws nothing that a translation could hide (LibreOffice draws a link's trailing space with the
+    operator that draws the punctuation after the link, inside the link's box)."""
     import pikepdf
     from pdfminer.layout import LTChar, LTTextLine
 
@@ -1391,7 +1393,8 @@ def _left(src: Path, todo: list[Box]) -> set[int]:
     left = set()
     for number, page in enumerate(_pages(data)):
         chars = [((c.x0 + c.x1) / 2, (c.y0 + c.y1) / 2) for item in _text_boxes(page)
-                 for line in item if isinstance(line, LTTextLine) for c in line if isinstance(c, LTChar)]
+                 for line in item if isinstance(line, LTTextLine) for c in line
+                 if isinstance(c, LTChar) and c.get_text().strip()]
         for k, box in enumerate(todo):
             r = box.rect
             if box.page == number and any(r[0] + 1 < x < r[2] - 1 and r[1] + 1 < y < r[3] - 1 for x, y in chars):

@@ -575,6 +575,23 @@ def test_a_libreoffice_document_with_a_table_is_translated_in_place(tmp_path: Pa
     assert pdf.overlaps(after) == pdf.overlaps(before) == 0 and clean(out)
 
 
+def test_a_space_drawn_inside_a_box_by_another_operator_does_not_keep_it_from_being_translated(tmp_path: Path) -> None:
+    """LibreOffice draws a link's trailing space with the operator that draws the punctuation after it (``; ``), which
+    pdfminer reads as a box of its own: the space, inside the link's box, stays on the page when the box's text is taken
+    out, and draws nothing, so the box is translated all the same (a letter left there would keep it as it was)."""
+    src, spaced, out = MADE / "letter.pdf", tmp_path / "spaced.pdf", tmp_path / "out.pdf"
+    heading = pdf.boxes(src, src.name)[0]
+    assert heading.text == "Ein Ausflug in die Berge" and heading.rect[2] < 288
+    with pikepdf.open(src) as doc:       # a space (F2's code 4) at the heading's end, then a full stop (23) outside it
+        doc.pages[0].contents_add(doc.make_stream(b"BT /F2 16 Tf 1 0 0 1 283 681.1 Tm [<04> -300 <17>] TJ ET"))
+        doc.save(spaced)
+    assert [b.text for b in pdf.boxes(spaced, spaced.name, every=True)][:2] == [heading.text, "."]
+    report = translated(spaced, out, options=Options(source="de", target="en"))
+    assert not [n for n in report.notes if "not theirs" in n], report.notes
+    after = [b.text for b in pdf.boxes(out, out.name)]          # (the full stop read back beside its translation)
+    assert after[0].startswith(heading.text.upper()) and heading.text not in " ".join(after) and clean(out)
+
+
 def test_an_accent_that_tex_draws_over_its_letter_is_read_as_the_accented_letter() -> None:
     assert pdf.composed("B¨arenreiter, durchg¨angig, ˇcesk´y, ´et´e") == "Bärenreiter, durchgängig, český, été"
     # an accent after its letter, over no letter, or one of ASCII's (code's ` ^ ~) is left as it is
