@@ -533,13 +533,45 @@ def marking(objs: list[Any], line: Any, bars: list[Bar],
     if glyphs is None:
         return _faced(objs)
     out, k = "", 0
-    for start, end in _formulas(objs):
+    for start, end in _whole_fractions(_formulas(objs), objs, bars):
         key = glyph([o for o in objs[start:end] if hasattr(o, "shown")], line, bars, glyphs)
         out += marking(objs[k:start], line, bars, None)
         formula = marking(objs[start:end], line, bars, None)
         out += f"{OPEN}{key}{SHUT}" if key and key != FIXED else f"{FIXED}{formula}" if key else formula
         k = end
     return out + marking(objs[k:], line, bars, None)
+
+
+def _whole_fractions(spans: list[tuple[int, int]], objs: list[Any], bars: list[Bar]) -> list[tuple[int, int]]:
+    """The formulas (:func:`_formulas`' spans of ``objs``) each widened to the whole of every fraction it is part of:
+    all of the run's characters over and under the fraction's bar (characters of the run both over and under it), which
+    pdfminer may have cut into several formulas with its spaces (``−f (b) (b−a)``), or whose punctuation is not a
+    formula's (``1/k!``); formulas that then overlap made one. So that a fraction moves whole, with its bar."""
+    chars = [(k, o) for k, o in enumerate(objs) if hasattr(o, "shown")]
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        while True:
+            mine = [o for o in objs[start:end] if hasattr(o, "shown")]
+            if not mine:
+                break
+            left, right = min(c.x0 for c in mine), max(c.x1 for c in mine)
+            bottom, top = min(c.y0 for c in mine), max(c.y1 for c in mine)
+            wider = (start, end)
+            for bar in bars:
+                if not (bar.x0 < right and bar.x1 > left and bottom < bar.y < top):
+                    continue
+                inside = [(k, o) for k, o in chars if bar.x0 - 0.5 < (o.x0 + o.x1) / 2 < bar.x1 + 0.5]
+                if any((o.y0 + o.y1) / 2 > bar.y for _, o in inside) and \
+                        any((o.y0 + o.y1) / 2 < bar.y for _, o in inside):        # a fraction's: over and under it
+                    wider = (min(wider[0], min(k for k, _ in inside)), max(wider[1], max(k for k, _ in inside) + 1))
+            if wider == (start, end):
+                break
+            start, end = wider
+        while out and start < out[-1][1]:
+            before = out.pop()
+            start, end = min(before[0], start), max(before[1], end)
+        out.append((start, end))
+    return out
 
 
 def _faced(objs: list[Any]) -> str:
@@ -764,8 +796,10 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
         pieces = [h for h in homes if h[2] and len(h[2]) <= 24 and bar.x0 - 6 < h[3][0] and h[3][1] < bar.x1 + 6 and
                   all(0 < abs((c.y0 + c.y1) / 2 - bar.y) < 1.2 * c.size and bar.x0 - 0.5 * c.size < c.x0 and
                       c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
-        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <= h[3][1] <= bar.x0 + 1]
-        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <= h[3][0] <= bar.x1 + h[2][0].size]
+        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and
+                bar.x0 - h[2][-1].size <= _outside(h[2], bar, max) <= bar.x0 + 1]
+        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and
+                 bar.x1 - 1 <= _outside(h[2], bar, min) <= bar.x1 + h[2][0].size]
         parts = [c for h in pieces for c in h[2]]
         if not pieces or not (left or right) or not any(_math(c) for c in parts) or \
                 any(MUSIC.search(c.fontname) for c in parts):
@@ -778,6 +812,13 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
             _appended(host[1], host[2], item, line, chars, [LTAnno(" "), *line._objs])
         host[3][:] = [min(c.x0 for c in host[2]), max(c.x1 for c in host[2]), min(c.y0 for c in host[2]),
                       max(c.y1 for c in host[2])]
+
+
+def _outside(chars: list[Any], bar: Bar, end: Any) -> float:
+    """Where a line's characters outside a bar's span end (``end`` max: its right edge) or start (min: its left edge):
+    a fraction's part that pdfminer read into the line beside it, over or under the bar, left out."""
+    side = [c.x1 if end is max else c.x0 for c in chars if not bar.x0 - 0.5 < (c.x0 + c.x1) / 2 < bar.x1 + 0.5]
+    return end(side) if side else float("nan")
 
 
 def _taken(home: Any, theirs: list[Any], item: Any, line: Any, chars: list[Any], fraction: bool = False) -> None:
@@ -933,8 +974,8 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
         rules, mine = _rules(page), []
         rules.bars = _near(rules.bars, page)
         _rejoined(page)
-        _satellites(page)
         _fractions(page, rules.bars)
+        _satellites(page)
         groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
                   for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):

@@ -697,6 +697,47 @@ def test_a_formulas_stacked_pieces_stay_one_formula_or_leave_its_paragraph_as_it
     assert 57 not in pdf._edges([[char("x", 303, y)] for y in (0, 20, 40)] + [[char("y", 57, 0)]])
 
 
+def test_an_inline_fractions_parts_read_into_the_lines_beside_it_go_back_into_its_line(tmp_path: Path) -> None:
+    """The class notes' "Satz 2" (class-notes-reihen.md), ``a_{k+1}/a_k <= b_{k+1}/b_k`` set large in a sentence: pdfminer
+    reads the first fraction's denominator into the line of the text before it and its numerator into the line of the
+    text after it. Both go back into the line its bar stands in, so that the fraction moves with its sentence, bar and
+    all, and the paragraph is translated instead of left as it was."""
+    src, out = MADE / "class-notes-reihen.pdf", tmp_path / "out.pdf"
+    satz = next(b for b in pdf.boxes(src, src.name) if b.text.startswith("Satz 2"))
+    assert pdf.FIXED not in satz.marked and satz.text.endswith("für alle"), satz.text
+    translated(src, out, options=Options(source="de", target="en"))
+    assert any(b.text.startswith("SATZ 2: SEIEN") for b in pdf.boxes(out, out.name)) and clean(out)
+
+
+def test_a_fraction_that_pdfminer_cut_with_its_spaces_moves_whole_with_its_bar() -> None:
+    """An inline fraction (``f(b)/k!``) that pdfminer cut into several formulas with the spaces it put between its
+    numerator's and denominator's characters, and whose ``!`` is punctuation, not a formula's: the formula is widened
+    to every character of its run over and under the bar, so that it moves whole, with its bar, where each piece alone
+    would leave the bar behind (:data:`pdf.FIXED`). A bar with characters on one side only (an underline, an overline)
+    widens nothing."""
+    from types import SimpleNamespace
+
+    def char(text: str, x0: float, y0: float, size: float = 7.0, font: str = "CMMI7") -> Any:
+        return SimpleNamespace(x0=x0, x1=x0 + 3, y0=y0, y1=y0 + size, size=size, get_text=lambda: text, fontname=font,
+                               shown=("F1", text.encode(), (size, 0, 0, size, x0, y0 + 1)))
+
+    space = SimpleNamespace(get_text=lambda: " ")
+    word, sign = char("a", 70, 100, 10, "CMR10"), char("=", 90, 100, 10, "CMSY10")
+    f, b, k, bang = char("f", 100, 105), char("b", 106, 105), char("k", 100, 95), char("!", 103, 95, font="CMR7")
+    line = [word, space, sign, f, space, b, k, bang]
+    bar = pdf.Bar(99, 110, 103.5, (99, 103.3, 110, 103.7), op=5, near=frozenset({id(f), id(b), id(k), id(bang)}))
+    assert pdf._formulas(line) == [(2, 4), (5, 7)]                     # cut at the space; the ! not a formula's
+    assert pdf._whole_fractions(pdf._formulas(line), line, [bar]) == [(2, 8)]
+    glyphs: dict[str, pdf.Glyph] = {}
+    assert pdf.glyph([f], line, [bar], glyphs) == pdf.FIXED               # a piece alone leaves the bar behind
+    key = pdf.glyph([sign, f, b, k, bang], line, [bar], glyphs)
+    assert key not in (None, pdf.FIXED) and glyphs[key].paths == {5}
+    g = char("g", 106, 105)
+    over = [word, space, sign, f, space, g]                              # f and g both over the line: an underline's
+    underline = pdf.Bar(99, 108, 104, (99, 103.8, 108, 104.2), op=6)
+    assert pdf._formulas(over) == [(2, 4), (5, 6)] == pdf._whole_fractions(pdf._formulas(over), over, [underline])
+
+
 def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
     """Taking a paragraph's text out takes out what shares its operators, which is drawn again as it was
     (:func:`pdf.again`); where that is a formula that cannot move or a glyph without Unicode, every paragraph joined to
