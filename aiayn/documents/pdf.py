@@ -142,6 +142,7 @@ def ends(text: str) -> tuple[str, str, str]:
 # fonts of symbols, not words: TeX's math (cmmi, cmsy, cmex, AMS's msam/msbm, Euler, rsfs, stmary, esint, wasy),
 # Symbol and Dingbats, STIX's and Cambria's math, and music (LilyPond's Emmentaler and feta, Bravura, Sonata)
 MUSIC = re.compile(r"emmentaler|feta|bravura|sonata|musi[ck]", re.IGNORECASE)
+BIG = re.compile(r"cmex|esint", re.IGNORECASE)   # TeX's fonts of big delimiters, sums, integrals, roots' signs
 SYMBOL_FONTS = re.compile(r"cmmi|cmsy|cmex|msam|msbm|eufm|eurm|rsfs|stmary|esint|wasy|lasy|symbol|dingbat|zapfd|"
                           r"math|emmentaler|feta|bravura|sonata|musi[ck]", re.IGNORECASE)
 
@@ -745,7 +746,8 @@ def _rejoined(page: Any) -> None:
 def _satellites(page: Any) -> None:
     """The pieces of a formula that pdfminer read as lines of their own (a sum's limits, a fraction's numerator and
     denominator, an exponent after a subscript, an integral's lower limit: set smaller than the text beside them, and
-    nothing but a formula's symbols, digits and signs) put back into the line they belong to: of the lines of larger
+    nothing but a formula's symbols, digits and signs; or a big delimiter in TeX's font of them, or a root's sign,
+    whatever its size: a closing parenthesis around a fraction) put back into the line they belong to: of the lines of larger
     text around them whose words they do not stand over or under, one with a character over or under them (a sum's
     sign), else the nearest; each character at its place along it, so that they are taken out, moved and drawn again
     with their formula."""
@@ -758,6 +760,7 @@ def _satellites(page: Any) -> None:
             continue
         size, x0, x1 = max(c.size for c in chars), min(c.x0 for c in chars), max(c.x1 for c in chars)
         y, symbols = (min(c.y0 for c in chars) + max(c.y1 for c in chars)) / 2, any(_math(c) for c in chars)
+        big = all(BIG.search(c.fontname) or c.get_text() == "\u221a" for c in chars)   # (a big delimiter, a root's sign)
         near = []
         for _, other, theirs in homes:
             if other is line or not theirs:
@@ -768,7 +771,7 @@ def _satellites(page: Any) -> None:
                 continue        # digits and signs only: beside a formula's symbol (a limit's), not a word's letters
             em = max([statistics.median(c.size for c in theirs)] + [c.size for c in beside])
             top, bottom = max(c.y1 for c in theirs), min(c.y0 for c in theirs)
-            if size < 0.85 * em and min(c.x0 for c in theirs) - em < x1 and x0 < max(c.x1 for c in theirs) + em \
+            if (size < 0.85 * em or big) and min(c.x0 for c in theirs) - em < x1 and x0 < max(c.x1 for c in theirs) + em \
                     and bottom - 0.5 * em < y < top + 0.5 * em and \
                     not any(c.x0 < x1 and c.x1 > x0 and _worded(c) for c in theirs):   # (over or under words)
                 gap = min(max(c.x0 - x1, x0 - c.x1, 0) for c in theirs)   # (0: over or under one of them)

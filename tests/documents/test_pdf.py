@@ -709,6 +709,21 @@ def test_an_inline_fractions_parts_read_into_the_lines_beside_it_go_back_into_it
     assert any(b.text.startswith("SATZ 2: SEIEN") for b in pdf.boxes(out, out.name)) and clean(out)
 
 
+def test_a_big_parenthesis_or_a_roots_sign_that_pdfminer_set_apart_goes_back_into_its_line(tmp_path: Path) -> None:
+    """The class notes' criterion of Raabe, ``R_n = n (a_n / a_{n+1} - 1)``, its parentheses as large as the fraction
+    (TeX's font of big delimiters), and Cauchy's root test, ``lim sup \\sqrt[k]{a_k} < 1``: pdfminer reads the closing
+    parenthesis, and each root's sign, as a line of its own, inside the paragraph's box, where it would stay under the
+    translation. Each goes back into its line, as a sum's limits do, and moves with its formula; the paragraphs are
+    translated."""
+    src, out = MADE / "class-notes-reihen.pdf", tmp_path / "out.pdf"
+    found = {b.text.split(":")[0]: b.text for b in pdf.boxes(src, src.name)}
+    raabe, root = found["Kriterium von Raabe"], found["Wurzelkriterium von Cauchy in Limesform"]
+    assert raabe.count("(cid:16)") == raabe.count("(cid:17)") == 1 and root.count("\u221a") == 2, (raabe, root)
+    report = translated(src, out, options=Options(source="de", target="en"))
+    after = [b.text for b in pdf.boxes(out, out.name)]
+    assert [t for t in after if t.startswith(("KRITERIUM VON RAABE", "WURZELKRITERIUM VON CAUCHY"))], report.notes
+
+
 def test_a_fraction_that_pdfminer_cut_with_its_spaces_moves_whole_with_its_bar() -> None:
     """An inline fraction (``f(b)/k!``) that pdfminer cut into several formulas with the spaces it put between its
     numerator's and denominator's characters, and whose ``!`` is punctuation, not a formula's: the formula is widened
