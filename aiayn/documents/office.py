@@ -9,7 +9,9 @@ parts that hold text are parsed, every other entry, images included, copied as a
   font) is a paired code around its words, and a hyperlink (with its runs) another, so each lands on the words
   aligned with its own and a link is never split (spans.py, markup.py). Whatever else sits in the line (a footnote
   or endnote mark, a field from its begin to its end, an image, a text box, a bookmark, a comment's range) is an
-  empty code, moved with the words aligned with it; a text box's own paragraphs are translated as paragraphs are.
+  empty code, moved with the words aligned with it; a text box's own paragraphs are translated as paragraphs are. A
+  link written as a field (``HYPERLINK``, as LibreOffice writes its links) is a paired code around the text it shows,
+  as a hyperlink element is.
   Rebuilt runs are copies of the ones they came from (their properties, the link around them).
 """
 
@@ -188,7 +190,7 @@ class Line:
             if group or _field(e, d) == "begin":
                 group.append(e)
                 if _depth(group) == 0:
-                    out.append(spans.Empty(("elements", list(group))))
+                    out += self._field(group, container)
                     group = []
                 continue
             if e.tag == d.r and _is_text_run(e, d):
@@ -205,6 +207,20 @@ class Line:
         if group:
             out.append(spans.Empty(("elements", list(group))))
         return [p for p in out if p != ""]
+
+    def _field(self, group: list[Any], container: Any) -> list[spans.Piece]:
+        """A complex field, from its begin to its end: a link's (LibreOffice writes its links so, ``HYPERLINK`` in
+        its instruction) a paired code around the text it shows, which is translated as a ``w:hyperlink``'s is, its
+        instruction kept; any other (a page number, a reference, a field inside a field) an empty code, kept whole."""
+        kinds = [_field(e, self.d) for e in group]
+        if kinds.count("begin") == 1 and kinds.count("separate") == 1 and \
+                re.match(r"\s*HYPERLINK\b", "".join(t.text or "" for e in group for t in e.iter(W + "instrText"))):
+            cut = kinds.index("separate") + 1
+            shown = group[cut:-1]
+            if shown and all(e.tag == self.d.r and _is_text_run(e, self.d) for e in shown):
+                o = spans.Open(("field", group[:cut], group[-1:], shown))
+                return [o, *self._pieces(shown, container), spans.Close(o)]
+        return [spans.Empty(("elements", list(group)))]
 
     def rebuild(self, pieces: list[spans.Piece]) -> None:
         """The line's items replaced by the translation's pieces, where the first of them stood."""
@@ -245,6 +261,8 @@ class Line:
                     text = "".join(x for x in inner if isinstance(x, str))
                     out.append(_run(p.value[1], text, d))
                     out += [e for x in inner if isinstance(x, spans.Empty) for e in x.value[1]]
+                elif p.value[0] == "field":                 # its begin and instruction, its text, its end
+                    out += [*p.value[1], *self._elements(inner, p.value[3], main), *p.value[2]]
                 else:
                     shell = p.value[1].makeelement(p.value[1].tag, p.value[1].attrib)
                     for c in p.value[1]:

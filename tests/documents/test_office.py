@@ -125,6 +125,43 @@ def test_word_notes_comments_links_fields_and_text_boxes(tmp_path: Path, transla
                 assert a.read(name) == b.read(name), name
 
 
+@pytest.mark.parametrize("translate", [stand_in, reversed_stand_in], ids=["in-order", "reversed"])
+def test_a_link_written_as_a_field_is_translated_as_a_link(tmp_path: Path, translate: Any) -> None:
+    """LibreOffice writes a link as a field (begin, ``HYPERLINK`` instruction, separate, the text it shows, end), where
+    Word writes a hyperlink element: the text it shows was left untranslated, the whole field kept as one code (a
+    contents list of links stayed German). It is translated as a link is, a paired code around its words, the field's
+    runs kept in order around them; a page number's field stays as it was."""
+    link = ('<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> HYPERLINK '
+            '"basic-defs.de.html" \\l "whatisfaq"</w:instrText></w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r>'
+            '<w:r><w:rPr><w:rStyle w:val="InternetLink"/></w:rPr><w:t>Was ist diese Liste</w:t></w:r>'
+            '<w:r><w:fldChar w:fldCharType="end"/></w:r>')
+    page = ('<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> PAGE </w:instrText>'
+            '</w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>Seite</w:t></w:r>'
+            '<w:r><w:fldChar w:fldCharType="end"/></w:r>')
+    body = (f'<w:p><w:r><w:t xml:space="preserve">Siehe </w:t></w:r>{link}<w:r><w:t xml:space="preserve"> und mehr'
+            f'</w:t></w:r></w:p><w:p><w:r><w:t xml:space="preserve">Ein Hund </w:t></w:r>{page}</w:p>')
+    base, src = io.BytesIO(), tmp_path / "links.docx"
+    docx.Document().save(base)
+    with zipfile.ZipFile(base) as a, zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as b:
+        for info in a.infolist():
+            data = a.read(info)
+            if info.filename == "word/document.xml":
+                data = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document {NS}><w:body>{body}' \
+                       '<w:sectPr/></w:body></w:document>'.encode()
+            b.writestr(info, data)
+    translated(src, tmp_path / "out.docx", translate)
+    first, second = _part(tmp_path / "out.docx", "word/document.xml").find(W + "body").findall(W + "p")
+    seq = _runs(first)
+    start = seq.index(("fldChar", ""))
+    field = seq[start:start + 5]
+    assert [k for k, _ in field] == ["fldChar", "instrText", "fldChar", "t", "fldChar"], seq
+    assert field[3][1].strip() in ("WAS IST DIESE LISTE", "LISTE DIESE IST WAS"), seq
+    assert "".join(t for k, t in seq if k == "t").split().count("SIEHE") == 1
+    assert "HYPERLINK" in "".join(x.text for x in first.iter(W + "instrText"))
+    assert first.find(f".//{W}rStyle").get(W + "val") == "InternetLink"
+    assert [t for k, t in _runs(second) if k == "t"][-1] == "Seite"                   # a page number's: as it was
+
+
 def _word(tmp_path: Path, many: int = 0) -> Path:
     d = docx.Document()
     d.add_heading("Ein Bericht", level=1)
