@@ -548,23 +548,20 @@ def _whole_fractions(spans: list[tuple[int, int]], objs: list[Any], bars: list[B
     all of the run's characters over and under the fraction's bar (characters of the run both over and under it), which
     pdfminer may have cut into several formulas with its spaces (``−f (b) (b−a)``), or whose punctuation is not a
     formula's (``1/k!``); formulas that then overlap made one. So that a fraction moves whole, with its bar."""
-    chars = [(k, o) for k, o in enumerate(objs) if hasattr(o, "shown")]
+    fractions = []                              # each fraction's bar, and the indexes of the run's characters at it
+    for bar in bars:
+        at = [(k, (o.y0 + o.y1) / 2) for k, o in enumerate(objs) if hasattr(o, "shown") and _spanned(o, bar)]
+        if any(y > bar.y for _, y in at) and any(y < bar.y for _, y in at):     # over and under it: a fraction's
+            fractions.append((bar, min(k for k, _ in at), max(k for k, _ in at) + 1))
     out: list[tuple[int, int]] = []
     for start, end in spans:
-        while True:
-            mine = [o for o in objs[start:end] if hasattr(o, "shown")]
-            if not mine:
-                break
+        while mine := [o for o in objs[start:end] if hasattr(o, "shown")]:
             left, right = min(c.x0 for c in mine), max(c.x1 for c in mine)
             bottom, top = min(c.y0 for c in mine), max(c.y1 for c in mine)
             wider = (start, end)
-            for bar in bars:
-                if not (bar.x0 < right and bar.x1 > left and bottom < bar.y < top):
-                    continue
-                inside = [(k, o) for k, o in chars if bar.x0 - 0.5 < (o.x0 + o.x1) / 2 < bar.x1 + 0.5]
-                if any((o.y0 + o.y1) / 2 > bar.y for _, o in inside) and \
-                        any((o.y0 + o.y1) / 2 < bar.y for _, o in inside):        # a fraction's: over and under it
-                    wider = (min(wider[0], min(k for k, _ in inside)), max(wider[1], max(k for k, _ in inside) + 1))
+            for bar, first, last in fractions:
+                if bar.x0 < right and bar.x1 > left and bottom < bar.y < top:
+                    wider = (min(wider[0], first), max(wider[1], last))
             if wider == (start, end):
                 break
             start, end = wider
@@ -799,10 +796,11 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
         pieces = [h for h in homes if h[2] and len(h[2]) <= 24 and bar.x0 - 6 < h[3][0] and h[3][1] < bar.x1 + 6 and
                   all(0 < abs((c.y0 + c.y1) / 2 - bar.y) < 1.2 * c.size and bar.x0 - 0.5 * c.size < c.x0 and
                       c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
-        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and
-                bar.x0 - h[2][-1].size <= _outside(h[2], bar, max) <= bar.x0 + 1]
-        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and
-                 bar.x1 - 1 <= _outside(h[2], bar, min) <= bar.x1 + h[2][0].size]
+        # the lines beside the bar, by their text outside its span (a part of the fraction may have gone into one)
+        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <=
+                max((c.x1 for c in h[2] if not _spanned(c, bar)), default=float("nan")) <= bar.x0 + 1]
+        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <=
+                 min((c.x0 for c in h[2] if not _spanned(c, bar)), default=float("nan")) <= bar.x1 + h[2][0].size]
         parts = [c for h in pieces for c in h[2]]
         if not pieces or not (left or right) or not any(_math(c) for c in parts) or \
                 any(MUSIC.search(c.fontname) for c in parts):
@@ -817,11 +815,9 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
                       max(c.y1 for c in host[2])]
 
 
-def _outside(chars: list[Any], bar: Bar, end: Any) -> float:
-    """Where a line's characters outside a bar's span end (``end`` max: its right edge) or start (min: its left edge):
-    a fraction's part that pdfminer read into the line beside it, over or under the bar, left out."""
-    side = [c.x1 if end is max else c.x0 for c in chars if not bar.x0 - 0.5 < (c.x0 + c.x1) / 2 < bar.x1 + 0.5]
-    return end(side) if side else float("nan")
+def _spanned(char: Any, bar: Bar) -> bool:
+    """Whether a character stands over or under a bar's span (its middle within it, give or take half a point)."""
+    return bar.x0 - 0.5 < (char.x0 + char.x1) / 2 < bar.x1 + 0.5
 
 
 def _taken(home: Any, theirs: list[Any], item: Any, line: Any, chars: list[Any], fraction: bool = False) -> None:

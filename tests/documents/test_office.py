@@ -33,28 +33,39 @@ TYPES = "application/vnd.openxmlformats-officedocument.wordprocessingml."
 RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 
 
-def _word_parts(tmp_path: Path) -> Path:
-    """A Word document as Word writes one with footnotes, endnotes, a comment, a link, a field and a text box (in
-    both DrawingML and VML), built on python-docx's template."""
+def _word_body(path: Path, body: str, patch: Any = lambda name, data: data) -> zipfile.ZipFile:
+    """python-docx's template with ``body`` as its document's body (``patch``: its other entries, by name), written to
+    ``path``; returned open, for more parts."""
     base = io.BytesIO()
     docx.Document().save(base)
-    path = tmp_path / "bericht.docx"
-    with zipfile.ZipFile(base) as a, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as b:
+    b = zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(base) as a:
         for info in a.infolist():
             data = a.read(info)
             if info.filename == "word/document.xml":
-                data = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document {NS}><w:body>{BODY}' \
+                data = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document {NS}><w:body>{body}' \
                        '<w:sectPr/></w:body></w:document>'.encode()
-            elif info.filename == "[Content_Types].xml":
-                data = data.replace(b"</Types>", "".join(
-                    f'<Override PartName="/word/{part}.xml" ContentType="{TYPES}{part}+xml"/>' for part in NOTES
-                ).encode() + b"</Types>")
-            elif info.filename == "word/_rels/document.xml.rels":
-                data = data.replace(b"</Relationships>", "".join(
-                    f'<Relationship Id="rId{part}" Type="{RELS}{part}" Target="{part}.xml"/>' for part in NOTES
-                ).encode() + f'<Relationship Id="rIdLink" Type="{RELS}hyperlink" Target="https://example.org/" '
-                             'TargetMode="External"/></Relationships>'.encode())
-            b.writestr(info, data)
+            b.writestr(info, patch(info.filename, data))
+    return b
+
+
+def _word_parts(tmp_path: Path) -> Path:
+    """A Word document as Word writes one with footnotes, endnotes, a comment, a link, a field and a text box (in
+    both DrawingML and VML), built on python-docx's template."""
+    def patch(name: str, data: bytes) -> bytes:
+        if name == "[Content_Types].xml":
+            return data.replace(b"</Types>", "".join(
+                f'<Override PartName="/word/{part}.xml" ContentType="{TYPES}{part}+xml"/>' for part in NOTES
+            ).encode() + b"</Types>")
+        if name == "word/_rels/document.xml.rels":
+            return data.replace(b"</Relationships>", "".join(
+                f'<Relationship Id="rId{part}" Type="{RELS}{part}" Target="{part}.xml"/>' for part in NOTES
+            ).encode() + f'<Relationship Id="rIdLink" Type="{RELS}hyperlink" Target="https://example.org/" '
+                         'TargetMode="External"/></Relationships>'.encode())
+        return data
+
+    path = tmp_path / "bericht.docx"
+    with _word_body(path, BODY, patch) as b:
         for part, (tag, n, text) in NOTES.items():
             mark = {"footnote": "<w:footnoteRef/>", "endnote": "<w:endnoteRef/>", "comment": ""}[tag]
             b.writestr(f"word/{part}.xml", f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:{part} {NS}>'
@@ -140,15 +151,8 @@ def test_a_link_written_as_a_field_is_translated_as_a_link(tmp_path: Path, trans
             '<w:r><w:fldChar w:fldCharType="end"/></w:r>')
     body = (f'<w:p><w:r><w:t xml:space="preserve">Siehe </w:t></w:r>{link}<w:r><w:t xml:space="preserve"> und mehr'
             f'</w:t></w:r></w:p><w:p><w:r><w:t xml:space="preserve">Ein Hund </w:t></w:r>{page}</w:p>')
-    base, src = io.BytesIO(), tmp_path / "links.docx"
-    docx.Document().save(base)
-    with zipfile.ZipFile(base) as a, zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as b:
-        for info in a.infolist():
-            data = a.read(info)
-            if info.filename == "word/document.xml":
-                data = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document {NS}><w:body>{body}' \
-                       '<w:sectPr/></w:body></w:document>'.encode()
-            b.writestr(info, data)
+    src = tmp_path / "links.docx"
+    _word_body(src, body).close()
     translated(src, tmp_path / "out.docx", translate)
     first, second = _part(tmp_path / "out.docx", "word/document.xml").find(W + "body").findall(W + "p")
     seq = _runs(first)
