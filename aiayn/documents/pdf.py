@@ -218,8 +218,10 @@ def symbolic(chars: list[Any]) -> bool:
     math = [_math(c) for c in chars]
     if sum(math) * 2 >= max(1, len(chars)):
         return True
-    words = re.findall(r"[^\W\d_]{2,}", "".join(" " if m else c.get_text() for c, m in zip(chars, math, strict=True)))
-    return any(math) and len(words) < 2
+    # (a PDF may draw no spaces, TeX's do not: a gap between two characters, or a new line, is one)
+    text = "".join((" " if k and (c.x0 - chars[k - 1].x1 > 0.1 * c.size or c.x0 < chars[k - 1].x0) else "") +
+                   (" " if m else c.get_text()) for k, (c, m) in enumerate(zip(chars, math, strict=True)))
+    return any(math) and len(re.findall(r"[^\W\d_]{2,}", text)) < 2
 
 
 def overlaps(found: list[Box]) -> int:
@@ -463,11 +465,17 @@ def _attached(obj: Any) -> bool:
     return hasattr(obj, "shown") and not text.isalpha() and not text.isspace() and text not in ",.;:!?"
 
 
+def _inside(obj: Any, other: Any) -> bool:
+    """Whether a character is drawn inside another's width (the ``c`` of TeX's ``©``, set in its circle)."""
+    return hasattr(obj, "shown") and hasattr(other, "shown") and other.x0 < (obj.x0 + obj.x1) / 2 < other.x1
+
+
 def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
     """The formulas among a run's ``objs`` (pdfminer's characters and the spaces it adds), as (start, end): each
-    stretch of symbols (:func:`_math`) and the characters attached to them, up to a space (so that a long formula can
-    be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one code), but for a space
-    pdfminer put between two characters set over one another, or inside a fraction's numerator or denominator."""
+    stretch of symbols (:func:`_math`) and the characters attached to them or drawn inside them, up to a space (so
+    that a long formula can be broken across lines where it has spaces; :data:`_GLUED` joins the pieces again as one
+    code), but for a space pdfminer put between two characters set over one another, or inside a fraction's
+    numerator or denominator."""
     out: list[tuple[int, int]] = []
     k = 0
 
@@ -482,10 +490,11 @@ def _formulas(objs: list[Any]) -> list[tuple[int, int]]:
             k += 1
             continue
         start = k
-        while start > (out[-1][1] if out else 0) and _attached(objs[start - 1]):
+        while start > (out[-1][1] if out else 0) and (_attached(objs[start - 1]) or
+                                                      _inside(objs[start - 1], objs[start])):
             start -= 1
         end = k + 1
-        while end < len(objs) and (_attached(objs[end]) or stacked(end) or
+        while end < len(objs) and (_attached(objs[end]) or stacked(end) or _inside(objs[end], objs[end - 1]) or
                                    (hasattr(objs[end], "shown") and _math(objs[end]))):
             end += 1
         out.append((start, end))
@@ -499,7 +508,8 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     drawn by an operator of its own); None where it cannot be drawn again as it was: a character without a font's name
     or code; :data:`FIXED` where a bar beside it is not its own alone (a character over or under it is not the
     formula's, as a fraction's part that pdfminer read as a line of its own; a bar drawn with others), as it would
-    stay behind, and where a character of its line over or under it is not its own (a limit that went into another
+    stay behind (a bar over or under none of its characters but another's is that one's: an overline on the next
+    line), and where a character of its line over or under it is not its own (a limit that went into another
     formula or into text). A rule far wider than the formula (a frame's, a table's) is not the formula's."""
     if any(c.shown[0] is None or c.shown[1] is None for c in chars) or len(glyphs) >= len(_PRIVATE):
         return None
@@ -508,9 +518,9 @@ def glyph(chars: list[Any], line: Any, bars: list[Bar], glyphs: dict[str, Glyph]
     em = statistics.median(c.size for c in text if c.size >= 0.85 * largest) or 1.0
     left, right = min(c.x0 for c in chars), max(c.x1 for c in chars)
     bottom, top = min(c.y0 for c in chars) - 0.4 * em, max(c.y1 for c in chars) + 0.4 * em
-    near = [b for b in bars if b.x0 < right and b.x1 > left and bottom < b.y < top and
-            b.x1 - b.x0 < right - left + 4 * em]
     mine = {id(c) for c in chars}
+    near = [b for b in bars if b.x0 < right and b.x1 > left and bottom < b.y < top and
+            b.x1 - b.x0 < right - left + 4 * em and (not b.near or b.near & mine)]  # (not the next line's overline)
     if any(b.op == -1 or b.x0 < left - 0.5 * em or b.x1 > right + 0.5 * em or not b.near <= mine for b in near):
         return FIXED
     if any(id(c) not in mine and left < (c.x0 + c.x1) / 2 < right for c in text):
@@ -547,17 +557,28 @@ def _whole_fractions(spans: list[tuple[int, int]], objs: list[Any], bars: list[B
     """The formulas (:func:`_formulas`' spans of ``objs``) each widened to the whole of every fraction it is part of:
     all of the run's characters over and under the fraction's bar (characters of the run both over and under it), which
     pdfminer may have cut into several formulas with its spaces (``−f (b) (b−a)``), or whose punctuation is not a
-    formula's (``1/k!``); formulas that then overlap made one. So that a fraction moves whole, with its bar."""
+    formula's (``1/k!``); and to all of the run's characters under an overline, where all of those it spans are right
+    under it and none is a word's letter (``p − 1`` barred; the line above an overline may be as near to it as its own
+    characters); a fraction set smaller than its text that no formula touches made one (digits alone, ``½``);
+    formulas that then overlap made one. So that a fraction moves whole, with its bar."""
     fractions = []                              # each fraction's bar, and the indexes of the run's characters at it
     for bar in bars:
         at = [(k, (o.y0 + o.y1) / 2) for k, o in enumerate(objs) if hasattr(o, "shown") and _spanned(o, bar)]
         if any(y > bar.y for _, y in at) and any(y < bar.y for _, y in at):     # over and under it: a fraction's
             fractions.append((bar, min(k for k, _ in at), max(k for k, _ in at) + 1))
+        elif at and all(0 < bar.y - y < 0.75 * objs[k].size and not _worded(objs[k]) for k, y in at):
+            # all right under it, and none a word's letter: an overline's (not a rule over a line of text)
+            fractions.append((bar, min(k for k, _ in at), max(k for k, _ in at) + 1))
+    largest = max((o.size for o in objs if hasattr(o, "shown")), default=0.0)
+    spans = sorted(spans + [(first, last) for _, first, last in fractions      # (a fraction of digits alone: ½)
+                            if all(o.size < 0.85 * largest for o in objs[first:last] if hasattr(o, "shown")) and
+                            not any(start < last and first < end for start, end in spans)])
     out: list[tuple[int, int]] = []
     for start, end in spans:
         while mine := [o for o in objs[start:end] if hasattr(o, "shown")]:
             left, right = min(c.x0 for c in mine), max(c.x1 for c in mine)
-            bottom, top = min(c.y0 for c in mine), max(c.y1 for c in mine)
+            em = max(c.size for c in mine)           # (an overline clears its characters' height: 0.4 em, as glyph's)
+            bottom, top = min(c.y0 for c in mine) - 0.4 * em, max(c.y1 for c in mine) + 0.4 * em
             wider = (start, end)
             for bar, first, last in fractions:
                 if bar.x0 < right and bar.x1 > left and bottom < bar.y < top:
@@ -781,9 +802,10 @@ def _satellites(page: Any) -> None:
 def _fractions(page: Any, bars: list[Bar]) -> None:
     """A fraction set as large as its text, whose numerator and denominator pdfminer read as lines of their own (or
     one of them): each such piece, a line of a few characters over or under the fraction's bar (within an em and a
-    half) and no wider than it, put into the line the bar stands in (the line with characters beside the bar, at its
-    height), each character at its place along it and counted as the formula's (``cos`` is set in roman), and the line
-    on the bar's other side joined to it; so that the fraction is taken out, moved and drawn again with its bar."""
+    half) and no wider than it, put into the line the bar stands in (the line with characters right before or after
+    the bar, whether it ends there or goes on past it, at its height give or take a point), each character at its
+    place along it and counted as the formula's (``cos`` is set in roman), and the line on the bar's other side
+    joined to it; so that the fraction is taken out, moved and drawn again with its bar."""
     from pdfminer.layout import LTAnno, LTChar, LTTextLine
 
     homes = [(item, ln, chars, [min(c.x0 for c in chars), max(c.x1 for c in chars), min(c.y0 for c in chars),
@@ -797,15 +819,14 @@ def _fractions(page: Any, bars: list[Bar]) -> None:
                   all(0 < abs((c.y0 + c.y1) / 2 - bar.y) < 1.2 * c.size and bar.x0 - 0.5 * c.size < c.x0 and
                       c.x1 < bar.x1 + 0.5 * c.size for c in h[2])]
         # the lines beside the bar, by their text outside its span (a part of the fraction may have gone into one)
-        left = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x0 - h[2][-1].size <=
-                max((c.x1 for c in h[2] if not _spanned(c, bar)), default=float("nan")) <= bar.x0 + 1]
-        right = [h for h in homes if h[2] and h[3][2] < bar.y < h[3][3] and bar.x1 - 1 <=
-                 min((c.x0 for c in h[2] if not _spanned(c, bar)), default=float("nan")) <= bar.x1 + h[2][0].size]
-        parts = [c for h in pieces for c in h[2]]
-        if not pieces or not (left or right) or not any(_math(c) for c in parts) or \
-                any(MUSIC.search(c.fontname) for c in parts):
-            continue            # (a rule with text over or under it, a staff: not a fraction)
-        host = (left or right)[0]
+        left = [h for h in homes if h[2] and h[3][2] - 1 < bar.y < h[3][3] + 1 and bar.x0 - h[2][-1].size <=
+                max((c.x1 for c in h[2] if not _spanned(c, bar) and c.x1 <= bar.x0 + 1), default=float("nan"))]
+        right = [h for h in homes if h[2] and h[3][2] - 1 < bar.y < h[3][3] + 1 and bar.x1 + h[2][0].size >=
+                 min((c.x0 for c in h[2] if not _spanned(c, bar) and c.x0 >= bar.x1 - 1), default=float("nan"))]
+        host, parts = next(iter(left or right), None), [c for h in pieces for c in h[2]]
+        if host is None or not parts or any(MUSIC.search(c.fontname) for c in parts) or \
+                not any(_math(c) for c in parts + [c for c in host[2] if _spanned(c, bar)]):
+            continue            # (a rule with text over or under it, a staff: not a fraction; 1/c_k's 1 is a digit)
         for item, line, chars, _ in [h for h in pieces if h is not host]:
             _taken(host[1], host[2], item, line, chars, fraction=True)
         if left and right and right[0] is not host:        # the text after the fraction, which pdfminer set apart
@@ -1090,10 +1111,12 @@ def _stacked(run: Run, size: float) -> bool:
 def _barred(chars: list[Any], bars: list[Bar], size: float) -> bool:
     """Whether a character of a box set smaller than its text sits right over or under a short bar (an inline
     fraction's numerator or denominator, which pdfminer may read apart from the rest of its fraction; an underline is
-    under text of the box's size)."""
-    small = [c for c in chars if c.size < 0.85 * size]
-    return any(x1 - x0 < 3 * size and x0 < c.x1 and x1 > c.x0 and
-               (0 <= y - c.y1 < 0.5 * size or 0 <= c.y0 - y < 0.5 * size) for x0, x1, y, *_ in bars for c in small)
+    under text of the box's size; a bar over or under none of the box's characters but another's is that one's: the
+    next line's overline)."""
+    small, mine = [c for c in chars if c.size < 0.85 * size], {id(c) for c in chars}
+    return any(x1 - x0 < 3 * size and x0 < c.x1 and x1 > c.x0 and (not near or near & mine) and
+               (0 <= y - c.y1 < 0.5 * size or 0 <= c.y0 - y < 0.5 * size)
+               for x0, x1, y, _, _, near in bars for c in small)
 
 
 def read(marked: str, glyphs: dict[str, Glyph]) -> str:

@@ -674,8 +674,9 @@ def test_a_bar_moves_with_its_formula_only_when_what_is_over_and_under_it_is_the
 
 def test_a_formulas_stacked_pieces_stay_one_formula_or_leave_its_paragraph_as_it_is() -> None:
     """An integral's limits set over one another are one formula, though pdfminer puts a space between them; a space
-    between characters side by side still ends a formula. A formula with another piece's character over or under it
-    (a limit read into the next formula or into text) cannot move as one: its paragraph stays (:data:`pdf.FIXED`)."""
+    between characters side by side still ends a formula; a letter drawn inside a symbol (TeX's ``©``) is the formula's
+    too. A formula with another piece's character over or under it (a limit read into the next formula or into text)
+    cannot move as one: its paragraph stays (:data:`pdf.FIXED`)."""
     from types import SimpleNamespace
 
     def char(text: str, x0: float, y0: float, size: float = 10.0, font: str = "CMMI10") -> Any:
@@ -687,6 +688,9 @@ def test_a_formulas_stacked_pieces_stay_one_formula_or_leave_its_paragraph_as_it
     f, word = char("f", 111, 98), char("g", 130, 98, 10, "NimbusRomNo9L")
     assert pdf._formulas([sign, lower, space, upper, f, space, word]) == [(0, 5)]
     assert pdf._formulas([sign, lower, space, f, space, word]) == [(0, 2), (3, 4)]     # (f beside a, not over it)
+    circle, c, one = char("(cid:13)", 60, 96, 10, "CMSY10"), char("c", 61, 97, 7, "CMR7"), char("1", 65, 96, 10, "CMR10")
+    assert pdf._formulas([word, space, c, circle, one]) == [(2, 5)]      # TeX's ©: a c drawn inside a circle
+    assert pdf._formulas([word, space, circle, c]) == [(2, 4)]
     glyphs: dict[str, pdf.Glyph] = {}
     key = pdf.glyph([sign, lower, upper, f], [sign, lower, upper, f], [], glyphs)
     assert key not in (None, pdf.FIXED) and glyphs[key].shown[0][2][0] == 1.0    # (in ems of the text, not the limits)
@@ -728,8 +732,8 @@ def test_a_fraction_that_pdfminer_cut_with_its_spaces_moves_whole_with_its_bar()
     """An inline fraction (``f(b)/k!``) that pdfminer cut into several formulas with the spaces it put between its
     numerator's and denominator's characters, and whose ``!`` is punctuation, not a formula's: the formula is widened
     to every character of its run over and under the bar, so that it moves whole, with its bar, where each piece alone
-    would leave the bar behind (:data:`pdf.FIXED`). A bar with characters on one side only (an underline, an overline)
-    widens nothing."""
+    would leave the bar behind (:data:`pdf.FIXED`). An overline widens a formula to every character right under it
+    where none is a word's letter (``p − 1``); a bar with characters over it only (an underline) widens nothing."""
     from types import SimpleNamespace
 
     def char(text: str, x0: float, y0: float, size: float = 7.0, font: str = "CMMI7") -> Any:
@@ -751,6 +755,66 @@ def test_a_fraction_that_pdfminer_cut_with_its_spaces_moves_whole_with_its_bar()
     over = [word, space, sign, f, space, g]                              # f and g both over the line: an underline's
     underline = pdf.Bar(99, 108, 104, (99, 103.8, 108, 104.2), op=6)
     assert pdf._formulas(over) == [(2, 4), (5, 6)] == pdf._whole_fractions(pdf._formulas(over), over, [underline])
+    p, minus, one = char("p", 100, 100, 10), char("\u2212", 106, 100, 10, "CMSY10"), char("1", 112, 100, 10, "CMR10")
+    barred = [word, space, p, space, minus, space, one]                  # p − 1 under an overline, cut at its spaces
+    overline = pdf.Bar(99, 116, 107.5, (99, 107.3, 116, 107.7), op=7)
+    assert pdf._formulas(barred) == [(2, 3), (4, 5)] and pdf._whole_fractions(pdf._formulas(barred), barred,
+                                                                              [overline]) == [(2, 7)]
+    words = [word, space, char("b", 80, 100, 10, "CMR10"), char("e", 85, 100, 10, "CMR10"), space, p]
+    assert pdf._whole_fractions(pdf._formulas(words), words, [overline._replace(x0=69)]) == [(5, 6)]   # a rule's
+
+
+def test_overlines_and_a_numerator_read_into_the_line_above_move_with_their_formulas(tmp_path: Path) -> None:
+    """The class notes' groups (class-notes-gruppen.md): ``ord(g^s) = n/ggT(n,s)``, whose small numerator pdfminer
+    reads into the line above, in the middle of a line of text; ``\\overline{p-1}`` and ``\\overline{(11-k)}``, which
+    pdfminer cuts into several formulas at their spaces; and ``\\overline{r}``, whose bar sits right under the line
+    above, as near to it as to its own letter. Each fraction and overline moves whole with its sentence, and the
+    paragraphs are translated instead of left as they were."""
+    src, out = MADE / "class-notes-gruppen.pdf", tmp_path / "out.pdf"
+    found = pdf.boxes(src, src.name)
+    cyclic = next(b for b in found if b.text.startswith("[label=()]Es gilt ord(G)"))
+    remark = next(b for b in found if b.text.startswith("Bemerkung: Z/nZ ist keine Gruppe"))
+    isbn = next(b for b in found if "Kodierungstheorie ist die ISBN" in b.text)
+    assert "gℓ=e}" in cyclic.text.replace(" ", "") and "=ggTn(n,s)" in cyclic.text.replace(" ", ""), cyclic.text
+    assert [pdf.FIXED in b.marked for b in (cyclic, remark, isbn)] == [False] * 3
+    translated(src, out, options=Options(source="de", target="en"))
+    after = [b.text for b in pdf.boxes(out, out.name)]
+    assert [t for t in after if t.startswith(("[LABEL=()]ES GILT", "BEMERKUNG: Z/NZ IST KEINE"))], after
+    assert [t for t in after if "KODIERUNGSTHEORIE IST DIE ISBN" in t] and clean(out)
+
+
+def test_a_numerator_over_a_sums_limit_a_fraction_of_digits_and_the_next_lines_overline_leave_nothing_fixed() -> None:
+    """The class notes' series (class-notes-reihen.md): Kummer's ``\\sum_{k=1}^\\infty 1/c_k``, whose numerator
+    pdfminer reads as a line of its own and whose bar runs just over the line of the sum's limit; Riemann's
+    ``1/2``, digits alone; and the lines under ``\\overline{lim}``'s bar, whose subscripts come near it. None leaves
+    its paragraph as it was (:data:`pdf.FIXED`)."""
+    src = MADE / "class-notes-reihen.pdf"
+    found = pdf.boxes(src, src.name)
+    first, kummer = (next(b for b in found if b.text.startswith(s)) for s in ("Kriterium von Kummer", "mit Kn ="))
+    limits = next(b for b in found if b.text.startswith("oberer/unterer Grenzwert"))
+    riemann = next(b for b in found if b.text.startswith("(σ, t ∈ R) konvergiert absolut"))
+    assert [pdf.FIXED in b.marked for b in (first, kummer, limits, riemann)] == [False] * 4
+    assert "c1k divergiert" in kummer.text and "Realteil 12 besitzen" in riemann.text, (kummer.text, riemann.text)
+    assert first.text.endswith("ck > 0"), first.text                     # (the numerator not read into it)
+
+
+def test_a_sentence_with_a_formula_is_words_though_the_pdf_draws_no_spaces() -> None:
+    """TeX draws no spaces: a box of words and one formula (``Wir betrachten nun reelle Ableitungen: f : [a, b] → R``)
+    is a sentence to translate, its words told apart by the gaps between them; a formula with one word beside it
+    (``f konkav``) is a formula's."""
+    from types import SimpleNamespace
+
+    def chars(text: str) -> list[Any]:                                  # (_f: an f in math italic)
+        out, x = [], 0.0
+        for math, ch in re.findall(r"(_?)(.)", text):
+            if ch != " ":
+                out.append(SimpleNamespace(x0=x, x1=x + 5, size=10.0, fontname="CMMI10" if math else "CMR10",
+                                           get_text=lambda ch=ch: ch))
+            x += 5 if ch != " " else 3
+        return out
+
+    assert not pdf.symbolic(chars("Wir betrachten nun reelle Ableitungen: _f"))
+    assert pdf.symbolic(chars("_f konkav")) and pdf.symbolic(chars("Wirbetrachtennun _f"))   # (no gap: one word)
 
 
 def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
