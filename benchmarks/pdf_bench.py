@@ -54,6 +54,44 @@ def _unembedded(path: Path) -> int:
     return sum(1 for r in rows if r.split()[-5:-4] == ["no"])
 
 
+def _page_pixels(path: Path, page: int, dpi: int) -> Any:
+    """One page of a PDF rendered by poppler (``pdftoppm -gray``) as a numpy array of grey levels, top row first."""
+    import numpy as np
+
+    pgm = subprocess.run(["pdftoppm", "-gray", "-r", str(dpi), "-f", str(page + 1), "-l", str(page + 1), str(path)],
+                         capture_output=True, check=True).stdout
+    width, height, rest = re.match(rb"P5\s+(\d+)\s+(\d+)\s+\d+\s(.*)", pgm, re.S).groups()   # type: ignore[union-attr]
+    return np.frombuffer(rest, dtype=np.uint8)[:int(width) * int(height)].reshape(int(height), int(width))
+
+
+def drawn_the_same(src: Path, out: Path, found: list, dpi: int = 100) -> int:
+    """How many of the formula boxes ``found`` in ``src`` (:func:`formulas`) look the same in ``out``: every pixel of
+    their rectangle, less a pixel at each edge, equal when both pages are rendered by poppler. What the reader sees of
+    a formula, whatever pdfminer's reading of the page around it (which a translated paragraph beside it may change)."""
+    import pikepdf
+
+    with pikepdf.open(src) as doc:
+        heights = [float(page.mediabox[3]) for page in doc.pages]
+    pages: dict[tuple[Path, int], Any] = {}
+    same = 0
+    for box in [b for b in found if not b.letters and pdf_formula(b)]:
+        for path in (src, out):
+            if (path, box.page) not in pages:
+                pages[(path, box.page)] = _page_pixels(path, box.page, dpi)
+        scale, (x0, y0, x1, y1) = dpi / 72, box.rect
+        top, bottom = int((heights[box.page] - y1) * scale) + 1, int((heights[box.page] - y0) * scale) - 1
+        left, right = int(x0 * scale) + 1, int(x1 * scale) - 1
+        before, after = (pages[(p, box.page)][max(0, top):bottom, max(0, left):right] for p in (src, out))
+        same += before.shape == after.shape and bool((before == after).all())
+    return same
+
+
+def pdf_formula(box: Any) -> bool:
+    from aiayn.documents import pdf
+
+    return pdf.OPEN in box.marked
+
+
 def formulas(found: list) -> list[tuple[str, tuple[int, ...]]]:
     """The boxes of formulas (or music) a PDF holds: their text and place."""
     from aiayn.documents import pdf
@@ -141,6 +179,7 @@ def measured(src: Path, out: Path, source: str, kind: str, seconds: float, notes
             "fonts_not_embedded_after": _unembedded(out), "annotations_before": _annotations(src),
             "annotations_after": _annotations(out), "formulas": len(formulas(every)),
             "formulas_kept": sum(1 for f in formulas(every) if f in kept),
+            "formulas_drawn_the_same": drawn_the_same(src, out, every),
             "styled_words_before": styled_words(before), "styled_words_after": styled_words(after)}
 
 

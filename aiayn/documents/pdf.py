@@ -78,6 +78,7 @@ class Box:
     paths: frozenset[int] = frozenset()  # the page's painting operators that drew its formulas' bars
     upright: bool = True          # whether its text reads upright on the page as it is shown (turned by /Rotate)
     item: bool = False            # whether it starts with a list item's bullet (:func:`_bullet`): a unit of its own
+    entry: bool = False           # whether it is an entry of a table of contents (:func:`_entries`): its page ends it
 
 
 @dataclass(frozen=True)
@@ -127,14 +128,16 @@ BULLETS = ("\u2022\u25e6\u25aa\u25ab\u2023\u2219\u2043\u25a0\u25a1\u25cf\u25cb\u
 # space) or a list item's bullet
 NUMBERED = re.compile(rf"^[\ue010-\ue01b]?(\d+(?:\.\d+)+\.?|\d+\.|\d+(?:\.\d+)*(?=\u2003)|[{BULLETS}])\s+(?=\S)")
 LEADERS = re.compile(r"(\s*(?:\.\s?){3,}\s*[0-9ivxlcdm]*)$")          # a contents line's dots and page: ". . . 17"
+ENTRY_END = re.compile(r"(\s*(?:\.\s?)*\s[0-9ivxlcdm]+)$")           # a contents entry's page, with dots or none
 
 
-def ends(text: str) -> tuple[str, str, str]:
-    """(a section's number before the text, the text, a contents line's leader dots and page after it): the number
-    and the leaders are kept as they are, only the text between them translated."""
+def ends(text: str, entry: bool = False) -> tuple[str, str, str]:
+    """(a section's number before the text, the text, a contents line's leader dots and page after it; an entry's
+    page, where it has no room for dots): the number and the leaders are kept as they are, only the text between them
+    translated."""
     head = NUMBERED.match(text)
     start = head.end() if head else 0
-    tail = LEADERS.search(text, start)
+    tail = (ENTRY_END if entry else LEADERS).search(text, start)
     end = tail.start() if tail else len(text)
     return text[:start], text[start:end], text[end:]
 
@@ -696,9 +699,12 @@ def _rules(items: Any, rules: Rules | None = None) -> Rules:
 
 
 def _base(chars: list[Any]) -> float:
-    """The baseline of a line's characters: of those of its largest size, not its sub- and superscripts'."""
+    """The baseline of a line's characters: of those of its largest size, not its sub- and superscripts', nor a big
+    sum's or integral's sign (TeX's font of them hangs each from a point above the baseline)."""
     size = max(c.size for c in chars)
-    return statistics.median(c.shown[2][5] for c in chars if c.size >= 0.85 * size)
+    body = [c for c in chars if c.size >= 0.85 * size]
+    return statistics.median(c.shown[2][5] for c in [c for c in body if not BIG.search(getattr(c, "fontname", ""))]
+                             or body)
 
 
 def _edges(lines: list[list[Any]]) -> set[int]:
@@ -962,9 +968,32 @@ def cells(found: list[Run], rules: Rules) -> list[list[list[Run]]]:
     return list(groups.values())
 
 
+def _entries(rows: list[list[Run]], glyphs: dict[str, Glyph]) -> list[list[list[Run]]]:
+    """A cell's rows as the entries of a table of contents where two rows or more end with leader dots and a page
+    (:data:`LEADERS`): each entry ends at such a row, or at a row whose page stands at the right edge with no room for
+    dots, or is a row without a letter (the page of a heading above, which pdfminer set with the entries at its
+    right); other cells as they are, one unit."""
+    texts = [read(" ".join(r.text.strip() for r in row), glyphs).strip() for row in rows]
+    if sum(bool(LEADERS.search(t)) for t in texts) < 2:
+        return [rows]
+    edge = max(max(r.rect[2] for r in row) for row, t in zip(rows, texts, strict=True) if LEADERS.search(t)) - 1
+    out: list[list[list[Run]]] = [[]]
+    for row, text in zip(rows, texts, strict=True):
+        if not re.search(r"[^\W\d_]", text) and out[-1]:
+            out.append([])
+        out[-1].append(row)
+        if LEADERS.search(text) or not re.search(r"[^\W\d_]", text) or \
+                re.search(r"\s[0-9ivxlcdm]+$", text) and max(r.rect[2] for r in row) >= edge:  # (no room for dots)
+            out.append([])
+    return [entry for entry in out if entry]
+
+
 def gathered(groups: list[list[Run]]) -> list[list[Run]]:
     """pdfminer's boxes (as their runs) with each that lies inside another's width, on the lines of it, put back into
-    it: the words of a justified line whose wide spaces pdfminer took for gaps between boxes (``tragen,``)."""
+    it: the words of a justified line whose wide spaces pdfminer took for gaps between boxes (``tragen,``); and a
+    formula's symbols alone past another's width but inside its column, within a few quads after the end of one of its
+    lines and last on that line (a display's ``⇔`` after its text, which a box whose last line is short does not
+    reach; not a piece of a formula that goes on after it)."""
     def span(g: list[Run]) -> tuple[float, float]:
         return min(r.rect[0] for r in g), max(r.rect[2] for r in g)
 
@@ -972,14 +1001,34 @@ def gathered(groups: list[list[Run]]) -> list[list[Run]]:
         y, h = (run.rect[1] + run.rect[3]) / 2, run.rect[3] - run.rect[1]
         return any(abs(y - (o.rect[1] + o.rect[3]) / 2) < h / 2 for o in other)
 
-    out = [list(g) for g in groups]
-    for k, group in enumerate(out):
-        (x0, x1), home = span(group), None
-        home = next((h for j, h in enumerate(out) if j != k and h and span(h)[0] <= x0 + 1 and x1 <= span(h)[1] + 1
-                     and all(on(r, h) for r in group)), None)
-        if home is not None:
-            home += group
-            group.clear()
+    def after(g: list[Run], h: list[Run]) -> bool:
+        """Whether g ends a line of h: within five ems after its end, and nothing after it in h's column."""
+        (x0, y0, x1, y1), em = g[0].rect, max(c.size for c in g[0].chars)
+
+        def level(r: Run) -> bool:
+            return abs((y0 + y1) / 2 - (r.rect[1] + r.rect[3]) / 2) < em / 2
+
+        return any(0 <= x0 - r.rect[2] <= 5 * em and level(r) for r in h) and \
+            not any(x1 - 1 <= r.rect[0] <= column(h) and level(r) for o in out if o is not g for r in o)
+
+    def column(g: list[Run]) -> float:        # where the column of a box ends: the widest box starting where it does
+        left, em = span(g)[0], max(c.size for r in g for c in r.chars)
+        return max(span(h)[1] for h in out if h and abs(span(h)[0] - left) <= 1.5 * em)
+
+    out, moved = [list(g) for g in groups], True
+    while moved:
+        moved = False
+        for k, group in enumerate(out):
+            if not group:
+                continue
+            (x0, x1), math = span(group), all(_math(c) for r in group for c in r.chars)
+            home = next((h for j, h in enumerate(out) if j != k and h and span(h)[0] <= x0 + 1 and
+                         (x1 <= span(h)[1] + 1 or math and x1 <= column(h) + 1 and after(group, h)) and
+                         all(on(r, h) for r in group)), None)
+            if home is not None:
+                home += group
+                group.clear()
+                moved = True
     return [g for g in out if g]
 
 
@@ -999,9 +1048,11 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
         groups = [[r for ln in item if isinstance(ln, LTTextLine) for r in runs(ln, rules, glyphs)]
                   for item in _text_boxes(page)]
         for parts in gathered([g for g in groups if g]):
-            for rows in cells(parts, rules):
+            for rows, entry in ((e, len(es) > 1) for cell in cells(parts, rules) for es in [_entries(cell, glyphs)]
+                                for e in es):
                 box = _box(number, rows, every, glyphs, rules.bars)
                 if box:
+                    box.entry = entry
                     x0, y0, x1, y1 = box.rect
                     box.wall = min((x for x, bottom, top in rules.down if x >= x1 - 1 and bottom < y1 and top > y0),
                                    default=box.wall)
@@ -1011,17 +1062,18 @@ def boxes(src: Path, name: str, every: bool = False) -> list[Box]:
 
 
 def continued(found: list[Box], rules: Rules) -> list[Box]:
-    """A page's boxes, each that goes on in the box right under it joined to it: the same face and size, the same left
-    edge or its paragraph's indent, a line's gap and no rule between them, its text ending mid-sentence, and the one
-    under it not a list item of its own (a slide's list item whose last line pdfminer set apart, a paragraph's
-    indented first line)."""
+    """A page's boxes, each that goes on in the box right under it joined to it: the same face and size, the same
+    left edge or its paragraph's indent, a line's gap and no rule between them, its text ending mid-sentence (not
+    with a contents line's leaders and page, nor a contents entry), and the one under it not a list item of its own
+    (a slide's list item whose last line pdfminer set apart, a paragraph's indented first line)."""
     out: list[Box] = []
     for box in found:
         prev = out[-1] if out else None
         if prev is not None and prev.letters and box.letters and not box.item and prev.face == box.face and \
                 not rules.between_rows(prev.rect, box.rect) and \
                 abs(prev.size - box.size) < 0.1 and -1 < prev.rect[0] - box.rect[0] < prev.size * 2.5 and \
-                0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text):
+                0 <= prev.rect[1] - box.rect[3] <= prev.size * 0.6 and not re.search(r"[.!?:;]\W*$", prev.text) and \
+                not LEADERS.search(prev.text) and not prev.entry:
             lines = max(1, round((prev.rect[3] - prev.rect[1] - prev.size) / prev.pitch) + 1)
             rect = (min(prev.rect[0], box.rect[0]), box.rect[1], max(prev.rect[2], box.rect[2]), prev.rect[3])
             prev.pitch = (rect[3] - rect[1] - prev.size) / lines if lines else prev.pitch
@@ -1368,12 +1420,19 @@ def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
     ratio = box.pitch / box.size
     size = box.size
     while True:
-        lines = wrapped(box.translation, font, size, x1 - x0)
+        lines = wrapped((ENTRY_END if box.entry else LEADERS).sub(_few_leaders, box.translation), font, size, x1 - x0)
         height = size + (len(lines) - 1) * size * ratio
         wide = max((font.width(ln, size) for ln in lines), default=0.0)
         if (height <= (y1 - y0) * 1.02 and wide <= (x1 - x0) * 1.02) or size <= box.size * SMALLEST:
             return size, lines, height <= (y1 - y0) * 1.02 and wide <= (x1 - x0) * 1.02
         size *= 0.95
+
+
+def _few_leaders(tail: re.Match[str]) -> str:
+    """A contents entry's leader dots and page (:data:`LEADERS`) as three dots and the page, to fit its words by
+    (:func:`drawn` fills the dots up to the page again)."""
+    page = re.sub(r"[\s.]", "", tail[1])
+    return f" . . . {page}" if page else tail[1]
 
 
 def drawn(box: Box, font: Font) -> tuple[bytes, str]:
@@ -1387,6 +1446,14 @@ def drawn(box: Box, font: Font) -> tuple[bytes, str]:
            y1 - size * font.ascent / font.upem)
     r, g, b = box.color
     out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg"]
+    tail = (ENTRY_END if box.entry else LEADERS).search(lines[-1]) if lines else None
+    page = re.sub(r"[\s.]", "", tail[1]) if tail else ""
+    if tail and page:           # a contents entry: its leaders filled up to its page, set flush with the box's right
+        right, dot = max(box.right, box.rect[2]), font.width(" .", size)
+        head = lines[-1][:tail.start()]
+        room = right - x0 - font.width(head, size) - font.width(page, size) - dot
+        lines[-1] = head + " ." * max(3, int(room / dot))
+        out.append(shown(font, page, size, right - font.width(page, size), top - (len(lines) - 1) * pitch))
     for k, line in enumerate(lines):
         out.append(shown(font, line, size, x0, top - k * pitch))
     out.append("ET Q\n")
@@ -1644,7 +1711,7 @@ def translations(todo: list[Box], texts: Texts) -> list[Box]:
     """The boxes of ``todo`` whose translation has words, each translation set (:attr:`Box.translation`): a section's
     number and a contents line's leaders kept, the words between translated with their formulas and faces as codes
     (:func:`inline`), those put back as they are drawn (:func:`unmarked`), the face at each end as the original's."""
-    parts = [ends(b.marked or b.text) for b in todo]
+    parts = [ends(b.marked or b.text, b.entry) for b in todo]
     translated = texts.coded([inline(body, b.face, face_at(b.marked, len(head), b.face))
                               for b, (head, body, _) in zip(todo, parts, strict=True)])
     for box, (head, body, tail), pieces in zip(todo, parts, translated, strict=True):

@@ -488,7 +488,7 @@ def test_a_latex_papers_formula_number_and_table_survive_its_translation(tmp_pat
     texts = [b.text for b in after]
     # the display formula still drawn in TeX's math fonts, where it was (read back, pdfminer may group its limits
     # with the translated paragraph under it)
-    assert "E(x) =" in texts and "(cid:88)n" in texts and "i=1" in " ".join(texts)
+    assert "E(x) =" in texts and "(cid:88)n" in " ".join(texts) and "i=1" in " ".join(texts)
     assert texts[0] == "1 HUNDE IM PARK"
     # each formula inline drawn again as TeX drew it, in its own fonts (AMS's blackboard bold ℝ, math italic, the
     # symbols' ∀ and ≤), the words around it translated, and a paragraph's indented first line joined to it (read
@@ -815,6 +815,56 @@ def test_a_sentence_with_a_formula_is_words_though_the_pdf_draws_no_spaces() -> 
 
     assert not pdf.symbolic(chars("Wir betrachten nun reelle Ableitungen: _f"))
     assert pdf.symbolic(chars("_f konkav")) and pdf.symbolic(chars("Wirbetrachtennun _f"))   # (no gap: one word)
+
+
+def test_a_relation_a_display_sets_after_its_text_joins_that_texts_paragraph_and_a_sums_sign_is_not_its_baseline() -> None:
+    """A display's ``⇔`` set a few quads after its text (the class notes' Cauchy criterion), which pdfminer puts in a
+    box of its own past the width of the paragraph's box (its last line is short), is put back into the paragraph
+    when it lies inside the paragraph's column and last on its line; a formula's piece with more of its line after it,
+    and words, are not. A line's baseline is its text's, not that of a big sum's sign, which TeX's font of them
+    hangs from a point above it."""
+    from types import SimpleNamespace
+
+    def run(text: str, x0: float, y0: float, font: str = "CMR10", size: float = 10.0) -> pdf.Run:
+        chars = [SimpleNamespace(x0=x0 + 5 * k, x1=x0 + 5 * k + 5, y0=y0, y1=y0 + size, size=size, fontname=font,
+                                 get_text=lambda ch=ch: ch, shown=("F1", ch.encode(), (size, 0, 0, size, x0 + 5 * k,
+                                                                                       y0 + 2)))
+                 for k, ch in enumerate(text)]
+        return pdf.Run(chars, text)
+
+    wide = [run("Sei f stetig auf dem ganzen Intervall und dort", 300, 120)]      # (the column: 300 to 530)
+    home = [run("Sei f eine", 300, 100), run("Dann gilt", 300, 88)]             # (it ends at 350)
+    iff, tail = [run("\u21d4", 380, 88, "CMSY10")], [run("x", 370, 100, "CMMI10")]
+    assert [len(g) for g in pdf.gathered([wide, home, iff])] == [1, 3]          # ⇔ last on its line: gathered
+    assert len(pdf.gathered([wide, home, tail, [run("und", 390, 100)]])) == 4           # (more of its line after it)
+    assert len(pdf.gathered([wide, home, [run("und", 380, 88)]])) == 3                  # (words: not a formula's)
+    assert len(pdf.gathered([home, iff])) == 2                                  # (no column reaches it)
+    text = [run(":", 100, 100).chars[0]]                               # (a colon and a sum's sign: "Typ ∑: ∑")
+    sign = SimpleNamespace(**{**vars(run("S", 110, 100, "CMEX10").chars[0]), "shown": ("F2", b"P", (10, 0, 0, 10,
+                                                                                                      110, 109.5))})
+    assert pdf._base(text + [sign]) == 102
+
+
+def test_a_table_of_contents_is_translated_entry_by_entry_its_pages_kept_flush_right(tmp_path: Path) -> None:
+    """A page of the Debian FAQ's contents (faq-contents.md): pdfminer reads its entries as a few boxes of many lines,
+    which were joined into one paragraph and translated as prose, leaders and pages lost among the words. Each entry
+    is its own paragraph (it ends at a line ending with leaders and a page, or with a page alone where its words left
+    no room for dots; a heading's page, which pdfminer set with the entries under it, stays a number); its words
+    translated, its leaders filled again up to its page, and its page drawn where it was, flush with the margin."""
+    src, out = MADE / "faq-contents.pdf", tmp_path / "out.pdf"
+    before = [b for b in pdf.boxes(src, src.name) if pdf.LEADERS.search(b.text)]
+    assert len(before) >= 35 and all(b.text.count(" . . .") for b in before)
+    assert not [b.text for b in before if len(re.findall(r"\d+\.\d+(?:\.\d+)*\u2003", b.text)) > 1]   # (one each)
+    translated(src, out, options=Options(source="de", target="en"))
+    def pages(path: Path) -> list[tuple[str, int]]:      # the numbers at the right margin, top to bottom, and where
+        words = re.findall(r'<word xMin="[\d.]+" yMin="([\d.]+)" xMax="([\d.]+)" yMax="[\d.]+">(\d+)</word>',
+                           subprocess.run(["pdftotext", "-bbox", str(path), "-"], capture_output=True, text=True).stdout)
+        return [(page, round(float(x1))) for y, x1, page in sorted(words, key=lambda w: float(w[0])) if float(x1) > 500]
+
+    assert pages(out) == pages(src) and clean(out)          # every page at its place, flush right as it was
+    from pdfminer.high_level import extract_text
+    text = extract_text(str(out))
+    assert re.search(r"WIE INSTALLIERE ICH EIN QUELLPAKET\? ?(\. ){10,}", text), text[:800]
 
 
 def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
