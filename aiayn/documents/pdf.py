@@ -989,11 +989,11 @@ def _entries(rows: list[list[Run]], glyphs: dict[str, Glyph]) -> list[list[list[
 
 
 def gathered(groups: list[list[Run]]) -> list[list[Run]]:
-    """pdfminer's boxes (as their runs) with each that lies inside another's width, on the lines of it, put back into
-    it: the words of a justified line whose wide spaces pdfminer took for gaps between boxes (``tragen,``); and a
-    formula's symbols alone past another's width but inside its column, within a few quads after the end of one of its
-    lines and last on that line (a display's ``⇔`` after its text, which a box whose last line is short does not
-    reach; not a piece of a formula that goes on after it)."""
+    """pdfminer's boxes (as their runs) with each that lies inside another's width, on the lines of it, put back
+    into it: the words of a justified line whose wide spaces pdfminer took for gaps between boxes (``tragen,``); and
+    a formula's symbols alone (not music) past another's width but inside its column, within a few quads after the
+    end of one of its lines of words and last on that line (a display's ``⇔`` after its text, which a box whose last
+    line is short does not reach; not a piece of a formula that goes on after it)."""
     def span(g: list[Run]) -> tuple[float, float]:
         return min(r.rect[0] for r in g), max(r.rect[2] for r in g)
 
@@ -1002,13 +1002,13 @@ def gathered(groups: list[list[Run]]) -> list[list[Run]]:
         return any(abs(y - (o.rect[1] + o.rect[3]) / 2) < h / 2 for o in other)
 
     def after(g: list[Run], h: list[Run]) -> bool:
-        """Whether g ends a line of h: within five ems after its end, and nothing after it in h's column."""
+        """Whether g ends a line of words of h: within five ems after its end, and nothing after it in h's column."""
         (x0, y0, x1, y1), em = g[0].rect, max(c.size for c in g[0].chars)
 
         def level(r: Run) -> bool:
             return abs((y0 + y1) / 2 - (r.rect[1] + r.rect[3]) / 2) < em / 2
 
-        return any(0 <= x0 - r.rect[2] <= 5 * em and level(r) for r in h) and \
+        return any(0 <= x0 - r.rect[2] <= 5 * em and level(r) and any(_worded(c) for c in r.chars) for r in h) and \
             not any(x1 - 1 <= r.rect[0] <= column(h) and level(r) for o in out if o is not g for r in o)
 
     def column(g: list[Run]) -> float:        # where the column of a box ends: the widest box starting where it does
@@ -1021,7 +1021,7 @@ def gathered(groups: list[list[Run]]) -> list[list[Run]]:
         for k, group in enumerate(out):
             if not group:
                 continue
-            (x0, x1), math = span(group), all(_math(c) for r in group for c in r.chars)
+            (x0, x1), math = span(group), all(_math(c) and not MUSIC.search(c.fontname) for r in group for c in r.chars)
             home = next((h for j, h in enumerate(out) if j != k and h and span(h)[0] <= x0 + 1 and
                          (x1 <= span(h)[1] + 1 or math and x1 <= column(h) + 1 and after(group, h)) and
                          all(on(r, h) for r in group)), None)
