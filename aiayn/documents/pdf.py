@@ -79,6 +79,7 @@ class Box:
     upright: bool = True          # whether its text reads upright on the page as it is shown (turned by /Rotate)
     item: bool = False            # whether it starts with a list item's bullet (:func:`_bullet`): a unit of its own
     entry: bool = False           # whether it is an entry of a table of contents (:func:`_entries`): its page ends it
+    centred: bool = False         # whether its lines are centred (a slide's title): its translation's lines are too
 
 
 @dataclass(frozen=True)
@@ -1140,10 +1141,19 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
     first = [c.shown[2][5] for r in rows[0] for c in r.chars if hasattr(c, "shown")]
     own = face(statistics.mode(c.fontname for c in chars))
+    ends = [(min(c.x0 for c in words), max(c.x1 for c in words)) for row in rows     # (a bullet not counted, nor
+            for words in [[c for r in row for c in r.chars if not _bullet(c)]]      # a row that is a formula's piece)
+            if sum(_worded(c) for c in words) >= 4]
+    middles = [(a + b) / 2 for a, b in ends]
+    firsts = sorted(c.x0 for r in rows[0] for c in r.chars)
+    hanging = {round(b) for a, b in itertools.pairwise(firsts) if b - a > size}    # (where a heading's text starts)
+    centred = len(ends) > 1 and max(middles) - min(middles) < 0.15 * size and \
+        min(max(e) - min(e) for e in zip(*ends, strict=True)) > 1.5 * size and \
+        not any(round(a) in hanging for a, _ in ends[1:])   # (both edges moved, one middle; not under a number)
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=own,
                ops=frozenset(getattr(c, "op", -1) for c in chars), marked=styled(marked, own), letters=letters,
-               glyphs=glyphs, paths=paths, upright=all(_upright(c) for c in chars), item=item)
+               glyphs=glyphs, paths=paths, upright=all(_upright(c) for c in chars), item=item, centred=centred)
 
 
 def _upright(char: Any) -> bool:
@@ -1455,7 +1465,10 @@ def drawn(box: Box, font: Font) -> tuple[bytes, str]:
         lines[-1] = head + " ." * max(3, int(room / dot))
         out.append(shown(font, page, size, right - font.width(page, size), top - (len(lines) - 1) * pitch))
     for k, line in enumerate(lines):
-        out.append(shown(font, line, size, x0, top - k * pitch))
+        # a centred box's line in the middle of its box (of the room it takes, where it is wider)
+        left = x0 + max(0.0, (max(box.rect[2], x0 + font.width(line, size)) - x0 - font.width(line, size)) / 2) \
+            if box.centred else x0
+        out.append(shown(font, line, size, left, top - k * pitch))
     out.append("ET Q\n")
     return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
 

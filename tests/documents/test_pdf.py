@@ -867,6 +867,36 @@ def test_a_table_of_contents_is_translated_entry_by_entry_its_pages_kept_flush_r
     assert re.search(r"WIE INSTALLIERE ICH EIN QUELLPAKET\? ?(\. ){10,}", text), text[:800]
 
 
+def test_a_centred_title_is_drawn_centred_and_a_paragraph_or_a_numbered_heading_is_not() -> None:
+    """A slide's title set centred over two lines (both edges moved, one middle) is a centred box: its translation's
+    lines are drawn in the middle of its box, where they were drawn from its left edge. A paragraph whose first line
+    is indented, and a heading whose second line hangs under the text after its number, are not centred."""
+    from types import SimpleNamespace
+
+    def row(text: str, x0: float, y0: float) -> list[pdf.Run]:
+        chars = [SimpleNamespace(x0=x0 + 6 * k, x1=x0 + 6 * k + 6, y0=y0, y1=y0 + 12, size=12.0, fontname="Sans",
+                                 get_text=lambda ch=ch: ch, graphicstate=SimpleNamespace(ncolor=0), op=k,
+                                 matrix=(12, 0, 0, 12, x0 + 6 * k, y0), shown=("F1", ch.encode(), (12, 0, 0, 12,
+                                                                                                  x0 + 6 * k, y0 + 2)))
+                 for k, ch in enumerate(text) if ch != " "]
+        return [pdf.Run(chars, text)]
+
+    title = pdf._box(0, [row("Die Shell-Eingabeaufforderung", 100, 500), row("(Shell-Prompt)", 145, 485)], False,
+                     {}, [])
+    # (each as near to centred as it may come: one middle, its edges apart by an em, or under its number's text)
+    indented = pdf._box(0, [row("Ein Hund rennt", 112, 500), row("durch den Schneee.", 100, 485)], False, {}, [])
+    heading = pdf._box(0, [row("1   Zur Rechnung von", 100, 500), row("Funktionen a", 124, 485)], False, {}, [])
+    assert title is not None and title.centred and indented is not None and not indented.centred
+    assert heading is not None and not heading.centred
+    title.translation = "The shell prompt"
+    font = pdf.Font("Sans-Regular")
+    x = float(re.findall(r"1 0 0 1 ([\d.]+) [\d.]+ Tm", pdf.drawn(title, font)[0].decode())[0])
+    width = font.width("The shell prompt", title.size)
+    assert abs(x + width / 2 - (title.rect[0] + title.rect[2]) / 2) < 1, (x, width, title.rect)
+    title.centred = False
+    assert float(re.findall(r"1 0 0 1 ([\d.]+) [\d.]+ Tm", pdf.drawn(title, font)[0].decode())[0]) == title.rect[0]
+
+
 def test_a_paragraph_is_left_when_taking_it_out_would_take_out_text_that_cannot_be_drawn_again() -> None:
     """Taking a paragraph's text out takes out what shares its operators, which is drawn again as it was
     (:func:`pdf.again`); where that is a formula that cannot move or a glyph without Unicode, every paragraph joined to
