@@ -6,7 +6,8 @@ detector still finds in the source language, boxes overlapping before and after,
     python -m benchmarks pdf-corpus --out build/pdf-corpus --class-notes class-notes    # (see pdf_corpus.py)
     python -m benchmarks pdf --model runs/demo/run-de-en --source de --corpus build/pdf-corpus [--pdf X.pdf ...]
 
-With ``--corpus``: every PDF of its four kinds (real, libreoffice, latex, slides), formulas kept counted, and the
+With ``--corpus``: every PDF of its four kinds (real, libreoffice, latex, slides), formulas kept counted (read back
+at their place, and drawn the same: their pixels in poppler's renders before and after), and the
 whole-sentence comparison: each LibreOffice document translated as its .docx and as its PDF, the English text of each
 scored against the English original (document BLEU, sacrebleu), and the PDF's against the .docx's.
 
