@@ -66,7 +66,7 @@ def _page_pixels(path: Path, page: int, dpi: int) -> Any:
 
 
 def drawn_the_same(src: Path, out: Path, found: list, dpi: int = 100) -> int:
-    """How many of the formula boxes ``found`` in ``src`` (:func:`formulas`) look the same in ``out``: every pixel of
+    """How many of the formula boxes ``found`` in ``src`` (:func:`formula_boxes`) look the same in ``out``: every pixel of
     their rectangle, less a pixel at each edge, equal when both pages are rendered by poppler. What the reader sees of
     a formula, whatever pdfminer's reading of the page around it (which a translated paragraph beside it may change)."""
     import pikepdf
@@ -75,7 +75,7 @@ def drawn_the_same(src: Path, out: Path, found: list, dpi: int = 100) -> int:
         heights = [float(page.mediabox[3]) for page in doc.pages]
     pages: dict[tuple[Path, int], Any] = {}
     same = 0
-    for box in [b for b in found if not b.letters and pdf_formula(b)]:
+    for box in formula_boxes(found):
         for path in (src, out):
             if (path, box.page) not in pages:
                 pages[(path, box.page)] = _page_pixels(path, box.page, dpi)
@@ -87,17 +87,16 @@ def drawn_the_same(src: Path, out: Path, found: list, dpi: int = 100) -> int:
     return same
 
 
-def pdf_formula(box: Any) -> bool:
+def formula_boxes(found: list) -> list:
+    """The boxes of formulas (or music) among a PDF's boxes: no words to translate, a formula marked in them."""
     from aiayn.documents import pdf
 
-    return pdf.OPEN in box.marked
+    return [b for b in found if not b.letters and pdf.OPEN in b.marked]
 
 
 def formulas(found: list) -> list[tuple[str, tuple[int, ...]]]:
     """The boxes of formulas (or music) a PDF holds: their text and place."""
-    from aiayn.documents import pdf
-
-    return [(b.text, tuple(round(v) for v in b.rect)) for b in found if not b.letters and pdf.OPEN in b.marked]
+    return [(b.text, tuple(round(v) for v in b.rect)) for b in formula_boxes(found)]
 
 
 # LibreTranslate's PDF path: argos-translate-files run by the virtualenv's Python on (source, output) pairs, the

@@ -132,13 +132,13 @@ LEADERS = re.compile(r"(\s*(?:\.\s?){3,}\s*[0-9ivxlcdm]*)$")          # a conten
 ENTRY_END = re.compile(r"(\s*(?:\.\s?)*\s[0-9ivxlcdm]+)$")           # a contents entry's page, with dots or none
 
 
-def ends(text: str, entry: bool = False) -> tuple[str, str, str]:
-    """(a section's number before the text, the text, a contents line's leader dots and page after it; an entry's
-    page, where it has no room for dots): the number and the leaders are kept as they are, only the text between them
-    translated."""
+def ends(text: str, tail_of: re.Pattern[str] = LEADERS) -> tuple[str, str, str]:
+    """(a section's number before the text, the text, a contents line's leader dots and page after it, or what
+    ``tail_of`` finds there: a contents entry's page with no room for dots, :func:`_tail`): the number and the leaders
+    are kept as they are, only the text between them translated."""
     head = NUMBERED.match(text)
     start = head.end() if head else 0
-    tail = (ENTRY_END if entry else LEADERS).search(text, start)
+    tail = tail_of.search(text, start)
     end = tail.start() if tail else len(text)
     return text[:start], text[start:end], text[end:]
 
@@ -568,10 +568,10 @@ def _whole_fractions(spans: list[tuple[int, int]], objs: list[Any], bars: list[B
     fractions = []                              # each fraction's bar, and the indexes of the run's characters at it
     for bar in bars:
         at = [(k, (o.y0 + o.y1) / 2) for k, o in enumerate(objs) if hasattr(o, "shown") and _spanned(o, bar)]
-        if any(y > bar.y for _, y in at) and any(y < bar.y for _, y in at):     # over and under it: a fraction's
-            fractions.append((bar, min(k for k, _ in at), max(k for k, _ in at) + 1))
-        elif at and all(0 < bar.y - y < 0.75 * objs[k].size and not _worded(objs[k]) for k, y in at):
-            # all right under it, and none a word's letter: an overline's (not a rule over a line of text)
+        if any(y > bar.y for _, y in at) and any(y < bar.y for _, y in at) or \
+                at and all(0 < bar.y - y < 0.75 * objs[k].size and not _worded(objs[k]) for k, y in at):
+            # over and under it: a fraction's; all right under it and none a word's letter: an overline's (not a rule
+            # over a line of text)
             fractions.append((bar, min(k for k, _ in at), max(k for k, _ in at) + 1))
     largest = max((o.size for o in objs if hasattr(o, "shown")), default=0.0)
     spans = sorted(spans + [(first, last) for _, first, last in fractions      # (a fraction of digits alone: ½)
@@ -653,8 +653,8 @@ class Run:
     chars: list[Any]
     text: str
 
-    @property
-    def rect(self) -> tuple[float, float, float, float]:
+    @functools.cached_property
+    def rect(self) -> tuple[float, float, float, float]:   # (read once its characters are all in: :func:`runs`)
         return (min(c.x0 for c in self.chars), min(c.y0 for c in self.chars),
                 max(c.x1 for c in self.chars), max(c.y1 for c in self.chars))
 
@@ -1014,20 +1014,22 @@ def gathered(groups: list[list[Run]]) -> list[list[Run]]:
 
     def column(g: list[Run]) -> float:        # where the column of a box ends: the widest box starting where it does
         left, em = span(g)[0], max(c.size for r in g for c in r.chars)
-        return max(span(h)[1] for h in out if h and abs(span(h)[0] - left) <= 1.5 * em)
+        return max(b for (a, b), h in zip(spans, out, strict=True) if h and abs(a - left) <= 1.5 * em)
 
     out, moved = [list(g) for g in groups], True
+    spans = [span(g) for g in out]
     while moved:
         moved = False
         for k, group in enumerate(out):
             if not group:
                 continue
-            (x0, x1), math = span(group), all(_math(c) and not MUSIC.search(c.fontname) for r in group for c in r.chars)
-            home = next((h for j, h in enumerate(out) if j != k and h and span(h)[0] <= x0 + 1 and
-                         (x1 <= span(h)[1] + 1 or math and x1 <= column(h) + 1 and after(group, h)) and
+            (x0, x1), math = spans[k], all(_math(c) and not MUSIC.search(c.fontname) for r in group for c in r.chars)
+            home = next((j for j, h in enumerate(out) if j != k and h and spans[j][0] <= x0 + 1 and
+                         (x1 <= spans[j][1] + 1 or math and x1 <= column(h) + 1 and after(group, h)) and
                          all(on(r, h) for r in group)), None)
             if home is not None:
-                home += group
+                out[home] += group
+                spans[home] = (min(spans[home][0], x0), max(spans[home][1], x1))
                 group.clear()
                 moved = True
     return [g for g in out if g]
@@ -1141,15 +1143,15 @@ def _box(page: int, rows: list[list[Run]], every: bool, glyphs: dict[str, Glyph]
     color = _rgb(statistics.mode(tuple(_rgb(c.graphicstate.ncolor)) for c in chars))
     first = [c.shown[2][5] for r in rows[0] for c in r.chars if hasattr(c, "shown")]
     own = face(statistics.mode(c.fontname for c in chars))
-    ends = [(min(c.x0 for c in words), max(c.x1 for c in words)) for row in rows     # (a bullet not counted, nor
-            for words in [[c for r in row for c in r.chars if not _bullet(c)]]      # a row that is a formula's piece)
-            if sum(_worded(c) for c in words) >= 4]
-    middles = [(a + b) / 2 for a, b in ends]
+    lines = [(min(c.x0 for c in words), max(c.x1 for c in words)) for row in rows    # (a bullet not counted, nor
+             for words in [[c for r in row for c in r.chars if not _bullet(c)]]     # a row that is a formula's piece)
+             if sum(_worded(c) for c in words) >= 4]
+    middles = [(a + b) / 2 for a, b in lines]
     firsts = sorted(c.x0 for r in rows[0] for c in r.chars)
     hanging = {round(b) for a, b in itertools.pairwise(firsts) if b - a > size}    # (where a heading's text starts)
-    centred = len(ends) > 1 and max(middles) - min(middles) < 0.15 * size and \
-        min(max(e) - min(e) for e in zip(*ends, strict=True)) > 1.5 * size and \
-        not any(round(a) in hanging for a, _ in ends[1:])   # (both edges moved, one middle; not under a number)
+    centred = len(lines) > 1 and max(middles) - min(middles) < 0.15 * size and \
+        min(max(e) - min(e) for e in zip(*lines, strict=True)) > 1.5 * size and \
+        not any(round(a) in hanging for a, _ in lines[1:])   # (both edges moved, one middle; not under a number)
     return Box(page, (x0, y0, x1, y1), text, size, max(pitch, size), color,
                base=statistics.median(first) if first else None, face=own,
                ops=frozenset(getattr(c, "op", -1) for c in chars), marked=styled(marked, own), letters=letters,
@@ -1430,7 +1432,7 @@ def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
     ratio = box.pitch / box.size
     size = box.size
     while True:
-        lines = wrapped((ENTRY_END if box.entry else LEADERS).sub(_few_leaders, box.translation), font, size, x1 - x0)
+        lines = wrapped(_tail(box).sub(_few_leaders, box.translation), font, size, x1 - x0)
         height = size + (len(lines) - 1) * size * ratio
         wide = max((font.width(ln, size) for ln in lines), default=0.0)
         if (height <= (y1 - y0) * 1.02 and wide <= (x1 - x0) * 1.02) or size <= box.size * SMALLEST:
@@ -1438,11 +1440,21 @@ def fitted(box: Box, font: Font) -> tuple[float, list[str], bool]:
         size *= 0.95
 
 
+def _tail(box: Box) -> re.Pattern[str]:
+    """What ends a box's text as a contents line's: its leaders and page (:data:`LEADERS`), or an entry's page with
+    no room for dots (:data:`ENTRY_END`)."""
+    return ENTRY_END if box.entry else LEADERS
+
+
+def _page(tail: re.Match[str]) -> str:
+    """The page of a contents line's end (:func:`_tail`), without its dots; empty where it has none."""
+    return re.sub(r"[\s.]", "", tail[1])
+
+
 def _few_leaders(tail: re.Match[str]) -> str:
-    """A contents entry's leader dots and page (:data:`LEADERS`) as three dots and the page, to fit its words by
-    (:func:`drawn` fills the dots up to the page again)."""
-    page = re.sub(r"[\s.]", "", tail[1])
-    return f" . . . {page}" if page else tail[1]
+    """A contents line's leader dots and page as three dots and the page, to fit its words by (:func:`drawn` fills
+    the dots up to the page again)."""
+    return f" . . . {_page(tail)}" if _page(tail) else tail[1]
 
 
 def drawn(box: Box, font: Font) -> tuple[bytes, str]:
@@ -1456,8 +1468,8 @@ def drawn(box: Box, font: Font) -> tuple[bytes, str]:
            y1 - size * font.ascent / font.upem)
     r, g, b = box.color
     out = [f"q BT {r:.3f} {g:.3f} {b:.3f} rg"]
-    tail = (ENTRY_END if box.entry else LEADERS).search(lines[-1]) if lines else None
-    page = re.sub(r"[\s.]", "", tail[1]) if tail else ""
+    tail = _tail(box).search(lines[-1]) if lines else None
+    page = _page(tail) if tail else ""
     if tail and page:           # a contents entry: its leaders filled up to its page, set flush with the box's right
         right, dot = max(box.right, box.rect[2]), font.width(" .", size)
         head = lines[-1][:tail.start()]
@@ -1465,9 +1477,8 @@ def drawn(box: Box, font: Font) -> tuple[bytes, str]:
         lines[-1] = head + " ." * max(3, int(room / dot))
         out.append(shown(font, page, size, right - font.width(page, size), top - (len(lines) - 1) * pitch))
     for k, line in enumerate(lines):
-        # a centred box's line in the middle of its box (of the room it takes, where it is wider)
-        left = x0 + max(0.0, (max(box.rect[2], x0 + font.width(line, size)) - x0 - font.width(line, size)) / 2) \
-            if box.centred else x0
+        # a centred box's line in the middle of its box (from its left edge, where it is wider)
+        left = x0 + max(0.0, (box.rect[2] - x0 - font.width(line, size)) / 2) if box.centred else x0
         out.append(shown(font, line, size, left, top - k * pitch))
     out.append("ET Q\n")
     return "\n".join(out).encode(), "no" if not fits else "small" if size < box.size * SMALL else "yes"
@@ -1724,7 +1735,7 @@ def translations(todo: list[Box], texts: Texts) -> list[Box]:
     """The boxes of ``todo`` whose translation has words, each translation set (:attr:`Box.translation`): a section's
     number and a contents line's leaders kept, the words between translated with their formulas and faces as codes
     (:func:`inline`), those put back as they are drawn (:func:`unmarked`), the face at each end as the original's."""
-    parts = [ends(b.marked or b.text, b.entry) for b in todo]
+    parts = [ends(b.marked or b.text, _tail(b)) for b in todo]
     translated = texts.coded([inline(body, b.face, face_at(b.marked, len(head), b.face))
                               for b, (head, body, _) in zip(todo, parts, strict=True)])
     for box, (head, body, tail), pieces in zip(todo, parts, translated, strict=True):
